@@ -1,0 +1,3 @@
+"""glowviz's compiler: ONNX -> graph IR -> low-level IR -> CPU code."""
+
+__all__: list[str] = []

@@ -1,0 +1,88 @@
+"""One error hierarchy for the whole compiler: every failure a user can cause is a CompilerError.
+
+Messages say what went wrong, where (model file, ONNX node, op, pass, instruction) and what to do.
+The CLI prints `str(err)` as one line and exits 2; the IDE shows it in a pane.
+"""
+
+from __future__ import annotations
+
+
+class CompilerError(Exception):
+    """Base class of every error the compiler raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message} ({hint})")
+
+
+class ModelLoadError(CompilerError):
+    """The model file is missing, unreadable, truncated or not ONNX."""
+
+
+class UnsupportedError(CompilerError):
+    """The model uses an op, attribute, dtype or opset the compiler does not support."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str | None = None,
+        op: str | None = None,
+        opset: int | None = None,
+        model: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.node, self.op, self.opset, self.model = node, op, opset, model
+        where = []
+        if model:
+            where.append(f"model {model}")
+        if node is not None:
+            where.append(f"node '{node}'")
+        if op:
+            where.append(f"op {op}" + (f" (opset {opset})" if opset is not None else ""))
+        prefix = ("unsupported: " + ", ".join(where) + ": ") if where else "unsupported: "
+        super().__init__(prefix + message, hint=hint)
+
+
+class ShapeError(CompilerError):
+    """Shapes do not agree: a wrong input shape, or a symbolic dim without a concrete value."""
+
+
+class InputError(CompilerError):
+    """Inputs given at run time do not match the model (count, name, dtype or shape)."""
+
+
+class VerifyError(CompilerError):
+    """An IR failed verification; the message names the node or instruction."""
+
+
+class ParseError(CompilerError):
+    """IR text could not be parsed; the message gives line and column."""
+
+    def __init__(self, message: str, *, line: int | None = None, col: int | None = None) -> None:
+        self.line, self.col = line, col
+        loc = f"line {line}" + (f", col {col}" if col is not None else "") if line else ""
+        super().__init__(f"{loc}: {message}" if loc else message)
+
+
+class PassError(CompilerError):
+    """A pass failed; wraps the cause with the pass name and, where known, the node."""
+
+    def __init__(self, message: str, *, pass_name: str, node: str | None = None) -> None:
+        self.pass_name, self.node = pass_name, node
+        where = f"pass {pass_name}" + (f", node '{node}'" if node else "")
+        super().__init__(f"{where}: {message}")
+
+
+class CodegenError(CompilerError):
+    """The LLVM backend cannot generate code for an instruction."""
+
+    def __init__(self, message: str, *, instruction: str | None = None) -> None:
+        self.instruction = instruction
+        super().__init__(f"codegen: instruction '{instruction}': {message}" if instruction
+                         else f"codegen: {message}")
+
+
+class ExecutionError(CompilerError):
+    """Running compiled code failed (bad plan, kernel fault caught, wrong state)."""

@@ -1,0 +1,124 @@
+"""The whole compile pipeline, stage by stage, observable after every pass.
+
+import -> graph-opt -> lower -> post-lower-opt -> schedule -> irgen -> lir-opt -> memory.
+The IDE's session and every CLI command drive compilation only through `compile_model` and the
+observer it calls (see compiler/passes/manager.py: PassEvent).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from compiler.graph.ir import Module
+from compiler.passes.manager import Observer, PassEvent, PipelineContext, StopPipeline
+
+#: Stage names, in pipeline order.
+STAGES = ("import", "graph-opt", "lower", "post-lower-opt", "schedule", "irgen", "lir-opt",
+          "memory")
+
+
+@dataclass
+class CompileOptions:
+    """Everything that changes what the compiler produces."""
+
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    scheduler: str = "child-mem-size"
+    allocator: str = "lower-bound"
+    lowering: str = "cpu"  # the lowering policy (which nodes the backend keeps)
+    verify: bool = False  # run the verifier after every pass
+    stop_after: str | None = None  # a pass or stage name
+    disabled_passes: frozenset[str] = frozenset()
+    low_level: bool = True  # run schedule/IRGen/LIR passes/memory planning
+
+
+@dataclass
+class CompileResult:
+    """What a compile produced; fields are None when the pipeline stopped before them."""
+
+    module: Module  # the graph IR at the end of the graph stages
+    source: str
+    options: CompileOptions
+    schedule: Any = None  # compiler.scheduling.Schedule
+    lir: Any = None  # compiler.lir.ir.LIRFunction
+    plan: Any = None  # compiler.memory.plan.MemoryPlan
+    events: list[PassEvent] = field(default_factory=list)
+    stopped_after: str | None = None
+    time_ms: float = 0.0
+
+
+def import_model(model: onnx.ModelProto | str | Path | bytes,
+                 options: CompileOptions | None = None) -> tuple[Module, str]:
+    from compiler.frontend import import_onnx, load_model
+
+    options = options or CompileOptions()
+    source = str(model) if isinstance(model, str | Path) else "<memory>"
+    proto = load_model(model)
+    module = import_onnx(proto, input_shapes=options.input_shapes or None,
+                         name=Path(source).stem if source != "<memory>" else None)
+    module.meta.setdefault("source", source)
+    return module, source
+
+
+def compile_model(
+    model: onnx.ModelProto | str | Path | bytes | Module,
+    options: CompileOptions | None = None,
+    observer: Observer | None = None,
+    *,
+    keep_events: bool = False,
+) -> CompileResult:
+    """Run the pipeline. `observer` is called after every pass with a PassEvent (snapshots)."""
+    from compiler.passes.manager import run_graph_passes
+    from compiler.passes.pipelines import graph_opt_passes, lowering_pass
+
+    options = options or CompileOptions()
+    ctx = PipelineContext(observer=observer, verify=options.verify,
+                          stop_after=options.stop_after, disabled=options.disabled_passes,
+                          keep_events=keep_events)
+    t_start = time.perf_counter()
+    t0 = time.perf_counter()
+    if isinstance(model, Module):
+        module, source = model, str(model.meta.get("source", "<module>"))
+    else:
+        module, source = import_model(model, options)
+    if options.verify:
+        from compiler.graph.verifier import verify_module
+
+        verify_module(module)
+    result = CompileResult(module=module, source=source, options=options)
+    ctx.emit(PassEvent(ctx.next_index(), "import", "import-onnx", "graph",
+                       module.clone() if ctx.wants_snapshots else module, True,
+                       (time.perf_counter() - t0) * 1000, 0, module.node_count(),
+                       [r for fn in module.functions for r in fn.journal]))
+    for fn in module.functions:
+        fn.journal.clear()
+    try:
+        ctx.check_stop("import-onnx", "import")
+        run_graph_passes(module, graph_opt_passes(), "graph-opt", ctx)
+        run_graph_passes(module, [lowering_pass(options.lowering)], "lower", ctx)
+        run_graph_passes(module, graph_opt_passes(), "post-lower-opt", ctx)
+        if options.low_level:
+            from compiler.lir.pipeline import run_low_level
+
+            low = run_low_level(module, options, ctx)
+            result.schedule, result.lir, result.plan = low.schedule, low.lir, low.plan
+    except StopPipeline as stop:
+        result.stopped_after = stop.pass_name
+    result.events = ctx.events
+    result.time_ms = (time.perf_counter() - t_start) * 1000
+    return result
+
+
+def ir_text(ir: Any) -> str:
+    """Text of a snapshot from a PassEvent: graph IR Module or low-level IR function."""
+    if isinstance(ir, Module):
+        from compiler.graph.printer import print_module
+
+        return print_module(ir)
+    from compiler.lir.printer import print_lir
+
+    return print_lir(ir)

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# glowviz developer entry point: sets up everything a fresh Debian 12 machine needs, then
+#   bash dev.sh ide  [ARGS...]   opens the IDE (default sample model unless ARGS name one)
+#   bash dev.sh test [ARGS...]   runs the test suite (ARGS go to pytest)
+# Setup is idempotent: system packages only when missing, one .venv, pip only when
+# pyproject.toml changed since the last install.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+
+VENV="$ROOT/.venv"
+STAMP="$VENV/.glowviz-install-stamp"
+PYTHON="${PYTHON:-python3}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+if [ ! -t 1 ] || [ "${CI:-}" = "true" ]; then
+    export PIP_PROGRESS_BAR=off
+fi
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'dev.sh: error: %s\n' "$*" >&2; exit 1; }
+
+usage() {
+    cat <<'EOF'
+usage: bash dev.sh COMMAND [ARGS...]
+
+commands:
+  ide   [ARGS...]   set up if needed, then run the IDE: .venv/bin/glowviz ARGS
+                    (no ARGS opens the default sample model, sample_models/resnet_small.onnx)
+  test  [ARGS...]   set up if needed, then run: .venv/bin/python -m pytest -n 2 tests ARGS
+  setup             only set up: system packages, .venv, pip install -e '.[test]'
+  shell             set up, then start a shell with .venv activated
+  help              this message
+
+environment: PYTHON (default python3) picks the interpreter used to create .venv.
+EOF
+}
+
+# --- system packages ---------------------------------------------------------------------
+
+APT_UPDATED=0
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 \
+        || die "missing system packages ($*) and apt-get is not available; install them by hand"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: $*"
+        sudo=(sudo)
+    fi
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        say "updating apt package lists"
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        APT_UPDATED=1
+    fi
+    say "installing system packages: $*"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+check_python() {
+    command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; glowviz needs Python >= 3.11"
+    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || die "$PYTHON is $("$PYTHON" -V 2>&1); glowviz needs Python >= 3.11"
+}
+
+ensure_system_packages() {
+    if ! command -v dot >/dev/null 2>&1; then
+        apt_install graphviz
+    fi
+}
+
+# --- virtual environment -----------------------------------------------------------------
+
+venv_ok() {
+    [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import pip' >/dev/null 2>&1
+}
+
+ensure_venv() {
+    if venv_ok; then
+        return
+    fi
+    rm -rf "$VENV"
+    say "creating virtual environment in .venv"
+    if ! "$PYTHON" -m venv "$VENV" >/dev/null 2>&1 || ! venv_ok; then
+        # Debian splits venv/ensurepip out of the interpreter package.
+        rm -rf "$VENV"
+        apt_install python3-venv python3-pip
+        "$PYTHON" -m venv "$VENV" || die "could not create .venv with $PYTHON -m venv"
+    fi
+}
+
+install_hash() {
+    # Re-install when the dependencies or the interpreter change.
+    { cat pyproject.toml; "$VENV/bin/python" -VV; } | sha256sum | cut -d' ' -f1
+}
+
+ensure_python_packages() {
+    local want
+    want="$(install_hash)"
+    if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+        return
+    fi
+    say "installing Python packages into .venv (first run takes a minute or two)"
+    "$VENV/bin/python" -m pip install -q -e '.[test]'
+    printf '%s\n' "$want" >"$STAMP"
+    say "setup done"
+}
+
+setup() {
+    check_python
+    ensure_system_packages
+    ensure_venv
+    ensure_python_packages
+}
+
+# --- commands ----------------------------------------------------------------------------
+
+cmd="${1:-}"
+if [ $# -gt 0 ]; then
+    shift
+fi
+
+case "$cmd" in
+    ide)
+        setup
+        if [ $# -eq 0 ] && { [ ! -t 0 ] || [ ! -t 1 ]; }; then
+            die "the IDE needs an interactive terminal (stdin/stdout are not a tty)"
+        fi
+        exec "$VENV/bin/glowviz" "$@"
+        ;;
+    test)
+        setup
+        exec "$VENV/bin/python" -m pytest -n 2 tests "$@"
+        ;;
+    setup)
+        setup
+        ;;
+    shell)
+        setup
+        say "starting a shell with .venv activated (exit to leave)"
+        exec bash --rcfile <(printf '[ -f ~/.bashrc ] && . ~/.bashrc\n. %q\n' "$VENV/bin/activate") -i
+        ;;
+    "" | help | -h | --help)
+        usage
+        ;;
+    *)
+        printf 'dev.sh: unknown command: %s\n\n' "$cmd" >&2
+        usage >&2
+        exit 2
+        ;;
+esac
