@@ -96,18 +96,21 @@ def compile_model(
                        [r for fn in module.functions for r in fn.journal]))
     for fn in module.functions:
         fn.journal.clear()
+    low = None
     try:
         ctx.check_stop("import-onnx", "import")
         run_graph_passes(module, graph_opt_passes(), "graph-opt", ctx)
         run_graph_passes(module, [lowering_pass(options.lowering)], "lower", ctx)
         run_graph_passes(module, graph_opt_passes(), "post-lower-opt", ctx)
         if options.low_level:
-            from compiler.lir.pipeline import run_low_level
+            from compiler.lir.pipeline import LowLevelResult, run_low_level
 
-            low = run_low_level(module, options, ctx)
-            result.schedule, result.lir, result.plan = low.schedule, low.lir, low.plan
+            low = LowLevelResult()
+            run_low_level(module, options, ctx, result=low)
     except StopPipeline as stop:
         result.stopped_after = stop.pass_name
+    if low is not None:
+        result.schedule, result.lir, result.plan = low.schedule, low.lir, low.plan
     result.events = ctx.events
     result.time_ms = (time.perf_counter() - t_start) * 1000
     return result

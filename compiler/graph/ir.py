@@ -58,7 +58,7 @@ class Constant(Value):
     def __init__(self, name: str, data: np.ndarray | None, type: TensorType | None = None,
                  digest: str | None = None) -> None:
         if data is not None:
-            data = np.ascontiguousarray(data)
+            data = np.ascontiguousarray(data).reshape(np.shape(data))
             data.setflags(write=False)
             type = type or TensorType.of(data)
         assert type is not None
