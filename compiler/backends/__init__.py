@@ -1,0 +1,1 @@
+"""Backends: the numpy interpreter (reference) and the LLVM CPU executor."""

@@ -1,0 +1,390 @@
+"""Reference kernels for the neural-network ops: convolutions, pooling, normalisation, resize.
+
+Part of `compiler.kernels.reference` (which registers `NN_KERNELS`); also holds the shared
+helpers `erf` and `apply_activation`. Convolution is im2col over a strided window view + one
+batched matmul per group; accumulation is float32 for float32 inputs, as onnxruntime's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from compiler.errors import ExecutionError
+
+Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
+NN_KERNELS: dict[str, Kernel] = {}
+
+
+def _k(name: str) -> Callable[[Kernel], Kernel]:
+    def deco(fn: Kernel) -> Kernel:
+        NN_KERNELS[name] = fn
+        return fn
+
+    return deco
+
+
+# -- erf --------------------------------------------------------------------------------------
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_SQRT_PI = math.sqrt(math.pi)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf in float64 to ~1e-15: a positive-term series below 2.5, erfc's continued fraction above.
+
+    Vectorised; no scipy. Returns float64.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    ax = np.abs(x)
+    small = ax < 2.5
+    if small.all():
+        return _erf_series(x)
+    out[small] = _erf_series(x[small])
+    big = ~small
+    with np.errstate(invalid="ignore"):
+        xl = np.minimum(ax[big], 10.0)  # erfc(10) underflows double precision anyway
+        f = xl.copy()
+        for k in range(60, 0, -1):
+            f = xl + (0.5 * k) / f
+        erfc = np.exp(-xl * xl) / (_SQRT_PI * f)
+    out[big] = np.where(np.isnan(x[big]), np.nan, np.sign(x[big]) * (1.0 - erfc))
+    return out
+
+
+def _erf_series(x: np.ndarray) -> np.ndarray:
+    # erf(x) = 2/sqrt(pi) exp(-x^2) sum_n (2x^2)^n x / (1*3*...*(2n+1)); all terms share a sign.
+    t = x.copy()
+    s = x.copy()
+    x2 = 2.0 * x * x
+    for n in range(70):
+        t *= x2 / (2 * n + 3)
+        s += t
+    return _TWO_OVER_SQRT_PI * np.exp(-x * x) * s
+
+
+# -- fused activations ------------------------------------------------------------------------
+
+
+def apply_activation(y: np.ndarray, activation: str, args: tuple[float, ...]) -> np.ndarray:
+    """The `activation` attribute of Conv/FullyConnected, applied in place where possible."""
+    if activation == "none":
+        return y
+    t = y.dtype.type
+    if activation == "relu":
+        return np.maximum(y, t(0), out=y)
+    if activation == "clip":
+        lo = args[0] if len(args) > 0 else -math.inf
+        hi = args[1] if len(args) > 1 else math.inf
+        return np.minimum(np.maximum(y, t(lo), out=y), t(hi), out=y)
+    if activation == "leaky_relu":
+        alpha = args[0] if args else 0.01
+        return np.where(y >= 0, y, y * t(alpha))
+    if activation == "sigmoid":
+        e = np.exp(-np.abs(y))
+        return np.where(y >= 0, 1 / (1 + e), e / (1 + e)).astype(y.dtype, copy=False)
+    if activation == "tanh":
+        return np.tanh(y)
+    raise ExecutionError(f"unknown fused activation '{activation}' "
+                         "(none, relu, clip, leaky_relu, sigmoid, tanh)")
+
+
+# -- convolution ------------------------------------------------------------------------------
+
+
+def _windows(xp: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int,
+             oh: int, ow: int) -> np.ndarray:
+    """View (N, C, OH, OW, KH, KW) of the padded NCHW input's dilated, strided windows."""
+    eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    v = sliding_window_view(xp, (eh, ew), axis=(2, 3))
+    return v[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw, ::dh, ::dw]
+
+
+def _pad_nchw(x: np.ndarray, pads: tuple[int, ...], value: float = 0.0,
+              extra: tuple[int, int] = (0, 0)) -> np.ndarray:
+    pt, pl, pb, pr = pads
+    if not (pt or pl or pb or pr or extra[0] or extra[1]):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (pt, pb + extra[0]), (pl, pr + extra[1])),
+                  constant_values=x.dtype.type(value))
+
+
+@_k("Conv")
+def conv(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, w, b = ins
+    n, c, h, wd = x.shape
+    k, cg, kh, kw = w.shape
+    g = attrs["group"]
+    sh, sw = attrs["strides"]
+    dh, dw = attrs["dilations"]
+    pads = attrs["pads"]
+    oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    win = _windows(_pad_nchw(x, pads), kh, kw, sh, sw, dh, dw, oh, ow)
+    kg = k // g
+    if cg == 1 and kg == 1:
+        # Depthwise: one multiply-accumulate per tap beats many 1-column matmuls.
+        wr = w.reshape(g, kh, kw)
+        out = np.zeros((n, g, oh, ow), dtype=np.result_type(x, w))
+        for r in range(kh):
+            for s in range(kw):
+                out += win[:, :, :, :, r, s] * wr[None, :, r, s, None, None]
+    else:
+        # cols: (N, G, OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, Kg) -> (N, G, OH*OW, Kg)
+        cols = win.reshape(n, g, cg, oh, ow, kh, kw).transpose(0, 1, 3, 4, 2, 5, 6)
+        cols = cols.reshape(n, g, oh * ow, cg * kh * kw)
+        wm = w.reshape(g, kg, cg * kh * kw).transpose(0, 2, 1)
+        out = np.matmul(cols, wm).transpose(0, 1, 3, 2).reshape(n, k, oh, ow)
+    out = np.ascontiguousarray(out.reshape(n, k, oh, ow))
+    out += b.reshape(1, k, 1, 1)
+    return [apply_activation(out, attrs["activation"], attrs["act_args"])]
+
+
+@_k("ConvTranspose")
+def conv_transpose(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, w, b = ins
+    n, c, h, wd = x.shape
+    _, kg, kh, kw = w.shape
+    g = attrs["group"]
+    cg = c // g
+    k = kg * g
+    sh, sw = attrs["strides"]
+    dh, dw = attrs["dilations"]
+    pt, pl, pb, pr = attrs["pads"]
+    oph, opw = attrs["output_padding"]
+    # cols[n, g, h*w, kg*kh*kw] = sum_c x[n, g, c, h*w] * w[g, c, kg*kh*kw]
+    xm = x.reshape(n, g, cg, h * wd).transpose(0, 1, 3, 2)
+    wm = w.reshape(g, cg, kg * kh * kw)
+    cols = np.matmul(xm, wm).reshape(n, g, h, wd, kg, kh, kw)
+    full_h = sh * (h - 1) + dh * (kh - 1) + 1 + oph
+    full_w = sw * (wd - 1) + dw * (kw - 1) + 1 + opw
+    full = np.zeros((n, g, kg, full_h, full_w), dtype=cols.dtype)
+    for r in range(kh):
+        for s in range(kw):
+            tap = cols[:, :, :, :, :, r, s].transpose(0, 1, 4, 2, 3)
+            full[:, :, :, r * dh : r * dh + sh * (h - 1) + 1 : sh,
+                 s * dw : s * dw + sw * (wd - 1) + 1 : sw] += tap
+    oh, ow = full_h - pt - pb, full_w - pl - pr
+    # Negative pads (allowed by the formula) would extend the output with zeros.
+    if pt < 0 or pl < 0 or pb < 0 or pr < 0:
+        full = np.pad(full, ((0, 0),) * 3 + ((max(-pt, 0), max(-pb, 0)), (max(-pl, 0), max(-pr, 0))))
+        pt, pl = max(pt, 0), max(pl, 0)
+    out = np.ascontiguousarray(full[:, :, :, pt : pt + oh, pl : pl + ow]).reshape(n, k, oh, ow)
+    out += b.reshape(1, k, 1, 1)
+    return [out]
+
+
+# -- pooling ----------------------------------------------------------------------------------
+
+
+def _pool_geometry(x: np.ndarray, attrs: dict[str, Any], dil: tuple[int, int]):
+    n, c, h, w = x.shape
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["strides"]
+    pt, pl, pb, pr = attrs["pads"]
+    outs, extra = [], []
+    for size, k, s, p0, p1, d in ((h, kh, sh, pt, pb, dil[0]), (w, kw, sw, pl, pr, dil[1])):
+        eff = d * (k - 1) + 1
+        if attrs["ceil_mode"]:
+            o = -(-(size + p0 + p1 - eff) // s) + 1
+            if (o - 1) * s >= size + p0:
+                o -= 1
+        else:
+            o = (size + p0 + p1 - eff) // s + 1
+        outs.append(o)
+        extra.append(max(0, (o - 1) * s + eff - (size + p0 + p1)))
+    return outs[0], outs[1], (extra[0], extra[1])
+
+
+@_k("MaxPool")
+def max_pool(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    dil = attrs["dilations"]
+    oh, ow, extra = _pool_geometry(x, attrs, dil)
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = _pad_nchw(x, attrs["pads"], low, extra)
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["strides"]
+    win = _windows(xp, kh, kw, sh, sw, dil[0], dil[1], oh, ow)
+    return [win.max(axis=(4, 5))]
+
+
+@_k("AvgPool")
+def avg_pool(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    oh, ow, extra = _pool_geometry(x, attrs, (1, 1))
+    pads = attrs["pads"]
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["strides"]
+    xp = _pad_nchw(x, pads, 0.0, extra)
+    sums = _windows(xp, kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5), dtype=x.dtype)
+    # Divisor: positions inside the input, or (count_include_pad) inside input + explicit pads;
+    # the ceil_mode overhang never counts (onnxruntime's rule).
+    h, w = x.shape[2:]
+    pt, pl, pb, pr = pads
+    if attrs["count_include_pad"]:
+        mask = np.zeros((h + pt + pb + extra[0], w + pl + pr + extra[1]), dtype=x.dtype)
+        mask[: h + pt + pb, : w + pl + pr] = 1
+    else:
+        mask = _pad_nchw(np.ones((1, 1, h, w), dtype=x.dtype), pads, 0.0, extra)[0, 0]
+    counts = _windows(mask[None, None], kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5))[0, 0]
+    return [sums / np.maximum(counts, 1)]
+
+
+@_k("GlobalAvgPool")
+def global_avg_pool(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    return [np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)]
+
+
+@_k("GlobalMaxPool")
+def global_max_pool(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    return [np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)]
+
+
+# -- normalisation ----------------------------------------------------------------------------
+
+
+@_k("BatchNorm")
+def batch_norm(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, scale, bias, mean, var = ins
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    t = x.dtype.type
+    inv = scale / np.sqrt(var + t(attrs["epsilon"]))
+    return [(x - mean.reshape(shape)) * inv.reshape(shape) + bias.reshape(shape)]
+
+
+@_k("LayerNorm")
+def layer_norm(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    # onnxruntime accumulates mean and variance in double; so do we, then cast back.
+    x, scale, bias = ins
+    ax = attrs["axis"] % x.ndim
+    axes = tuple(range(ax, x.ndim))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    var = np.square(x64 - mean).mean(axis=axes, keepdims=True)
+    y = (x64 - mean) / np.sqrt(var + attrs["epsilon"])
+    return [(y * scale + bias).astype(x.dtype)]
+
+
+@_k("LRN")
+def lrn(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    size = attrs["size"]
+    c = x.shape[1]
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = np.square(x.astype(np.float64))
+    csum = np.cumsum(np.pad(sq, ((0, 0), (1, 0)) + ((0, 0),) * (x.ndim - 2)), axis=1)
+    idx = np.arange(c)
+    top = np.minimum(idx + hi, c - 1) + 1
+    bot = np.maximum(idx - lo, 0)
+    s = np.take(csum, top, axis=1) - np.take(csum, bot, axis=1)
+    y = x / (attrs["bias"] + attrs["alpha"] / size * s) ** attrs["beta"]
+    return [y.astype(x.dtype)]
+
+
+# -- resize -----------------------------------------------------------------------------------
+
+
+def _source_coords(o: int, i: int, ctm: str, scale: float | None = None) -> np.ndarray:
+    """Input coordinate of every output index along one axis (scale = out / in unless given)."""
+    xo = np.arange(o, dtype=np.float64)
+    if scale is None:
+        scale = o / i
+    if ctm == "half_pixel_symmetric":
+        # Differs from half_pixel only when the scale is not exactly out/in.
+        offset = i / 2 * (1 - o / (scale * i))
+        return offset + (xo + 0.5) / scale - 0.5
+    if ctm == "half_pixel":
+        return (xo + 0.5) / scale - 0.5
+    if ctm == "pytorch_half_pixel":
+        return (xo + 0.5) / scale - 0.5 if o > 1 else np.zeros(o)
+    if ctm == "align_corners":
+        out_w = scale * i  # fractional when the scale is not exactly out/in, as in ONNX
+        return xo * (i - 1) / (out_w - 1) if out_w != 1 else np.zeros(o)
+    if ctm == "asymmetric":
+        return xo / scale
+    if ctm == "tf_half_pixel_for_nn":
+        return (xo + 0.5) / scale
+    raise ExecutionError(f"Resize: coordinate_transformation_mode '{ctm}' is not supported "
+                         "(half_pixel, pytorch_half_pixel, align_corners, asymmetric, "
+                         "tf_half_pixel_for_nn)")
+
+
+def _nearest(xs: np.ndarray, mode: str) -> np.ndarray:
+    if mode == "round_prefer_floor":
+        return np.where(xs - np.floor(xs) == 0.5, np.floor(xs), np.round(xs))
+    if mode == "round_prefer_ceil":
+        return np.where(xs - np.floor(xs) == 0.5, np.ceil(xs), np.round(xs))
+    if mode == "floor":
+        return np.floor(xs)
+    if mode == "ceil":
+        return np.ceil(xs)
+    raise ExecutionError(f"Resize: unknown nearest_mode '{mode}'")
+
+
+def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
+    """Weights of taps floor(x)-1 .. floor(x)+2 for fractional offsets t (Keys kernel)."""
+
+    def near(d):  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
+
+
+def _axis_taps(o: int, i: int, attrs: dict[str, Any], ax: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, weights) of shape (o, taps) for one axis."""
+    mode = attrs["mode"]
+    scale = attrs["scales"][ax] if attrs.get("scales") else None
+    xs = _source_coords(o, i, attrs["coordinate_transformation_mode"], scale)
+    if mode == "nearest":
+        idx = np.clip(_nearest(xs, attrs["nearest_mode"]), 0, i - 1).astype(np.int64)
+        return idx[:, None], np.ones((o, 1))
+    if mode == "linear":
+        xs = np.clip(xs, 0, i - 1)
+        i0 = np.floor(xs).astype(np.int64)
+        i1 = np.minimum(i0 + 1, i - 1)
+        t = xs - i0
+        return np.stack([i0, i1], 1), np.stack([1 - t, t], 1)
+    if mode == "cubic":
+        f = np.floor(xs)
+        t = xs - f
+        raw = f.astype(np.int64)[:, None] + np.arange(-1, 3)[None, :]
+        wts = _cubic_weights(t, attrs["cubic_coeff_a"])
+        if attrs["exclude_outside"]:
+            wts = np.where((raw < 0) | (raw >= i), 0.0, wts)
+            wts = wts / wts.sum(axis=1, keepdims=True)
+        return np.clip(raw, 0, i - 1), wts
+    raise ExecutionError(f"Resize: unknown mode '{mode}' (nearest, linear, cubic)")
+
+
+@_k("Resize")
+def resize(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    out_shape = tuple(attrs["out_shape"])
+    y = x if attrs["mode"] == "nearest" else x.astype(np.float64)
+    for ax, (i, o) in enumerate(zip(x.shape, out_shape)):
+        scaled = bool(attrs.get("scales")) and attrs["scales"][ax] != 1.0
+        if i == o and not scaled and attrs["coordinate_transformation_mode"] != "tf_half_pixel_for_nn":
+            continue
+        idx, wts = _axis_taps(o, i, attrs, ax)
+        if idx.shape[1] == 1:
+            y = np.take(y, idx[:, 0], axis=ax)
+            continue
+        bshape = [1] * y.ndim
+        bshape[ax] = o
+        acc = None
+        for t in range(idx.shape[1]):
+            term = np.take(y, idx[:, t], axis=ax) * wts[:, t].reshape(bshape)
+            acc = term if acc is None else acc + term
+        y = acc
+    return [np.asarray(y).astype(x.dtype, copy=False)]

@@ -1,0 +1,195 @@
+"""`glowviz run MODEL`: compile, execute on given or random inputs, optionally check vs onnxruntime."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import CompilerError, InputError
+from compiler.executors import EXECUTORS, LOW_LEVEL_EXECUTORS, make_executor
+from compiler.graph.types import TensorType
+from compiler.pipeline import CompileOptions, compile_model
+from glowviz.cli import add_common_model_args, parse_shape_args
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    kinds = sorted(set(EXECUTORS) | {"llvm"})
+    p = sub.add_parser("run", help="execute a model; --check compares with onnxruntime",
+                       description="Compile MODEL, run it on inputs from an .npz file (or random "
+                       "ones), print a summary of every output, optionally save them and compare "
+                       "them with onnxruntime.")
+    add_common_model_args(p)
+    p.add_argument("--executor", default="interpreter", metavar="|".join(kinds),
+                   help="how to execute (default: interpreter)")
+    p.add_argument("--inputs", metavar="IN.npz", help="inputs by input name (default: random)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to this file")
+    p.add_argument("--check", action="store_true",
+                   help="compare with onnxruntime (1 thread); exit 1 on mismatch")
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
+    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of --check")
+    p.set_defaults(func=run)
+
+
+def random_input(t: TensorType, rng: np.random.Generator) -> np.ndarray:
+    """Seeded inputs: floats ~ N(0, 1); integers in [0, 4) (safe as small indices); bools."""
+    if t.elem.is_float:
+        return rng.standard_normal(t.shape).astype(t.np_dtype)
+    if t.np_dtype == np.bool_:
+        return rng.random(t.shape) < 0.5
+    return rng.integers(0, 4, size=t.shape).astype(t.np_dtype)
+
+
+def load_inputs(path: str, names: list[str], onnx_names: dict[str, str]) -> dict[str, np.ndarray]:
+    """Arrays of an .npz by input name (the ONNX name or the IR placeholder name)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CompilerError(f"inputs file '{path}' does not exist")
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise CompilerError(f"cannot read inputs file '{path}': {e}",
+                            hint="expected an .npz written by numpy.savez") from None
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        onnx_name = onnx_names.get(name, name)
+        for key in (onnx_name, name):
+            if key in arrays:
+                out[name] = arrays.pop(key)
+                break
+        else:
+            raise InputError(f"inputs file '{path}' has no array for input '{onnx_name}'",
+                             hint=f"it holds: {', '.join(sorted(arrays)) or 'nothing'}")
+    if arrays:
+        raise InputError(f"inputs file '{path}' has arrays for unknown inputs: "
+                         f"{', '.join(sorted(arrays))}",
+                         hint=f"the model's inputs are: "
+                         f"{', '.join(onnx_names.get(n, n) for n in names)}")
+    return out
+
+
+def summary(a: np.ndarray) -> str:
+    if a.size == 0:
+        return "empty"
+    if a.dtype == np.bool_:
+        return f"true={int(a.sum())}/{a.size}"
+    f = a.astype(np.float64)
+    return f"min={f.min():.6g} max={f.max():.6g} mean={f.mean():.6g}"
+
+
+def write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write atomically: a temp file in the same directory, then os.replace."""
+    dest = Path(path)
+    folder = dest.parent if str(dest.parent) else Path(".")
+    if not folder.is_dir():
+        raise CompilerError(f"cannot write '{path}': directory '{folder}' does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _ort_session(model: str, so: Any) -> Any:
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own unrelated types
+        # A newer onnx than onnxruntime writes an IR version onnxruntime refuses although the
+        # ops are fine: retry once with the IR version it names as its maximum.
+        found = re.search(r"max supported IR version: (\d+)", str(e))
+        if not found:
+            raise
+        import onnx
+
+        proto = onnx.load(model)
+        proto.ir_version = int(found.group(1))
+        return ort.InferenceSession(proto.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+
+
+def run_onnxruntime(model: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    try:
+        sess = _ort_session(model, so)
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(None, feeds)))
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own unrelated types
+        raise CompilerError(f"onnxruntime could not run '{model}': {str(e).splitlines()[0]}") \
+            from None
+
+
+def compare(ours: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[bool, float, float]:
+    """(ok, max abs error, max relative error)."""
+    if ours.shape != ref.shape:
+        return False, float("inf"), float("inf")
+    if ours.size == 0:
+        return True, 0.0, 0.0
+    if ref.dtype == np.bool_ or ours.dtype == np.bool_:
+        ok = bool(np.array_equal(ours, ref))
+        return ok, 0.0 if ok else 1.0, 0.0 if ok else 1.0
+    a, b = ours.astype(np.float64), ref.astype(np.float64)
+    diff = np.abs(a - b)
+    nan_ok = np.isnan(a) == np.isnan(b)
+    diff = np.where(np.isnan(a) & np.isnan(b), 0.0, diff)
+    rel = diff / np.maximum(np.abs(b), np.finfo(np.float32).tiny)
+    ok = bool(nan_ok.all() and np.all(diff <= atol + rtol * np.abs(b)))
+    return ok, float(np.nanmax(diff)), float(np.nanmax(rel))
+
+
+def run(args: argparse.Namespace) -> int:
+    kind = args.executor
+    if kind not in EXECUTORS:
+        raise CompilerError(f"unknown executor '{kind}'; known executors: "
+                            f"{', '.join(sorted(EXECUTORS))}")
+    options = CompileOptions(input_shapes=parse_shape_args(args.input_shape),
+                             low_level=kind in LOW_LEVEL_EXECUTORS)
+    result = compile_model(args.model, options)
+    ex = make_executor(result, kind)
+    meta: dict[str, Any] = result.module.meta
+    onnx_in = {p: o for o, p in meta.get("onnx_inputs", ())}
+    onnx_out = {p: o for o, p in meta.get("onnx_outputs", ())}
+    if args.inputs:
+        inputs = load_inputs(args.inputs, ex.input_names, onnx_in)
+    else:
+        rng = np.random.default_rng(args.seed)
+        inputs = {n: random_input(ex.input_types[n], rng) for n in ex.input_names}
+    outputs = ex.run(inputs)
+    named = {onnx_out.get(n, n): v for n, v in outputs.items()}
+    for name, a in named.items():
+        print(f"{name}: shape={list(a.shape)} dtype={a.dtype} {summary(a)}")
+    if args.output:
+        write_npz(args.output, named)
+        print(f"wrote {args.output}")
+    if not args.check:
+        return 0
+    ref = run_onnxruntime(str(args.model), {onnx_in.get(n, n): v for n, v in inputs.items()})
+    failed = False
+    for name, ours in named.items():
+        if name not in ref:
+            print(f"check {name}: MISMATCH (onnxruntime has no output '{name}')")
+            failed = True
+            continue
+        ok, abs_err, rel_err = compare(ours, ref[name], args.rtol, args.atol)
+        shape_note = "" if ours.shape == ref[name].shape else \
+            f" (shape {list(ours.shape)} vs onnxruntime {list(ref[name].shape)})"
+        print(f"check {name}: {'ok' if ok else 'MISMATCH'} max_abs_err={abs_err:.3g} "
+              f"max_rel_err={rel_err:.3g}{shape_note}")
+        failed |= not ok
+    print(f"check: {'FAILED' if failed else 'passed'} (rtol={args.rtol:g}, atol={args.atol:g})")
+    return 1 if failed else 0
