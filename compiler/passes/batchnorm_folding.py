@@ -1,0 +1,46 @@
+"""BatchNorm folding: BatchNorm(Conv(x, w, b)) with constant filter, bias and BN parameters and a
+single use of the Conv becomes one Conv with scaled weights:
+w' = w * s[k], b' = (b - mean) * s + beta, where s = gamma / sqrt(var + eps).
+The folded Conv is named `<conv>_bn` with both nodes as origin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.ir import Function, Node
+from compiler.passes.manager import GraphPass, register_pass
+from compiler.passes.rewriter import Rewriter, apply_patterns, const_data, producer, single_use
+
+
+def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
+    conv = producer(bn.operands[0])
+    if (conv is None or conv.op != "Conv" or conv.attrs["activation"] != "none"
+            or not single_use(conv.result) or not bn.result.type.elem.is_float):
+        return False
+    w, b = const_data(conv.operands[1]), const_data(conv.operands[2])
+    params = [const_data(v) for v in bn.operands[1:]]
+    if w is None or b is None or any(p is None for p in params):
+        return False
+    gamma, beta, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
+    s = gamma / np.sqrt(var + bn.attrs["epsilon"])
+    new_w = w.astype(np.float64) * s.reshape(-1, 1, 1, 1)
+    new_b = (b.astype(np.float64) - mean) * s + beta
+    wt, bt = conv.operands[1].type, conv.operands[2].type
+    cw = rw.constant(f"{conv.operands[1].name}_bn", new_w, like=wt)
+    cb = rw.constant(f"{conv.operands[2].name}_bn", new_b, like=bt)
+    new = rw.create("Conv", [conv.operands[0], cw, cb], dict(conv.attrs),
+                    name=f"{conv.name}_bn", origin=[conv, bn])
+    rw.replace_node(bn, new)
+    return True
+
+
+@register_pass
+class BatchNormFolding(GraphPass):
+    name = "batchnorm-folding"
+
+    def run(self, fn: Function) -> bool:
+        changed = apply_patterns(fn, {"BatchNorm": [fold_batchnorm]})
+        if changed:
+            fn.module.remove_unused_constants()
+        return changed

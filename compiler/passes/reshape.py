@@ -1,0 +1,47 @@
+"""Reshape merging: Reshape(Reshape(x)) becomes one Reshape, reshapes to the input's own shape
+vanish, and a Reshape of a constant is folded into a new constant.
+"""
+
+from __future__ import annotations
+
+from compiler.graph.ir import Function, Node
+from compiler.passes.manager import GraphPass, register_pass
+from compiler.passes.rewriter import Rewriter, apply_patterns, const_data, producer
+
+
+def remove_identity_reshape(node: Node, rw: Rewriter) -> bool:
+    if node.operands[0].type != node.result.type:
+        return False
+    rw.replace_node(node, node.operands[0])
+    return True
+
+
+def merge_reshapes(node: Node, rw: Rewriter) -> bool:
+    inner = producer(node.operands[0])
+    if inner is None or inner.op != "Reshape":
+        return False
+    new = rw.create("Reshape", [inner.operands[0]], dict(node.attrs), name=node.name,
+                    origin=[inner, node])
+    rw.replace_node(node, new)
+    return True
+
+
+def fold_constant_reshape(node: Node, rw: Rewriter) -> bool:
+    data = const_data(node.operands[0])
+    if data is None or node.result.type.rank == 0:  # Constant() cannot hold 0-d data
+        return False
+    c = rw.constant(f"{node.operands[0].name}_r", data.reshape(node.attrs["shape"]))
+    rw.replace_node(node, c)
+    return True
+
+
+@register_pass
+class ReshapeMerging(GraphPass):
+    name = "reshape-merging"
+
+    def run(self, fn: Function) -> bool:
+        changed = apply_patterns(
+            fn, {"Reshape": [remove_identity_reshape, fold_constant_reshape, merge_reshapes]})
+        if changed:
+            fn.module.remove_unused_constants()
+        return changed

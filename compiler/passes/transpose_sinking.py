@@ -1,0 +1,150 @@
+"""Transpose sinking and cancellation.
+
+Transposes are moved below element-wise unary ops, and below element-wise binary ops when both
+operands are transposed by the same perm or the other operand is a constant (permuted at compile
+time) or a one-element value. Transpose(Transpose(x)) becomes one Transpose (or none), identity
+perms vanish and a Transpose of a constant is folded. Sinking brings transposes together so
+they cancel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.ir import Constant, Function, Node, Value
+from compiler.passes.manager import GraphPass, register_pass
+from compiler.passes.rewriter import Rewriter, apply_patterns, const_data, producer, single_use
+
+
+def inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def compose(inner: tuple[int, ...], outer: tuple[int, ...]) -> tuple[int, ...]:
+    """The perm of Transpose(Transpose(x, inner), outer)."""
+    return tuple(inner[p] for p in outer)
+
+
+def is_identity(perm: tuple[int, ...]) -> bool:
+    return all(i == p for i, p in enumerate(perm))
+
+
+def remove_identity(node: Node, rw: Rewriter) -> bool:
+    if not is_identity(node.attrs["perm"]):
+        return False
+    rw.replace_node(node, node.operands[0])
+    return True
+
+
+def merge_transposes(node: Node, rw: Rewriter) -> bool:
+    inner = producer(node.operands[0])
+    if inner is None or inner.op != "Transpose":
+        return False
+    perm = compose(inner.attrs["perm"], node.attrs["perm"])
+    x = inner.operands[0]
+    if is_identity(perm):
+        rw.replace_node(node, x)
+        return True
+    new = rw.create("Transpose", [x], {"perm": perm}, name=node.name, origin=[inner, node])
+    rw.replace_node(node, new)
+    return True
+
+
+def fold_constant_transpose(node: Node, rw: Rewriter) -> bool:
+    data = const_data(node.operands[0])
+    if data is None:
+        return False
+    c = rw.constant(f"{node.operands[0].name}_t", np.transpose(data, node.attrs["perm"]))
+    rw.replace_node(node, c)
+    return True
+
+
+def _transposed(v: Value) -> Node | None:
+    n = producer(v)
+    return n if n is not None and n.op == "Transpose" else None
+
+
+def sink_unary(node: Node, rw: Rewriter) -> bool:
+    t = _transposed(node.operands[0])
+    if t is None or not single_use(t.result):
+        return False
+    moved = rw.create(node.op, [t.operands[0]], dict(node.attrs), name=node.name, origin=[node, t])
+    new_t = rw.create("Transpose", [moved.result], dict(t.attrs), name=t.name, origin=[t])
+    rw.replace_node(node, new_t)
+    return True
+
+
+def _permute_other(other: Value, perm: tuple[int, ...], rank: int, rw: Rewriter) -> Value | None:
+    """`other` as an operand on the un-transposed side, or None if that is not possible."""
+    if other.type.numel == 1 and other.type.rank <= rank:
+        return other
+    data = const_data(other)
+    if data is None or data.ndim > rank:
+        return None
+    full = data.reshape((1,) * (rank - data.ndim) + data.shape)
+    return rw.constant(f"{other.name}_t", np.transpose(full, inverse(perm)))
+
+
+def sink_binary(node: Node, rw: Rewriter) -> bool:
+    lhs, rhs = node.operands
+    tl, tr = _transposed(lhs), _transposed(rhs)
+    if tl is not None and tr is not None:
+        if tl.attrs["perm"] != tr.attrs["perm"]:
+            return False
+        if tl is not tr and not (single_use(lhs) and single_use(rhs)):
+            return False
+        if tl.operands[0].type.rank != tr.operands[0].type.rank:
+            return False
+        operands = [tl.operands[0], tr.operands[0]]
+        t, origin = tl, [node, tl, tr]
+    elif (t := tl or tr) is not None:
+        if not single_use(t.result):
+            return False
+        perm = t.attrs["perm"]
+        other_idx = 1 if t is tl else 0
+        other = node.operands[other_idx]
+        if not isinstance(other, Constant) and other.type.numel != 1:
+            return False
+        new_other = _permute_other(other, perm, len(perm), rw)
+        if new_other is None:
+            return False
+        operands = [t.operands[0], new_other]
+        if other_idx == 0:
+            operands.reverse()
+        origin = [node, t]
+    else:
+        return False
+    # Operand ranks never exceed the perm's, so the result keeps the perm's rank.
+    moved = rw.create(node.op, operands, dict(node.attrs), name=node.name, origin=origin)
+    new_t = rw.create("Transpose", [moved.result], dict(t.attrs), name=t.name, origin=[t])
+    rw.replace_node(node, new_t)
+    return True
+
+
+def _table() -> dict[str, list]:
+    from compiler.graph.ops import all_ops
+
+    table: dict[str, list] = {"Transpose": [remove_identity, fold_constant_transpose,
+                                            merge_transposes]}
+    for name, op in all_ops().items():
+        if "elementwise" not in op.traits or "pure" not in op.traits:
+            continue
+        if "unary" in op.traits or name == "Cast":
+            table[name] = [sink_unary]
+        elif "binary" in op.traits:
+            table[name] = [sink_binary]
+    return table
+
+
+@register_pass
+class TransposeSinking(GraphPass):
+    name = "transpose-sinking"
+
+    def run(self, fn: Function) -> bool:
+        changed = apply_patterns(fn, _table())
+        if changed:
+            fn.module.remove_unused_constants()
+        return changed
