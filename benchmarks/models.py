@@ -1,0 +1,273 @@
+"""Generators of full-size ImageNet-shaped ONNX models with random weights (onnx.helper only).
+
+ResNet-50, DenseNet-121, Inception (GoogLeNet / Inception-v1), VGG-19 and MobileNet-v2, with the
+layer shapes of the published networks, for the memory and speed benchmarks. Nothing is
+downloaded. `python benchmarks/models.py --out benchmarks/models [--only resnet50 ...]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 8
+
+
+class _Net:
+    """Accumulates nodes and initializers; tracks the current tensor's channel count."""
+
+    def __init__(self, name: str, seed: int) -> None:
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self._n: dict[str, int] = {}
+
+    def fresh(self, prefix: str) -> str:
+        k = self._n.get(prefix, 0)
+        self._n[prefix] = k + 1
+        return f"{prefix}_{k}"
+
+    def const(self, prefix: str, value: np.ndarray) -> str:
+        name = self.fresh(prefix)
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def op(self, op_type: str, inputs: Sequence[str], prefix: str | None = None, **attrs) -> str:
+        out = self.fresh(prefix or op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
+        return out
+
+    def weight(self, shape: Sequence[int], fan_in: int) -> np.ndarray:
+        return (self.rng.standard_normal(shape, dtype=np.float32)
+                * np.float32(math.sqrt(2.0 / fan_in)))
+
+    # -- layers ---------------------------------------------------------------------------------
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, pad: int | None = None,
+             group: int = 1, bias: bool = True) -> str:
+        pad = k // 2 if pad is None else pad
+        w = self.const("w", self.weight((cout, cin // group, k, k), cin // group * k * k))
+        ins = [x, w]
+        if bias:
+            ins.append(self.const("b", np.zeros(cout, np.float32)))
+        return self.op("Conv", ins, "conv", kernel_shape=[k, k], strides=[stride, stride],
+                       pads=[pad] * 4, group=group)
+
+    def bn(self, x: str, c: int) -> str:
+        scale = self.const("gamma", (1.0 + 0.1 * self.rng.standard_normal(c)).astype(np.float32))
+        bias = self.const("beta", (0.1 * self.rng.standard_normal(c)).astype(np.float32))
+        mean = self.const("mean", (0.1 * self.rng.standard_normal(c)).astype(np.float32))
+        var = self.const("var", (1.0 + 0.1 * self.rng.random(c)).astype(np.float32))
+        return self.op("BatchNormalization", [x, scale, bias, mean, var], "bn", epsilon=1e-5)
+
+    def relu(self, x: str) -> str:
+        return self.op("Relu", [x], "relu")
+
+    def relu6(self, x: str) -> str:
+        lo = self.const("clip_min", np.array(0.0, np.float32))
+        hi = self.const("clip_max", np.array(6.0, np.float32))
+        return self.op("Clip", [x, lo, hi], "relu6")
+
+    def maxpool(self, x: str, k: int, stride: int, pad: int = 0) -> str:
+        return self.op("MaxPool", [x], "maxpool", kernel_shape=[k, k], strides=[stride, stride],
+                       pads=[pad] * 4)
+
+    def avgpool(self, x: str, k: int, stride: int, pad: int = 0) -> str:
+        return self.op("AveragePool", [x], "avgpool", kernel_shape=[k, k],
+                       strides=[stride, stride], pads=[pad] * 4)
+
+    def classifier(self, x: str, c: int, classes: int) -> str:
+        g = self.op("GlobalAveragePool", [x], "gap")
+        f = self.op("Flatten", [g], "flatten", axis=1)
+        w = self.const("fc_w", self.weight((classes, c), c))
+        b = self.const("fc_b", np.zeros(classes, np.float32))
+        return self.op("Gemm", [f, w, b], "fc", transB=1)
+
+    def model(self, x: str, y: str, in_shape: Sequence[int], out_shape: Sequence[int]) -> onnx.ModelProto:
+        # The last node's output is renamed to the graph output.
+        self.nodes[-1].output[0] = "output"
+        graph = helper.make_graph(
+            self.nodes, self.name,
+            [helper.make_tensor_value_info(x, TensorProto.FLOAT, list(in_shape))],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, list(out_shape))],
+            self.inits)
+        m = helper.make_model(graph, producer_name="glowviz-benchmarks",
+                              opset_imports=[helper.make_opsetid("", OPSET)])
+        m.ir_version = IR_VERSION
+        return m
+
+
+def build_resnet50(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """ResNet-50 v1.5: bottleneck blocks [3, 4, 6, 3], BatchNorm, residual adds."""
+    n = _Net("resnet50", seed)
+    x = n.relu(n.bn(n.conv("input", 3, 64, 7, 2, 3, bias=False), 64))
+    x = n.maxpool(x, 3, 2, 1)
+    cin = 64
+    for stage, (blocks, width) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512))):
+        for b in range(blocks):
+            stride = 2 if (b == 0 and stage > 0) else 1
+            cout = width * 4
+            y = n.relu(n.bn(n.conv(x, cin, width, 1, bias=False), width))
+            y = n.relu(n.bn(n.conv(y, width, width, 3, stride, bias=False), width))
+            y = n.bn(n.conv(y, width, cout, 1, bias=False), cout)
+            sc = x
+            if b == 0:
+                sc = n.bn(n.conv(x, cin, cout, 1, stride, bias=False), cout)
+            x = n.relu(n.op("Add", [y, sc], "add"))
+            cin = cout
+    n.classifier(x, cin, classes)
+    return n.model("input", "output", (batch, 3, image, image), (batch, classes))
+
+
+def build_densenet121(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """DenseNet-121: dense blocks [6, 12, 24, 16], growth 32, BN-ReLU-Conv, concat growth."""
+    n = _Net("densenet121", seed)
+    x = n.relu(n.bn(n.conv("input", 3, 64, 7, 2, 3, bias=False), 64))
+    x = n.maxpool(x, 3, 2, 1)
+    c, growth = 64, 32
+    for i, layers in enumerate((6, 12, 24, 16)):
+        for _ in range(layers):
+            y = n.conv(n.relu(n.bn(x, c)), c, 4 * growth, 1, bias=False)
+            y = n.conv(n.relu(n.bn(y, 4 * growth)), 4 * growth, growth, 3, bias=False)
+            x = n.op("Concat", [x, y], "concat", axis=1)
+            c += growth
+        if i < 3:
+            x = n.conv(n.relu(n.bn(x, c)), c, c // 2, 1, bias=False)
+            c //= 2
+            x = n.avgpool(x, 2, 2)
+    x = n.relu(n.bn(x, c))
+    n.classifier(x, c, classes)
+    return n.model("input", "output", (batch, 3, image, image), (batch, classes))
+
+
+_GOOGLENET = [  # (1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool proj), "M" = max pool 3/2
+    (64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64), "M",
+    (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64),
+    (112, 144, 288, 32, 64, 64), (256, 160, 320, 32, 128, 128), "M",
+    (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128),
+]
+
+
+def build_inception(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """Inception-v1 (GoogLeNet) without auxiliary heads: 9 four-branch modules joined by Concat."""
+    n = _Net("inception", seed)
+    x = n.maxpool(n.relu(n.conv("input", 3, 64, 7, 2, 3)), 3, 2, 1)
+    x = n.relu(n.conv(x, 64, 64, 1))
+    x = n.maxpool(n.relu(n.conv(x, 64, 192, 3)), 3, 2, 1)
+    c = 192
+    for spec in _GOOGLENET:
+        if spec == "M":
+            x = n.maxpool(x, 3, 2, 1)
+            continue
+        a, r3, b3, r5, b5, pp = spec  # type: ignore[misc]
+        br1 = n.relu(n.conv(x, c, a, 1))
+        br2 = n.relu(n.conv(n.relu(n.conv(x, c, r3, 1)), r3, b3, 3))
+        br3 = n.relu(n.conv(n.relu(n.conv(x, c, r5, 1)), r5, b5, 5))
+        br4 = n.relu(n.conv(n.maxpool(x, 3, 1, 1), c, pp, 1))
+        x = n.op("Concat", [br1, br2, br3, br4], "concat", axis=1)
+        c = a + b3 + b5 + pp
+    n.classifier(x, c, classes)
+    return n.model("input", "output", (batch, 3, image, image), (batch, classes))
+
+
+_VGG19 = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+          512, 512, 512, 512, "M"]
+
+
+def build_vgg19(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """VGG-19 (about 548 MB of weights at full size: 16 3x3 convs and three large FC layers)."""
+    n = _Net("vgg19", seed)
+    x, c = "input", 3
+    for v in _VGG19:
+        if v == "M":
+            x = n.maxpool(x, 2, 2)
+        else:
+            x = n.relu(n.conv(x, c, int(v), 3))
+            c = int(v)
+    side = image // 32
+    x = n.op("Flatten", [x], "flatten", axis=1)
+    dims = [c * side * side, 4096, 4096, classes]
+    for i in range(3):
+        w = n.const("fc_w", n.weight((dims[i + 1], dims[i]), dims[i]))
+        b = n.const("fc_b", np.zeros(dims[i + 1], np.float32))
+        x = n.op("Gemm", [x, w, b], "fc", transB=1)
+        if i < 2:
+            x = n.relu(x)
+    return n.model("input", "output", (batch, 3, image, image), (batch, classes))
+
+
+_MBV2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+         (6, 160, 3, 2), (6, 320, 1, 1)]  # (expansion, channels, repeats, first stride)
+
+
+def build_mobilenet(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """MobileNet-v2: inverted residuals, depthwise 3x3 convs, BatchNorm, Clip(0, 6)."""
+    n = _Net("mobilenet", seed)
+    x = n.relu6(n.bn(n.conv("input", 3, 32, 3, 2, bias=False), 32))
+    c = 32
+    for t, cout, reps, s in _MBV2:
+        for r in range(reps):
+            stride = s if r == 0 else 1
+            hidden = c * t
+            y = x
+            if t != 1:
+                y = n.relu6(n.bn(n.conv(y, c, hidden, 1, bias=False), hidden))
+            y = n.relu6(n.bn(n.conv(y, hidden, hidden, 3, stride, group=hidden, bias=False), hidden))
+            y = n.bn(n.conv(y, hidden, cout, 1, bias=False), cout)
+            x = n.op("Add", [x, y], "add") if stride == 1 and c == cout else y
+            c = cout
+    x = n.relu6(n.bn(n.conv(x, c, 1280, 1, bias=False), 1280))
+    n.classifier(x, 1280, classes)
+    return n.model("input", "output", (batch, 3, image, image), (batch, classes))
+
+
+BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
+    "resnet50": build_resnet50,
+    "densenet121": build_densenet121,
+    "inception": build_inception,
+    "vgg19": build_vgg19,
+    "mobilenet": build_mobilenet,
+}
+
+
+def write_model(name: str, out_dir: Path, **kwargs) -> Path:
+    """Build model `name` and write `<out_dir>/<name>.onnx` (checked by onnx.checker)."""
+    model = BUILDERS[name](**kwargs)
+    onnx.checker.check_model(model)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.onnx"
+    tmp = path.with_suffix(".onnx.tmp")
+    tmp.write_bytes(model.SerializeToString())
+    tmp.replace(path)
+    return path
+
+
+def ensure_model(name: str, out_dir: Path | str = Path(__file__).resolve().parent / "models",
+                 **kwargs) -> Path:
+    """The model's path, generating it first if it is not there yet."""
+    path = Path(out_dir) / f"{name}.onnx"
+    return path if path.exists() else write_model(name, Path(out_dir), **kwargs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "models")
+    ap.add_argument("--only", nargs="*", choices=sorted(BUILDERS), default=None)
+    ap.add_argument("--batch", type=int, default=1)
+    args = ap.parse_args(argv)
+    for name in args.only or BUILDERS:
+        path = write_model(name, args.out, batch=args.batch)
+        print(f"{path}  {path.stat().st_size / 2**20:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

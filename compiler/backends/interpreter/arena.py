@@ -1,0 +1,357 @@
+"""The arena interpreter (pipeline step 11, reference backend): runs the low-level IR instruction
+by instruction over ONE byte arena laid out exactly as the memory plan says.
+
+Every operand is a numpy view at its planned offset (tensorviews resolve through their source),
+so a wrong plan gives wrong numbers. Compute instructions call the reference kernels; `poison`
+fills activations with NaN (or 0x7F bytes) at allocactivation and deallocactivation, so any read
+of a dead buffer shows up in the outputs. Stepping API for the IDE: `reset`, `step`, `run`,
+`run_to`, `pc`, `done`, `read`, `outputs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import CompilerError, ExecutionError, InputError
+from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
+from compiler.lir.printer import format_instruction
+
+REGIONS = ("constant", "mutable", "activations")
+ALIGNMENT = 64
+
+Breakpoint = int | Callable[[int, Instruction], bool]
+
+
+@dataclass
+class StepInfo:
+    """What one `step()` did: the instruction index, the instruction, the buffers it wrote."""
+
+    index: int
+    instruction: Instruction
+    written: list[str] = field(default_factory=list)
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+class NaivePlan:
+    """A no-reuse memory plan: every weight and activation in its own aligned slot.
+
+    The fallback when the compile result carries no plan, and the baseline in tests. Same
+    interface as the memory planner's plan: `alignment`, `region_sizes`, `offset_of(name)`.
+    """
+
+    def __init__(self, lir: LIRFunction, alignment: int = ALIGNMENT) -> None:
+        self.alignment = alignment
+        self.offsets: dict[str, tuple[str, int]] = {}
+        sizes = dict.fromkeys(REGIONS, 0)
+        for w in lir.weights.values():
+            region = "constant" if w.is_constant else "mutable"
+            self.offsets[w.name] = (region, sizes[region])
+            sizes[region] += _align(w.type_.size_bytes, alignment)
+        for ins in lir.code:
+            if ins.kind == "allocactivation":
+                assert ins.type is not None
+                self.offsets[ins.name] = ("activations", sizes["activations"])
+                sizes["activations"] += _align(ins.type.size_bytes, alignment)
+        self.region_sizes = sizes
+
+    def offset_of(self, name: str) -> tuple[str, int]:
+        return self.offsets[name]
+
+
+class ArenaInterpreter:
+    """Executes `lir` over one numpy byte arena laid out by `plan` (see module docstring)."""
+
+    def __init__(self, lir: LIRFunction, plan: Any = None, *, poison: bool = False,
+                 check_plan: bool = True) -> None:
+        self.lir = lir
+        self.plan = plan if plan is not None else NaivePlan(lir)
+        self.poison = poison
+        self.alignment = int(getattr(self.plan, "alignment", ALIGNMENT))
+        sizes = self.plan.region_sizes
+        self.region_base: dict[str, int] = {}
+        total = 0
+        for r in REGIONS:
+            self.region_base[r] = total
+            total += _align(int(sizes.get(r, 0)), self.alignment)
+        self.region_end = {r: self.region_base[r] + int(sizes.get(r, 0)) for r in REGIONS}
+        self._raw = np.zeros(total + self.alignment, dtype=np.uint8)
+        shift = (-self._raw.ctypes.data) % self.alignment
+        #: The arena: one aligned byte buffer holding all three regions.
+        self.arena: np.ndarray = self._raw[shift : shift + total]
+        self._views: dict[tuple[int, bool], np.ndarray] = {}
+        self._check_plan = check_plan
+        self._ops: list[list[np.ndarray]] = [
+            [self._view(v, writable=m != "in") for v, m in ins.operands] for ins in lir.code]
+        for w in lir.weights.values():
+            if w.is_constant:
+                if w.data is None:
+                    raise ExecutionError(f"constant weight %{w.name} has no data (elided); "
+                                         "parse IR printed with_data=True to execute it")
+                self._view(w, writable=True)[...] = w.data
+        self.pc = 0
+        self._last_inputs: dict[str, np.ndarray] | None = None
+
+    # -- layout ---------------------------------------------------------------------------------
+    def address_of(self, value: LValue) -> tuple[str, int]:
+        """(region, byte offset inside the arena) of a weight, allocation or view."""
+        root, off = view_root(value)
+        try:
+            region, base = self.plan.offset_of(root.name)
+        except (KeyError, CompilerError):
+            raise ExecutionError(f"the memory plan has no offset for %{root.name}") from None
+        return region, self.region_base[region] + int(base) + off
+
+    def _view(self, value: LValue, *, writable: bool) -> np.ndarray:
+        key = (id(value), writable)
+        if key in self._views:
+            return self._views[key]
+        t = value.type
+        assert t is not None, value.name
+        region, start = self.address_of(value)
+        if self._check_plan and start + t.size_bytes > self.region_end[region]:
+            raise ExecutionError(f"%{value.name} ({t}) at byte {start} overruns the {region} "
+                                 f"region (ends at {self.region_end[region]})")
+        arr = np.ndarray(t.shape, dtype=t.np_dtype, buffer=self.arena, offset=start)
+        if not writable:
+            arr.flags.writeable = False
+        self._views[key] = arr
+        return arr
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.pc >= len(self.lir.code)
+
+    def reset(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None) -> None:
+        """Back to instruction 0: activations cleared (poisoned), outputs zeroed, inputs written."""
+        self.pc = 0
+        act0, act1 = self.region_base["activations"], self.region_end["activations"]
+        if self.poison:
+            self.arena[act0:act1] = 0
+            for ins in self.lir.code:
+                if ins.kind == "allocactivation":
+                    self._poison(ins)
+        else:
+            self.arena[act0:act1] = 0
+        for w in self.lir.outputs():
+            self._view(w, writable=True)[...] = 0
+        if inputs is not None:
+            self.set_inputs(inputs)
+        elif self._last_inputs is not None:
+            self.set_inputs(self._last_inputs)  # the program may have overwritten them
+
+    def set_inputs(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> None:
+        ins = self.lir.inputs()
+        if not isinstance(inputs, Mapping):
+            seq = list(inputs)
+            if len(seq) != len(ins):
+                raise InputError(f"expected {len(ins)} inputs "
+                                 f"({', '.join(w.name for w in ins)}), got {len(seq)}")
+            inputs = {w.name: a for w, a in zip(ins, seq)}
+        unknown = set(inputs) - {w.name for w in ins}
+        if unknown:
+            raise InputError(f"unknown inputs {sorted(unknown)}; the model's inputs are "
+                             f"{[w.name for w in ins]}")
+        for w in ins:
+            if w.name not in inputs:
+                raise InputError(f"missing input '{w.name}' ({w.type})")
+            a = np.asarray(inputs[w.name])
+            if tuple(a.shape) != w.type_.shape:
+                raise InputError(f"input '{w.name}' has shape {list(a.shape)}, the model "
+                                 f"expects {list(w.type_.shape)}")
+            self._view(w, writable=True)[...] = a.astype(w.type_.np_dtype, copy=False)
+        self._last_inputs = {w.name: np.array(inputs[w.name], dtype=w.type_.np_dtype)
+                             for w in ins}
+
+    def _poison(self, buf: LValue) -> None:
+        v = self._view(buf, writable=True)
+        if v.dtype.kind == "f":
+            v[...] = np.nan
+        else:
+            v.reshape(-1).view(np.uint8)[...] = 0x7F
+
+    # -- execution ------------------------------------------------------------------------------
+    def step(self) -> StepInfo:
+        """Execute the instruction at `pc` and advance."""
+        if self.done:
+            raise ExecutionError("the program has finished; call reset() to run it again")
+        idx = self.pc
+        ins = self.lir.code[idx]
+        try:
+            self._execute(ins, self._ops[idx])
+        except ExecutionError:
+            raise
+        except Exception as e:  # noqa: BLE001 - wrap any kernel failure with the instruction
+            raise ExecutionError(f"instruction {idx} failed: {format_instruction(ins)}: "
+                                 f"{type(e).__name__}: {e}") from e
+        self.pc = idx + 1
+        written = [v.name for v, m in ins.operands if m in ("out", "inout")
+                   and ins.kind != "deallocactivation"]
+        return StepInfo(idx, ins, written)
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None, *,
+            until: int | None = None,
+            breakpoints: Iterable[Breakpoint] | None = None) -> Any:
+        """Two uses.
+
+        `run(inputs)`: reset, run the whole program, return the outputs by name (executors).
+        `run(until=None, breakpoints=...)`: continue from `pc` until the end, index `until`, or a
+        breakpoint (an index, or `fn(index, instruction) -> bool`) is reached; the instruction
+        there is not executed. Returns the last StepInfo (None if nothing ran).
+        """
+        if inputs is not None:
+            self.reset(inputs)
+            while not self.done:
+                self.step()
+            return self.outputs()
+        idxs = {b for b in (breakpoints or ()) if isinstance(b, int)}
+        preds = [b for b in (breakpoints or ()) if callable(b)]
+        last: StepInfo | None = None
+        first = True
+        while not self.done:
+            if until is not None and self.pc >= until:
+                break
+            if not first and (self.pc in idxs or any(p(self.pc, self.lir.code[self.pc])
+                                                     for p in preds)):
+                break
+            last = self.step()
+            first = False
+        return last
+
+    def run_to(self, index: int) -> StepInfo | None:
+        """Stop with `pc == index`: continue forward, or (for an earlier index) restart from 0
+        with the same inputs and run up to it."""
+        if index < self.pc:
+            self.reset()
+        return self.run(until=index)
+
+    def read(self, name: str) -> np.ndarray:
+        """A copy of a weight, activation or view by name; for a compute instruction, its dest."""
+        v = self.lir.get(name)
+        if isinstance(v, Instruction) and not v.is_memory:
+            outs = [o for o, m in v.operands if m in ("out", "inout")]
+            if not outs:
+                raise ExecutionError(f"%{name} is a {v.kind} and holds no data")
+            v = outs[0]
+        return self._view(v, writable=False).copy()
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {w.name: self.read(w.name) for w in self.lir.outputs()}
+
+    def _execute(self, ins: Instruction, ops: list[np.ndarray]) -> None:
+        kind = ins.kind
+        if kind == "allocactivation":
+            if self.poison:
+                self._poison(ins)
+        elif kind == "deallocactivation":
+            if self.poison:
+                self._poison(ins.operands[0][0])
+        elif kind == "tensorview":
+            pass  # views are addresses; nothing moves
+        elif kind == "copy":
+            dst, src = ops
+            np.copyto(dst, src.copy() if np.may_share_memory(dst, src) else src)
+        elif kind == "extracttensor":
+            dst, src = ops
+            sl = tuple(slice(o, o + n) for o, n in zip(ins.attrs["offsets"], dst.shape))
+            np.copyto(dst, src[sl].copy() if np.may_share_memory(dst, src) else src[sl])
+        elif kind == "inserttensor":
+            dst, src = ops
+            if np.may_share_memory(dst, src):
+                src = src.copy()
+            axis, offs = ins.attrs["axis"], ins.attrs["offsets"]
+            for k in range(ins.attrs["count"]):
+                sl = tuple(slice(o + (k * n if d == axis else 0), o + (k * n if d == axis else 0) + n)
+                           for d, (o, n) in enumerate(zip(offs, src.shape)))
+                dst[sl] = src
+        else:
+            graph_op = ins.graph_op
+            if graph_op is None:
+                raise ExecutionError(f"no semantics for instruction kind '{kind}'")
+            from compiler.kernels.reference import KERNELS
+
+            try:
+                kernel = KERNELS[graph_op]
+            except KeyError:
+                raise ExecutionError(f"no reference kernel for {graph_op} "
+                                     f"(instruction %{ins.name})") from None
+            dests = [(a, m) for a, (v, m) in zip(ops, ins.operands) if m in ("out", "inout")]
+            inputs = [a for a, (v, m) in zip(ops, ins.operands) if m == "in"]
+            results = kernel(inputs, ins.attrs)
+            # Compute everything first, then write: an @out may alias an @in.
+            staged = []
+            for (dst, _), res in zip(dests, results):
+                res = np.asarray(res)
+                if tuple(res.shape) != dst.shape:
+                    raise ExecutionError(f"kernel {graph_op} returned shape {list(res.shape)}, "
+                                         f"the destination is {list(dst.shape)}")
+                staged.append((dst, res.astype(dst.dtype, copy=True)))
+            for dst, res in staged:
+                np.copyto(dst, res)
+
+
+class ArenaExecutor:
+    """The "interpreter" executor: runs a CompileResult's LIR over its memory plan.
+
+    Uses `result.lir` and `result.plan`; when the compile stopped before the low-level stages
+    (or `result` is a bare graph Module), runs IRGen on the module (in `result.schedule.order`
+    when present) over a NaivePlan. Inputs: a dict (by input name, ONNX names accepted) or a
+    list in input order; outputs by output name, in the model's output order.
+    """
+
+    kind = "interpreter"
+
+    def __init__(self, result: Any, *, poison: bool = False) -> None:
+        from compiler.graph.ir import Module
+
+        module = result if isinstance(result, Module) else getattr(result, "module", None)
+        lir = None if isinstance(result, Module) else getattr(result, "lir", None)
+        plan = None if isinstance(result, Module) else getattr(result, "plan", None)
+        if lir is None:
+            from compiler.lir.irgen import irgen
+
+            sched = getattr(result, "schedule", None)
+            lir = irgen(module, getattr(sched, "order", None))
+            plan = None
+        self.lir: LIRFunction = lir
+        self.interpreter = ArenaInterpreter(lir, plan, poison=poison)
+        self.aliases: dict[str, str] = {}
+        if module is not None:
+            from compiler.executors import io_specs
+
+            in_specs, out_specs, self.aliases = io_specs(module)
+            self.input_names = [n for n, _ in in_specs]
+            self.output_names = [n for n, _ in out_specs]
+        else:
+            self.input_names = [w.name for w in lir.inputs()]
+            self.output_names = [w.name for w in lir.outputs()]
+        self.input_types = {n: lir.weights[n].type for n in self.input_names}
+        self.output_types = {n: lir.weights[n].type for n in self.output_names}
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        if isinstance(inputs, Mapping):
+            named = {self.aliases.get(k, k): v for k, v in inputs.items()}
+        else:
+            seq = list(inputs)
+            if len(seq) != len(self.input_names):
+                raise InputError(f"expected {len(self.input_names)} inputs "
+                                 f"({', '.join(self.input_names)}), got {len(seq)}")
+            named = dict(zip(self.input_names, seq))
+        out = self.interpreter.run(named)
+        return {n: out[n] for n in self.output_names}
+
+
+def run_lir(lir: LIRFunction, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+            plan: Any = None, *, poison: bool = False) -> dict[str, np.ndarray]:
+    """One-shot convenience: execute `lir` over `plan` (default: no reuse) and return outputs."""
+    return ArenaInterpreter(lir, plan, poison=poison).run(inputs)
+
+
+__all__ = ["ArenaExecutor", "ArenaInterpreter", "NaivePlan", "StepInfo", "run_lir"]

@@ -1,0 +1,399 @@
+"""The low-level IR (Glow's instruction IR): a function of WeightVars and ordered Instructions.
+
+Address-only: every operand is a memory value (a WeightVar, an `allocactivation` or a
+`tensorview`) used `@in`, `@out` or `@inout`. Values keep use lists of (instruction, operand
+index), updated by the IR itself on creation, `set_operand`, insertion and erasure, so the
+memory passes can rewrite in O(users). Instruction indices are positions in `code`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.graph.ir import _sanitize
+from compiler.graph.types import TensorType
+from compiler.lir.instructions import MODES, InstrDef, get_instr
+
+Operand = tuple["LValue", str]
+
+
+class LValue:
+    """Anything an instruction operand can name. `users`: (instruction, operand index) pairs."""
+
+    __slots__ = ("name", "type", "users")
+
+    def __init__(self, name: str, type: TensorType | None) -> None:
+        self.name = name
+        self.type = type
+        self.users: list[tuple[Instruction, int]] = []
+
+    def replace_all_uses_with(self, other: LValue) -> None:
+        if other is self:
+            return
+        for instr, idx in list(self.users):
+            instr.set_operand(idx, other)
+
+    def user_instructions(self) -> list[Instruction]:
+        seen: dict[int, Instruction] = {}
+        for instr, _ in self.users:
+            seen.setdefault(id(instr), instr)
+        return list(seen.values())
+
+    @property
+    def is_memory(self) -> bool:
+        """Whether the value names memory (can be an operand)."""
+        return True
+
+    def __repr__(self) -> str:
+        return f"%{self.name}: {self.type}"
+
+
+class WeightVar(LValue):
+    """A weight of the `declare` section.
+
+    Constant weights carry the graph Constant's data (shared, read-only, never copied);
+    mutable weights are the model's inputs (`role="input"`) and outputs (`role="output"`).
+    """
+
+    __slots__ = ("mutability", "role", "data", "_digest")
+
+    def __init__(self, name: str, type: TensorType, mutability: str = "constant", *,
+                 role: str | None = None, data: np.ndarray | None = None,
+                 digest: str | None = None) -> None:
+        assert mutability in ("constant", "mutable"), mutability
+        assert role in (None, "input", "output"), role
+        super().__init__(name, type)
+        self.mutability = mutability
+        self.role = role
+        self.data = data
+        self._digest = digest
+
+    @property
+    def type_(self) -> TensorType:
+        assert self.type is not None
+        return self.type
+
+    @property
+    def is_constant(self) -> bool:
+        return self.mutability == "constant"
+
+    @property
+    def is_input(self) -> bool:
+        return self.role == "input"
+
+    @property
+    def is_output(self) -> bool:
+        return self.role == "output"
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            assert self.data is not None
+            self._digest = hashlib.sha1(self.data.tobytes()).hexdigest()[:16]
+        return self._digest
+
+    def __repr__(self) -> str:
+        return f"<weight {self.mutability} %{self.name}: {self.type}>"
+
+
+class Instruction(LValue):
+    """One instruction of the `code` section.
+
+    `kind` names an entry of the instruction table; `operands` are (value, mode) pairs;
+    `attrs` are normalised by the table. Memory-defining kinds (allocactivation, tensorview)
+    are values themselves and carry `type`; other kinds have `type = None`.
+    `meta["node"]` names the graph node it came from.
+    """
+
+    __slots__ = ("kind", "operands", "attrs", "meta", "function")
+
+    def __init__(self, kind: str, name: str, operands: Sequence[Operand] = (),
+                 attrs: dict[str, Any] | None = None, type: TensorType | None = None,
+                 meta: dict[str, Any] | None = None, *, normalize: bool = True) -> None:
+        super().__init__(name, type)
+        idef = get_instr(kind)
+        self.kind = kind
+        self.attrs = idef.normalize_attrs(attrs or {}, name) if normalize else dict(attrs or {})
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.function: LIRFunction | None = None
+        self.operands: list[Operand] = []
+        for i, (v, mode) in enumerate(operands):
+            assert mode in MODES, mode
+            self.operands.append((v, mode))
+            v.users.append((self, i))
+
+    # -- table ----------------------------------------------------------------------------------
+    @property
+    def idef(self) -> InstrDef:
+        return get_instr(self.kind)
+
+    @property
+    def is_memory(self) -> bool:
+        return self.kind in ("allocactivation", "tensorview")
+
+    @property
+    def graph_op(self) -> str | None:
+        return self.idef.graph_op
+
+    def has_trait(self, trait: str) -> bool:
+        return trait in self.idef.traits
+
+    # -- operands -------------------------------------------------------------------------------
+    def operand(self, idx: int) -> LValue:
+        return self.operands[idx][0]
+
+    def mode(self, idx: int) -> str:
+        return self.operands[idx][1]
+
+    def set_operand(self, idx: int, value: LValue, mode: str | None = None) -> None:
+        old, old_mode = self.operands[idx]
+        old.users.remove((self, idx))
+        self.operands[idx] = (value, mode or old_mode)
+        value.users.append((self, idx))
+
+    def inputs(self) -> list[LValue]:
+        """Operands read (@in and @inout)."""
+        return [v for v, m in self.operands if m in ("in", "inout")]
+
+    def outputs(self) -> list[LValue]:
+        """Operands written (@out and @inout)."""
+        return [v for v, m in self.operands if m in ("out", "inout")]
+
+    def dest(self) -> LValue:
+        """The first written operand (the destination of compute and data-movement kinds)."""
+        for v, m in self.operands:
+            if m in ("out", "inout"):
+                return v
+        raise ValueError(f"{self.kind} %{self.name} writes nothing")
+
+    def _drop_operands(self) -> None:
+        for i, (v, _) in enumerate(self.operands):
+            v.users.remove((self, i))
+        self.operands = []
+
+    @property
+    def index(self) -> int:
+        """Position in the function's code (O(1) amortised: cached until the code changes)."""
+        assert self.function is not None, f"%{self.name} is not in a function"
+        return self.function.index_of(self)
+
+    def __repr__(self) -> str:
+        ops = ", ".join(f"@{m} %{v.name}" for v, m in self.operands)
+        return f"<{self.kind} %{self.name} {ops}>"
+
+
+def view_root(value: LValue) -> tuple[LValue, int]:
+    """The non-view value under `value` and the byte offset of `value` inside it."""
+    off = 0
+    while isinstance(value, Instruction) and value.kind == "tensorview":
+        src = value.operands[0][0]
+        off += view_byte_offset(value, src.type)
+        value = src
+    return value, off
+
+
+def view_byte_offset(view: Instruction, source_type: TensorType | None) -> int:
+    assert source_type is not None
+    strides = source_type.strides()
+    offs = view.attrs["offsets"]
+    lin = sum(o * s for o, s in zip(offs, strides))
+    return lin * source_type.elem.itemsize
+
+
+class LIRFunction:
+    """A low-level function: `weights` (the declare section) and `code` (ordered instructions)."""
+
+    def __init__(self, name: str = "main") -> None:
+        self.name = name
+        self.weights: dict[str, WeightVar] = {}
+        self.code: list[Instruction] = []
+        self._names: set[str] = set()
+        self._counters: dict[str, int] = {}
+        self._values: dict[str, LValue] = {}
+        self._index: dict[int, int] | None = None
+        self.meta: dict[str, Any] = {}
+
+    # -- names ----------------------------------------------------------------------------------
+    def unique_name(self, base: str) -> str:
+        base = _sanitize(base)
+        if base not in self._names:
+            self._names.add(base)
+            return base
+        n = self._counters.get(base, 0)
+        while True:
+            n += 1
+            cand = f"{base}_{n}"
+            if cand not in self._names:
+                self._counters[base] = n
+                self._names.add(cand)
+                return cand
+
+    def get(self, name: str) -> LValue:
+        """The weight or instruction called `name` (KeyError if none)."""
+        return self._values[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
+
+    # -- weights --------------------------------------------------------------------------------
+    def add_weight(self, name: str, type: TensorType, mutability: str = "constant", *,
+                   role: str | None = None, data: np.ndarray | None = None,
+                   digest: str | None = None, exact_name: bool = False) -> WeightVar:
+        if exact_name:
+            if name in self._names:
+                raise ValueError(f"name '%{name}' is already used")
+            self._names.add(name)
+        else:
+            name = self.unique_name(name)
+        w = WeightVar(name, type, mutability, role=role, data=data, digest=digest)
+        self.weights[name] = w
+        self._values[name] = w
+        return w
+
+    def inputs(self) -> list[WeightVar]:
+        return [w for w in self.weights.values() if w.is_input]
+
+    def outputs(self) -> list[WeightVar]:
+        return [w for w in self.weights.values() if w.is_output]
+
+    # -- instructions ---------------------------------------------------------------------------
+    def create(self, kind: str, operands: Sequence[Operand] = (), attrs: dict[str, Any] | None = None,
+               *, name: str | None = None, type: TensorType | None = None,
+               meta: dict[str, Any] | None = None, at: int | None = None,
+               exact_name: bool = False) -> Instruction:
+        """Create an instruction and insert it at index `at` (default: append)."""
+        base = name or kind
+        if exact_name:
+            if base in self._names:
+                raise ValueError(f"name '%{base}' is already used")
+            self._names.add(base)
+            iname = base
+        else:
+            iname = self.unique_name(base)
+        instr = Instruction(kind, iname, operands, attrs, type, meta)
+        self.insert(len(self.code) if at is None else at, instr)
+        return instr
+
+    def insert(self, index: int, instr: Instruction) -> Instruction:
+        """Insert an (already built, not yet placed) instruction at position `index`."""
+        assert instr.function is None, f"%{instr.name} is already in a function"
+        if instr.name in self._values and self._values[instr.name] is not instr:
+            raise ValueError(f"name '%{instr.name}' is already used")
+        self._names.add(instr.name)
+        self.code.insert(index, instr)
+        instr.function = self
+        self._values[instr.name] = instr
+        self._index = None
+        return instr
+
+    def insert_before(self, anchor: Instruction, instr: Instruction) -> Instruction:
+        return self.insert(self.index_of(anchor), instr)
+
+    def insert_after(self, anchor: Instruction, instr: Instruction) -> Instruction:
+        return self.insert(self.index_of(anchor) + 1, instr)
+
+    def build(self, kind: str, operands: Sequence[Operand] = (), attrs: dict[str, Any] | None = None,
+              *, name: str | None = None, type: TensorType | None = None,
+              meta: dict[str, Any] | None = None) -> Instruction:
+        """Build an instruction with a fresh unique name, not yet placed (see `insert_*`)."""
+        return Instruction(kind, self.unique_name(name or kind), operands, attrs, type, meta)
+
+    def erase(self, instr: Instruction, *, force: bool = False) -> None:
+        """Remove an instruction; its operands' use lists are updated.
+
+        An instruction that is a value (allocactivation, tensorview) must have no users left,
+        unless `force` (then its users keep dangling references: the caller fixes them).
+        """
+        if instr.users and not force:
+            raise ValueError(f"erasing %{instr.name} which still has users")
+        self.code.pop(self.index_of(instr))
+        instr._drop_operands()
+        instr.function = None
+        self._values.pop(instr.name, None)
+        self._index = None
+
+    def remove(self, instr: Instruction) -> Instruction:
+        """Take an instruction out of the code keeping its operands (to re-insert it: move)."""
+        self.code.pop(self.index_of(instr))
+        instr.function = None
+        self._values.pop(instr.name, None)
+        self._index = None
+        return instr
+
+    def move_before(self, instr: Instruction, anchor: Instruction) -> None:
+        self.remove(instr)
+        self.insert_before(anchor, instr)
+
+    def move_after(self, instr: Instruction, anchor: Instruction) -> None:
+        self.remove(instr)
+        self.insert_after(anchor, instr)
+
+    def move_to(self, instr: Instruction, index: int) -> None:
+        """Move `instr` so that it ends up at position `index`."""
+        self.remove(instr)
+        self.insert(index, instr)
+
+    def index_of(self, instr: Instruction) -> int:
+        if self._index is None:
+            self._index = {id(i): n for n, i in enumerate(self.code)}
+        try:
+            return self._index[id(instr)]
+        except KeyError:
+            raise ValueError(f"%{instr.name} is not in @{self.name}") from None
+
+    def invalidate(self) -> None:
+        """Call after editing `code` directly (e.g. reordering it in place)."""
+        self._index = None
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.code)
+
+    def __len__(self) -> int:
+        return len(self.code)
+
+    def allocs(self) -> list[Instruction]:
+        return [i for i in self.code if i.kind == "allocactivation"]
+
+    def find(self, name: str) -> Instruction | None:
+        v = self._values.get(name)
+        return v if isinstance(v, Instruction) else None
+
+    # -- copying --------------------------------------------------------------------------------
+    def clone(self) -> LIRFunction:
+        """A deep copy of the structure; weight data arrays are shared (read-only)."""
+        f = LIRFunction(self.name)
+        f._names = set(self._names)
+        f._counters = dict(self._counters)
+        f.meta = dict(self.meta)
+        vmap: dict[int, LValue] = {}
+        for w in self.weights.values():
+            nw = WeightVar(w.name, w.type_, w.mutability, role=w.role, data=w.data,
+                           digest=w._digest)
+            f.weights[w.name] = nw
+            f._values[w.name] = nw
+            vmap[id(w)] = nw
+        # Two passes so that even an invalid snapshot (a use before its definition) clones.
+        for ins in self.code:
+            ni = Instruction(ins.kind, ins.name, (), dict(ins.attrs), ins.type, dict(ins.meta),
+                             normalize=False)
+            ni.function = f
+            f.code.append(ni)
+            f._values[ni.name] = ni
+            vmap[id(ins)] = ni
+        for ins, ni in zip(self.code, f.code):
+            for i, (v, m) in enumerate(ins.operands):
+                nv = vmap.get(id(v), v)
+                ni.operands.append((nv, m))
+                nv.users.append((ni, i))
+        return f
+
+    def instruction_count(self) -> int:
+        return len(self.code)
+
+
+__all__ = ["Instruction", "LIRFunction", "LValue", "Operand", "WeightVar", "view_byte_offset",
+           "view_root"]

@@ -1,0 +1,80 @@
+"""Buffer accesses of a low-level function: the shared analysis of the memory passes.
+
+For every activation (allocactivation) the indices at which it is read or written, directly or
+through tensorviews, and its markers. Recomputed after each rewrite (O(instructions)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compiler.lir.ir import Instruction, LIRFunction, LValue, WeightVar, view_root
+
+
+@dataclass
+class Access:
+    alloc: Instruction | None  # None for weights
+    value: LValue  # the root value (alloc or weight)
+    reads: list[int] = field(default_factory=list)
+    writes: list[int] = field(default_factory=list)
+    views: list[int] = field(default_factory=list)  # tensorview creations
+    deallocs: list[Instruction] = field(default_factory=list)
+
+    @property
+    def indices(self) -> list[int]:
+        return sorted({*self.reads, *self.writes, *self.views})
+
+    @property
+    def first(self) -> int:
+        idx = self.indices
+        return idx[0] if idx else -1
+
+    @property
+    def last(self) -> int:
+        idx = self.indices
+        return idx[-1] if idx else -1
+
+    def accessed_in(self, lo: int, hi: int, *, exclude: int | None = None) -> bool:
+        """Whether any read/write/view happens at an index in [lo, hi] other than `exclude`."""
+        return any(lo <= i <= hi and i != exclude for i in self.indices)
+
+    def written_in(self, lo: int, hi: int, *, exclude: int | None = None) -> bool:
+        return any(lo <= i <= hi and i != exclude for i in self.writes)
+
+
+def root_of(v: LValue) -> LValue:
+    return view_root(v)[0]
+
+
+def is_activation(v: LValue) -> bool:
+    return isinstance(v, Instruction) and v.kind == "allocactivation"
+
+
+def analyze(lir: LIRFunction) -> dict[int, Access]:
+    """Accesses keyed by id(root value): every allocactivation and every weight."""
+    out: dict[int, Access] = {}
+    for w in lir.weights.values():
+        out[id(w)] = Access(None, w)
+    for i, ins in enumerate(lir.code):
+        if ins.kind == "allocactivation":
+            out[id(ins)] = Access(ins, ins)
+            continue
+        for v, mode in ins.operands:
+            root = root_of(v)
+            acc = out.get(id(root))
+            if acc is None:
+                continue
+            if ins.kind == "deallocactivation":
+                acc.deallocs.append(ins)
+            elif ins.kind == "tensorview":
+                acc.views.append(i)
+            else:
+                if mode in ("in", "inout"):
+                    acc.reads.append(i)
+                if mode in ("out", "inout"):
+                    acc.writes.append(i)
+    return out
+
+
+def is_output_weight(v: LValue) -> bool:
+    return isinstance(v, WeightVar) and v.is_output

@@ -1,0 +1,104 @@
+"""Lifetime tightening: hoist deallocs, sink allocs, erase allocs nobody uses."""
+
+from __future__ import annotations
+
+from compiler.lir.ir import Instruction, LIRFunction
+from compiler.lir.passes.analysis import analyze
+from compiler.lir.passes.base import LIRPass, erase, register_lir_pass
+
+
+def _views_of(alloc: Instruction) -> list[Instruction]:
+    out, todo = [], [alloc]
+    while todo:
+        v = todo.pop()
+        for user, _ in v.users:
+            if user.kind == "tensorview":
+                out.append(user)
+                todo.append(user)
+    return out
+
+
+@register_lir_pass
+class HoistDealloc(LIRPass):
+    """Move each deallocactivation right after the last access of its buffer."""
+
+    name = "hoist-dealloc"
+
+    def run(self, lir: LIRFunction) -> bool:
+        changed = False
+        for alloc in lir.allocs():
+            acc = analyze_one(lir, alloc)
+            for d in acc.deallocs:
+                target = max(acc.last, lir.index_of(alloc))
+                if lir.index_of(d) != target + 1:
+                    anchor = lir.code[target]
+                    if anchor is d:
+                        continue
+                    lir.move_after(d, anchor)
+                    changed = True
+        return changed
+
+
+@register_lir_pass
+class SinkAlloc(LIRPass):
+    """Move each allocactivation right before the first access of its buffer."""
+
+    name = "sink-alloc"
+
+    def run(self, lir: LIRFunction) -> bool:
+        changed = False
+        for alloc in lir.allocs():
+            acc = analyze_one(lir, alloc)
+            first = acc.first
+            if first < 0:
+                continue
+            if first != lir.index_of(alloc) + 1:
+                lir.move_before(alloc, lir.code[first])
+                changed = True
+        return changed
+
+
+def analyze_one(lir: LIRFunction, alloc: Instruction):
+    """Accesses of one buffer (cheaper than `analyze` when called once per buffer)."""
+    from compiler.lir.passes.analysis import Access
+
+    acc = Access(alloc, alloc)
+    for v in (alloc, *_views_of(alloc)):
+        for user, idx in v.users:
+            i = lir.index_of(user)
+            mode = user.mode(idx)
+            if user.kind == "deallocactivation":
+                if user not in acc.deallocs:
+                    acc.deallocs.append(user)
+            elif user.kind == "tensorview":
+                acc.views.append(i)
+            else:
+                if mode in ("in", "inout"):
+                    acc.reads.append(i)
+                if mode in ("out", "inout"):
+                    acc.writes.append(i)
+    return acc
+
+
+@register_lir_pass
+class DeadAllocElimination(LIRPass):
+    """Erase tensorviews nobody uses, then allocactivations used only by their deallocs."""
+
+    name = "dead-alloc-elimination"
+
+    def run(self, lir: LIRFunction) -> bool:
+        changed = False
+        for ins in reversed(list(lir.code)):
+            if ins.kind == "tensorview" and not ins.users:
+                erase(lir, ins)
+                changed = True
+        for alloc in lir.allocs():
+            if all(u.kind == "deallocactivation" for u, _ in alloc.users):
+                for d in {id(u): u for u, _ in alloc.users}.values():
+                    erase(lir, d)
+                erase(lir, alloc)
+                changed = True
+        return changed
+
+
+__all__ = ["DeadAllocElimination", "HoistDealloc", "SinkAlloc", "analyze", "analyze_one"]

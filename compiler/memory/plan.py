@@ -1,0 +1,137 @@
+"""The memory plan: where every weight and activation lives, and why (pipeline step 10).
+
+Three regions, each starting at 0 and 64-byte aligned: `constant` (constant weights, in
+declaration order), `mutable` (inputs and outputs, in declaration order) and `activations`
+(placed by an allocator from the buffers' liveness).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compiler.errors import CompilerError
+from compiler.lir.ir import LIRFunction
+from compiler.memory.allocators import ALIGNMENT, align, allocate, check_allocation
+from compiler.memory.liveness import BufferLiveness, compute_liveness
+
+
+@dataclass
+class BufferPlacement:
+    name: str
+    size: int  # aligned bytes
+    offset: int
+    region: str
+    first: int
+    last: int
+    producer: str = ""
+    users: list[str] = field(default_factory=list)
+    reason: str = ""
+    producer_node: str = ""
+    raw_size: int = 0
+
+
+@dataclass
+class MemoryPlan:
+    """Offsets of every weight and activation buffer in their regions, plus the bounds."""
+
+    alignment: int = ALIGNMENT
+    allocator: str = ""
+    region_sizes: dict[str, int] = field(default_factory=dict)
+    buffers: list[BufferPlacement] = field(default_factory=list)  # activations, by first use
+    weights: list[BufferPlacement] = field(default_factory=list)  # constant + mutable weights
+    peak_bytes: int = 0
+    lower_bound_bytes: int = 0
+    no_reuse_bytes: int = 0
+    peak_instruction: int = -1
+    strategy: str = ""
+    _index: dict[str, BufferPlacement] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.reindex()
+
+    def reindex(self) -> None:
+        self._index = {b.name: b for b in (*self.weights, *self.buffers)}
+
+    def offset_of(self, name: str) -> tuple[str, int]:
+        """(region, byte offset) of a weight or activation buffer (views: see `view_root`)."""
+        try:
+            b = self._index[name]
+        except KeyError:
+            raise CompilerError(f"memory plan has no buffer or weight named '%{name}'") from None
+        return b.region, b.offset
+
+    def placement(self, name: str) -> BufferPlacement:
+        return self._index[name]
+
+    @property
+    def ratio(self) -> float:
+        """Planned activation size over the lower bound (1.0 = optimal for this schedule)."""
+        return self.peak_bytes / self.lower_bound_bytes if self.lower_bound_bytes else 1.0
+
+    def live_at(self, index: int) -> list[BufferPlacement]:
+        return [b for b in self.buffers if b.first <= index <= b.last]
+
+
+def _place_weights(lir: LIRFunction, alignment: int) -> tuple[list[BufferPlacement], dict[str, int]]:
+    sizes = {"constant": 0, "mutable": 0}
+    out = []
+    for w in lir.weights.values():
+        region = "constant" if w.is_constant else "mutable"
+        raw = w.type_.size_bytes
+        size = align(raw, alignment)
+        role = f" ({w.role})" if w.role else ""
+        out.append(BufferPlacement(w.name, size, sizes[region], region, 0, len(lir.code) - 1 if
+                                   lir.code else 0, "", [], f"{region} weight{role}, declaration order",
+                                   raw_size=raw))
+        sizes[region] += size
+    return out, sizes
+
+
+def plan_memory(lir: LIRFunction, allocator: str = "lower-bound",
+                alignment: int = ALIGNMENT) -> MemoryPlan:
+    """Liveness, then the named allocator for activations; weights in declaration order."""
+    live = compute_liveness(lir, alignment)
+    intervals = [b.interval() for b in live.values()]
+    alloc = allocate(intervals, allocator)
+    weights, sizes = _place_weights(lir, alignment)
+    buffers = [_placement(b, alloc.offsets[b.name], alloc.reasons[b.name]) for b in live.values()]
+    buffers.sort(key=lambda b: (b.first, b.name))
+    sizes["activations"] = alloc.size
+    return MemoryPlan(alignment, allocator, {"constant": sizes["constant"],
+                                             "mutable": sizes["mutable"],
+                                             "activations": alloc.size},
+                      buffers, weights, alloc.size, alloc.lower_bound,
+                      sum(b.size for b in live.values()), alloc.peak_instruction, alloc.strategy)
+
+
+def _placement(b: BufferLiveness, offset: int, reason: str) -> BufferPlacement:
+    return BufferPlacement(b.name, b.size, offset, "activations", b.first, b.last, b.producer,
+                           list(b.users), reason, b.producer_node, b.raw_size)
+
+
+def check_plan(plan: MemoryPlan) -> list[str]:
+    """Problems with a plan (empty when valid): misaligned offsets, overlapping live buffers,
+    buffers outside their region."""
+    from compiler.memory.allocators import Interval
+
+    problems = check_allocation([Interval(b.name, b.size, b.first, b.last) for b in plan.buffers],
+                                {b.name: b.offset for b in plan.buffers}, plan.alignment)
+    for b in (*plan.buffers, *plan.weights):
+        if b.offset % plan.alignment:
+            problems.append(f"%{b.name} offset {b.offset} is not {plan.alignment}-aligned")
+        if b.offset + b.size > plan.region_sizes.get(b.region, 0) and b.size:
+            problems.append(f"%{b.name} ends at {b.offset + b.size}, past its {b.region} region "
+                            f"({plan.region_sizes.get(b.region, 0)} B)")
+    for region in ("constant", "mutable"):
+        ws = sorted((w for w in plan.weights if w.region == region), key=lambda w: w.offset)
+        for a, b in zip(ws, ws[1:]):
+            if a.offset + a.size > b.offset:
+                problems.append(f"weights %{a.name} and %{b.name} overlap in the {region} region")
+    return problems
+
+
+def assert_plan(plan: MemoryPlan) -> None:
+    """Raise CompilerError if `check_plan` finds a problem."""
+    problems = check_plan(plan)
+    if problems:
+        raise CompilerError("invalid memory plan: " + "; ".join(problems[:5]))

@@ -1,0 +1,66 @@
+"""`glowviz mem MODEL`: the memory report (text, and `glowviz.memory/1` JSON with --json)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from compiler.errors import CompilerError
+from compiler.memory.allocators import allocator_names
+from compiler.memory.report import format_report, memory_report
+from compiler.pipeline import CompileOptions, CompileResult, compile_model
+from compiler.scheduling import SCHEDULERS
+from glowviz.cli import add_common_model_args, parse_shape_args
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("mem", help="memory report: regions, peak, lower bound, buffers",
+                       description="Compile MODEL and report where every byte lives: the three "
+                       "regions, the activation peak against its lower bound, and the buffers "
+                       "live at the peak with the reason each was placed where it is.")
+    add_common_model_args(p)
+    p.add_argument("--json", metavar="FILE", help="also write the glowviz.memory/1 JSON report")
+    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
+    p.add_argument("--scheduler", default="child-mem-size", choices=list(SCHEDULERS))
+    p.add_argument("--top", type=int, default=15, help="buffers to list at the peak (default 15)")
+    p.set_defaults(func=run)
+    return p  # the per-pass report (--per-pass) adds its options to this parser
+
+
+def build_report(result: CompileResult, args: argparse.Namespace) -> dict[str, Any]:
+    if result.plan is None or result.lir is None:
+        raise CompilerError("the pipeline stopped before memory planning; no memory report")
+    return memory_report(result.plan, result.lir, str(args.model), args.scheduler,
+                         args.allocator)
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write JSON atomically: a temp file in the same directory, then os.replace."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise CompilerError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    if not Path(args.model).exists():
+        raise CompilerError(f"model file not found: {args.model}")
+    options = CompileOptions(input_shapes=parse_shape_args(args.input_shape),
+                             scheduler=args.scheduler, allocator=args.allocator)
+    result = compile_model(args.model, options)
+    report = build_report(result, args)
+    print(format_report(report, top=args.top))
+    if args.json:
+        write_json(args.json, report)
+        print(f"wrote {args.json}")
+    return 0

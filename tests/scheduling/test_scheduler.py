@@ -1,0 +1,119 @@
+"""Scheduler tests: valid topological orders, and child-mem-size beating program order."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from compiler.errors import CompilerError
+from compiler.graph.ir import Function, Module, Result
+from compiler.graph.types import f32
+from compiler.scheduling import live_bytes_timeline, schedule
+
+
+def _assert_topological(fn: Function, order) -> None:
+    assert len(order) == len(fn) and set(order) == set(fn.nodes)
+    pos = {n: i for i, n in enumerate(order)}
+    for n in order:
+        for v in n.operands:
+            if isinstance(v, Result):
+                assert pos[v.node] < pos[n], f"{v.node.name} scheduled after its user {n.name}"
+
+
+def branchy_module(branches: int = 3) -> Module:
+    """Program order computes every big branch head first; a good order finishes each branch."""
+    m = Module("branchy")
+    x = m.add_placeholder("x", f32(1, 4, 8, 8))
+    out = m.add_placeholder("out", f32(1, 4 * branches, 2, 2), is_output=True)
+    fn = m.create_function()
+    w = m.add_constant("w", np.ones((64, 4, 1, 1), np.float32))
+    b = m.add_constant("b", np.zeros(64, np.float32))
+    heads = [fn.create("Conv", [x, w, b], name=f"head{i}") for i in range(branches)]
+    tails = []
+    for i, h in enumerate(heads):
+        r = fn.create("Relu", [h.result], name=f"relu{i}")
+        p = fn.create("MaxPool", [r.result], {"kernel": (4, 4), "strides": (4, 4)}, name=f"pool{i}")
+        w2 = m.add_constant(f"w2_{i}", np.ones((4, 64, 1, 1), np.float32))
+        b2 = m.add_constant(f"b2_{i}", np.zeros(4, np.float32))
+        tails.append(fn.create("Conv", [p.result, w2, b2], name=f"tail{i}"))
+    cat = fn.create("Concat", [t.result for t in tails], {"axis": 1}, name="cat")
+    fn.create("Save", [cat.result, out], name="save")
+    return m
+
+
+def chain_module(n: int) -> Module:
+    m = Module("chain")
+    x = m.add_placeholder("x", f32(1, 16))
+    out = m.add_placeholder("out", f32(1, 16), is_output=True)
+    fn = m.create_function()
+    v = x
+    for i in range(n):
+        node = fn.create("Relu" if i % 3 else "Sigmoid", [v], name=f"n{i}")
+        if i % 7 == 6:
+            node = fn.create("Add", [node.result, v], name=f"add{i}")
+        v = node.result
+    fn.create("Save", [v, out], name="save")
+    return m
+
+
+@pytest.mark.parametrize("kind", ["topological", "child-mem-size"])
+def test_orders_are_topological(kind: str) -> None:
+    for m in (branchy_module(), chain_module(50)):
+        s = schedule(m.main, kind)
+        _assert_topological(m.main, s.order)
+        assert s.peak_bytes == max(s.live_bytes)
+        assert s.live_bytes == live_bytes_timeline(m.main, s.order)
+
+
+def test_child_mem_size_beats_program_order_on_branches() -> None:
+    m = branchy_module(3)
+    topo, cms = schedule(m.main, "topological"), schedule(m.main, "child-mem-size")
+    big = 64 * 8 * 8 * 4
+    assert topo.peak_bytes >= 3 * big
+    assert cms.peak_bytes < topo.peak_bytes
+    assert cms.peak_bytes <= 2 * big + 4 * 4 * 2 * 2 * 4 * 3
+    # The chosen order finishes a branch before starting the next one.
+    names = cms.names
+    assert names.index("tail0") < names.index("head1")
+
+
+def test_reshape_aliases_its_input() -> None:
+    m = Module("view")
+    x = m.add_placeholder("x", f32(2, 8))
+    out = m.add_placeholder("out", f32(16), is_output=True)
+    fn = m.create_function()
+    r = fn.create("Relu", [x], name="r")
+    v = fn.create("Reshape", [r.result], {"shape": (16,)}, name="v")
+    s = fn.create("Sigmoid", [v.result], name="s")
+    fn.create("Save", [s.result, out], name="save")
+    t = schedule(fn, "topological")
+    # r (64 B) stays live through its view's use by s; s adds 64 B; the view adds nothing.
+    assert t.live_bytes == [64, 64, 128, 64]
+
+
+def test_unknown_scheduler_is_a_compiler_error() -> None:
+    with pytest.raises(CompilerError, match="unknown scheduler"):
+        schedule(chain_module(2).main, "random")
+
+
+def test_large_graph_schedules_fast() -> None:
+    m = chain_module(2000)
+    t0 = time.perf_counter()
+    s = schedule(m.main, "child-mem-size")
+    dt = time.perf_counter() - t0
+    _assert_topological(m.main, s.order)
+    assert dt < 5.0  # generous: shared machines; typically ~50 ms
+
+
+@pytest.mark.parametrize("kind", ["topological", "child-mem-size"])
+def test_sample_models_schedule_validly(kind: str) -> None:
+    from pathlib import Path
+
+    from compiler.pipeline import import_model
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "sample_models").glob("*.onnx")):
+        module, _ = import_model(str(path))
+        s = schedule(module.main, kind)
+        _assert_topological(module.main, s.order)
