@@ -1,0 +1,184 @@
+"""Small llvmlite helpers shared by the kernel emitters: types, loops, vector intrinsics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+F32 = ir.FloatType()
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+Int = int | ir.Value
+
+
+def vec(n: int) -> ir.VectorType:
+    return ir.VectorType(F32, n)
+
+
+def i64(v: Int) -> ir.Value:
+    return v if isinstance(v, ir.Value) else ir.Constant(I64, int(v))
+
+
+def f32(v: float) -> ir.Constant:
+    return ir.Constant(F32, float(v))
+
+
+def splat(v: float, n: int) -> ir.Constant:
+    return ir.Constant(vec(n), [float(v)] * n)
+
+
+def intrinsic(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, fnty, name)
+    return fn
+
+
+def new_kernel(module: ir.Module, name: str, nargs: int) -> tuple[ir.Function, ir.IRBuilder]:
+    """``void name(ptr noalias, ...)``: every kernel takes base pointers already offset."""
+    if name in module.globals:
+        raise ValueError(f"kernel {name!r} already defined in the module")
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * nargs), name)
+    for a in fn.args:
+        a.add_attribute("noalias")
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    return fn, b
+
+
+def add(b: ir.IRBuilder, x: Int, y: Int) -> Int:
+    if isinstance(x, int) and isinstance(y, int):
+        return x + y
+    if isinstance(y, int) and y == 0:
+        return x
+    if isinstance(x, int) and x == 0:
+        return y
+    return b.add(i64(x), i64(y))
+
+
+def mul(b: ir.IRBuilder, x: Int, c: int) -> Int:
+    if isinstance(x, int):
+        return x * c
+    if c == 1:
+        return x
+    if c == 0:
+        return 0
+    return b.mul(x, i64(c))
+
+
+def gep(b: ir.IRBuilder, base: ir.Value, idx: Int, ety: ir.Type = F32) -> ir.Value:
+    if isinstance(idx, int) and idx == 0:
+        return base
+    return b.gep(base, [i64(idx)], inbounds=True, source_etype=ety)
+
+
+def smin(b: ir.IRBuilder, x: ir.Value, y: Int) -> ir.Value:
+    y = i64(y)
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def smax(b: ir.IRBuilder, x: ir.Value, y: Int) -> ir.Value:
+    y = i64(y)
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+@contextmanager
+def loop(b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i") -> Iterator[ir.Value]:
+    """``for (iv = start; iv < stop; iv += step)``; the body is emitted inside the ``with``."""
+    pre = b.block
+    header = b.append_basic_block(f"{name}.hdr")
+    body = b.append_basic_block(f"{name}.body")
+    end = b.append_basic_block(f"{name}.end")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(I64, name)
+    iv.add_incoming(i64(start), pre)
+    b.cbranch(b.icmp_signed("<", iv, i64(stop)), body, end)
+    b.position_at_end(body)
+    yield iv
+    nxt = b.add(iv, i64(step), name=f"{name}.next")
+    iv.add_incoming(nxt, b.block)
+    b.branch(header)
+    b.position_at_end(end)
+
+
+def broadcast(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    v = b.insert_element(ir.Constant(vec(n), ir.Undefined), x, ir.Constant(I32, 0))
+    return b.shuffle_vector(v, ir.Constant(vec(n), ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n))
+
+
+def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    ty = x.type
+    name = f"llvm.fma.v{ty.count}f32" if isinstance(ty, ir.VectorType) else "llvm.fma.f32"
+    return b.call(intrinsic(b.module, name, ir.FunctionType(ty, [ty, ty, ty])), [x, y, z])
+
+
+def _mask(n: int, valid: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I1, n), [1 if i < valid else 0 for i in range(n)])
+
+
+def load_vec(b: ir.IRBuilder, ptr: ir.Value, n: int, valid: int | None = None, align: int = 4) -> ir.Value:
+    """Vector load of ``n`` floats; only the first ``valid`` lanes are read (others are 0)."""
+    if valid is None or valid >= n:
+        return b.load(ptr, typ=vec(n), align=align)
+    if valid == 1:
+        return b.insert_element(splat(0.0, n), b.load(ptr, typ=F32, align=4), ir.Constant(I32, 0))
+    fnty = ir.FunctionType(vec(n), [PTR, I32, ir.VectorType(I1, n), vec(n)])
+    fn = intrinsic(b.module, f"llvm.masked.load.v{n}f32.p0", fnty)
+    return b.call(fn, [ptr, ir.Constant(I32, 4), _mask(n, valid), splat(0.0, n)])
+
+
+def store_vec(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int, valid: int | None = None,
+              align: int = 4) -> None:
+    if valid is None or valid >= n:
+        b.store(v, ptr, align=align)
+        return
+    if valid == 1:
+        b.store(b.extract_element(v, ir.Constant(I32, 0)), ptr, align=4)
+        return
+    fnty = ir.FunctionType(VOID, [vec(n), PTR, I32, ir.VectorType(I1, n)])
+    fn = intrinsic(b.module, f"llvm.masked.store.v{n}f32.p0", fnty)
+    b.call(fn, [v, ptr, ir.Constant(I32, 4), _mask(n, valid)])
+
+
+Activation = None | str | tuple
+
+
+def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
+    """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector."""
+    if act is None:
+        return v
+    n = v.type.count if isinstance(v.type, ir.VectorType) else 0
+
+    def const(x: float) -> ir.Constant:
+        return splat(x, n) if n else f32(x)
+
+    if act == "relu":
+        return b.select(b.fcmp_ordered(">", v, const(0.0)), v, const(0.0))
+    if isinstance(act, tuple) and act[0] == "clip":
+        lo, hi = float(act[1]), float(act[2])
+        v = b.select(b.fcmp_ordered(">", v, const(lo)), v, const(lo))
+        return b.select(b.fcmp_ordered("<", v, const(hi)), v, const(hi))
+    raise ValueError(f"unsupported fused activation {act!r}")
+
+
+def scratch(module: ir.Module, name: str, nfloats: int) -> ir.GlobalVariable:
+    """A zero-initialised, 64-byte aligned module-level float buffer (kernels are not reentrant)."""
+    ty = ir.ArrayType(F32, max(1, nfloats))
+    g = ir.GlobalVariable(module, ty, name)
+    g.initializer = ir.Constant(ty, None)
+    g.align = 64
+    g.linkage = "internal"
+    g.type = PTR  # opaque pointer, so vector and scalar accesses need no casts
+    return g
+
+
+def scratch_ptr(b: ir.IRBuilder, g: ir.GlobalVariable) -> ir.Value:
+    """A float pointer to the start of a ``scratch`` buffer."""
+    return g

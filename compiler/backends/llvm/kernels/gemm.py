@@ -1,0 +1,345 @@
+"""Register-blocked, cache-blocked float32 GEMM emitter (C = A @ B + epilogue).
+
+Layout: B is read from NR-wide column panels ``[ceil(N/NR)][K][NR]`` (zero padded), either
+pre-packed at compile time (``pack_b_constant``, the weight case) or packed at run time, one KC
+block at a time, into a module-level scratch buffer. A is read in place (any constant strides,
+or the MR-row panel layout used for conv weights). The micro-kernel keeps an MR x NR tile of C in
+vector registers (8x32 on AVX-512, 6x16 on AVX2, 6x8 on SSE) and issues one FMA per
+(row, vector) per k; loops: K blocks (KC) > M blocks (MC) > B panels > MR tiles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.backends.llvm import target
+from compiler.backends.llvm.kernels.common import (
+    F32,
+    Activation,
+    Int,
+    add,
+    apply_activation,
+    broadcast,
+    fma,
+    gep,
+    i64,
+    load_vec,
+    loop,
+    mul,
+    new_kernel,
+    scratch,
+    scratch_ptr,
+    smin,
+    splat,
+    store_vec,
+)
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    isa: str
+    vw: int  # float32 lanes per vector
+    mr: int  # rows of the register tile
+    nv: int  # vectors per row of the register tile
+    kc: int  # K block (B micro-panel KC x NR stays in L1)
+    mc: int  # M block (A block MC x KC stays in L2)
+
+    @property
+    def nr(self) -> int:
+        return self.vw * self.nv
+
+
+def gemm_config(isa: str | None = None) -> GemmConfig:
+    isa = isa or target.default_isa()
+    if isa == "avx512":
+        return GemmConfig(isa, 16, 8, 2, 256, 128)
+    if isa == "avx2":
+        return GemmConfig(isa, 8, 6, 2, 256, 96)
+    if isa == "generic":
+        return GemmConfig(isa, 4, 6, 2, 256, 96)
+    raise ValueError(f"unknown isa {isa!r}")
+
+
+def pack_b_constant(b: np.ndarray, *, transpose_b: bool = False, isa: str | None = None) -> np.ndarray:
+    """Pack a constant B[K, N] (or B[N, K] with ``transpose_b``) into ``[ceil(N/NR)][K][NR]``.
+
+    The result is a contiguous float32 array; put it in the constant-weights region and pass its
+    address as ``base_b`` of a kernel emitted with ``b_packed=True`` and the same ``isa``.
+    """
+    cfg = gemm_config(isa)
+    bm = np.asarray(b, dtype=np.float32)
+    if transpose_b:
+        bm = bm.T
+    k, n = bm.shape
+    npan = math.ceil(n / cfg.nr)
+    out = np.zeros((npan, k, cfg.nr), dtype=np.float32)
+    padded = np.zeros((k, npan * cfg.nr), dtype=np.float32)
+    padded[:, :n] = bm
+    out[:] = padded.reshape(k, npan, cfg.nr).transpose(1, 0, 2)
+    return out
+
+
+# A operand: (builder, i0 tile-start row, r row-in-tile, k) -> address of A[i0 + r, k].
+AAddr = Callable[[ir.IRBuilder, Int, int, Int], ir.Value]
+# B operand: (builder, panel, k) -> address of the NR floats of packed B for that panel and k.
+BAddr = Callable[[ir.IRBuilder, Int, Int], ir.Value]
+# B packer: (builder, pc, kc) packs rows [pc, pc + kc) of B into the panel buffer.
+BPack = Callable[[ir.IRBuilder, ir.Value, ir.Value], None]
+
+
+def strided_a(base: ir.Value, stride_m: int, stride_k: int = 1) -> AAddr:
+    def addr(b: ir.IRBuilder, i0: Int, r: int, k: Int) -> ir.Value:
+        return gep(b, base, add(b, add(b, mul(b, i0, stride_m), r * stride_m), mul(b, k, stride_k)))
+
+    return addr
+
+
+def panel_a(base: ir.Value, K: int, mr: int) -> AAddr:
+    """A pre-packed as MR-row panels ``[ceil(M/MR)][K][MR]`` (see ``pack_a_constant``)."""
+
+    def addr(b: ir.IRBuilder, i0: Int, r: int, k: Int) -> ir.Value:
+        return gep(b, base, add(b, add(b, mul(b, i0, K), mul(b, k, mr)), r))
+
+    return addr
+
+
+def pack_a_constant(a: np.ndarray, mr: int) -> np.ndarray:
+    m, k = a.shape
+    npan = math.ceil(m / mr)
+    padded = np.zeros((npan * mr, k), dtype=np.float32)
+    padded[:m] = a
+    return np.ascontiguousarray(padded.reshape(npan, mr, k).transpose(0, 2, 1))
+
+
+@dataclass
+class GemmOperands:
+    """Everything the GEMM body needs besides the shape; see ``emit_gemm_body``."""
+
+    a_addr: AAddr
+    b_addr: BAddr
+    c_base: ir.Value
+    c_stride: int
+    b_pack: BPack | None = None
+    bias_row: ir.Value | None = None  # float[N], added to every row
+    bias_col: ir.Value | None = None  # float[M], added to every column
+    accumulate: bool = False
+    activation: Activation = None
+
+
+def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    if isinstance(c, bool):
+        return x if c else y
+    return b.select(c, x, y)
+
+
+def _micro_kernel(b: ir.IRBuilder, cfg: GemmConfig, ops: GemmOperands, i0: Int, jp: Int, mr: int,
+                  ncols: int, pc: Int, kend: Int, first: bool | ir.Value, last: bool | ir.Value) -> None:
+    """C[i0:i0+mr, jp*NR : jp*NR+ncols] (+)= A[i0.., pc:kend] @ Bpanel[jp][pc:kend] + epilogue."""
+    vw = cfg.vw
+    nvec = math.ceil(ncols / vw)
+    valid = [min(vw, ncols - v * vw) for v in range(nvec)]
+    col0 = mul(b, jp, cfg.nr)
+    c_rows = [gep(b, ops.c_base, add(b, mul(b, add(b, i0, r), ops.c_stride), col0)) for r in range(mr)]
+    zero = splat(0.0, vw)
+
+    bias_r = [load_vec(b, gep(b, ops.bias_row, add(b, col0, v * vw)), vw, valid[v])
+              for v in range(nvec)] if ops.bias_row is not None else None
+    init: list[list[ir.Value]] = []
+    for r in range(mr):
+        row = []
+        bias_c = None
+        if ops.bias_col is not None:
+            bias_c = broadcast(b, b.load(gep(b, ops.bias_col, add(b, i0, r)), typ=F32), vw)
+        for v in range(nvec):
+            cptr = gep(b, c_rows[r], v * vw)
+            bias = zero
+            if bias_r is not None:
+                bias = bias_r[v]
+            if bias_c is not None:
+                bias = b.fadd(bias, bias_c) if bias is not zero else bias_c
+            if first is False or ops.accumulate:
+                old = load_vec(b, cptr, vw, valid[v])
+                val = b.fadd(old, _cond(b, first, bias, zero)) if bias is not zero else old
+            else:
+                val = bias
+                if first is not True:
+                    val = _cond(b, first, bias, load_vec(b, cptr, vw, valid[v]))
+            row.append(val)
+        init.append(row)
+
+    # k loop with the accumulators as phis so they live in registers.
+    pre = b.block
+    header = b.append_basic_block("uk.hdr")
+    body = b.append_basic_block("uk.body")
+    end = b.append_basic_block("uk.end")
+    b.branch(header)
+    b.position_at_end(header)
+    k = b.phi(i64(0).type, "k")
+    k.add_incoming(i64(pc), pre)
+    accs = []
+    for r in range(mr):
+        row = []
+        for v in range(nvec):
+            p = b.phi(init[r][v].type, f"acc{r}_{v}")
+            p.add_incoming(init[r][v], pre)
+            row.append(p)
+        accs.append(row)
+    b.cbranch(b.icmp_signed("<", k, i64(kend)), body, end)
+    b.position_at_end(body)
+    bptr = ops.b_addr(b, jp, k)
+    bvecs = [b.load(gep(b, bptr, v * vw), typ=init[0][0].type, align=4) for v in range(nvec)]
+    for r in range(mr):
+        a = broadcast(b, b.load(ops.a_addr(b, i0, r, k), typ=F32, align=4), vw)
+        for v in range(nvec):
+            accs[r][v].add_incoming(fma(b, a, bvecs[v], accs[r][v]), body)
+    k.add_incoming(b.add(k, i64(1)), body)
+    b.branch(header)
+    b.position_at_end(end)
+
+    for r in range(mr):
+        for v in range(nvec):
+            out = accs[r][v]
+            if ops.activation is not None and last is not False:
+                out = _cond(b, last, apply_activation(b, out, ops.activation), out)
+            store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
+
+
+def emit_gemm_body(b: ir.IRBuilder, cfg: GemmConfig, M: int, N: int, K: int, ops: GemmOperands) -> None:
+    """Emit the blocked loop nest for C[M,N] = A[M,K] @ B[K,N] at the builder's position."""
+    nr, mr = cfg.nr, cfg.mr
+    npf, ntail = divmod(N, nr)
+    mf = M - M % mr
+    mtail = M % mr
+    kc = cfg.kc if K > cfg.kc else K
+    mc = max(mr, cfg.mc - cfg.mc % mr)
+
+    def block(pc: Int, kend: Int, first: bool | ir.Value, last: bool | ir.Value) -> None:
+        if mf:
+            def mtile_loops(ic: Int, ie: Int) -> None:
+                if npf:
+                    with loop(b, 0, npf, 1, "jp") as jp:
+                        with loop(b, ic, ie, mr, "ir") as i0:
+                            _micro_kernel(b, cfg, ops, i0, jp, mr, nr, pc, kend, first, last)
+                if ntail:
+                    with loop(b, ic, ie, mr, "irt") as i0:
+                        _micro_kernel(b, cfg, ops, i0, npf, mr, ntail, pc, kend, first, last)
+
+            if mf > mc:
+                with loop(b, 0, mf, mc, "ic") as ic:
+                    mtile_loops(ic, smin(b, b.add(ic, i64(mc)), mf))
+            else:
+                mtile_loops(0, mf)
+        if mtail:
+            if npf:
+                with loop(b, 0, npf, 1, "jpt") as jp:
+                    _micro_kernel(b, cfg, ops, mf, jp, mtail, nr, pc, kend, first, last)
+            if ntail:
+                _micro_kernel(b, cfg, ops, mf, npf, mtail, ntail, pc, kend, first, last)
+
+    if kc == K:
+        if ops.b_pack is not None:
+            ops.b_pack(b, i64(0), i64(K))
+        block(0, K, True, True)
+        return
+    with loop(b, 0, K, kc, "pc") as pc:
+        kend = smin(b, b.add(pc, i64(kc)), K)
+        if ops.b_pack is not None:
+            ops.b_pack(b, pc, b.sub(kend, pc))
+        first = b.icmp_signed("==", pc, i64(0))
+        last = b.icmp_signed("==", kend, i64(K))
+        block(pc, kend, first, last)
+
+
+def runtime_packed_b(module: ir.Module, name: str, cfg: GemmConfig, N: int, K: int,
+                     fill: Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]
+                     ) -> tuple[BAddr, BPack]:
+    """A scratch panel buffer ``[ceil(N/NR)][KC][NR]`` and its address function.
+
+    ``fill(b, buf, pc, kc)`` must write rows [pc, pc+kc) of B into the buffer; lanes past N are
+    never written, so they stay zero.
+    """
+    kc = min(cfg.kc, K)
+    npan = math.ceil(N / cfg.nr)
+    buf = scratch(module, f"{name}.bpack", npan * kc * cfg.nr)
+
+    def addr(b: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+        # Rows are local to the current K block: k is global, so subtract pc via modular index.
+        local = k if kc == K else b.urem(i64(k), i64(kc))
+        return gep(b, scratch_ptr(b, buf), add(b, mul(b, jp, kc * cfg.nr), mul(b, local, cfg.nr)))
+
+    def pack(b: ir.IRBuilder, pc: ir.Value, kcv: ir.Value) -> None:
+        fill(b, scratch_ptr(b, buf), pc, kcv)
+
+    return addr, pack
+
+
+def _strided_b_fill(cfg: GemmConfig, N: int, K: int, base: ir.Value, b_stride: int, transpose: bool
+                    ) -> Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]:
+    kc = min(cfg.kc, K)
+    nr, vw = cfg.nr, cfg.vw
+    npf, ntail = divmod(N, nr)
+
+    def fill(b: ir.IRBuilder, buf: ir.Value, pc: ir.Value, kcv: ir.Value) -> None:
+        with loop(b, 0, kcv, 1, "pk") as kk:
+            kg = b.add(pc, kk)
+            if not transpose:
+                src_row = gep(b, base, mul(b, kg, b_stride))
+                if npf:
+                    with loop(b, 0, npf, 1, "pj") as jp:
+                        dst = gep(b, buf, b.add(mul(b, jp, kc * nr), mul(b, kk, nr)))
+                        src = gep(b, src_row, mul(b, jp, nr))
+                        for v in range(cfg.nv):
+                            store_vec(b, load_vec(b, gep(b, src, v * vw), vw), gep(b, dst, v * vw), vw)
+                for j in range(ntail):
+                    dst = gep(b, buf, add(b, npf * kc * nr + j, mul(b, kk, nr)))
+                    b.store(b.load(gep(b, src_row, npf * nr + j), typ=F32), dst)
+            else:
+                with loop(b, 0, N, 1, "pn") as n:
+                    src = gep(b, base, b.add(mul(b, n, b_stride), kg))
+                    jp = b.udiv(n, i64(nr))
+                    lane = b.urem(n, i64(nr))
+                    dst = gep(b, buf, b.add(b.add(mul(b, jp, kc * nr), mul(b, kk, nr)), lane))
+                    b.store(b.load(src, typ=F32), dst)
+
+    return fill
+
+
+def emit_matmul(module: ir.Module, name: str, M: int, N: int, K: int, *, a_stride: int,
+                b_stride: int, c_stride: int, transpose_b: bool = False, bias: str | None = None,
+                accumulate: bool = False, activation: Activation = None, b_packed: bool = False,
+                isa: str | None = None) -> ir.Function:
+    """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
+
+    Row-major float32, strides in elements. ``transpose_b``: B is given as [N, K] (FC weights).
+    ``bias='row'``: a float[N] added to every row; ``'col'``: a float[M] added to every column.
+    ``accumulate``: C += A @ B instead of C = A @ B. ``activation``: None, 'relu', ('clip', lo, hi).
+    ``b_packed``: B was packed with ``pack_b_constant(B, transpose_b=..., isa=isa)``; strides and
+    ``transpose_b`` then only describe the source. Runtime-packed kernels are not reentrant.
+    """
+    if min(M, N, K) <= 0:
+        raise ValueError(f"matmul {name}: empty shape {M}x{N}x{K}")
+    cfg = gemm_config(isa)
+    fn, b = new_kernel(module, name, 4 if bias else 3)
+    pa, pb, pcv = fn.args[:3]
+    if b_packed:
+        def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+            return gep(bb, pb, add(bb, mul(bb, jp, K * cfg.nr), mul(bb, k, cfg.nr)))
+        b_pack = None
+    else:
+        b_addr, b_pack = runtime_packed_b(
+            module, name, cfg, N, K, _strided_b_fill(cfg, N, K, pb, b_stride, transpose_b))
+    ops = GemmOperands(
+        a_addr=strided_a(pa, a_stride), b_addr=b_addr, c_base=pcv, c_stride=c_stride, b_pack=b_pack,
+        bias_row=fn.args[3] if bias == "row" else None,
+        bias_col=fn.args[3] if bias == "col" else None,
+        accumulate=accumulate, activation=activation)
+    if bias not in (None, "row", "col"):
+        raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
+    emit_gemm_body(b, cfg, M, N, K, ops)
+    b.ret_void()
+    return fn

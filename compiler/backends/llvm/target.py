@@ -1,0 +1,140 @@
+"""LLVM setup for the CPU backend: native target init (once), host CPU and features, the cached
+O3 TargetMachine and the new-pass-manager O3 pipeline. Everything LLVM-global lives here.
+
+Env overrides: ``GLOWVIZ_LLVM_CPU`` (e.g. ``haswell``, ``x86-64``) and ``GLOWVIZ_LLVM_FEATURES``
+(an LLVM features string, e.g. ``+avx2,+fma,-avx512f``) replace the host values, so tests and
+benchmarks can force the AVX2 or plain-SSE code paths.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import llvmlite.binding as llvm
+
+Isa = Literal["avx512", "avx2", "generic"]
+
+_lock = threading.RLock()
+_initialized = False
+
+
+def ensure_initialized() -> None:
+    """Initialise the native target and asm printer once (``llvm.initialize()`` raises since 0.45)."""
+    global _initialized
+    if _initialized:
+        return
+    with _lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
+
+
+@dataclass(frozen=True)
+class HostCPU:
+    name: str
+    features: str  # LLVM features string: "+avx2,+fma,-avx512f,..."
+
+    def has(self, feature: str) -> bool:
+        return f"+{feature}" in self.features.split(",")
+
+
+@cache
+def _host_cpu(cpu_env: str | None, feat_env: str | None) -> HostCPU:
+    ensure_initialized()
+    name = cpu_env or llvm.get_host_cpu_name()
+    if feat_env is not None:
+        features = feat_env
+    elif cpu_env:
+        features = ""  # a forced CPU name implies its own feature set
+    else:
+        features = llvm.get_host_cpu_features().flatten()
+    return HostCPU(name, features)
+
+
+def host_cpu() -> HostCPU:
+    """The CPU we generate code for (host, unless overridden by the env variables)."""
+    return _host_cpu(os.environ.get("GLOWVIZ_LLVM_CPU"), os.environ.get("GLOWVIZ_LLVM_FEATURES"))
+
+
+@cache
+def _target_machine(name: str, features: str) -> llvm.TargetMachine:
+    ensure_initialized()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=name, features=features, opt=3, reloc="default", codemodel="jitdefault", jit=True
+    )
+
+
+def target_machine() -> llvm.TargetMachine:
+    """The shared TargetMachine for optimisation and assembly; never hand it to an engine."""
+    cpu = host_cpu()
+    with _lock:
+        return _target_machine(cpu.name, cpu.features)
+
+
+def new_target_machine() -> llvm.TargetMachine:
+    """A fresh TargetMachine: an MCJIT engine takes ownership of (and frees) the one it gets."""
+    cpu = host_cpu()
+    ensure_initialized()
+    return _target_machine.__wrapped__(cpu.name, cpu.features)
+
+
+def _cpu_has(cpu: HostCPU, feature: str) -> bool:
+    if cpu.features:
+        return cpu.has(feature)
+    # A forced CPU name without features: answer from well-known names.
+    avx512 = ("skylake-avx512", "cascadelake", "icelake", "sapphirerapids", "znver4", "znver5")
+    avx2 = ("haswell", "broadwell", "skylake", "znver1", "znver2", "znver3", "alderlake") + avx512
+    table = {"avx512f": avx512, "avx2": avx2, "fma": avx2}
+    return any(cpu.name.startswith(n) for n in table.get(feature, ()))
+
+
+def has_avx512() -> bool:
+    cpu = host_cpu()
+    return _cpu_has(cpu, "avx512f")
+
+
+def has_avx2() -> bool:
+    cpu = host_cpu()
+    return _cpu_has(cpu, "avx2") and _cpu_has(cpu, "fma")
+
+
+def default_isa() -> Isa:
+    """The kernel flavour for the current target: register tiles and vector width follow it."""
+    if has_avx512():
+        return "avx512"
+    if has_avx2():
+        return "avx2"
+    return "generic"
+
+
+def vector_width_f32(isa: Isa | None = None) -> int:
+    """float32 lanes per vector register: 16 (AVX-512), 8 (AVX2), 4 (SSE/other)."""
+    return {"avx512": 16, "avx2": 8, "generic": 4}[isa or default_isa()]
+
+
+def parse_and_verify(ir_text: str) -> llvm.ModuleRef:
+    ensure_initialized()
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    return mod
+
+
+def optimize(module_ref: llvm.ModuleRef, speed_level: int = 3) -> None:
+    """Run the O3 module pipeline of the new pass manager in place."""
+    tm = target_machine()
+    module_ref.triple = tm.triple
+    module_ref.data_layout = str(tm.target_data)
+    with _lock:
+        pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(tm, pto)
+        mpm = pb.getModulePassManager()
+        mpm.run(module_ref, pb)

@@ -1,0 +1,202 @@
+"""LLVM kernels vs numpy references: GEMM (tiles, edges, epilogues, packing) and conv2d."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from compiler.backends.llvm import target
+from compiler.backends.llvm.jit import JITEngine
+from compiler.backends.llvm.kernels.conv import emit_conv2d
+from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
+
+ISAS = ["avx512", "avx2", "generic"]
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _addr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def _matmul(M, N, K, *, isa=None, packed=True, transpose_b=False, bias=None, act=None,
+            accumulate=False, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K), dtype=np.float32)
+    bm = rng.standard_normal((N, K) if transpose_b else (K, N), dtype=np.float32)
+    m = ir.Module()
+    emit_matmul(m, "mm", M, N, K, a_stride=K, b_stride=bm.shape[1], c_stride=N,
+                transpose_b=transpose_b, bias=bias, accumulate=accumulate, activation=act,
+                b_packed=packed, isa=isa)
+    fn = JITEngine(disk_cache=False).compile(m).cfunc("mm")
+    bsrc = pack_b_constant(bm, transpose_b=transpose_b, isa=isa) if packed else bm
+    c = rng.standard_normal((M, N), dtype=np.float32)
+    c0 = c.copy()
+    bias_v = rng.standard_normal(N if bias == "row" else M, dtype=np.float32)
+    fn(_addr(a), _addr(bsrc), _addr(c), *([_addr(bias_v)] if bias else []))
+    ref = a.astype(np.float64) @ (bm.T if transpose_b else bm)
+    if bias == "row":
+        ref += bias_v
+    elif bias == "col":
+        ref += bias_v[:, None]
+    if accumulate:
+        ref += c0
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif isinstance(act, tuple):
+        ref = np.clip(ref, act[1], act[2])
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
+SHAPES = [(1, 1, 1), (3, 17, 33), (17, 33, 100), (100, 3, 1), (1, 100, 17), (33, 1, 300),
+          (9, 40, 513), (16, 64, 64), (25, 70, 260)]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_shapes(shape, isa):
+    _matmul(*shape, isa=isa, packed=True)
+    _matmul(*shape, isa=isa, packed=False)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_matmul_transpose_b(packed):
+    _matmul(19, 37, 300, transpose_b=True, packed=packed)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize(("bias", "act", "acc"), [
+    ("row", "relu", False), ("col", None, True), (None, ("clip", -0.5, 1.5), True),
+    ("row", ("clip", 0.0, 6.0), False),
+])
+def test_matmul_epilogues(isa, bias, act, acc):
+    # K > KC exercises the first/last K-block logic of the epilogue.
+    _matmul(13, 35, 600, isa=isa, bias=bias, act=act, accumulate=acc)
+    _matmul(7, 5, 30, isa=isa, bias=bias, act=act, accumulate=acc, packed=False)
+
+
+def test_matmul_strided_operands():
+    rng = np.random.default_rng(3)
+    big_a = rng.standard_normal((10, 50), dtype=np.float32)
+    big_b = rng.standard_normal((40, 30), dtype=np.float32)
+    big_c = np.zeros((10, 45), dtype=np.float32)
+    m = ir.Module()
+    emit_matmul(m, "mm", 10, 21, 40, a_stride=50, b_stride=30, c_stride=45)
+    fn = JITEngine(disk_cache=False).compile(m).cfunc("mm")
+    fn(_addr(big_a), _addr(big_b), _addr(big_c))
+    np.testing.assert_allclose(big_c[:, :21], big_a[:, :40] @ big_b[:, :21], rtol=1e-4, atol=1e-4)
+    assert not big_c[:, 21:].any()
+
+
+def ref_conv(x, w, b, stride, pad, dil, group):
+    n, c, h, wd = x.shape
+    k, cg, r_, s_ = w.shape
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = stride, pad, dil
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))).astype(np.float64)
+    oh = (h + pt + pb - dh * (r_ - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (s_ - 1) - 1) // sw + 1
+    out = np.zeros((n, k, oh, ow))
+    kg = k // group
+    for g in range(group):
+        for r in range(r_):
+            for s in range(s_):
+                patch = xp[:, g * cg:(g + 1) * cg, r * dh:r * dh + sh * (oh - 1) + 1:sh,
+                           s * dw:s * dw + sw * (ow - 1) + 1:sw]
+                out[:, g * kg:(g + 1) * kg] += np.einsum("nchw,kc->nkhw", patch,
+                                                         w[g * kg:(g + 1) * kg, :, r, s])
+    if b is not None:
+        out += b[None, :, None, None]
+    return out
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def _conv(N, C, H, W, K, R, S, *, stride=1, pad=0, dil=1, group=1, bias=True, act=None, isa=None,
+          expect=None):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((N, C, H, W), dtype=np.float32)
+    w = rng.standard_normal((K, C // group, R, S), dtype=np.float32)
+    bv = rng.standard_normal(K, dtype=np.float32)
+    m = ir.Module()
+    ck = emit_conv2d(m, "cv", N=N, C=C, H=H, W=W, K=K, R=R, S=S, weights=w, stride=stride, pad=pad,
+                     dilation=dil, group=group, bias=bias, activation=act, isa=isa)
+    if expect:
+        assert ck.strategy == expect
+    fn = JITEngine(disk_cache=False).compile(m).cfunc("cv")
+    out = np.full((N, K, ck.shape.OH, ck.shape.OW), np.nan, dtype=np.float32)
+    fn(_addr(x), _addr(ck.packed_weights), _addr(out), *([_addr(bv)] if bias else []))
+    p4 = (pad,) * 4 if isinstance(pad, int) else pad
+    ref = ref_conv(x, w, bv if bias else None, _pair(stride), p4, _pair(dil), group)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif isinstance(act, tuple):
+        ref = np.clip(ref, act[1], act[2])
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.sqrt(C * R * S))
+
+
+CONVS = [
+    dict(N=1, C=3, H=7, W=9, K=5, R=3, S=3, expect="implicit-gemm"),
+    dict(N=2, C=4, H=10, W=11, K=6, R=3, S=3, stride=2, pad=(1, 0, 2, 1)),
+    dict(N=1, C=6, H=13, W=12, K=9, R=3, S=2, dil=2, pad=1, group=3, act="relu"),
+    dict(N=1, C=8, H=9, W=33, K=8, R=3, S=3, pad=1, group=8, expect="depthwise-direct"),
+    dict(N=1, C=8, H=9, W=37, K=8, R=3, S=3, pad=1, stride=2, group=8, act=("clip", 0.0, 6.0)),
+    dict(N=2, C=6, H=11, W=19, K=12, R=5, S=5, stride=(2, 1), pad=(2, 1, 0, 3), dil=(1, 2), group=6),
+    dict(N=1, C=7, H=9, W=10, K=7, R=3, S=3, stride=3, pad=2, group=7),
+    dict(N=1, C=17, H=5, W=7, K=33, R=1, S=1, bias=False, expect="gemm-1x1"),
+    dict(N=1, C=300, H=9, W=9, K=17, R=3, S=3, pad=1),
+    dict(N=1, C=3, H=23, W=23, K=16, R=7, S=7, stride=2, pad=3),
+    dict(N=1, C=4, H=6, W=6, K=4, R=3, S=3, pad=4),  # padding wider than the kernel reach
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("case", CONVS, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_conv2d(case, isa):
+    _conv(**case, isa=isa)
+
+
+def test_env_override_forces_avx2(monkeypatch):
+    monkeypatch.setenv("GLOWVIZ_LLVM_CPU", "haswell")
+    monkeypatch.setenv("GLOWVIZ_LLVM_FEATURES", "+avx,+avx2,+fma,-avx512f")
+    assert target.default_isa() == "avx2"
+    assert target.vector_width_f32() == 8
+    _matmul(9, 40, 70)
+    asm = _asm_of_matmul()
+    assert "zmm" not in asm and "ymm" in asm
+
+
+def test_env_override_generic(monkeypatch):
+    monkeypatch.setenv("GLOWVIZ_LLVM_CPU", "x86-64")
+    monkeypatch.setenv("GLOWVIZ_LLVM_FEATURES", "")
+    assert target.default_isa() == "generic"
+    _matmul(9, 40, 70)
+    _conv(N=1, C=5, H=8, W=9, K=6, R=3, S=3, pad=1)
+
+
+def _asm_of_matmul() -> str:
+    m = ir.Module()
+    emit_matmul(m, "mm_asm", 8, 32, 16, a_stride=16, b_stride=32, c_stride=32, b_packed=True)
+    return JITEngine(disk_cache=False).compile(m).assembly("mm_asm")
+
+
+def test_jit_disk_cache_roundtrip(tmp_path):
+    m = ir.Module()
+    emit_matmul(m, "mm_cache", 5, 7, 9, a_stride=9, b_stride=7, c_stride=7)
+    text = str(m)
+    first = JITEngine(directory=tmp_path).compile(text)
+    assert not first.from_disk and list(tmp_path.glob("*.o"))
+    JITEngine._memory.clear()
+    second = JITEngine(directory=tmp_path).compile(text)
+    assert second.from_disk
+    assert "define" in second.optimized_ir and "mm_cache:" in second.assembly("mm_cache")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 9), dtype=np.float32), rng.standard_normal((9, 7), dtype=np.float32)
+    c = np.zeros((5, 7), dtype=np.float32)
+    second.cfunc("mm_cache")(_addr(a), _addr(b), _addr(c))
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
