@@ -27,8 +27,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
     p.add_argument("--scheduler", default="child-mem-size", choices=list(SCHEDULERS))
     p.add_argument("--top", type=int, default=15, help="buffers to list at the peak (default 15)")
+    p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
+                   help="skip a graph or low-level pass (repeatable), e.g. buffer-sharing")
+    p.add_argument("--per-pass", action="store_true",
+                   help="also print the peak and lower bound after every pass that can change "
+                   "memory, to find the pass behind a regression")
     p.set_defaults(func=run)
-    return p  # the per-pass report (--per-pass) adds its options to this parser
+    return p
 
 
 def build_report(result: CompileResult, args: argparse.Namespace) -> dict[str, Any]:
@@ -56,10 +61,16 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
     options = CompileOptions(input_shapes=parse_shape_args(args.input_shape),
-                             scheduler=args.scheduler, allocator=args.allocator)
+                             scheduler=args.scheduler, allocator=args.allocator,
+                             disabled_passes=frozenset(args.disable_pass))
     result = compile_model(args.model, options)
     report = build_report(result, args)
     print(format_report(report, top=args.top))
+    if args.per_pass:
+        from glowviz.exports.per_pass import format_per_pass, per_pass_memory
+
+        print()
+        print(format_per_pass(per_pass_memory(args.model, options)))
     if args.json:
         write_json(args.json, report)
         print(f"wrote {args.json}")
