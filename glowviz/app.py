@@ -1,0 +1,86 @@
+"""The glowviz IDE application: themes, the workspace screen, global keys, the palette."""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.binding import Binding
+
+from glowviz import themes
+from glowviz.screens.commands import GlowvizCommands
+from glowviz.screens.main import MainScreen
+from glowviz.session import CompileSession
+
+
+class GlowvizApp(App):
+    TITLE = "glowviz"
+    COMMANDS = App.COMMANDS | {GlowvizCommands}
+    BINDINGS = [Binding("q", "quit", "Quit", id="app.quit"),
+                Binding("question_mark", "help", "Help", id="app.help"),
+                Binding("ctrl+t", "cycle_theme", "Next theme", show=False, id="app.theme")]
+
+    def __init__(self, model_path: str | None = None, options=None, *,
+                 session: CompileSession | None = None, theme: str | None = None) -> None:
+        super().__init__()
+        self.session = session or CompileSession(model_path, options)
+        self._specs = themes.load_themes()
+        for t in themes.textual_themes():
+            self.register_theme(t)
+        self.set_glowviz_theme(theme or themes.remembered_theme(), remember=False)
+
+    def on_mount(self) -> None:
+        self.push_screen(MainScreen(self.session))
+
+    # -- themes -------------------------------------------------------------------------------
+    def glowviz_theme_names(self) -> list[str]:
+        return list(self._specs)
+
+    def set_glowviz_theme(self, name: str, remember: bool = True) -> None:
+        short = themes.short_name(name)
+        if short not in self._specs:
+            short = themes.DEFAULT_THEME if themes.DEFAULT_THEME in self._specs else None
+        if short is None:
+            return
+        self.theme = self._specs[short].textual_name
+        if remember:
+            themes.remember_theme(short)
+
+    def action_cycle_theme(self) -> None:
+        names = self.glowviz_theme_names()
+        cur = themes.short_name(self.theme)
+        nxt = names[(names.index(cur) + 1) % len(names)] if cur in names else names[0]
+        self.set_glowviz_theme(nxt)
+        self.notify(f"theme: {nxt}")
+
+    # -- actions used by the palette -----------------------------------------------------------
+    def action_help(self) -> None:
+        from glowviz.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def open_model(self, path: str) -> None:
+        self.session = CompileSession(path, self.session.options)
+        main = next(s for s in self.screen_stack if isinstance(s, MainScreen))
+        main.start_compile(self.session)
+
+    def _debugger(self):
+        main = next(s for s in self.screen_stack if isinstance(s, MainScreen))
+        main.action_show_view("debugger")
+        main.refresh_active_view()
+        return main.view("debugger")
+
+    def break_on_op(self, kind: str) -> None:
+        view = self._debugger()
+        if view.dbg is not None:
+            view.dbg.op_breakpoints ^= {kind}
+            view.refresh_state()
+
+    def break_on_write(self, buffer: str) -> None:
+        view = self._debugger()
+        if view.dbg is not None:
+            view.dbg.write_breakpoints ^= {buffer}
+            view.refresh_state()
+
+    def action_export_view(self) -> None:
+        from glowviz.screens.export import export_current_view
+
+        export_current_view(self)

@@ -1,0 +1,95 @@
+"""Command palette providers: every action, plus go to pass / node / buffer / instruction,
+breakpoints on op kinds and buffer writes, themes, export and open model."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+Entry = tuple[str, Callable[[], object], str]
+
+
+def _main(app):
+    from glowviz.screens.main import MainScreen
+
+    for s in reversed(app.screen_stack):
+        if isinstance(s, MainScreen):
+            return s
+    return None
+
+
+def entries(app) -> Iterator[Entry]:
+    """(text, callback, help) for every palette command of the current state."""
+    screen = _main(app)
+    if screen is None:
+        return
+    session = screen.session
+    from glowviz.screens.main import VIEWS
+
+    for tab_id, title, _ in VIEWS:
+        yield (f"View: {title}", partial(screen.action_show_view, tab_id), f"show the {title} view")
+    yield ("Next stage", partial(screen.action_step_stage, 1), "n")
+    yield ("Previous stage", partial(screen.action_step_stage, -1), "p")
+    yield ("Toggle hide unchanged passes", screen.action_toggle_unchanged, "u")
+    yield ("Diff: pin/unpin the current stage as base", screen.view("diff").action_pin_base, "a")
+    yield ("Diff: toggle full text / context", screen.view("diff").action_toggle_full, "f")
+    yield ("Open model…", screen.action_open_model, "ctrl+o")
+    yield ("Recompile", partial(screen.start_compile, None), "compile the model again")
+    yield ("Help: key bindings", app.action_help, "?")
+    for name in app.glowviz_theme_names():
+        yield (f"Theme: {name}", partial(app.set_glowviz_theme, name), "switch theme (remembered)")
+    if importlib.util.find_spec("glowviz.exports") is not None:
+        yield ("Export current view…", app.action_export_view,
+               "write the current view as a file (glowviz.exports)")
+    dbg = screen.view("debugger")
+    for label, act in (("step", dbg.action_step), ("next", dbg.action_next),
+                       ("continue", dbg.action_cont), ("restart", dbg.action_restart),
+                       ("toggle breakpoint on selected instruction",
+                        dbg.action_toggle_breakpoint)):
+        yield (f"Debugger: {label}", act, "")
+    from glowviz.widgets.memory_view import allocator_names, scheduler_names
+
+    mem = screen.view("memory")
+    for a in allocator_names():
+        yield (f"Memory: compare with allocator {a}", partial(mem.compare, allocator=a), "")
+    for s in scheduler_names():
+        yield (f"Memory: compare with scheduler {s}", partial(mem.compare, scheduler=s), "")
+    for i, rec in enumerate(session.stages):
+        yield (f"Go to pass: {i} {rec.label}", partial(screen.goto_stage, i),
+               f"{'changed' if rec.changed else 'unchanged'} {rec.count_before}→{rec.count_after}")
+    if screen.index is not None and screen.index < len(session.stages):
+        for row in session.graph_nodes(screen.index):
+            yield (f"Go to node: {row['name']} ({row['op']})",
+                   partial(screen.goto_node, row["name"]), row["type"])
+    if session.done:
+        lt = session.lifetimes()
+        for b in lt.get("buffers", []):
+            yield (f"Go to buffer: {b['name']}", partial(screen.goto_buffer, b["name"]),
+                   f"{b['size']} B at {b['offset']}")
+            yield (f"Break on write to buffer: {b['name']}",
+                   partial(app.break_on_write, b["name"]), "debugger breakpoint")
+        instrs = session.instructions()
+        for ins in instrs:
+            yield (f"Go to instruction: #{ins['index']} {ins['text'][:70]}",
+                   partial(screen.goto_instruction, ins["index"]), "")
+        for kind in sorted({ins["kind"] for ins in instrs}):
+            yield (f"Break on op: {kind}", partial(app.break_on_op, kind), "debugger breakpoint")
+    yield ("Quit", app.exit, "q")
+
+
+class GlowvizCommands(Provider):
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, cb, help_ in entries(self.app):
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), cb, text=text, help=help_ or None)
+
+    async def discover(self) -> Hits:
+        for text, cb, help_ in entries(self.app):
+            if text.startswith(("View:", "Next", "Previous", "Theme:", "Open", "Help",
+                                "Export", "Debugger:")):
+                yield DiscoveryHit(text, cb, text=text, help=help_ or None)

@@ -1,0 +1,64 @@
+"""Help screen (`?`): every key binding of the app, the workspace and each view, from the
+bindings themselves (so it cannot drift)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
+    from glowviz.screens.main import MainScreen
+    from glowviz.widgets.debugger_view import DebuggerView
+    from glowviz.widgets.diff_view import DiffView
+    from glowviz.widgets.graph_view import GraphView
+    from glowviz.widgets.ir_view import IRView
+    from glowviz.widgets.lifetimes_view import LifetimesView
+    from glowviz.widgets.memory_view import MemoryView
+
+    groups = []
+    for title, cls in (("Application", type(app)), ("Workspace", MainScreen),
+                       ("Graph view", GraphView), ("Diff view", DiffView), ("IR view", IRView),
+                       ("Lifetimes view", LifetimesView), ("Memory view", MemoryView),
+                       ("Debugger view (when focused)", DebuggerView)):
+        rows = []
+        for b in cls.BINDINGS:
+            if isinstance(b, Binding):
+                rows.append((b.key_display or b.key, b.description or b.action))
+            else:
+                rows.append((b[0], b[2] if len(b) > 2 else b[1]))
+        groups.append((title, rows))
+    groups.append(("Everywhere", [("ctrl+p", "command palette: every action, go to pass / node "
+                                   "/ buffer / instruction, themes, export, open model"),
+                                  ("tab / shift+tab", "move focus")]))
+    return groups
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90; height: 90%; border: thick $primary;
+                                  background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        tbl = Table(show_header=False, box=None, expand=True)
+        tbl.add_column("key", style="bold", width=22)
+        tbl.add_column("action")
+        for title, rows in binding_groups(self.app):
+            tbl.add_row(Text(title, style="bold underline"), "")
+            for key, desc in rows:
+                tbl.add_row(key, desc)
+            tbl.add_row("", "")
+        with VerticalScroll():
+            yield Static(Text("glowviz — keys (Esc to close)", style="bold"))
+            yield Static(tbl, id="help-table")
+
+    def action_dismiss(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,46 @@
+"""Open-model prompt (ctrl+o): a path, with the sample models offered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList
+
+
+def sample_models() -> list[str]:
+    root = Path(__file__).resolve().parents[2] / "sample_models"
+    return sorted(str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(p)
+                  for p in root.glob("*.onnx"))
+
+
+class OpenModelScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="open.cancel")]
+    DEFAULT_CSS = """
+    OpenModelScreen { align: center middle; }
+    OpenModelScreen > Vertical { width: 80; height: auto; max-height: 80%;
+                                 border: thick $primary; background: $surface; padding: 0 1; }
+    OpenModelScreen OptionList { height: auto; max-height: 12; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Open model (ONNX path), Enter to open, Esc to cancel")
+            yield Input(placeholder="path/to/model.onnx", id="open-path")
+            yield OptionList(*sample_models(), id="open-samples")
+
+    @on(Input.Submitted, "#open-path")
+    def _submit(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(event.value.strip())
+
+    @on(OptionList.OptionSelected, "#open-samples")
+    def _pick(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(str(event.option.prompt))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

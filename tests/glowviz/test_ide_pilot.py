@@ -1,0 +1,310 @@
+"""The IDE driven with Pilot: every view and the main flows, on the fake pipeline (stable) and
+once on the real default model."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+
+import pytest
+from conftest import ROOT, make_fake_session
+from textual.widgets import DataTable, TabbedContent
+
+from glowviz.app import GlowvizApp
+from glowviz.screens.main import VIEWS, MainScreen
+
+SIZE = (160, 50)
+
+
+def run_async(fn):
+    """Run an async test with asyncio.run (no pytest-asyncio needed)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+async def _ready(app, pilot):
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if app.session.done and isinstance(app.screen, MainScreen):
+            break
+    await _workers(app)
+    await pilot.pause()
+
+
+async def _workers(app):
+    from textual.worker import WorkerState
+
+    for _ in range(200):
+        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
+            return
+        await asyncio.sleep(0.02)
+
+
+def _main(app) -> MainScreen:
+    return next(s for s in app.screen_stack if isinstance(s, MainScreen))
+
+
+@run_async
+async def test_every_view_renders():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        assert "7 stages" in app.sub_title
+        for k, (tab, _title, _cls) in enumerate(VIEWS):
+            await pilot.press(str(k + 1))
+            await pilot.pause()
+            await _workers(app)
+            assert main.query_one(TabbedContent).active == tab
+        assert main.view("schedule").data["peak"] == 2048
+        assert main.view("memory").data["gap_bytes"] == 0
+        assert main.view("lifetimes").buffers
+        assert main.view("debugger").dbg.available
+
+
+@run_async
+async def test_step_passes_with_n_and_p_and_views_follow():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        start = main.index
+        assert start == 5  # the last graph stage is selected after compiling
+        await pilot.press("p")
+        await pilot.pause()
+        assert main.index == 4
+        assert main.view("graph").index == 4
+        await pilot.press("n", "n")
+        await pilot.pause()
+        assert main.index == 6
+        await pilot.press("u")  # hide unchanged: dce, lower-cpu and cse disappear
+        await pilot.pause()
+        assert main.query_one("#pipeline-table", DataTable).row_count == 4
+        await pilot.press("p")
+        await pilot.pause()
+        assert main.index == 3
+
+
+@run_async
+async def test_open_a_diff():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        main.goto_stage(1)
+        await pilot.press("2")
+        await pilot.pause()
+        view = main.view("diff")
+        assert view.pair == (0, 1)
+        assert "conv1 + bn1 -> conv1_bn (Conv)  [fold-batchnorm]" in view.current.provenance
+        table = view.query_one("#diff-table", DataTable)
+        assert table.row_count > 0
+        await pilot.click("#diff-table")
+        await pilot.press("f")  # full text
+        await pilot.pause()
+        assert view.full
+        assert table.row_count >= len(view.current.side_by_side)
+
+
+@run_async
+async def test_graph_search_detail_and_neighbourhood():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        main.goto_stage(0)
+        await pilot.press("1")
+        await pilot.pause()
+        await pilot.click("#graph-table")
+        await pilot.press("slash", *"relu2", "enter")
+        await pilot.pause()
+        graph = main.view("graph")
+        assert graph.selected_node == "relu2"
+        await _workers(app)
+        await pilot.pause()
+        drawn = str(graph.query_one("#graph-neigh").render())
+        assert "relu2" in drawn
+        await pilot.press("escape")
+        await pilot.click("#graph-table")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "NodeDetailScreen"
+        assert app.screen.detail["name"] == "relu2"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+
+
+@run_async
+async def test_ir_goto_definition():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        await pilot.press("3")
+        await pilot.pause()
+        ir = main.view("ir")
+        assert ir.goto_value("relu1")
+        from textual.widgets import TextArea
+
+        row = ir.query_one(TextArea).cursor_location[0]
+        assert ir.text.splitlines()[row].strip().startswith("%relu1 = Relu")
+
+
+@run_async
+async def test_select_a_buffer():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        main.goto_buffer("relu1")
+        await pilot.pause()
+        mem = main.view("memory")
+        assert mem.selected == "relu1"
+        detail = str(mem.query_one("#memory-detail").render())
+        assert "conv1_bn still live" in detail
+        await pilot.press("5")
+        await pilot.pause()
+        lt = main.view("lifetimes")
+        await pilot.click("#lifetimes-table")
+        await pilot.press("o")  # sort by size
+        await pilot.pause()
+        assert lt.sort == "size"
+
+
+@run_async
+async def test_breakpoint_and_continue():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        await pilot.press("7")
+        await pilot.pause()
+        await pilot.click("#debug-table")
+        dbg = main.view("debugger").dbg
+        table = main.view("debugger").query_one("#debug-table", DataTable)
+        table.move_cursor(row=6)
+        await pilot.press("b")
+        assert 6 in dbg.breakpoints
+        await pilot.press("c")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.pc == 6
+        await pilot.press("s")
+        assert dbg.pc == 7
+        await pilot.press("r")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.pc == 0
+        app.break_on_op("avgpool")
+        await pilot.press("c")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.pc == 6  # the index breakpoint comes first
+        await pilot.press("c")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.pc == 8 and "avgpool" in dbg.stop_reason
+
+
+@run_async
+async def test_switch_theme_is_remembered(_config_dir):
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        assert app.theme == "glowviz-dark"
+        app.set_glowviz_theme("paper")
+        await pilot.pause()
+        assert app.theme == "glowviz-paper"
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert app.theme != "glowviz-paper"
+    saved = json.loads((_config_dir / "settings.json").read_text())
+    assert saved["theme"] in ("dark", "light", "high-contrast", "paper")
+    app2 = GlowvizApp(session=make_fake_session())
+    assert app2.theme == "glowviz-" + saved["theme"]
+
+
+@run_async
+async def test_palette_and_help():
+    from glowviz.screens.commands import entries
+
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        texts = [e[0] for e in entries(app)]
+        for prefix in ("Go to pass:", "Go to node:", "Go to buffer:", "Go to instruction:",
+                       "Theme:", "Break on op:", "Break on write to buffer:", "Open model",
+                       "View: Memory"):
+            assert any(t.startswith(prefix) for t in texts), prefix
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"go to node conv2_relu")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        main = _main(app)
+        assert main.query_one(TabbedContent).active == "graph"
+        assert main.view("graph").selected_node == "conv2_relu"
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "HelpScreen"
+        from glowviz.screens.help import binding_groups
+
+        help_text = " ".join(d for _, rows in binding_groups(app) for _, d in rows)
+        for key in ("Next stage", "Breakpoint", "Continue", "Search"):
+            assert key in help_text
+        await pilot.press("escape")
+
+
+@run_async
+async def test_error_pane_on_failing_compile():
+    app = GlowvizApp(session=make_fake_session(failing=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        pane = main.query_one("#error-pane")
+        assert not pane.has_class("hidden")
+        text = str(pane.render())
+        assert "fold-batchnorm" in text and "bn1" in text
+        assert "FAILED" in app.sub_title
+        await pilot.press("6")  # the views still work and say why
+        await pilot.pause()
+        assert "not available" in str(main.view("memory").query_one("#memory-figures").render())
+
+
+@run_async
+async def test_bad_model_file_opens_with_error(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"garbage")
+    app = GlowvizApp(str(bad))
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        assert not _main(app).query_one("#error-pane").has_class("hidden")
+        app.open_model(str(ROOT / "sample_models" / "mlp.onnx"))  # and it keeps working
+        await _ready(app, pilot)
+        assert _main(app).session.model_name == "mlp.onnx"
+
+
+@run_async
+async def test_real_default_model():
+    app = GlowvizApp(None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        assert app.session.model_name == "resnet_small.onnx"
+        if app.session.error is not None:
+            pytest.skip(app.session.error.headline())
+        for k in range(len(VIEWS)):
+            await pilot.press(str(k + 1))
+            await pilot.pause()
+        await _workers(app)
+        await pilot.click("#debug-table")
+        await pilot.press("s", "s")
+        dbg = main.view("debugger").dbg
+        assert not dbg.available or dbg.pc == 2

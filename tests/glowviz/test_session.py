@@ -1,0 +1,121 @@
+"""CompileSession on every sample model (the real pipeline) and on the fake pipeline."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SAMPLES, make_fake_session
+
+from glowviz.session import CompileSession, array_stats, slice_2d
+
+
+@pytest.mark.parametrize("model", SAMPLES, ids=lambda p: p.stem)
+def test_session_on_sample_model(model):
+    s = CompileSession(str(model)).compile()
+    assert s.done
+    if s.error is not None:  # a compiler part failing must still leave the stages before it
+        assert s.error.message
+        pytest.skip(f"compile failed: {s.error.headline()}")
+    assert s.stages and s.stages[0].stage == "import"
+    seen = []
+    for i, rec in enumerate(s.stages):
+        assert rec.index == i
+        assert rec.text
+        if rec.ir_kind == "graph":
+            rows = s.graph_nodes(i)
+            assert any(r["kind"] == "input" for r in rows)
+            seen.append(i)
+        d = s.diff_prev(i)
+        assert d is None or d.summary()
+    last = seen[-1]
+    node = next(r["name"] for r in s.graph_nodes(last) if r["kind"] not in
+                ("input", "output", "constant"))
+    assert s.node_detail(last, node)["name"] == node
+    nodes, edges = s.neighbourhood(last, node)
+    assert any(n["name"] == node for n in nodes)
+    if s.low_level_reason is None:
+        sched = s.schedule_data()
+        assert sched["available"] and sched["order"]
+        assert sched["peak"] == max(sched["live_bytes"])
+        mem = s.memory_map()
+        assert mem["available"]
+        assert mem["peak_bytes"] >= mem["lower_bound_bytes"] > 0
+        assert mem["live_at_peak"]
+        lt = s.lifetimes()
+        assert all(b["first"] <= b["last"] for b in lt["buffers"])
+        dbg = s.get_debugger()
+        if dbg.available:
+            for _ in range(3):
+                dbg.step()
+            assert dbg.pc == 3
+            assert dbg.operands(0)
+
+
+def test_fake_session_views():
+    s = make_fake_session().compile()
+    assert s.error is None
+    assert [r.pass_name for r in s.stages][:3] == ["import-onnx", "fold-batchnorm", "dce"]
+    assert s.stage_index("fuse-activations") == 3
+    d = s.diff(0, 3)
+    assert d is s.diff(0, 3)  # cached
+    assert "conv1 + bn1 -> conv1_bn (Conv)  [fold-batchnorm]" in d.provenance
+    assert "conv2 + relu2 -> conv2_relu (Conv)  [fuse-activations]" in d.provenance
+    assert s.node_history("conv1_bn")[0].startswith("fold-batchnorm: create conv1_bn")
+    mem = s.memory_map()
+    assert mem["gap_bytes"] == 0 and set(mem["live_at_peak"]) == {"conv1_bn", "relu1"}
+    assert s.schedule_data()["peak_index"] == 1
+    assert [i["kind"] for i in s.instructions()][:2] == ["allocactivation", "convolution"]
+
+
+def test_debugger_breakpoints():
+    s = make_fake_session().compile()
+    dbg = s.get_debugger()
+    assert dbg.available and dbg.pc == 0
+    dbg.toggle_breakpoint(5)
+    dbg.cont()
+    assert dbg.pc == 5 and "breakpoint at #5" in dbg.stop_reason
+    dbg.op_breakpoints.add("elementadd")
+    dbg.cont()
+    assert dbg.pc == 7 and "elementadd" in dbg.stop_reason
+    dbg.restart()
+    dbg.breakpoints.clear()
+    dbg.op_breakpoints.clear()
+    dbg.write_breakpoints.add("relu1")
+    dbg.cont()
+    assert dbg.pc == 2  # allocactivation @out %relu1
+    dbg.cont()
+    assert dbg.pc == 3
+    dbg.step()
+    assert dbg.last_written == ["relu1"]
+    ops = dbg.operands(3)
+    assert ops[0]["min"] == 3.0 and ops[0]["nan"] == 0
+    dbg.cont()
+    assert dbg.finished and dbg.stop_reason == "finished"
+
+
+def test_error_keeps_stages():
+    s = make_fake_session(failing=True).compile()
+    assert s.error is not None
+    assert s.error.pass_name == "fold-batchnorm" and s.error.node == "bn1"
+    assert len(s.stages) == 1
+    assert s.memory_map()["available"] is False
+
+
+def test_missing_file_is_an_error(tmp_path):
+    s = CompileSession(str(tmp_path / "nope.onnx")).compile()
+    assert s.error is not None and "not found" in s.error.message
+
+
+def test_bad_onnx_is_an_error(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"this is not onnx")
+    s = CompileSession(str(bad)).compile()
+    assert s.error is not None and not s.stages
+
+
+def test_stats_and_slice():
+    import numpy as np
+
+    a = np.array([[1.0, np.nan], [np.inf, 3.0]])
+    st = array_stats(a)
+    assert st["nan"] == 1 and st["inf"] == 1 and st["min"] == 1.0 and st["max"] == 3.0
+    assert slice_2d(np.zeros((2, 3, 4)), 2, 2) == [[0.0, 0.0], [0.0, 0.0]]

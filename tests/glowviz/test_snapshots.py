@@ -1,0 +1,60 @@
+"""A few fixed-size snapshots of the IDE on the fake pipeline (run with --snapshot-update to
+accept a deliberate change)."""
+
+from __future__ import annotations
+
+from conftest import make_fake_session
+
+from glowviz.app import GlowvizApp
+
+SIZE = (160, 50)
+
+
+async def _workers(app):
+    import asyncio
+
+    from textual.worker import WorkerState
+
+    for _ in range(200):
+        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
+            return
+        await asyncio.sleep(0.02)
+
+
+async def _settle(pilot):
+    app = pilot.app
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if app.session.done:
+            break
+    await _workers(app)
+    await pilot.pause()
+
+
+def _app(failing: bool = False) -> GlowvizApp:
+    return GlowvizApp(session=make_fake_session(failing), theme="dark")
+
+
+def test_snapshot_graph(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("p", "p")
+        await _settle(pilot)
+
+    assert snap_compare(_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_diff(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+        await pilot.press("p", "p", "2")
+        await _settle(pilot)
+
+    assert snap_compare(_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_error_pane(snap_compare):
+    async def run_before(pilot):
+        await _settle(pilot)
+
+    assert snap_compare(_app(failing=True), terminal_size=SIZE, run_before=run_before)
