@@ -506,7 +506,9 @@ register(OpDef("Resize", ("input",), _resize,
                 "coordinate_transformation_mode": Attr("str", "half_pixel"),
                 "nearest_mode": Attr("str", "round_prefer_floor"),
                 "cubic_coeff_a": Attr("float", -0.75), "exclude_outside": Attr("int", 0),
-                "extrapolation_value": Attr("float", 0.0)},
+                "extrapolation_value": Attr("float", 0.0),
+                "scales": Attr("floats", (), "per-dim scale mapping coordinates when it is not "
+                               "exactly out/in (ONNX scales input); empty = out/in")},
                frozenset({"pure"}), "tensor", "resize by nearest, linear or cubic interpolation"))
 register(OpDef("Concat", ("inputs",), _concat, {"axis": Attr("int")}, frozenset({"pure"}),
                "tensor", "concatenate along axis", variadic=True))

@@ -1,0 +1,93 @@
+"""Loading ONNX models from files, bytes or protos, with one clear ModelLoadError on bad input.
+
+The first stage of the pipeline: everything after it may assume a parsed, checked ModelProto.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from compiler.errors import ModelLoadError
+
+ModelSource = onnx.ModelProto | str | os.PathLike | bytes | bytearray
+
+
+def load_model(source: ModelSource, *, check: bool = True) -> onnx.ModelProto:
+    """Return the ModelProto for a path, raw bytes or an existing proto.
+
+    Raises ModelLoadError naming the file and the problem: missing, a directory, empty,
+    unreadable, not ONNX, truncated, or a model without a graph/opset. `check=False` skips
+    the ONNX checker (the caller runs `check_model` itself, after its own checks).
+    """
+    if isinstance(source, onnx.ModelProto):
+        check_model(source, "<ModelProto>", checker=check)
+        return source
+    if isinstance(source, bytes | bytearray | memoryview):
+        data, where = bytes(source), "<bytes>"
+    elif isinstance(source, str | os.PathLike):
+        path = Path(source)
+        where = str(path)
+        if not path.exists():
+            raise ModelLoadError(f"model file '{where}' does not exist")
+        if path.is_dir():
+            raise ModelLoadError(f"model path '{where}' is a directory, not an ONNX file")
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ModelLoadError(f"cannot read model file '{where}': {e.strerror or e}") from None
+    else:
+        raise ModelLoadError(f"cannot load a model from a {type(source).__name__}; "
+                             "pass a path, bytes or an onnx.ModelProto")
+    if not data:
+        raise ModelLoadError(f"model file '{where}' is empty")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise ModelLoadError(f"model file '{where}' is not a valid ONNX model "
+                             f"(truncated or not ONNX: {_short(e)})") from None
+    check_model(model, where, checker=check)
+    _load_external(model, where, source)
+    return model
+
+
+def check_model(model: onnx.ModelProto, where: str, *, checker: bool = True) -> None:
+    """Raise ModelLoadError unless `model` looks like a model (and passes the ONNX checker)."""
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelLoadError(f"model file '{where}' is not an ONNX model: it has no graph")
+    if not model.opset_import and model.ir_version == 0:
+        raise ModelLoadError(f"model file '{where}' is not an ONNX model: no IR version or opset")
+    if not model.opset_import:
+        raise ModelLoadError(f"model file '{where}' has no opset_import; cannot tell its ONNX version")
+    if not checker:
+        return
+    try:
+        # Light check: structure only (full_check would also run shape inference).
+        onnx.checker.check_model(model, full_check=False)
+    except onnx.checker.ValidationError as e:
+        raise ModelLoadError(f"model file '{where}' failed the ONNX checker: {_short(e)}") from None
+    except Exception as e:  # noqa: BLE001 - the checker raises assorted errors on garbage
+        raise ModelLoadError(f"model file '{where}' failed the ONNX checker: {_short(e)}") from None
+
+
+def _load_external(model: onnx.ModelProto, where: str, source: ModelSource) -> None:
+    ext = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not ext:
+        return
+    if not isinstance(source, str | os.PathLike):
+        raise ModelLoadError(f"model '{where}' stores weights in external files; load it by path")
+    try:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(model, str(Path(source).resolve().parent))
+    except Exception as e:  # noqa: BLE001
+        raise ModelLoadError(f"model '{where}': cannot read its external weights: {_short(e)}") from None
+
+
+def _short(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return (text[:200] + "...") if len(text) > 200 else (text or type(e).__name__)

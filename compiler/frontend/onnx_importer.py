@@ -1,0 +1,416 @@
+"""ONNX -> graph IR: the importer driver (values, constants, inputs/outputs, folding).
+
+Op converters live in `converters_*.py`, registered by ONNX op type in `registry.py`. Every value
+known at compile time is a Constant; a node whose operands are all Constants is folded on the
+spot with the reference kernels, so shape computations never reach the graph.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from compiler.errors import CompilerError, ShapeError, UnsupportedError
+from compiler.frontend.loader import ModelSource, check_model, load_model
+from compiler.frontend.registry import CONVERTERS
+from compiler.graph.ir import Constant, Function, Module, Placeholder, Value
+from compiler.graph.ops import get_op
+from compiler.graph.types import ElemKind, TensorType
+
+MIN_OPSET, MAX_OPSET = 7, 28
+#: Folding results larger than this (elements) are left as nodes rather than materialised.
+FOLD_LIMIT = 1 << 24
+
+ONNX_TO_ELEM: dict[int, ElemKind] = {
+    onnx.TensorProto.FLOAT: ElemKind.F32,
+    onnx.TensorProto.INT64: ElemKind.I64,
+    onnx.TensorProto.INT32: ElemKind.I32,
+    onnx.TensorProto.BOOL: ElemKind.BOOL,
+}
+_SUPPORTED_NP = {np.dtype(k.np_dtype) for k in ONNX_TO_ELEM.values()}
+
+
+def dtype_name(onnx_type: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(onnx_type).lower()
+    except ValueError:
+        return f"type {onnx_type}"
+
+
+class NodeContext:
+    """What a converter sees of one ONNX node: attributes, operands, and node creation."""
+
+    def __init__(self, imp: Importer, node: onnx.NodeProto, name: str) -> None:
+        self.imp = imp
+        self.node = node
+        self.name = name
+        self.op_type = node.op_type
+        self.opset = imp.opset
+        self._attrs = {a.name: a for a in node.attribute}
+
+    # -- attributes ----------------------------------------------------------------------------
+    def has_attr(self, key: str) -> bool:
+        return key in self._attrs
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        a = self._attrs.get(key)
+        if a is None:
+            return default
+        if a.type == onnx.AttributeProto.TENSOR:
+            return self.imp.tensor_to_array(a.t, f"{self.name}.{key}")
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS,
+                      onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
+                      onnx.AttributeProto.TENSORS, onnx.AttributeProto.TYPE_PROTO,
+                      onnx.AttributeProto.TYPE_PROTOS):
+            raise self.unsupported(f"attribute '{key}' of kind "
+                                   f"{onnx.AttributeProto.AttributeType.Name(a.type)}")
+        if a.ref_attr_name:
+            raise self.unsupported(f"attribute '{key}' refers to a function attribute")
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            return v.decode("utf-8", "replace")
+        if isinstance(v, list):
+            return [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+        return v
+
+    def check_attrs(self, allowed: dict[str, Any]) -> None:
+        """Refuse any attribute not listed, or listed with a fixed value and set otherwise.
+
+        `allowed` maps an attribute name to None (any value is handled) or to a tuple of the
+        values the converter handles.
+        """
+        for key in self._attrs:
+            if key not in allowed:
+                raise self.unsupported(f"attribute '{key}' is not supported")
+            ok = allowed[key]
+            if ok is not None:
+                v = self.attr(key)
+                if v not in ok:
+                    raise self.unsupported(f"attribute {key}={v!r} is not supported "
+                                           f"(supported: {', '.join(map(repr, ok))})")
+
+    # -- operands -------------------------------------------------------------------------------
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.input)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    def inp(self, i: int) -> Value:
+        if not self.has_input(i):
+            raise self.unsupported(f"required input {i} is missing")
+        return self.imp.lookup(self.node.input[i], self)
+
+    def inputs(self) -> list[Value]:
+        return [self.inp(i) for i in range(self.num_inputs) if self.has_input(i)]
+
+    def type(self, i: int) -> TensorType:
+        return self.inp(i).type
+
+    def const(self, i: int) -> np.ndarray | None:
+        """The input's value if it is known at compile time, else None (also if absent)."""
+        if not self.has_input(i):
+            return None
+        v = self.inp(i)
+        return v.data if isinstance(v, Constant) else None
+
+    def require_const(self, i: int, what: str) -> np.ndarray:
+        v = self.const(i)
+        if v is None:
+            if not self.has_input(i):
+                raise self.unsupported(f"input '{what}' is missing")
+            raise self.unsupported(f"input '{what}' ({self.node.input[i]}) must be known at "
+                                   "compile time, but it depends on a run-time value")
+        return v
+
+    def output_used(self, i: int) -> bool:
+        return (i < len(self.node.output) and self.node.output[i] != ""
+                and self.node.output[i] in self.imp.used)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    # -- creation -------------------------------------------------------------------------------
+    def create(self, op: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None,
+               suffix: str | None = None) -> Value:
+        vals = self.create_multi(op, operands, attrs, suffix)
+        assert len(vals) == 1, op
+        return vals[0]
+
+    def create_multi(self, op: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None,
+                     suffix: str | None = None) -> list[Value]:
+        return self.imp.create(op, list(operands), attrs or {}, self.name, suffix)
+
+    def constant(self, data: np.ndarray | float | int | bool, dtype: Any = None,
+                 suffix: str = "const") -> Constant:
+        arr = np.asarray(data, dtype=dtype)
+        return self.imp.detached_constant(f"{self.name}.{suffix}", arr)
+
+    def scalar_like(self, v: Value, x: float | int | bool, suffix: str = "const") -> Constant:
+        return self.constant(np.array(x, dtype=v.type.np_dtype), suffix=suffix)
+
+    def unsupported(self, message: str) -> UnsupportedError:
+        return UnsupportedError(message, node=self.node.name or self.name, op=self.op_type,
+                                opset=self.opset, model=self.imp.source)
+
+
+class Importer:
+    """Converts one ONNX graph into a Module with a single Function `main`."""
+
+    def __init__(self, model: onnx.ModelProto, input_shapes: dict[str, Sequence[int]] | None,
+                 name: str | None, source: str | None) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.source = source
+        self.opset = _default_opset(model, source)
+        mod_name = name or (Path(source).stem if source else "") or model.graph.name or "module"
+        self.module = Module(mod_name)
+        self.module.meta["opset"] = self.opset
+        self.module.meta["model_opset"] = next(
+            (i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), self.opset)
+        self.module.meta["source"] = source
+        self.fn: Function = self.module.create_function("main")
+        self.values: dict[str, Value] = {}
+        self.initializers = {t.name: t for t in self.graph.initializer}
+        self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+        self.used: set[str] = set()
+        try:
+            from compiler.kernels.reference import KERNELS, evaluate
+        except ImportError:  # pragma: no cover - only while the kernels are being written
+            KERNELS, evaluate = {}, None
+        self.kernels, self.evaluate = KERNELS, evaluate
+
+    # -- values ---------------------------------------------------------------------------------
+    def tensor_to_array(self, t: onnx.TensorProto, what: str) -> np.ndarray:
+        if t.data_type not in ONNX_TO_ELEM:
+            raise UnsupportedError(f"tensor '{what}' has element type {dtype_name(t.data_type)}; "
+                                   "supported: float32, int64, int32, bool", model=self.source)
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            raise UnsupportedError(f"tensor '{what}' stores its data in an external file; "
+                                   "load the model by path", model=self.source)
+        return numpy_helper.to_array(t)
+
+    def detached_constant(self, name: str, data: np.ndarray) -> Constant:
+        """A Constant not yet in the module; it is added (uniquely named) when a node uses it."""
+        if data.dtype not in _SUPPORTED_NP:
+            raise UnsupportedError(f"constant '{name}' has element type {data.dtype}",
+                                   model=self.source)
+        return Constant(name, data)
+
+    def attach(self, v: Value) -> Value:
+        if isinstance(v, Constant) and self.module.constants.get(v.name) is not v:
+            v.name = self.module.unique_name(v.name)
+            self.module.constants[v.name] = v
+        return v
+
+    def lookup(self, name: str, ctx: NodeContext | None = None) -> Value:
+        v = self.values.get(name)
+        if v is not None:
+            return v
+        t = self.initializers.get(name)
+        if t is not None:
+            v = self.detached_constant(name, self.tensor_to_array(t, name))
+            self.values[name] = v
+            return v
+        where = f"node '{ctx.name}' reads " if ctx else ""
+        raise UnsupportedError(f"{where}value '{name}' which no node, input or initializer "
+                               "defines (a subgraph or out-of-order graph?)", model=self.source)
+
+    # -- node creation and folding --------------------------------------------------------------
+    def create(self, op: str, operands: list[Value], attrs: dict[str, Any], base: str,
+               suffix: str | None) -> list[Value]:
+        name = base if suffix is None else f"{base}.{suffix}"
+        opdef = get_op(op)
+        full = opdef.normalize_attrs(attrs, node_name=name)
+        types = opdef.infer([v.type for v in operands], full, name)
+        if (operands and all(isinstance(v, Constant) for v in operands)
+                and self.evaluate is not None and op in self.kernels
+                and all(t.numel <= FOLD_LIMIT for t in types)):
+            fake = SimpleNamespace(op=op, name=name, attrs=full,
+                                   results=[SimpleNamespace(type=t) for t in types])
+            outs = self.evaluate(fake, [v.data for v in operands])
+            return [self.detached_constant(name if len(outs) == 1 else f"{name}#{i}", a)
+                    for i, a in enumerate(outs)]
+        for v in operands:
+            self.attach(v)
+        node = self.fn.create(op, operands, full, name=name, origin=[base],
+                              result_types=types)
+        node.meta["onnx_node"] = base
+        return list(node.results)
+
+    # -- the import -----------------------------------------------------------------------------
+    def run(self) -> Module:
+        g = self.graph
+        for node in g.node:
+            self.used.update(x for x in node.input if x)
+        self.used.update(o.name for o in g.output)
+        inputs = [vi for vi in g.input if vi.name not in self.initializers]
+        names = {vi.name for vi in inputs}
+        for key in self.input_shapes:
+            if key not in names:
+                raise ShapeError(f"input_shapes names '{key}', which is not an input of the model"
+                                 f" (inputs: {', '.join(sorted(names)) or 'none'})")
+        onnx_inputs = []
+        for vi in inputs:
+            p = self.module.add_placeholder(vi.name, self._input_type(vi))
+            self.values[vi.name] = p
+            onnx_inputs.append((vi.name, p.name))
+        # Reserve the output names so no node takes them; placeholders are made at the end.
+        out_names = [self.module.unique_name(o.name) for o in g.output]
+        for index, node in enumerate(g.node):
+            self._convert(node, index)
+        onnx_outputs = []
+        for o, pname in zip(g.output, out_names):
+            v = self.lookup(o.name)
+            self._check_output_type(o, v)
+            p = Placeholder(pname, v.type, is_output=True)
+            self.module.placeholders[pname] = p
+            self.attach(v)
+            node = self.fn.create("Save", [v, p], name=f"save_{pname}", origin=[o.name])
+            node.meta["onnx_node"] = o.name
+            onnx_outputs.append((o.name, pname))
+        self.module.meta["onnx_inputs"] = onnx_inputs
+        self.module.meta["onnx_outputs"] = onnx_outputs
+        return self.module
+
+    def check_supported(self, node: onnx.NodeProto, index: int) -> None:
+        name = node.name or f"{node.op_type}_{index}"
+        if node.domain not in ("", "ai.onnx"):
+            raise UnsupportedError(f"operator domain '{node.domain}' is not supported "
+                                   "(only the default ONNX domain)", node=name, op=node.op_type,
+                                   model=self.source)
+        if node.op_type not in CONVERTERS:
+            raise UnsupportedError("this operator is not supported", node=name, op=node.op_type,
+                                   opset=self.opset, model=self.source)
+
+    def _convert(self, node: onnx.NodeProto, index: int) -> None:
+        name = node.name or f"{node.op_type}_{index}"
+        self.check_supported(node, index)
+        conv = CONVERTERS[node.op_type]
+        ctx = NodeContext(self, node, name)
+        outs = conv(ctx)
+        for i, oname in enumerate(node.output):
+            if not oname:
+                continue
+            v = outs[i] if i < len(outs) else None
+            if v is None:
+                if oname in self.used:
+                    raise ctx.unsupported(f"output {i} ('{oname}') is used but not supported")
+                continue
+            self.values[oname] = v
+
+    def _input_type(self, vi: onnx.ValueInfoProto) -> TensorType:
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedError(f"input '{vi.name}' is not a tensor (sequence/map/optional)",
+                                   model=self.source)
+        if tt.elem_type not in ONNX_TO_ELEM:
+            raise UnsupportedError(f"input '{vi.name}' has element type "
+                                   f"{dtype_name(tt.elem_type)}; supported: float32, int64, "
+                                   "int32, bool", model=self.source)
+        given = self.input_shapes.get(vi.name)
+        hint_cli = f"--input-shape {vi.name}=1x3x224x224"
+        if not tt.HasField("shape"):
+            if given is None:
+                raise ShapeError(f"input '{vi.name}' has no declared shape; give it with "
+                                 f"{hint_cli} (CLI) or input_shapes={{'{vi.name}': (...)}} (API)")
+            return TensorType(ONNX_TO_ELEM[tt.elem_type], given)
+        dims = []
+        for d in tt.shape.dim:
+            dims.append(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None)
+        if given is not None:
+            if len(given) != len(dims):
+                raise ShapeError(f"input_shapes gives '{vi.name}' rank {len(given)} "
+                                 f"({'x'.join(map(str, given))}), the model declares rank "
+                                 f"{len(dims)} ({_fmt_dims(tt)})")
+            for i, (g_, d) in enumerate(zip(given, dims)):
+                if g_ < 0:
+                    raise ShapeError(f"input_shapes gives '{vi.name}' a negative dim {g_}")
+                if d is not None and d != g_:
+                    raise ShapeError(f"input_shapes gives '{vi.name}' dim {i} = {g_}, but the model "
+                                     f"fixes it to {d} ({_fmt_dims(tt)})")
+            return TensorType(ONNX_TO_ELEM[tt.elem_type], given)
+        if any(d is None for d in dims):
+            raise ShapeError(f"input '{vi.name}' has symbolic dims ({_fmt_dims(tt)}); give a "
+                             f"concrete shape with {hint_cli} (CLI) or "
+                             f"input_shapes={{'{vi.name}': (...)}} (API)")
+        return TensorType(ONNX_TO_ELEM[tt.elem_type], tuple(dims))
+
+    def _check_output_type(self, o: onnx.ValueInfoProto, v: Value) -> None:
+        tt = o.type.tensor_type
+        if o.type.HasField("tensor_type") and tt.elem_type:
+            want = ONNX_TO_ELEM.get(tt.elem_type)
+            if want is None:
+                raise UnsupportedError(f"output '{o.name}' has element type "
+                                       f"{dtype_name(tt.elem_type)}", model=self.source)
+            if want != v.type.elem:
+                raise ShapeError(f"output '{o.name}' is declared {dtype_name(tt.elem_type)} but "
+                                 f"computes {v.type}")
+
+
+def _fmt_dims(tt: onnx.TypeProto.Tensor) -> str:
+    return "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+                    for d in tt.shape.dim) or "scalar"
+
+
+def _default_opset(model: onnx.ModelProto, source: str | None) -> int:
+    version = None
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            version = imp.version
+    if version is None:
+        raise UnsupportedError("the model imports no default-domain ONNX opset", model=source)
+    if version < MIN_OPSET and _same_as_min_opset(model, version):
+        return MIN_OPSET
+    if not MIN_OPSET <= version <= MAX_OPSET:
+        raise UnsupportedError(f"ONNX opset {version} is not supported (supported: "
+                               f"{MIN_OPSET}..{MAX_OPSET})", opset=version, model=source)
+    return version
+
+
+def _same_as_min_opset(model: onnx.ModelProto, version: int) -> bool:
+    """True if every op of an older-opset model has the same schema as at MIN_OPSET."""
+    try:
+        for node in model.graph.node:
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            schema = onnx.defs.get_schema(node.op_type, MIN_OPSET, "")
+            if schema.since_version > version:
+                return False
+    except onnx.defs.SchemaError:
+        return False
+    return bool(model.graph.node)
+
+
+def import_onnx(model: ModelSource, input_shapes: dict[str, Sequence[int]] | None = None,
+                name: str | None = None) -> Module:
+    """Import an ONNX model (proto, path or bytes) into a graph-IR Module.
+
+    `input_shapes` gives concrete shapes for inputs with symbolic dims. Raises ModelLoadError,
+    UnsupportedError or ShapeError (all CompilerErrors) with a message naming what is wrong.
+    """
+    source = str(model) if isinstance(model, str | os.PathLike) else None
+    proto = load_model(model, check=False)
+    try:
+        importer = Importer(proto, input_shapes, name, source)
+        # Unknown ops first: UnsupportedError names them better than the checker would.
+        for index, node in enumerate(proto.graph.node):
+            importer.check_supported(node, index)
+        check_model(proto, source or "<ModelProto>")
+        return importer.run()
+    except CompilerError:
+        raise
+    except RecursionError:  # pragma: no cover
+        raise UnsupportedError("the graph is too deep to import", model=source) from None
+
+
+__all__ = ["Importer", "NodeContext", "import_onnx"]
