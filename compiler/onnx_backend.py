@@ -24,7 +24,7 @@ from compiler.errors import CompilerError, InputError, UnsupportedError
 from compiler.executors import EXECUTORS, LOW_LEVEL_EXECUTORS, Executor, make_executor
 
 #: Executor used when `prepare` is given none.
-DEFAULT_EXECUTOR = "interpreter"
+DEFAULT_EXECUTOR = "llvm"
 
 _DEVICES = ("CPU",)
 

@@ -1,0 +1,278 @@
+"""LIR -> one LLVM module (pipeline step 11, the CPU backend's code generator).
+
+Every compute instruction becomes `void @instr_<idx>(ptr noalias %constant, ptr noalias
+%mutable, ptr noalias %activations)`: it offsets the three region bases by the memory plan's
+constant byte offsets and calls kernels specialised for the instruction's shapes (kernels are
+shared between instructions with the same signature, e.g. ResNet's repeated blocks). `@run_all`
+runs the whole program; in it, chains of element-wise instructions are stacked into one loop
+(`@fused_<idx>`). Kernels come from the emitter table `EMITTERS`, keyed by instruction kind;
+an instruction without an emitter raises `CodegenError` naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.backends.llvm.emitters import EMITTERS, NO_CODE
+from compiler.backends.llvm.emitters.common import (
+    I8,
+    PTR,
+    VOID,
+    Call,
+    EmitContext,
+    Emitted,
+    KernelSink,
+    gep,
+)
+from compiler.backends.llvm.emitters.elementwise import emit_chain, is_elementwise
+from compiler.errors import CodegenError, CompilerError
+from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
+
+REGIONS = ("constant", "mutable", "activations")
+ALIGNMENT = 64
+
+
+def _align(n: int, a: int = ALIGNMENT) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass
+class InstrCode:
+    """The code of one instruction: its entry (None for memory markers) and kernel calls."""
+
+    index: int
+    name: str
+    kind: str
+    entry: str | None
+    calls: list[Call] = field(default_factory=list)
+    strategy: str = ""
+
+
+@dataclass
+class Program:
+    """A generated program: the LLVM module, per-instruction entries and the constant blobs."""
+
+    module: ir.Module
+    instrs: list[InstrCode]
+    blobs: list[np.ndarray]
+    blob_offsets: list[int]  # byte offsets in the extended constant region
+    constant_size: int  # bytes of the extended constant region (plan's + packed blobs)
+    groups: list[tuple[int, ...]]  # instruction indices run by each call of @run_all
+    kernel_count: int = 0
+
+    @property
+    def ir_text(self) -> str:
+        return str(self.module)
+
+    def entry_of(self, index: int) -> str | None:
+        return self.instrs[index].entry
+
+
+class Addresses:
+    """(region, byte offset, byte size) of every operand, from the plan (views resolved)."""
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+
+    def of(self, value: LValue) -> tuple[int, int, int]:
+        root, off = view_root(value)
+        try:
+            region, base = self.plan.offset_of(root.name)
+        except (KeyError, CompilerError):
+            raise CodegenError(f"the memory plan has no offset for %{root.name}") from None
+        return REGIONS.index(region), int(base) + off, value.type.size_bytes
+
+    def overlap(self, a: LValue, b: LValue) -> bool:
+        ra, oa, sa = self.of(a)
+        rb, ob, sb = self.of(b)
+        return ra == rb and oa < ob + sb and ob < oa + sa
+
+    def same(self, a: LValue, b: LValue) -> bool:
+        return self.of(a) == self.of(b)
+
+
+def _users(ins: Instruction) -> list[Instruction]:
+    """Non-marker instructions that use the buffer `ins` writes (through views too)."""
+    dest = ins.operands[0][0]
+    root, _ = view_root(dest)
+    out = []
+    seen = set()
+    stack = [root]
+    while stack:
+        v = stack.pop()
+        for u, _ in v.users:
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            if u.kind == "tensorview":
+                stack.append(u)
+            elif u.kind not in NO_CODE:
+                out.append(u)
+    return out
+
+
+def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instruction], list[bool]]]:
+    """Chains of element-wise instructions where each one's dest feeds the next (same shape).
+
+    Returns (chain, keep) pairs; `keep[j]`: step j's result must still be stored (it has other
+    readers). Only instructions separated by memory markers are chained.
+    """
+    code = [i for i in lir.code if i.kind not in NO_CODE]
+    chains: list[tuple[list[Instruction], list[bool]]] = []
+    cur: list[Instruction] = []
+
+    def flush() -> None:
+        nonlocal cur
+        if len(cur) > 1:
+            keep = []
+            for j, ins in enumerate(cur[:-1]):
+                others = [u for u in _users(ins) if u is not cur[j + 1] and u is not ins]
+                out_v = ins.operands[0][0]
+                keep.append(bool(others) or getattr(out_v, "role", None) == "output"
+                            or not isinstance(view_root(out_v)[0], Instruction))
+            keep.append(True)
+            chains.append((cur, keep))
+        cur = []
+
+    for ins in code:
+        if not is_elementwise(ins):
+            flush()
+            continue
+        if cur and _chainable(cur, ins, addr):
+            cur.append(ins)
+        else:
+            flush()
+            cur = [ins]
+    flush()
+    return chains
+
+
+def _chainable(cur: list[Instruction], nxt: Instruction, addr: Addresses) -> bool:
+    prev = cur[-1]
+    pdest = prev.operands[0][0]
+    ndest = nxt.operands[0][0]
+    if tuple(pdest.type.shape) != tuple(ndest.type.shape):
+        return False
+    if not any(v is pdest for v, _ in nxt.operands[1:]):
+        return False
+    # Writes of the fused loop must not clobber data an earlier step still reads at a later
+    # element: only an exact in-place overlap (same address, same shape, no broadcast) is safe.
+    for ins in (*cur, nxt):
+        for v, _ in ins.operands[1:]:
+            if v is pdest:
+                continue
+            for w in (ndest,):
+                if addr.overlap(v, w) and not (addr.same(v, w) and v.type.shape == w.type.shape):
+                    return False
+    return True
+
+
+class CodeGen:
+    """Builds the Program of a LIR function over a memory plan."""
+
+    def __init__(self, lir: LIRFunction, plan: Any, *, fuse: bool = True) -> None:
+        self.lir = lir
+        self.plan = plan
+        self.fuse = fuse
+        self.addr = Addresses(plan)
+        self.module = ir.Module(name=f"glowviz.{lir.name}")
+        self.sink = KernelSink(self.module)
+        self.ctx = EmitContext(self.sink, self.addr.overlap)
+
+    def generate(self) -> Program:
+        instrs: list[InstrCode] = []
+        for idx, ins in enumerate(self.lir.code):
+            if ins.kind in NO_CODE:
+                instrs.append(InstrCode(idx, ins.name, ins.kind, None))
+                continue
+            emitter = EMITTERS.get(ins.kind)
+            if emitter is None:
+                raise CodegenError(f"no LLVM emitter for instruction kind '{ins.kind}'",
+                                   instruction=ins.name)
+            try:
+                em: Emitted = emitter(self.ctx, ins)
+            except CodegenError:
+                raise
+            except (ValueError, NotImplementedError, KeyError, TypeError, AssertionError) as e:
+                raise CodegenError(f"{ins.kind}: {type(e).__name__}: {e}",
+                                   instruction=ins.name) from e
+            entry = f"instr_{idx}"
+            instrs.append(InstrCode(idx, ins.name, ins.kind, entry, em.calls, em.strategy))
+
+        # Blobs (packed weights) after the plan's constant region.
+        csize = _align(int(self.plan.region_sizes.get("constant", 0)))
+        offsets = []
+        for blob in self.sink.blobs:
+            offsets.append(csize)
+            csize = _align(csize + blob.nbytes)
+
+        for ic in instrs:
+            if ic.entry is not None:
+                self._wrapper(ic.entry, ic.calls, offsets)
+
+        groups: list[tuple[int, ...]] = []
+        fused_entry: dict[int, str] = {}
+        fused_members: set[int] = set()
+        if self.fuse:
+            index = {id(i): n for n, i in enumerate(self.lir.code)}
+            for chain, keep in find_chains(self.lir, self.addr):
+                try:
+                    em = emit_chain(self.ctx, chain, keep)
+                except CodegenError:
+                    continue
+                ids = tuple(index[id(i)] for i in chain)
+                name = f"fused_{ids[0]}"
+                self._wrapper(name, em.calls, offsets)
+                fused_entry[ids[-1]] = name
+                fused_members.update(ids)
+                for i in ids:
+                    instrs[i].strategy = (instrs[i].strategy + " fused").strip()
+                groups.append(ids)
+        # run_all
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * 3), "run_all")
+        for a, n in zip(fn.args, REGIONS):
+            a.name = n
+            a.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        order: list[tuple[int, ...]] = []
+        for ic in instrs:
+            if ic.index in fused_entry:
+                callee = self.module.globals[fused_entry[ic.index]]
+                b.call(callee, list(fn.args))
+                order.append(next(g for g in groups if g[-1] == ic.index))
+            elif ic.entry is not None and ic.index not in fused_members:
+                b.call(self.module.globals[ic.entry], list(fn.args))
+                order.append((ic.index,))
+        b.ret_void()
+        return Program(self.module, instrs, list(self.sink.blobs), offsets, csize, order,
+                       len(self.sink.kernels))
+
+    def _wrapper(self, name: str, calls: list[Call], blob_offsets: list[int]) -> None:
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * 3), name)
+        for a, n in zip(fn.args, REGIONS):
+            a.name = n
+            a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for call in calls:
+            ptrs = []
+            for arg in call.args:
+                if arg.blob is not None:
+                    ptrs.append(gep(b, fn.args[0], blob_offsets[arg.blob] + arg.offset, I8))
+                else:
+                    region, off, _ = self.addr.of(arg.value)
+                    ptrs.append(gep(b, fn.args[region], off + arg.offset, I8))
+            b.call(self.module.globals[call.name], ptrs)
+        b.ret_void()
+
+
+def generate(lir: LIRFunction, plan: Any, *, fuse: bool = True) -> Program:
+    """Generate the Program (LLVM module + entries) for `lir` laid out by `plan`."""
+    return CodeGen(lir, plan, fuse=fuse).generate()
+
+
+__all__ = ["Addresses", "CodeGen", "InstrCode", "Program", "find_chains", "generate"]

@@ -1,0 +1,410 @@
+"""Shared pieces of the LIR emitters: element types, loop nests, math helpers, the kernel context.
+
+An emitter turns one LIR instruction into calls of kernels (LLVM functions taking operand
+pointers); kernels are deduplicated by a key built from everything that shapes their code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.errors import CodegenError
+from compiler.graph.types import ElemKind, TensorType
+
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+F16 = ir.HalfType()
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+
+def storage_type(elem: ElemKind) -> ir.Type:
+    """LLVM type of an element in memory."""
+    return {ElemKind.F32: F32, ElemKind.F16: F16, ElemKind.I64: I64, ElemKind.I32: I32,
+            ElemKind.I8: I8, ElemKind.U8: I8, ElemKind.BOOL: I8}[elem]
+
+
+def compute_type(elem: ElemKind) -> ir.Type:
+    """LLVM type arithmetic happens in (f16 computes in f32)."""
+    return F32 if elem == ElemKind.F16 else storage_type(elem)
+
+
+def int_of_size(nbytes: int) -> ir.IntType:
+    return {1: I8, 2: I16, 4: I32, 8: I64}[nbytes]
+
+
+def c64(v: int) -> ir.Constant:
+    return ir.Constant(I64, int(v))
+
+
+def const(ty: ir.Type, v: float | int) -> ir.Constant:
+    if isinstance(ty, ir.IntType):
+        return ir.Constant(ty, int(v))
+    return ir.Constant(ty, float(v))
+
+
+def load_elem(b: ir.IRBuilder, ptr: ir.Value, elem: ElemKind) -> ir.Value:
+    v = b.load(ptr, typ=storage_type(elem))
+    if elem == ElemKind.F16:
+        return b.fpext(v, F32)
+    return v
+
+
+def store_elem(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, elem: ElemKind) -> None:
+    if elem == ElemKind.F16:
+        v = b.fptrunc(v, F16)
+    b.store(v, ptr)
+
+
+def gep(b: ir.IRBuilder, base: ir.Value, idx: ir.Value | int, ety: ir.Type) -> ir.Value:
+    if isinstance(idx, int):
+        if idx == 0:
+            return base
+        idx = c64(idx)
+    return b.gep(base, [idx], inbounds=True, source_etype=ety)
+
+
+def byte_gep(b: ir.IRBuilder, base: ir.Value, off: int) -> ir.Value:
+    return gep(b, base, off, I8)
+
+
+@contextmanager
+def loop(b: ir.IRBuilder, start: int | ir.Value, stop: int | ir.Value, step: int = 1,
+         name: str = "i") -> Iterator[ir.Value]:
+    """``for (iv = start; iv < stop; iv += step)`` as a canonical counted loop."""
+    start = c64(start) if isinstance(start, int) else start
+    stop = c64(stop) if isinstance(stop, int) else stop
+    pre = b.block
+    header = b.append_basic_block(f"{name}.hdr")
+    body = b.append_basic_block(f"{name}.body")
+    end = b.append_basic_block(f"{name}.end")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(I64, name)
+    iv.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", iv, stop), body, end)
+    b.position_at_end(body)
+    yield iv
+    nxt = b.add(iv, c64(step), name=f"{name}.next", flags=("nsw",))
+    iv.add_incoming(nxt, b.block)
+    b.branch(header)
+    b.position_at_end(end)
+
+
+def loop_nest(b: ir.IRBuilder, shape: Sequence[int], body: Callable[[list[ir.Value]], None],
+              name: str = "d") -> None:
+    """Nested loops over `shape` (row-major); `body(ivs)` emits the innermost body."""
+    ivs: list[ir.Value] = []
+
+    def rec(d: int) -> None:
+        if d == len(shape):
+            body(ivs)
+            return
+        if shape[d] == 1:
+            ivs.append(c64(0))
+            rec(d + 1)
+            ivs.pop()
+            return
+        with loop(b, 0, shape[d], 1, f"{name}{d}") as iv:
+            ivs.append(iv)
+            rec(d + 1)
+            ivs.pop()
+
+    rec(0)
+
+
+def linear(b: ir.IRBuilder, ivs: Sequence[ir.Value], strides: Sequence[int], base: int = 0) -> ir.Value:
+    """base + sum(iv * stride) as an i64 (constant terms folded)."""
+    acc: ir.Value | None = None
+    for iv, s in zip(ivs, strides):
+        if s == 0 or (isinstance(iv, ir.Constant) and iv.constant == 0):
+            continue
+        term = iv if s == 1 else b.mul(iv, c64(s), flags=("nsw",))
+        acc = term if acc is None else b.add(acc, term, flags=("nsw",))
+    if acc is None:
+        return c64(base)
+    return b.add(acc, c64(base), flags=("nsw",)) if base else acc
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        out[i] = out[i + 1] * shape[i + 1]
+    return tuple(out)
+
+
+def broadcast_strides(src: Sequence[int], dst: Sequence[int]) -> tuple[int, ...]:
+    """Element strides reading a contiguous `src` broadcast to `dst` (0 on broadcast dims)."""
+    r = len(dst)
+    src = (1,) * (r - len(src)) + tuple(src)
+    cs = contiguous_strides(src)
+    return tuple(0 if (s == 1 and d != 1) else st for s, d, st in zip(src, dst, cs))
+
+
+def collapse(shape: Sequence[int], strides_list: Sequence[Sequence[int]]
+             ) -> tuple[list[int], list[list[int]]]:
+    """Merge adjacent dims that every operand walks contiguously; drop size-1 dims."""
+    dims = [(n, [s[i] for s in strides_list]) for i, n in enumerate(shape) if n != 1]
+    if not dims:
+        return [1], [[0] for _ in strides_list]
+    out_shape = [dims[0][0]]
+    out_strides = [list(dims[0][1])]
+    for n, st in dims[1:]:
+        prev = out_strides[-1]
+        if all(p == s * n for p, s in zip(prev, st)):
+            out_shape[-1] *= n
+            out_strides[-1] = list(st)
+        else:
+            out_shape.append(n)
+            out_strides.append(list(st))
+    return out_shape, [[s[d] for s in out_strides] for d in range(len(strides_list))]
+
+
+# -- math ---------------------------------------------------------------------------------------
+
+def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, list(args)), name)
+    return fn
+
+
+def call_intr(b: ir.IRBuilder, base: str, x: ir.Value, *more: ir.Value) -> ir.Value:
+    """llvm.<base>.f32/f64 on scalars of x's type."""
+    suffix = "f64" if x.type == F64 else "f32"
+    fn = intrinsic(b.module, f"llvm.{base}.{suffix}", x.type, [x.type] * (1 + len(more)))
+    return b.call(fn, [x, *more])
+
+
+#: libm functions the generated code may call (resolved at JIT time, see jit_symbols).
+LIBM = ("expf", "logf", "tanhf", "expm1f", "log1pf", "powf", "erf", "tanh", "exp", "log",
+        "pow", "erff", "log1p")
+
+
+def call_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    ty = args[0].type
+    fn = intrinsic(b.module, name, ty, [a.type for a in args])
+    return b.call(fn, list(args))
+
+
+def is_nan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fcmp_unordered("uno", x, x)
+
+
+def fselect_lt(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.fcmp_ordered("<", x, y)
+
+
+def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float32 exp (Cephes polynomial, ~1 ulp) that the loop vectoriser can widen."""
+    ty = x.type
+    assert ty == F32
+    hi, lo = 88.3762626647949, -87.3365447505531
+    xc = b.select(b.fcmp_ordered(">", x, const(F32, hi)), const(F32, hi), x)
+    xc = b.select(b.fcmp_ordered("<", xc, const(F32, lo)), const(F32, lo), xc)
+    fx = call_intr(b, "floor", b.fadd(b.fmul(xc, const(F32, 1.44269504088896341)), const(F32, 0.5)))
+    r = b.fsub(xc, b.fmul(fx, const(F32, 0.693359375)))
+    r = b.fsub(r, b.fmul(fx, const(F32, -2.12194440e-4)))
+    z = b.fmul(r, r)
+    p = const(F32, 1.9875691500e-4)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = b.fadd(b.fmul(p, r), const(F32, c))
+    p = b.fadd(b.fadd(b.fmul(p, z), r), const(F32, 1.0))
+    n = b.fptosi(fx, I32)
+    pow2 = b.bitcast(b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+    y = b.fmul(p, pow2)
+    y = b.select(b.fcmp_ordered(">", x, const(F32, 88.72283935546875)), const(F32, math.inf), y)
+    # Below the clamp numpy gives denormals (< 1.2e-38); flush them to 0.
+    y = b.select(b.fcmp_ordered("<", x, const(F32, lo)), const(F32, 0.0), y)
+    return b.select(is_nan(b, x), x, y)
+
+
+def fast_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float32 erf as x * P(x^2) / Q(x^2) on [-4, 4] (the rational form Eigen and XLA use);
+    vectorisable, a few ulp."""
+    xc = b.select(b.fcmp_ordered(">", x, const(F32, 4.0)), const(F32, 4.0), x)
+    xc = b.select(b.fcmp_ordered("<", xc, const(F32, -4.0)), const(F32, -4.0), xc)
+    x2 = b.fmul(xc, xc)
+    p = const(F32, -2.72614225801306e-10)
+    for c in (2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+              -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02):
+        p = b.fadd(b.fmul(x2, p), const(F32, c))
+    p = b.fmul(xc, p)
+    q = const(F32, -1.45660718464996e-05)
+    for c in (-2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+              -1.42647390514189e-02):
+        q = b.fadd(b.fmul(x2, q), const(F32, c))
+    return b.select(is_nan(b, x), x, b.fdiv(p, q))
+
+
+# -- kernels ------------------------------------------------------------------------------------
+
+@dataclass
+class Arg:
+    """One pointer argument of a kernel call: an operand value, or a constant blob."""
+
+    value: Any = None  # an LValue (operand) ...
+    blob: int | None = None  # ... or the index of a blob appended to the constant region
+    offset: int = 0  # extra bytes added to the address
+
+
+@dataclass
+class Call:
+    """A call of kernel `name` with pointer arguments `args` (in kernel parameter order)."""
+
+    name: str
+    args: list[Arg]
+
+
+@dataclass
+class Emitted:
+    """What an emitter produced for one instruction: kernel calls, in order."""
+
+    calls: list[Call] = field(default_factory=list)
+    strategy: str = ""
+
+
+class KernelSink:
+    """Collects kernels (deduplicated by key) and constant blobs for one program."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self.module = module
+        self.kernels: dict[Any, str] = {}
+        self.blobs: list[np.ndarray] = []
+        self._blob_keys: dict[Any, int] = {}
+        self.kernel_of_name: dict[str, ir.Function] = {}
+
+    def kernel(self, key: Any, nargs: int, build: Callable[[ir.Function, ir.IRBuilder], None],
+               prefix: str = "k", noalias: Sequence[bool] | None = None) -> str:
+        """The name of the kernel for `key`, building `void name(ptr x nargs)` if new."""
+        if key in self.kernels:
+            return self.kernels[key]
+        name = self.module.get_unique_name(prefix)
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * nargs), name)
+        for i, a in enumerate(fn.args):
+            if noalias is None or noalias[i]:
+                a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        try:
+            build(fn, b)
+        except BaseException:
+            self.module.globals.pop(name, None)  # a refused kernel leaves nothing behind
+            raise
+        if not b.block.is_terminated:
+            b.ret_void()
+        self.kernels[key] = name
+        self.kernel_of_name[name] = fn
+        return name
+
+    def adopt(self, key: Any, fn: ir.Function) -> str:
+        """Register an already built kernel function (from the fast kernel emitters)."""
+        fn.attributes.add("noinline")
+        fn.linkage = "internal"
+        self.kernels[key] = fn.name
+        self.kernel_of_name[fn.name] = fn
+        return fn.name
+
+    def fresh_name(self, prefix: str) -> str:
+        return self.module.get_unique_name(prefix)
+
+    def blob(self, data: np.ndarray, key: Any = None) -> int:
+        if key is not None and key in self._blob_keys:
+            return self._blob_keys[key]
+        self.blobs.append(np.ascontiguousarray(data))
+        idx = len(self.blobs) - 1
+        if key is not None:
+            self._blob_keys[key] = idx
+        return idx
+
+    def global_table(self, data: np.ndarray, name_hint: str = "tab") -> ir.GlobalVariable:
+        """A private constant global array holding `data` (i64 or f64 or f32)."""
+        data = np.ascontiguousarray(data).ravel()
+        ety = {np.dtype(np.int64): I64, np.dtype(np.float64): F64, np.dtype(np.float32): F32,
+               np.dtype(np.int32): I32}[data.dtype]
+        aty = ir.ArrayType(ety, max(1, data.size))
+        vals = data.tolist() or [0]
+        g = ir.GlobalVariable(self.module, aty, self.module.get_unique_name(name_hint))
+        g.initializer = ir.Constant(aty, [ir.Constant(ety, v) for v in vals])
+        g.global_constant = True
+        g.linkage = "private"
+        g.align = 64
+        return g
+
+
+class EmitContext:
+    """What emitters see: the instruction's operand types and constant data, and the sink."""
+
+    def __init__(self, sink: KernelSink, alias: Callable[[Any, Any], bool]) -> None:
+        self.sink = sink
+        self._alias = alias
+
+    def may_alias(self, a: Any, b: Any) -> bool:
+        return self._alias(a, b)
+
+    def noalias_flags(self, values: Sequence[Any]) -> tuple[bool, ...]:
+        """For each operand: True when it overlaps no other operand of the call."""
+        out = []
+        for i, v in enumerate(values):
+            if v is None:
+                out.append(True)
+                continue
+            out.append(not any(self._alias(v, w) for j, w in enumerate(values) if j != i and w is not None))
+        return tuple(out)
+
+    @staticmethod
+    def constant_data(value: Any) -> np.ndarray | None:
+        """The data of a constant weight operand (through views), else None."""
+        from compiler.lir.ir import WeightVar, view_root
+
+        root, off = view_root(value)
+        if isinstance(root, WeightVar) and root.is_constant and root.data is not None:
+            if off == 0 and root.type == value.type:
+                return np.asarray(root.data)
+            flat = np.asarray(root.data).reshape(-1).view(np.uint8)
+            t: TensorType = value.type
+            return flat[off: off + t.size_bytes].view(t.np_dtype).reshape(t.shape)
+        return None
+
+
+def unsupported(ins: Any, msg: str) -> CodegenError:
+    return CodegenError(f"{ins.kind}: {msg}", instruction=ins.name)
+
+
+#: kind -> emitter(ctx, instruction) -> Emitted. Filled by the family modules.
+EMITTERS: dict[str, Callable[[EmitContext, Any], Emitted]] = {}
+
+#: Memory markers: no code (views are addresses, allocations are the plan's business).
+NO_CODE = frozenset({"allocactivation", "deallocactivation", "tensorview"})
+
+
+def register(*kinds: str):
+    def deco(fn):
+        for k in kinds:
+            EMITTERS[k] = fn
+        return fn
+
+    return deco
+
+
+def entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
+    """An alloca in the function's entry block (promotable to a register; never grows the stack)."""
+    entry = b.function.entry_basic_block
+    with b.goto_block(entry):
+        if entry.instructions:
+            b.position_before(entry.instructions[0])
+        return b.alloca(ty)

@@ -1,0 +1,558 @@
+"""Element-wise instructions (unary, binary, comparisons, where, cast, fused activations) as
+specialised loops with constant trip counts and broadcasting strides; the O3 loop vectoriser
+widens them. Chains of element-wise instructions are stacked into one loop (`emit_chain`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llvmlite import ir
+
+from compiler.backends.llvm.emitters.common import (
+    F32,
+    F64,
+    I8,
+    Arg,
+    Call,
+    EmitContext,
+    Emitted,
+    broadcast_strides,
+    call_intr,
+    call_libm,
+    collapse,
+    compute_type,
+    const,
+    contiguous_strides,
+    fast_erf,
+    fast_exp,
+    gep,
+    is_nan,
+    linear,
+    load_elem,
+    loop_nest,
+    storage_type,
+    store_elem,
+    unsupported,
+)
+from compiler.graph.types import ElemKind
+
+Scalar = Callable[[ir.IRBuilder, list[ir.Value], list[ElemKind], ElemKind, dict[str, Any]], ir.Value]
+SCALAR: dict[str, Scalar] = {}
+
+
+class _NoScalar(Exception):
+    pass
+
+
+def scalar(*kinds: str):
+    def deco(fn: Scalar) -> Scalar:
+        for k in kinds:
+            SCALAR[k] = fn
+        return fn
+
+    return deco
+
+
+def _isf(e: ElemKind) -> bool:
+    return e.is_float
+
+
+def _unsigned(e: ElemKind) -> bool:
+    return e in (ElemKind.U8, ElemKind.BOOL)
+
+
+def _z(v: ir.Value) -> ir.Value:
+    return const(v.type, 0)
+
+
+def fmax_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """numpy maximum: NaN propagates from either side."""
+    return b.select(is_nan(b, x), x, b.select(b.fcmp_ordered(">", x, y), x, y))
+
+
+def fmin_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(is_nan(b, x), x, b.select(b.fcmp_ordered("<", x, y), x, y))
+
+
+def imax(b, x, y, unsigned=False):
+    c = b.icmp_unsigned(">", x, y) if unsigned else b.icmp_signed(">", x, y)
+    return b.select(c, x, y)
+
+
+def imin(b, x, y, unsigned=False):
+    c = b.icmp_unsigned("<", x, y) if unsigned else b.icmp_signed("<", x, y)
+    return b.select(c, x, y)
+
+
+def _need_float(es: list[ElemKind]) -> None:
+    if not all(_isf(e) for e in es):
+        raise _NoScalar("float inputs only")
+
+
+@scalar("relu")
+def _relu(b, xs, es, eo, at):
+    x = xs[0]
+    if _isf(es[0]):
+        return b.select(b.fcmp_ordered("<", x, _z(x)), _z(x), x)
+    if _unsigned(es[0]):
+        return x
+    return imax(b, x, _z(x))
+
+
+def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    ax = call_intr(b, "fabs", x)
+    e = fast_exp(b, b.fneg(ax))
+    d = b.fadd(const(F32, 1.0), e)
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), b.fdiv(const(F32, 1.0), d), b.fdiv(e, d))
+
+
+@scalar("sigmoid")
+def _sigmoid(b, xs, es, eo, at):
+    _need_float(es)
+    return sigmoid(b, xs[0])
+
+
+@scalar("tanh")
+def _tanh(b, xs, es, eo, at):
+    _need_float(es)
+    return call_libm(b, "tanhf", xs[0])
+
+
+@scalar("exp")
+def _exp(b, xs, es, eo, at):
+    _need_float(es)
+    return fast_exp(b, xs[0])
+
+
+@scalar("log")
+def _log(b, xs, es, eo, at):
+    _need_float(es)
+    return call_libm(b, "logf", xs[0])
+
+
+@scalar("sqrt")
+def _sqrt(b, xs, es, eo, at):
+    _need_float(es)
+    return call_intr(b, "sqrt", xs[0])
+
+
+@scalar("abs")
+def _abs(b, xs, es, eo, at):
+    x = xs[0]
+    if _isf(es[0]):
+        return call_intr(b, "fabs", x)
+    if _unsigned(es[0]):
+        return x
+    return b.select(b.icmp_signed("<", x, _z(x)), b.sub(_z(x), x), x)
+
+
+@scalar("neg")
+def _neg(b, xs, es, eo, at):
+    x = xs[0]
+    return b.fneg(x) if _isf(es[0]) else b.sub(_z(x), x)
+
+
+@scalar("reciprocal")
+def _recip(b, xs, es, eo, at):
+    _need_float(es)
+    return b.fdiv(const(F32, 1.0), xs[0])
+
+
+@scalar("erf")
+def _erf(b, xs, es, eo, at):
+    _need_float(es)
+    return fast_erf(b, xs[0])
+
+
+def _round_fn(name: str) -> Scalar:
+    def fn(b, xs, es, eo, at):
+        return call_intr(b, name, xs[0]) if _isf(es[0]) else xs[0]
+
+    return fn
+
+
+SCALAR["floor"] = _round_fn("floor")
+SCALAR["ceil"] = _round_fn("ceil")
+
+
+@scalar("not")
+def _not(b, xs, es, eo, at):
+    return b.zext(b.icmp_unsigned("==", xs[0], _z(xs[0])), I8)
+
+
+@scalar("softplus")
+def _softplus(b, xs, es, eo, at):
+    _need_float(es)
+    x = xs[0]
+    # logaddexp(0, x) = max(x, 0) + log1p(exp(-|x|))
+    m = b.select(b.fcmp_ordered(">", x, _z(x)), x, _z(x))
+    t = call_libm(b, "log1pf", fast_exp(b, b.fneg(call_intr(b, "fabs", x))))
+    return b.select(is_nan(b, x), x, b.fadd(m, t))
+
+
+def _clamp01(b, v):
+    v = b.select(b.fcmp_ordered("<", v, const(F32, 0.0)), const(F32, 0.0), v)
+    return b.select(b.fcmp_ordered(">", v, const(F32, 1.0)), const(F32, 1.0), v)
+
+
+@scalar("hardswish")
+def _hardswish(b, xs, es, eo, at):
+    _need_float(es)
+    x = xs[0]
+    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, const(F32, 1.0 / 6.0)), const(F32, 0.5))))
+
+
+@scalar("sign")
+def _sign(b, xs, es, eo, at):
+    x = xs[0]
+    one, mone = const(x.type, 1), const(x.type, -1)
+    if _isf(es[0]):
+        return b.select(b.fcmp_ordered(">", x, _z(x)), one,
+                        b.select(b.fcmp_ordered("<", x, _z(x)), mone, x))
+    if _unsigned(es[0]):
+        return b.select(b.icmp_unsigned(">", x, _z(x)), one, x)
+    return b.select(b.icmp_signed(">", x, _z(x)), one, b.select(b.icmp_signed("<", x, _z(x)), mone, x))
+
+
+@scalar("leakyrelu")
+def _leaky(b, xs, es, eo, at):
+    _need_float(es)
+    x = xs[0]
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(F32, at["alpha"])))
+
+
+def _expm1_neg(b, x):
+    m = b.select(b.fcmp_ordered("<", x, _z(x)), x, _z(x))
+    return call_libm(b, "expm1f", m)
+
+
+@scalar("elu")
+def _elu(b, xs, es, eo, at):
+    _need_float(es)
+    x = xs[0]
+    return b.select(b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x)))
+
+
+@scalar("selu")
+def _selu(b, xs, es, eo, at):
+    _need_float(es)
+    x = xs[0]
+    inner = b.select(b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x)))
+    return b.fmul(const(F32, at["gamma"]), inner)
+
+
+@scalar("hardsigmoid")
+def _hsig(b, xs, es, eo, at):
+    _need_float(es)
+    x = xs[0]
+    v = b.fadd(b.fmul(x, const(F32, at["alpha"])), const(F32, at["beta"]))
+    return b.select(is_nan(b, v), v, _clamp01(b, v))
+
+
+@scalar("gelu")
+def _gelu(b, xs, es, eo, at):
+    _need_float(es)
+    x = b.fpext(xs[0], F64)
+    half = const(F64, 0.5)
+    if at["approximate"] == "tanh":
+        x3 = b.fmul(b.fmul(x, x), x)
+        inner = b.fmul(const(F64, math.sqrt(2.0 / math.pi)), b.fadd(x, b.fmul(const(F64, 0.044715), x3)))
+        t = call_libm(b, "tanh", inner)
+    else:
+        t = call_libm(b, "erf", b.fdiv(x, const(F64, math.sqrt(2.0))))
+    return b.fptrunc(b.fmul(b.fmul(half, x), b.fadd(const(F64, 1.0), t)), F32)
+
+
+@scalar("clip")
+def _clip(b, xs, es, eo, at):
+    x = xs[0]
+    lo, hi = at["min"], at["max"]
+    if _isf(es[0]):
+        if lo != -math.inf:
+            x = b.select(b.fcmp_ordered("<", x, const(x.type, lo)), const(x.type, lo), x)
+        if hi != math.inf:
+            x = b.select(b.fcmp_ordered(">", x, const(x.type, hi)), const(x.type, hi), x)
+        return x
+    import numpy as np
+
+    info = np.iinfo(es[0].np_dtype)
+    ilo = info.min if lo == -math.inf else max(int(math.ceil(lo)), info.min)
+    ihi = info.max if hi == math.inf else min(int(math.floor(hi)), info.max)
+    u = _unsigned(es[0])
+    x = imax(b, x, const(x.type, ilo), u)
+    return imin(b, x, const(x.type, ihi), u)
+
+
+def _arith(fop: str, iop: str, uop: str | None = None) -> Scalar:
+    def fn(b, xs, es, eo, at):
+        a, c = xs
+        if _isf(es[0]):
+            return getattr(b, fop)(a, c)
+        if uop and _unsigned(es[0]):
+            return getattr(b, uop)(a, c)
+        return getattr(b, iop)(a, c)
+
+    return fn
+
+
+SCALAR["add"] = _arith("fadd", "add")
+SCALAR["sub"] = _arith("fsub", "sub")
+SCALAR["mul"] = _arith("fmul", "mul")
+SCALAR["div"] = _arith("fdiv", "sdiv", "udiv")
+
+
+@scalar("pow")
+def _pow(b, xs, es, eo, at):
+    a, c = xs
+    if _isf(es[0]):
+        return call_libm(b, "powf", a, c)
+    fa = b.uitofp(a, F64) if _unsigned(es[0]) else b.sitofp(a, F64)
+    fc = b.uitofp(c, F64) if _unsigned(es[1]) else b.sitofp(c, F64)
+    r = call_libm(b, "pow", fa, fc)
+    return b.fptoui(r, a.type) if _unsigned(es[0]) else b.fptosi(r, a.type)
+
+
+@scalar("max")
+def _max(b, xs, es, eo, at):
+    a, c = xs
+    return fmax_nan(b, a, c) if _isf(es[0]) else imax(b, a, c, _unsigned(es[0]))
+
+
+@scalar("min")
+def _min(b, xs, es, eo, at):
+    a, c = xs
+    return fmin_nan(b, a, c) if _isf(es[0]) else imin(b, a, c, _unsigned(es[0]))
+
+
+@scalar("prelu")
+def _prelu(b, xs, es, eo, at):
+    a, c = xs
+    if _isf(es[0]):
+        return b.select(b.fcmp_ordered("<", a, _z(a)), b.fmul(a, c), a)
+    if _unsigned(es[0]):
+        return a
+    return b.select(b.icmp_signed("<", a, _z(a)), b.mul(a, c), a)
+
+
+def _cmp(op: str) -> Scalar:
+    def fn(b, xs, es, eo, at):
+        a, c = xs
+        if _isf(es[0]):
+            r = b.fcmp_ordered(op, a, c)
+        elif _unsigned(es[0]):
+            r = b.icmp_unsigned(op, a, c)
+        else:
+            r = b.icmp_signed(op, a, c)
+        return b.zext(r, I8)
+
+    return fn
+
+
+SCALAR["equal"] = _cmp("==")
+SCALAR["less"] = _cmp("<")
+SCALAR["greater"] = _cmp(">")
+
+
+@scalar("and")
+def _and(b, xs, es, eo, at):
+    a, c = (b.icmp_unsigned("!=", x, _z(x)) for x in xs)
+    return b.zext(b.and_(a, c), I8)
+
+
+@scalar("or")
+def _or(b, xs, es, eo, at):
+    a, c = (b.icmp_unsigned("!=", x, _z(x)) for x in xs)
+    return b.zext(b.or_(a, c), I8)
+
+
+@scalar("where")
+def _where(b, xs, es, eo, at):
+    c, x, y = xs
+    return b.select(b.icmp_unsigned("!=", c, _z(c)), x, y)
+
+
+def convert(b: ir.IRBuilder, x: ir.Value, src: ElemKind, dst: ElemKind) -> ir.Value:
+    """numpy astype semantics (float -> int truncates; -> bool is != 0)."""
+    sty, dty = compute_type(src), compute_type(dst)
+    if dst == ElemKind.BOOL:
+        nz = b.fcmp_unordered("!=", x, _z(x)) if _isf(src) else b.icmp_unsigned("!=", x, _z(x))
+        return b.zext(nz, I8)
+    if _isf(src) and _isf(dst):
+        return x  # f16 computes in f32; the store truncates
+    if _isf(src):
+        return b.fptoui(x, dty) if _unsigned(dst) else b.fptosi(x, dty)
+    if _isf(dst):
+        return b.uitofp(x, dty) if _unsigned(src) else b.sitofp(x, dty)
+    if sty.width == dty.width:
+        return x
+    if sty.width > dty.width:
+        return b.trunc(x, dty)
+    return b.zext(x, dty) if _unsigned(src) else b.sext(x, dty)
+
+
+@scalar("cast")
+def _cast(b, xs, es, eo, at):
+    return convert(b, xs[0], es[0], eo)
+
+
+def fused_activation(b: ir.IRBuilder, v: ir.Value, act: str, args: Sequence[float]) -> ir.Value:
+    """The `activation` attribute of conv / fully-connected, on a float scalar."""
+    if act == "none":
+        return v
+    if act == "relu":
+        return b.select(b.fcmp_ordered("<", v, _z(v)), _z(v), v)
+    if act == "clip":
+        lo = args[0] if len(args) > 0 else -math.inf
+        hi = args[1] if len(args) > 1 else math.inf
+        v = b.select(b.fcmp_ordered("<", v, const(F32, lo)), const(F32, lo), v)
+        return b.select(b.fcmp_ordered(">", v, const(F32, hi)), const(F32, hi), v)
+    if act == "leaky_relu":
+        alpha = args[0] if args else 0.01
+        return b.select(b.fcmp_ordered(">=", v, _z(v)), v, b.fmul(v, const(F32, alpha)))
+    if act == "sigmoid":
+        return sigmoid(b, v)
+    if act == "tanh":
+        return call_libm(b, "tanhf", v)
+    raise ValueError(act)
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+def _attr_key(attrs: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, v) for k, v in attrs.items()))
+
+
+class Step:
+    """One element-wise instruction inside a (possibly fused) loop.
+
+    `sources[i]`: ("mem", arg index, strides) or ("prev", step index).
+    """
+
+    def __init__(self, kind: str, attrs: dict[str, Any], in_elems: list[ElemKind], out_elem: ElemKind,
+                 sources: list[tuple], store_arg: int | None) -> None:
+        self.kind, self.attrs, self.in_elems, self.out_elem = kind, attrs, in_elems, out_elem
+        self.sources, self.store_arg = sources, store_arg
+
+    def key(self) -> tuple:
+        return (self.kind, _attr_key(self.attrs), tuple(self.in_elems), self.out_elem,
+                tuple((s[0], s[1], tuple(s[2]) if len(s) > 2 else ()) for s in self.sources),
+                self.store_arg)
+
+
+def is_elementwise(ins: Any) -> bool:
+    return ins.kind in SCALAR and ins.graph_op is not None
+
+
+def emit_chain(ctx: EmitContext, chain: Sequence[Any], keep: Sequence[bool] | None = None) -> Emitted:
+    """One loop computing every instruction of `chain` (each feeds the next via `@out`).
+
+    `keep[j]`: whether step j's result is stored (the last always is). Operands shared between
+    steps are passed once; the loop runs over the last instruction's dest shape.
+    """
+    shape = tuple(chain[-1].operands[0][0].type.shape)
+    args: list[Any] = []  # LValues, kernel parameter order
+    arg_elems: list[ElemKind] = []
+
+    def arg_index(v: Any) -> int:
+        for i, a in enumerate(args):
+            if a is v:
+                return i
+        args.append(v)
+        arg_elems.append(v.type.elem)
+        return len(args) - 1
+
+    steps: list[Step] = []
+    prev_dest = None
+    for j, ins in enumerate(chain):
+        dest = ins.operands[0][0]
+        if tuple(dest.type.shape) != shape:
+            raise unsupported(ins, "fused chain with differing shapes")
+        sources = []
+        in_elems = []
+        for v, _m in ins.operands[1:]:
+            in_elems.append(v.type.elem)
+            if prev_dest is not None and v is prev_dest:
+                sources.append(("prev", j - 1))
+            else:
+                sources.append(("mem", arg_index(v), broadcast_strides(v.type.shape, shape)))
+        last = j == len(chain) - 1
+        store = arg_index(dest) if (last or (keep is not None and keep[j])) else None
+        steps.append(Step(ins.kind, ins.attrs, in_elems, dest.type.elem, sources, store))
+        prev_dest = dest
+    for s in steps:
+        if s.kind not in SCALAR:
+            raise unsupported(chain[0], f"no element-wise semantics for '{s.kind}'")
+    # Collapse loop dims over the union of all access patterns.
+    patterns: list[list[int]] = [list(contiguous_strides(shape))]
+    for s in steps:
+        for src in s.sources:
+            if src[0] == "mem":
+                patterns.append(list(src[2]))
+    cshape, cstrides = collapse(shape, patterns)
+    k = 1
+    for s in steps:
+        new = []
+        for src in s.sources:
+            if src[0] == "mem":
+                new.append(("mem", src[1], tuple(cstrides[k])))
+                k += 1
+            else:
+                new.append(src)
+        s.sources = new
+    out_strides = tuple(cstrides[0])
+    noalias = ctx.noalias_flags(args)
+    key = ("ew", tuple(cshape), out_strides, tuple(s.key() for s in steps), tuple(arg_elems), noalias)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        def body(ivs: list[ir.Value]) -> None:
+            vals: list[ir.Value] = []
+            out_off = linear(b, ivs, out_strides)
+            for s in steps:
+                xs = []
+                for src in s.sources:
+                    if src[0] == "prev":
+                        xs.append(vals[src[1]])
+                    else:
+                        e = arg_elems[src[1]]
+                        p = gep(b, fn.args[src[1]], linear(b, ivs, src[2]), storage_type(e))
+                        xs.append(load_elem(b, p, e))
+                try:
+                    v = SCALAR[s.kind](b, xs, s.in_elems, s.out_elem, s.attrs)
+                except _NoScalar as e:
+                    raise unsupported(chain[0], f"{s.kind}: {e}") from None
+                vals.append(v)
+                if s.store_arg is not None:
+                    e = arg_elems[s.store_arg]
+                    store_elem(b, v, gep(b, fn.args[s.store_arg], out_off, storage_type(e)), e)
+
+        loop_nest(b, cshape, body)
+
+    # Validate semantics before building (so unsupported cases raise cleanly).
+    name = ctx.sink.kernel(key, len(args), build, "ew", noalias)
+    return Emitted([Call(name, [Arg(value=a) for a in args])], "fused" if len(chain) > 1 else "loop")
+
+
+def emit_elementwise(ctx: EmitContext, ins: Any) -> Emitted:
+    return emit_chain(ctx, [ins])
+
+
+def activation_pass(ctx: EmitContext, ins: Any, dest: Any, act: str, args: Sequence[float]) -> Call:
+    """An in-place loop applying a fused activation to `dest` (for activations kernels lack)."""
+    n = dest.type.numel
+    key = ("act", n, act, tuple(args))
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        def body(ivs):
+            p = gep(b, fn.args[0], ivs[0], F32)
+            b.store(fused_activation(b, b.load(p, typ=F32), act, args), p)
+
+        loop_nest(b, [n], body)
+
+    return Call(ctx.sink.kernel(key, 1, build, "act"), [Arg(value=dest)])
+
+
+__all__ = ["SCALAR", "activation_pass", "convert", "emit_chain", "emit_elementwise",
+           "fused_activation", "is_elementwise", "sigmoid"]

@@ -1,0 +1,127 @@
+"""MatMul and FullyConnected: the blocked GEMM kernel (kernels/gemm.py). A constant B is packed
+at compile time into a blob appended to the constant region; batch dims of A fold into M when B
+has none, otherwise a loop over the (broadcast) batch calls one GEMM per matrix.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llvmlite import ir
+
+from compiler.backends.llvm.emitters.common import (
+    F32,
+    Arg,
+    Call,
+    EmitContext,
+    Emitted,
+    broadcast_strides,
+    gep,
+    linear,
+    loop_nest,
+    register,
+    unsupported,
+)
+from compiler.backends.llvm.emitters.elementwise import activation_pass
+from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
+from compiler.graph.types import ElemKind
+
+_KERNEL_ACTS = ("none", "relu", "clip")
+
+
+def kernel_activation(act: str, args: tuple) -> Any:
+    if act == "relu":
+        return "relu"
+    if act == "clip":
+        lo = args[0] if len(args) > 0 else -math.inf
+        hi = args[1] if len(args) > 1 else math.inf
+        return ("clip", lo, hi)
+    return None
+
+
+def _gemm(ctx: EmitContext, M: int, N: int, K: int, *, a_stride: int, b_stride: int,
+          c_stride: int, packed: bool, bias: str | None = None, activation: Any = None,
+          noalias: tuple[bool, ...] = ()) -> str:
+    key = ("gemm", M, N, K, a_stride, b_stride, c_stride, packed, bias, activation, noalias)
+    if key in ctx.sink.kernels:
+        return ctx.sink.kernels[key]
+    fn = emit_matmul(ctx.sink.module, ctx.sink.fresh_name("gemm"), M, N, K, a_stride=a_stride,
+                     b_stride=b_stride, c_stride=c_stride, bias=bias, activation=activation,
+                     b_packed=packed)
+    for a, ok in zip(fn.args, noalias):
+        if not ok:
+            a.attributes.discard("noalias")
+    return ctx.sink.adopt(key, fn)
+
+
+@register("matmul")
+def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
+    c, a, bm = (v for v, _ in ins.operands)
+    if not (a.type.elem == bm.type.elem == c.type.elem == ElemKind.F32):
+        raise unsupported(ins, f"matmul of {a.type.elem.value} (float32 only)")
+    if ctx.may_alias(c, a) or ctx.may_alias(c, bm):
+        raise unsupported(ins, "matmul output overlaps an input")
+    M, K = a.type.shape[-2:]
+    N = bm.type.shape[-1]
+    out_batch = tuple(c.type.shape[:-2])
+    b_batch = tuple(bm.type.shape[:-2])
+    a_batch = tuple(a.type.shape[:-2])
+    bsz = math.prod(out_batch)
+    if math.prod(b_batch) == 1 and (a_batch == out_batch or math.prod(out_batch) == 1):
+        Mf = M * bsz
+        data = ctx.constant_data(bm)
+        if data is not None:
+            blob = ctx.sink.blob(pack_b_constant(data.reshape(K, N)), key=("packB", bm.name))
+            name = _gemm(ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=True)
+            return Emitted([Call(name, [Arg(value=a), Arg(blob=blob), Arg(value=c)])], "gemm-packed")
+        name = _gemm(ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False)
+        return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "gemm")
+    # General batched case: one GEMM per output matrix, operands by broadcast batch strides.
+    inner = _gemm(ctx, M, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False)
+    sa = [s * M * K for s in broadcast_strides(a_batch, out_batch)]
+    sb = [s * K * N for s in broadcast_strides(b_batch, out_batch)]
+    sc = [s * M * N for s in broadcast_strides(out_batch, out_batch)]
+    key = ("bmm", out_batch, tuple(sa), tuple(sb), tuple(sc), inner)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        pa, pb, pc = fn.args
+        callee = ctx.sink.module.globals[inner]
+
+        def body(ivs):
+            b.call(callee, [gep(b, pa, linear(b, ivs, sa), F32), gep(b, pb, linear(b, ivs, sb), F32),
+                            gep(b, pc, linear(b, ivs, sc), F32)])
+
+        loop_nest(b, list(out_batch), body, "bt")
+
+    name = ctx.sink.kernel(key, 3, build, "bmm")
+    return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "batched-gemm")
+
+
+@register("fullyconnected")
+def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
+    c, x, w, bias = (v for v, _ in ins.operands)
+    if not all(v.type.elem == ElemKind.F32 for v in (c, x, w, bias)):
+        raise unsupported(ins, "fully-connected of non-float32")
+    if ctx.may_alias(c, x):
+        raise unsupported(ins, "output overlaps the input")
+    M, K = x.type.shape
+    N = w.type.shape[1]
+    act, act_args = ins.attrs.get("activation", "none"), ins.attrs.get("act_args", ())
+    kact = kernel_activation(act, act_args)
+    data = ctx.constant_data(w)
+    if data is not None:
+        blob = ctx.sink.blob(pack_b_constant(data), key=("packB", w.name))
+        name = _gemm(ctx, M, N, K, a_stride=K, b_stride=N, c_stride=N, packed=True, bias="row",
+                     activation=kact)
+        calls = [Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=c), Arg(value=bias)])]
+    else:
+        name = _gemm(ctx, M, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False, bias="row",
+                     activation=kact)
+        calls = [Call(name, [Arg(value=x), Arg(value=w), Arg(value=c), Arg(value=bias)])]
+    if act not in _KERNEL_ACTS:
+        calls.append(activation_pass(ctx, ins, c, act, act_args))
+    return Emitted(calls, "gemm-packed" if data is not None else "gemm")
+
+
+__all__ = ["emit_fc", "emit_matmul_instr", "kernel_activation"]

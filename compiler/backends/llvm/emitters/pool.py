@@ -1,0 +1,173 @@
+"""Pooling: MaxPool, AvgPool (window loops with compile-time divisor tables, onnxruntime's
+count rules from the reference kernel), GlobalAvgPool and GlobalMaxPool.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.backends.llvm.emitters.common import (
+    F32,
+    F64,
+    Arg,
+    Call,
+    EmitContext,
+    Emitted,
+    c64,
+    compute_type,
+    const,
+    entry_alloca,
+    gep,
+    load_elem,
+    loop,
+    register,
+    storage_type,
+    store_elem,
+    unsupported,
+)
+from compiler.backends.llvm.emitters.elementwise import fmax_nan, imax
+from compiler.graph.types import ElemKind
+
+
+def _geometry(x_shape, attrs, dil):
+    from compiler.kernels.reference_nn import _pool_geometry
+
+    return _pool_geometry(np.empty(x_shape, dtype=np.float32), attrs, dil)
+
+
+def _avg_counts(h: int, w: int, attrs: dict, oh: int, ow: int, extra) -> np.ndarray:
+    from compiler.kernels.reference_nn import _pad_nchw, _windows
+
+    pads = attrs["pads"]
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["strides"]
+    pt, pl, pb, pr = pads
+    if attrs["count_include_pad"]:
+        mask = np.zeros((h + pt + pb + extra[0], w + pl + pr + extra[1]), dtype=np.float32)
+        mask[: h + pt + pb, : w + pl + pr] = 1
+    else:
+        mask = _pad_nchw(np.ones((1, 1, h, w), dtype=np.float32), pads, 0.0, extra)[0, 0]
+    counts = _windows(mask[None, None], kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5))[0, 0]
+    return np.maximum(counts, 1).astype(np.float32)
+
+
+@register("maxpool", "avgpool")
+def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    at = ins.attrs
+    is_max = ins.kind == "maxpool"
+    elem = x.type.elem
+    if not is_max and not elem.is_float:
+        raise unsupported(ins, "average pooling of integers")
+    N, C, H, W = x.type.shape
+    _, _, OH, OW = out.type.shape
+    dil = tuple(at.get("dilations", (1, 1))) if is_max else (1, 1)
+    kh, kw = at["kernel"]
+    sh, sw = at["strides"]
+    pt, pl = at["pads"][0], at["pads"][1]
+    dh, dw = dil
+    counts = None
+    if not is_max:
+        oh_, ow_, extra = _geometry(x.type.shape, at, dil)
+        counts = _avg_counts(H, W, at, OH, OW, extra)
+    key = (ins.kind, x.type.shape, out.type.shape, at["kernel"], at["strides"], at["pads"], dil,
+           elem, counts.tobytes() if counts is not None else b"")
+    ety = storage_type(elem)
+    cty = compute_type(elem)
+    if is_max:
+        low = -math.inf if elem.is_float else int(np.iinfo(elem.np_dtype).min)
+    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+
+    # Output columns whose whole window is inside the row need no column checks (vectorisable).
+    ow_lo = min(OW, max(0, -(-pl // sw)))
+    ow_hi = max(ow_lo, min(OW, (W - 1 - (kw - 1) * dw + pl) // sw + 1))
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = fn.args
+        ctab = ctx.sink.global_table(counts, "cnt") if counts is not None else None
+        ident = const(cty, low) if is_max else const(cty, 0.0)
+
+        def combine(cur, v):
+            if is_max:
+                return fmax_nan(b, cur, v) if elem.is_float else imax(b, cur, v, unsigned)
+            return b.fadd(cur, v)
+
+        with loop(b, 0, N * C, 1, "nc") as nc, loop(b, 0, OH, 1, "oh") as oh:
+            xb = gep(b, px, b.mul(nc, c64(H * W)), ety)
+            orow = gep(b, po, b.add(b.mul(nc, c64(OH * OW)), b.mul(oh, c64(OW))), ety)
+            ih0 = b.sub(b.mul(oh, c64(sh)), c64(pt))
+            rows = []
+            for r in range(kh):
+                ih = b.add(ih0, c64(r * dh))
+                ok = b.and_(b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H)))
+                ihc = b.select(b.icmp_signed("<", ih, c64(0)), c64(0), ih)
+                ihc = b.select(b.icmp_signed(">=", ihc, c64(H)), c64(H - 1), ihc)
+                rows.append((ok, gep(b, xb, b.mul(ihc, c64(W)), ety)))
+
+            def finish(ow, acc):
+                if ctab is not None:
+                    acc = b.fdiv(acc, b.load(gep(b, ctab, b.add(b.mul(oh, c64(OW)), ow), F32), typ=F32))
+                store_elem(b, acc, gep(b, orow, ow, ety), elem)
+
+            def cols(lo, hi, checked):
+                if lo >= hi:
+                    return
+                with loop(b, lo, hi, 1, "owc" if checked else "owi") as ow:
+                    iw0 = b.sub(b.mul(ow, c64(sw)), c64(pl))
+                    acc = ident
+                    for ok_r, xrow in rows:
+                        for s_ in range(kw):
+                            iw = b.add(iw0, c64(s_ * dw))
+                            ok = ok_r
+                            if checked:
+                                ok = b.and_(ok, b.and_(b.icmp_signed(">=", iw, c64(0)),
+                                                       b.icmp_signed("<", iw, c64(W))))
+                                iw = b.select(ok, iw, c64(0))
+                            v = load_elem(b, gep(b, xrow, iw, ety), elem)
+                            acc = b.select(ok, combine(acc, v), acc)
+                    finish(ow, acc)
+
+            cols(0, ow_lo, True)
+            cols(ow_lo, ow_hi, False)
+            cols(ow_hi, OW, True)
+
+    name = ctx.sink.kernel(key, 2, build, ins.kind)
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "window")
+
+
+@register("globalavgpool", "globalmaxpool")
+def emit_global_pool(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    elem = x.type.elem
+    is_max = ins.kind == "globalmaxpool"
+    if not elem.is_float:
+        raise unsupported(ins, "global pooling of integers")
+    nc = x.type.shape[0] * x.type.shape[1]
+    hw = math.prod(x.type.shape[2:])
+    key = (ins.kind, nc, hw, elem)
+    ety = storage_type(elem)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = fn.args
+        with loop(b, 0, nc, 1, "nc") as i:
+            base = b.mul(i, c64(hw))
+            acc = entry_alloca(b, F64 if not is_max else F32)
+            b.store(const(F32, -math.inf) if is_max else const(F64, 0.0), acc)
+            with loop(b, 0, hw, 1, "p") as p:
+                v = load_elem(b, gep(b, px, b.add(base, p), ety), elem)
+                cur = b.load(acc, typ=acc.allocated_type)
+                b.store(fmax_nan(b, cur, v) if is_max else b.fadd(cur, b.fpext(v, F64)), acc)
+            r = b.load(acc, typ=acc.allocated_type)
+            if not is_max:
+                r = b.fptrunc(b.fdiv(r, const(F64, float(hw))), F32)
+            store_elem(b, r, gep(b, po, i, ety), elem)
+
+    name = ctx.sink.kernel(key, 2, build, ins.kind)
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+__all__ = ["emit_global_pool", "emit_pool"]

@@ -1,0 +1,348 @@
+"""Reductions (ReduceSum/Mean/Max/Min/Prod), ArgMax/ArgMin, Softmax/LogSoftmax and the
+normalisations (LayerNorm, BatchNorm, LRN). Float sums accumulate in double.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llvmlite import ir
+
+from compiler.backends.llvm.emitters.common import (
+    F32,
+    F64,
+    I64,
+    Arg,
+    Call,
+    EmitContext,
+    Emitted,
+    broadcast_strides,
+    c64,
+    call_intr,
+    call_libm,
+    compute_type,
+    const,
+    contiguous_strides,
+    entry_alloca,
+    fast_exp,
+    gep,
+    is_nan,
+    linear,
+    load_elem,
+    loop,
+    loop_nest,
+    register,
+    storage_type,
+    store_elem,
+    unsupported,
+)
+from compiler.backends.llvm.emitters.elementwise import fmax_nan, fmin_nan, imax, imin
+from compiler.graph.types import ElemKind
+
+
+def _split_axes(shape, axes):
+    ss = contiguous_strides(shape)
+    kept = [(n, s) for i, (n, s) in enumerate(zip(shape, ss)) if i not in axes]
+    red = [(n, s) for i, (n, s) in enumerate(zip(shape, ss)) if i in axes]
+    return kept, red
+
+
+@register("reducesum", "reducemean", "reducemax", "reducemin", "reduceprod")
+def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    elem = x.type.elem
+    rank = x.type.rank
+    axes = sorted({a % max(rank, 1) for a in ins.attrs["axes"]})
+    op = ins.kind[6:]
+    kept, red = _split_axes(x.type.shape, axes)
+    kshape = [n for n, _ in kept] or [1]
+    kstr = [s for _, s in kept] or [0]
+    rshape = [n for n, _ in red] or [1]
+    rstr = [s for _, s in red] or [0]
+    count = math.prod(rshape)
+    if out.type.numel == 0:
+        return Emitted([], "empty")
+    if x.type.numel == 0:
+        if op not in ("sum", "prod"):
+            raise unsupported(ins, f"reduce{op} of an empty tensor")
+        return Emitted([_fill(ctx, out, 0 if op == "sum" else 1)], "fill")
+    isf = elem.is_float
+    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+    cty = compute_type(elem)
+    aty = F64 if isf and op in ("sum", "mean", "prod") else cty
+    ety = storage_type(elem)
+    key = ("reduce", op, tuple(x.type.shape), tuple(axes), elem)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = fn.args
+        ocs = contiguous_strides(kshape)
+
+        def outer(kivs):
+            base = linear(b, kivs, kstr)
+            acc = entry_alloca(b, aty)
+            if op in ("sum", "mean"):
+                init = const(aty, 0)
+            elif op == "prod":
+                init = const(aty, 1)
+            else:
+                init = None
+            first = load_elem(b, gep(b, px, base, ety), elem)
+            b.store(init if init is not None else first, acc)
+
+            def inner(rivs):
+                v = load_elem(b, gep(b, px, b.add(base, linear(b, rivs, rstr)), ety), elem)
+                if aty == F64:
+                    v = b.fpext(v, F64)
+                cur = b.load(acc, typ=aty)
+                if op in ("sum", "mean"):
+                    nv = b.fadd(cur, v) if isf else b.add(cur, v)
+                elif op == "prod":
+                    nv = b.fmul(cur, v) if isf else b.mul(cur, v)
+                elif op == "max":
+                    nv = fmax_nan(b, cur, v) if isf else imax(b, cur, v, unsigned)
+                else:
+                    nv = fmin_nan(b, cur, v) if isf else imin(b, cur, v, unsigned)
+                b.store(nv, acc)
+
+            loop_nest(b, rshape, inner, "r")
+            r = b.load(acc, typ=aty)
+            if op == "mean":
+                if isf:
+                    r = b.fdiv(r, const(F64, float(count)))
+                else:
+                    r = b.udiv(r, const(cty, count)) if unsigned else b.sdiv(r, const(cty, count))
+            if aty == F64:
+                r = b.fptrunc(r, F32)
+            store_elem(b, r, gep(b, po, linear(b, kivs, ocs), ety), elem)
+
+        loop_nest(b, kshape, outer, "k")
+
+    name = ctx.sink.kernel(key, 2, build, "reduce")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+def _fill(ctx: EmitContext, out: Any, value: float) -> Call:
+    elem = out.type.elem
+    n = out.type.numel
+    key = ("fill", n, elem, value)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        with loop(b, 0, n, 1, "f") as i:
+            store_elem(b, const(compute_type(elem), value), gep(b, fn.args[0], i, storage_type(elem)),
+                       elem)
+
+    return Call(ctx.sink.kernel(key, 1, build, "fill"), [Arg(value=out)])
+
+
+def _axis_split(shape, axis):
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+
+
+@register("argmax", "argmin")
+def emit_arg(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    elem = x.type.elem
+    ax = ins.attrs["axis"] % max(x.type.rank, 1)
+    outer, n, inner = _axis_split(x.type.shape, ax)
+    last = bool(ins.attrs["select_last_index"])
+    is_max = ins.kind == "argmax"
+    isf = elem.is_float
+    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+    ety = storage_type(elem)
+    cty = compute_type(elem)
+    key = (ins.kind, outer, n, inner, last, elem)
+    if n == 0:
+        raise unsupported(ins, "arg-reduction over an empty axis")
+
+    def better(b, v, best):
+        if isf:
+            strict = b.fcmp_ordered(">" if is_max else "<", v, best)
+            weak = b.fcmp_ordered(">=" if is_max else "<=", v, best)
+            vn, bn = is_nan(b, v), is_nan(b, best)
+            if last:
+                return b.or_(b.and_(weak, b.not_(bn)), vn)
+            return b.or_(strict, b.and_(vn, b.not_(bn)))
+        op = (">=" if is_max else "<=") if last else (">" if is_max else "<")
+        return b.icmp_unsigned(op, v, best) if unsigned else b.icmp_signed(op, v, best)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = fn.args
+        with loop(b, 0, outer, 1, "o") as o, loop(b, 0, inner, 1, "i") as i:
+            base = b.add(b.mul(o, c64(n * inner)), i)
+            best = entry_alloca(b, cty)
+            bi = entry_alloca(b, I64)
+            b.store(load_elem(b, gep(b, px, base, ety), elem), best)
+            b.store(c64(0), bi)
+            with loop(b, 1, n, 1, "j") as j:
+                v = load_elem(b, gep(b, px, b.add(base, b.mul(j, c64(inner))), ety), elem)
+                cur = b.load(best, typ=cty)
+                c = better(b, v, cur)
+                b.store(b.select(c, v, cur), best)
+                b.store(b.select(c, j, b.load(bi, typ=I64)), bi)
+            b.store(b.load(bi, typ=I64), gep(b, po, b.add(b.mul(o, c64(inner)), i), I64))
+
+    name = ctx.sink.kernel(key, 2, build, ins.kind)
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+@register("softmax", "logsoftmax")
+def emit_softmax(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    if x.type.elem != ElemKind.F32:
+        raise unsupported(ins, "softmax of non-float32")
+    ax = ins.attrs["axis"] % x.type.rank
+    outer, n, inner = _axis_split(x.type.shape, ax)
+    log = ins.kind == "logsoftmax"
+    key = (ins.kind, outer, n, inner)
+    if x.type.numel == 0:
+        return Emitted([], "empty")
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = fn.args
+        with loop(b, 0, outer, 1, "o") as o, loop(b, 0, inner, 1, "i") as i:
+            base = b.add(b.mul(o, c64(n * inner)), i)
+
+            def at(p, j):
+                return gep(b, p, b.add(base, b.mul(j, c64(inner))), F32)
+
+            mx = entry_alloca(b, F32)
+            b.store(b.load(at(px, c64(0)), typ=F32), mx)
+            with loop(b, 1, n, 1, "m") as j:
+                b.store(fmax_nan(b, b.load(mx, typ=F32), b.load(at(px, j), typ=F32)), mx)
+            m = b.load(mx, typ=F32)
+            sm = entry_alloca(b, F64)
+            b.store(const(F64, 0.0), sm)
+            with loop(b, 0, n, 1, "e") as j:
+                s = b.fsub(b.load(at(px, j), typ=F32), m)
+                e = fast_exp(b, s)
+                b.store(s if log else e, at(po, j))
+                b.store(b.fadd(b.load(sm, typ=F64), b.fpext(e, F64)), sm)
+            tot = b.fptrunc(b.load(sm, typ=F64), F32)
+            if log:
+                lt = call_libm(b, "logf", tot)
+                with loop(b, 0, n, 1, "w") as j:
+                    p = at(po, j)
+                    b.store(b.fsub(b.load(p, typ=F32), lt), p)
+            else:
+                with loop(b, 0, n, 1, "w") as j:
+                    p = at(po, j)
+                    b.store(b.fdiv(b.load(p, typ=F32), tot), p)
+
+    name = ctx.sink.kernel(key, 2, build, ins.kind)
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+@register("layernorm")
+def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x, scale, bias = (v for v, _ in ins.operands)
+    if not all(v.type.elem == ElemKind.F32 for v in (out, x, scale, bias)):
+        raise unsupported(ins, "layer-norm of non-float32")
+    ax = ins.attrs["axis"] % x.type.rank
+    eps = ins.attrs["epsilon"]
+    norm = tuple(x.type.shape[ax:])
+    outer = math.prod(x.type.shape[:ax])
+    m = math.prod(norm)
+    ss = broadcast_strides(scale.type.shape, norm)
+    bs = broadcast_strides(bias.type.shape, norm)
+    key = ("layernorm", outer, norm, tuple(ss), tuple(bs), eps)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px, psc, pbi = fn.args
+        with loop(b, 0, outer, 1, "o") as o:
+            base = b.mul(o, c64(m))
+            s1 = entry_alloca(b, F64)
+            b.store(const(F64, 0.0), s1)
+            with loop(b, 0, m, 1, "a") as j:
+                v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
+                b.store(b.fadd(b.load(s1, typ=F64), v), s1)
+            mean = b.fdiv(b.load(s1, typ=F64), const(F64, float(m)))
+            s2 = entry_alloca(b, F64)
+            b.store(const(F64, 0.0), s2)
+            with loop(b, 0, m, 1, "v") as j:
+                v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
+                d = b.fsub(v, mean)
+                b.store(b.fadd(b.load(s2, typ=F64), b.fmul(d, d)), s2)
+            var = b.fdiv(b.load(s2, typ=F64), const(F64, float(m)))
+            denom = call_intr(b, "sqrt", b.fadd(var, const(F64, eps)))
+            cs = contiguous_strides(norm)
+
+            def body(ivs):
+                j = linear(b, ivs, cs)
+                v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
+                y = b.fdiv(b.fsub(v, mean), denom)
+                sc = b.fpext(b.load(gep(b, psc, linear(b, ivs, ss), F32), typ=F32), F64)
+                bi = b.fpext(b.load(gep(b, pbi, linear(b, ivs, bs), F32), typ=F32), F64)
+                b.store(b.fptrunc(b.fadd(b.fmul(y, sc), bi), F32), gep(b, po, b.add(base, j), F32))
+
+            loop_nest(b, list(norm), body, "n")
+
+    name = ctx.sink.kernel(key, 4, build, "layernorm")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x), Arg(value=scale), Arg(value=bias)])],
+                   "loop")
+
+
+@register("batchnorm")
+def emit_batchnorm(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x, scale, bias, mean, var = (v for v, _ in ins.operands)
+    if not all(v.type.elem == ElemKind.F32 for v, _ in ins.operands):
+        raise unsupported(ins, "batch-norm of non-float32")
+    N, C = x.type.shape[:2]
+    inner = math.prod(x.type.shape[2:])
+    eps = ins.attrs["epsilon"]
+    key = ("batchnorm", N, C, inner, eps)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px, psc, pbi, pm, pv = fn.args
+        with loop(b, 0, N, 1, "n") as n, loop(b, 0, C, 1, "c") as c:
+            ld = lambda p: b.load(gep(b, p, c, F32), typ=F32)  # noqa: E731
+            inv = b.fdiv(ld(psc), call_intr(b, "sqrt", b.fadd(ld(pv), const(F32, eps))))
+            mu, be = ld(pm), ld(pbi)
+            base = b.mul(b.add(b.mul(n, c64(C)), c), c64(inner))
+            with loop(b, 0, inner, 1, "p") as p:
+                q = b.add(base, p)
+                v = b.load(gep(b, px, q, F32), typ=F32)
+                b.store(b.fadd(b.fmul(b.fsub(v, mu), inv), be), gep(b, po, q, F32))
+
+    name = ctx.sink.kernel(key, 6, build, "batchnorm")
+    return Emitted([Call(name, [Arg(value=v) for v, _ in ins.operands])], "loop")
+
+
+@register("lrn")
+def emit_lrn(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    if x.type.elem != ElemKind.F32:
+        raise unsupported(ins, "LRN of non-float32")
+    at = ins.attrs
+    size = at["size"]
+    N, C = x.type.shape[:2]
+    inner = math.prod(x.type.shape[2:])
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    key = ("lrn", N, C, inner, size, at["alpha"], at["beta"], at["bias"])
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = fn.args
+        with loop(b, 0, N, 1, "n") as n, loop(b, 0, C, 1, "c") as c, loop(b, 0, inner, 1, "p") as p:
+            nb = b.mul(n, c64(C * inner))
+            c0 = b.sub(c, c64(lo))
+            c0 = b.select(b.icmp_signed("<", c0, c64(0)), c64(0), c0)
+            c1 = b.add(c, c64(hi + 1))
+            c1 = b.select(b.icmp_signed(">", c1, c64(C)), c64(C), c1)
+            acc = entry_alloca(b, F64)
+            b.store(const(F64, 0.0), acc)
+            with loop(b, c0, c1, 1, "q") as q:
+                v = b.fpext(b.load(gep(b, px, b.add(nb, b.add(b.mul(q, c64(inner)), p)), F32),
+                                   typ=F32), F64)
+                b.store(b.fadd(b.load(acc, typ=F64), b.fmul(v, v)), acc)
+            s = b.load(acc, typ=F64)
+            d = b.fadd(const(F64, at["bias"]), b.fmul(const(F64, at["alpha"] / size), s))
+            d = call_libm(b, "pow", d, const(F64, at["beta"]))
+            q = b.add(nb, b.add(b.mul(c, c64(inner)), p))
+            v = b.fpext(b.load(gep(b, px, q, F32), typ=F32), F64)
+            b.store(b.fptrunc(b.fdiv(v, d), F32), gep(b, po, q, F32))
+
+    name = ctx.sink.kernel(key, 2, build, "lrn")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+__all__ = ["emit_arg", "emit_layernorm", "emit_reduce", "emit_softmax"]

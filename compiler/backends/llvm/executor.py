@@ -1,0 +1,254 @@
+"""The LLVM CPU executor: JIT-compiled kernels over the arena interpreter's arena layout.
+
+`LLVMExecutor(lir, plan)` keeps the arena interpreter's stepping API (`reset`, `step`, `run`,
+`run_to`, `pc`, `done`, `read`, `outputs`), but each `step()` calls the instruction's compiled
+entry `@instr_<idx>` and `run(inputs)` calls `@run_all` once. The constant region the kernels
+see is a copy of the arena's, extended with the packed weights the code generator appended.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.backends.interpreter.arena import ArenaInterpreter, StepInfo
+from compiler.backends.llvm.codegen import Addresses, Program, generate
+from compiler.backends.llvm.emitters.common import LIBM
+from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
+from compiler.errors import ExecutionError
+from compiler.lir.ir import LIRFunction
+
+_symbols_done = False
+
+
+def ensure_libm_symbols() -> None:
+    """Make the libm functions generated code calls resolvable by the JIT."""
+    global _symbols_done
+    if _symbols_done:
+        return
+    import llvmlite.binding as llvm
+
+    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    for name in LIBM:
+        addr = ctypes.cast(getattr(libm, name), ctypes.c_void_p).value
+        llvm.add_symbol(name, addr)
+    _symbols_done = True
+
+
+_FUNC_RE = re.compile(r"^define [^\n]*@(\"?[\w.$]+\"?)\(.*?^}\n", re.M | re.S)
+
+
+def _functions(ir_text: str) -> dict[str, str]:
+    return {m.group(1).strip('"'): m.group(0) for m in _FUNC_RE.finditer(ir_text)}
+
+
+class LLVMExecutor(ArenaInterpreter):
+    """Runs `lir` with JIT-compiled kernels over the arena laid out by `plan`."""
+
+    kind = "llvm"
+
+    def __init__(self, lir: LIRFunction, plan: Any = None, *, engine: JITEngine | None = None,
+                 fuse: bool = True, check_plan: bool = True) -> None:
+        super().__init__(lir, plan, check_plan=check_plan)
+        t0 = time.perf_counter()
+        self.program: Program = generate(lir, self.plan, fuse=fuse)
+        self.program_addresses = Addresses(self.plan)
+        t1 = time.perf_counter()
+        ensure_libm_symbols()
+        self.compiled: CompiledModule = (engine or default_engine()).compile(self.program.module)
+        t2 = time.perf_counter()
+        self.timings = {"codegen_s": t1 - t0, "jit_s": t2 - t1,
+                        "from_disk": float(self.compiled.from_disk)}
+        # The extended constant region: the plan's constants, then the packed blobs.
+        csize = max(self.program.constant_size, 64)
+        raw = np.empty(csize + 64, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % 64
+        self._const_raw = raw
+        self.constants = raw[shift: shift + csize]
+        # Only constants some kernel reads in place are copied (packed filters replace the rest).
+        c0 = self.region_base["constant"]
+        for start, size in self._constant_ranges():
+            self.constants[start: start + size] = self.arena[c0 + start: c0 + start + size]
+        for blob, off in zip(self.program.blobs, self.program.blob_offsets):
+            self.constants[off: off + blob.nbytes] = blob.view(np.uint8).ravel()
+        base = self.arena.ctypes.data
+        self._args = (self.constants.ctypes.data, base + self.region_base["mutable"],
+                      base + self.region_base["activations"])
+        self._entries = [self.compiled.cfunc(ic.entry) if ic.entry else None
+                         for ic in self.program.instrs]
+        self._run_all = self.compiled.cfunc("run_all")
+        self._fn_text: dict[str, str] | None = None
+        self._args = tuple(ctypes.c_void_p(a) for a in self._args)
+        # Fast path of run(inputs): the input and output views, resolved once.
+        self._in_views = {w.name: self._view(w, writable=True) for w in lir.inputs()}
+        self._out_views = {w.name: self._view(w, writable=False) for w in lir.outputs()}
+
+    def _constant_ranges(self) -> list[tuple[int, int]]:
+        ranges = set()
+        for ic in self.program.instrs:
+            for call in ic.calls:
+                for arg in call.args:
+                    if arg.value is None:
+                        continue
+                    region, off, size = self.program_addresses.of(arg.value)
+                    if region == 0:
+                        ranges.add((off, size))
+        return sorted(ranges)
+
+    # -- execution ------------------------------------------------------------------------------
+    def step(self) -> StepInfo:
+        if self.done:
+            raise ExecutionError("the program has finished; call reset() to run it again")
+        idx = self.pc
+        ins = self.lir.code[idx]
+        fn = self._entries[idx]
+        if fn is not None:
+            fn(*self._args)
+        self.pc = idx + 1
+        written = [v.name for v, m in ins.operands if m in ("out", "inout")
+                   and ins.kind != "deallocactivation"]
+        return StepInfo(idx, ins, written)
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None, *,
+            until: int | None = None, breakpoints: Any = None) -> Any:
+        """`run(inputs)`: the whole program in one call of `@run_all`, outputs by name.
+        Otherwise: continue stepping (see ArenaInterpreter.run)."""
+        if inputs is not None:
+            if not self._fast_inputs(inputs):
+                self.set_inputs(inputs)
+            self._run_all(*self._args)
+            self.pc = len(self.lir.code)
+            return {n: v.copy() for n, v in self._out_views.items()}
+        return super().run(until=until, breakpoints=breakpoints)
+
+    def _fast_inputs(self, inputs: Any) -> bool:
+        """Copy well-formed inputs straight into their views; False: take the checked path."""
+        if not isinstance(inputs, Mapping) or len(inputs) != len(self._in_views):
+            return False
+        for name, view in self._in_views.items():
+            a = inputs.get(name)
+            if not isinstance(a, np.ndarray) or a.shape != view.shape or a.dtype != view.dtype:
+                return False
+        for name, view in self._in_views.items():
+            np.copyto(view, inputs[name])
+        self._inputs_set = True
+        return True
+
+    def run_all(self) -> None:
+        """Run the whole program on the inputs already in the arena."""
+        self._run_all(*self._args)
+        self.pc = len(self.lir.code)
+
+    def call_entry(self, index: int) -> None:
+        """Call instruction `index`'s entry without moving `pc` (profiling)."""
+        fn = self._entries[index]
+        if fn is not None:
+            fn(*self._args)
+
+    # -- inspection -----------------------------------------------------------------------------
+    def _texts(self) -> dict[str, str]:
+        if self._fn_text is None:
+            self._fn_text = _functions(self.compiled.optimized_ir or self.program.ir_text)
+        return self._fn_text
+
+    def kernels_of(self, index: int) -> list[str]:
+        return list(dict.fromkeys(c.name for c in self.program.instrs[index].calls))
+
+    def llvm_ir(self, index: int) -> str:
+        """Optimized LLVM IR of instruction `index`'s entry and the kernels it calls."""
+        ic = self.program.instrs[index]
+        if ic.entry is None:
+            return f"; %{ic.name} ({ic.kind}) generates no code\n"
+        texts = self._texts()
+        parts = [texts.get(ic.entry, f"; @{ic.entry} was inlined\n")]
+        for k in self.kernels_of(index):
+            t = texts.get(k) or next((v for n, v in texts.items() if n.startswith(k + ".")), None)
+            parts.append(t or f"; @{k} was inlined into @{ic.entry}\n")
+        return "\n".join(parts)
+
+    def assembly(self, index: int) -> str:
+        """Host assembly of instruction `index`'s entry and the kernels it calls."""
+        ic = self.program.instrs[index]
+        if ic.entry is None:
+            return f"# %{ic.name} ({ic.kind}) generates no code\n"
+        parts = [self.compiled.assembly(ic.entry)]
+        for k in self.kernels_of(index):
+            try:
+                parts.append(self.compiled.assembly(k))
+            except Exception:  # noqa: BLE001 - inlined or renamed kernels have no own symbol
+                parts.append(f"# {k}: inlined\n")
+        return "\n".join(parts)
+
+    def strategy(self, index: int) -> str:
+        return self.program.instrs[index].strategy
+
+
+def _lir_and_plan(result: Any) -> tuple[LIRFunction, Any]:
+    lir = getattr(result, "lir", None)
+    plan = getattr(result, "plan", None)
+    if lir is None:
+        from compiler.lir.irgen import irgen
+
+        sched = getattr(result, "schedule", None)
+        lir = irgen(result.module, getattr(sched, "order", None))
+        try:
+            from compiler.memory.plan import plan_memory
+
+            plan = plan_memory(lir)
+        except Exception:  # noqa: BLE001 - the naive plan is always valid
+            plan = None
+    return lir, plan
+
+
+class LLVMModelExecutor:
+    """The "llvm" entry of `compiler.executors.EXECUTORS`: a CompileResult run by LLVMExecutor."""
+
+    kind = "llvm"
+
+    def __init__(self, result: Any, **options: Any) -> None:
+        from compiler.executors import io_specs
+
+        lir, plan = _lir_and_plan(result)
+        self.module = getattr(result, "module", None)
+        self.executor = LLVMExecutor(lir, plan, **options)
+        self.lir = lir
+        if self.module is not None:
+            in_specs, out_specs, self.aliases = io_specs(self.module)
+        else:
+            in_specs = [(w.name, w.type) for w in lir.inputs()]
+            out_specs = [(w.name, w.type) for w in lir.outputs()]
+            self.aliases = {}
+        self.input_names = [n for n, _ in in_specs]
+        self.output_names = [n for n, _ in out_specs]
+        self.input_types = dict(in_specs)
+        self.output_types = dict(out_specs)
+
+    def _inputs(self, inputs: Any) -> Mapping[str, np.ndarray]:
+        if isinstance(inputs, Mapping) and not self.aliases and len(inputs) == len(self.input_types):
+            ok = all(isinstance(a := inputs.get(n), np.ndarray) and a.dtype == t.np_dtype
+                     and a.shape == t.shape for n, t in self.input_types.items())
+            if ok:
+                return inputs
+        # Never cast silently: the graph interpreter's checks (dtype, shape, names).
+        from compiler.backends.interpreter.graph_interpreter import check_inputs
+
+        return check_inputs(list(self.input_types.items()), inputs, self.aliases)
+
+    def run(self, inputs: Any) -> dict[str, np.ndarray]:
+        outs = self.executor.run(self._inputs(inputs))
+        if len(outs) == len(self.output_names):
+            return outs if list(outs) == self.output_names else {n: outs[n] for n in self.output_names}
+        return {n: outs[n] for n in self.output_names}
+
+
+def make_llvm_executor(result: Any) -> LLVMModelExecutor:
+    return LLVMModelExecutor(result)
+
+
+__all__ = ["LLVMExecutor", "LLVMModelExecutor", "ensure_libm_symbols", "make_llvm_executor"]

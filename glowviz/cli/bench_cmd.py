@@ -1,0 +1,287 @@
+"""`glowviz bench MODEL`: latency of the LLVM executor vs onnxruntime (1 thread, all graph
+optimizations) on the same inputs, alternating in one process; GFLOP/s and % of the single-core
+FMA peak; compile time cold (fresh cache) and cached; optional per-instruction profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import CompilerError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="latency vs onnxruntime, GFLOP/s, compile times, profile",
+                       description="Run MODEL with the LLVM executor and onnxruntime (one thread, "
+                       "ORT_ENABLE_ALL) on the same inputs, alternating, and report medians, "
+                       "the ratio, GFLOP/s and compile times.")
+    p.add_argument("model", help="path to an ONNX model")
+    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
+                   help="concrete shape for an input with symbolic dims (repeatable)")
+    p.add_argument("--executor", default="llvm", help="executor to time (default: llvm)")
+    p.add_argument("--vs", default="onnxruntime", choices=("onnxruntime", "none"),
+                   help="reference runtime timed in the same process (default: onnxruntime)")
+    p.add_argument("--batch", type=int, default=None, help="batch size (first input dim)")
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
+    p.add_argument("--reps", type=int, default=20, help="timed repetitions (default 20)")
+    p.add_argument("--profile", action="store_true", help="per-instruction profile (top 10)")
+    p.add_argument("--no-compile-times", action="store_true",
+                   help="skip the cold/cached compile measurements")
+    p.set_defaults(func=run)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _with_batch(proto: Any, batch: int) -> Any:
+    """The model with every graph input's first dim set to `batch` (and value infos cleared)."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(proto)
+    inits = {i.name for i in m.graph.initializer}
+    for vi in m.graph.input:
+        if vi.name in inits:
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if dims:
+            dims[0].ClearField("dim_param")
+            dims[0].dim_value = batch
+    for vi in m.graph.output:
+        dims = vi.type.tensor_type.shape.dim
+        if dims:
+            dims[0].ClearField("dim_value")
+            dims[0].dim_param = "batch"
+    del m.graph.value_info[:]
+    return m
+
+
+def lir_flops(lir: Any) -> int:
+    """Multiply-adds x2 of the conv / matmul / fully-connected instructions."""
+    total = 0
+    for ins in lir.code:
+        ops = [v for v, _ in ins.operands]
+        if ins.kind == "conv":
+            out, _, w = ops[0], ops[1], ops[2]
+            n, k, oh, ow = out.type.shape
+            _, cg, r, s = w.type.shape
+            total += 2 * n * k * oh * ow * cg * r * s
+        elif ins.kind == "convtranspose":
+            x, w = ops[1], ops[2]
+            n, c, h, wd = x.type.shape
+            _, kg, r, s = w.type.shape
+            total += 2 * n * c * h * wd * kg * r * s
+        elif ins.kind == "matmul":
+            out, a = ops[0], ops[1]
+            total += 2 * out.type.numel * a.type.shape[-1]
+        elif ins.kind == "fullyconnected":
+            out, x = ops[0], ops[1]
+            total += 2 * out.type.numel * x.type.shape[-1]
+    return total
+
+
+def instr_flops(ins: Any) -> int:
+    class _One:
+        code = [ins]
+
+    return lir_flops(_One)
+
+
+def _inputs_for(executor: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    from glowviz.cli.run_cmd import random_input
+
+    rng = np.random.default_rng(seed)
+    return {n: random_input(executor.input_types[n], rng) for n in executor.input_names}
+
+
+def _ort_session(proto: Any, threads: int) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    return ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _compile(proto: Any, input_shapes: dict, kind: str) -> tuple[Any, Any, float]:
+    from compiler.executors import LOW_LEVEL_EXECUTORS, make_executor
+    from compiler.pipeline import CompileOptions, compile_model
+
+    t0 = time.perf_counter()
+    result = compile_model(proto, CompileOptions(input_shapes=input_shapes,
+                                                 low_level=kind in LOW_LEVEL_EXECUTORS))
+    t1 = time.perf_counter()
+    ex = make_executor(result, kind)
+    return result, ex, t1 - t0
+
+
+def compile_times(result: Any) -> dict[str, float]:
+    """Backend compile time (codegen + JIT) with a fresh cache dir, then from that disk cache."""
+    from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
+    from compiler.backends.llvm.jit import JITEngine, module_key
+
+    lir, plan = _lir_and_plan(result)
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="glowviz-bench-cache-") as tmp:
+        engine = JITEngine(directory=Path(tmp))
+        for label in ("cold_s", "cached_s"):
+            from compiler.backends.llvm.codegen import generate
+
+            key = module_key(str(generate(lir, plan).module))
+            JITEngine._memory.pop(key, None)  # force the disk (or a full compile) path
+            t = time.perf_counter()
+            ex = LLVMExecutor(lir, plan, engine=engine)
+            out[label] = time.perf_counter() - t
+            out[label.replace("_s", "_jit_s")] = ex.timings["jit_s"]
+            out[label.replace("_s", "_codegen_s")] = ex.timings["codegen_s"]
+            del ex
+            gc.collect()  # big models: do not measure the next compile under memory pressure
+    return out
+
+
+def profile(executor: Any, inputs: dict[str, np.ndarray], runs: int = 5) -> list[dict[str, Any]]:
+    """Median time of every instruction entry over `runs` stepped runs, slowest first."""
+    ex = executor.executor
+    lir = ex.lir
+    times = [[] for _ in lir.code]
+    for _ in range(runs):
+        ex.set_inputs(inputs)
+        for i in range(len(lir.code)):
+            if ex._entries[i] is None:
+                continue
+            t = time.perf_counter_ns()
+            ex.call_entry(i)
+            times[i].append(time.perf_counter_ns() - t)
+    rows = []
+    for i, ts in enumerate(times):
+        if not ts:
+            continue
+        ins = lir.code[i]
+        med = statistics.median(ts) / 1e9
+        fl = instr_flops(ins)
+        rows.append({"index": i, "name": ins.name, "kind": ins.kind,
+                     "strategy": ex.strategy(i), "seconds": med,
+                     "shape": "x".join(map(str, ins.operands[0][0].type.shape)),
+                     "gflops": fl / med / 1e9 if fl and med else 0.0})
+    rows.sort(key=lambda r: -r["seconds"])
+    return rows
+
+
+def bench_model(model: str | Path | Any, *, input_shapes: dict | None = None, batch: int | None = None,
+                kind: str = "llvm", vs: str = "onnxruntime", threads: int = 1, reps: int = 20,
+                with_compile_times: bool = True, with_profile: bool = False) -> dict[str, Any]:
+    """Everything `glowviz bench` prints, as a dict."""
+    from compiler.frontend import load_model
+
+    proto = load_model(model)
+    if batch is not None:
+        proto = _with_batch(proto, batch)
+    res: dict[str, Any] = {"model": str(model) if not hasattr(model, "graph") else "<proto>"}
+    result, executor, t_front = _compile(proto, input_shapes or {}, kind)
+    res["frontend_s"] = t_front
+    lir = getattr(result, "lir", None)
+    if lir is not None:
+        res["instructions"] = len(lir.code)
+        res["flops"] = lir_flops(lir)
+    inputs = _inputs_for(executor)
+    sess = None
+    if vs == "onnxruntime":
+        sess = _ort_session(proto, threads)
+        ort_inputs = {i.name: inputs[executor.aliases.get(i.name, i.name)]
+                      if hasattr(executor, "aliases") else inputs[i.name] for i in sess.get_inputs()}
+    # Warm up, then alternate.
+    ours = executor.run(inputs)
+    if sess is not None:
+        theirs = sess.run(None, ort_inputs)
+        diffs = []
+        for a, b in zip((ours[n] for n in executor.output_names), theirs):
+            scale = float(np.max(np.abs(b))) or 1.0
+            diffs.append(float(np.max(np.abs(a.astype(np.float64) - b))) / scale)
+        res["max_rel_diff"] = max(diffs) if diffs else 0.0
+    t_ours, t_ort = [], []
+    for _ in range(reps):
+        t = time.perf_counter()
+        executor.run(inputs)
+        t_ours.append(time.perf_counter() - t)
+        if sess is not None:
+            t = time.perf_counter()
+            sess.run(None, ort_inputs)
+            t_ort.append(time.perf_counter() - t)
+    res["ours_s"] = statistics.median(t_ours)
+    if t_ort:
+        res["ort_s"] = statistics.median(t_ort)
+        res["ratio"] = res["ours_s"] / res["ort_s"]
+    if res.get("flops"):
+        from compiler.backends.llvm.peak import fma_peak_gflops
+
+        res["gflops"] = res["flops"] / res["ours_s"] / 1e9
+        res["peak_gflops"] = fma_peak_gflops()
+        res["pct_peak"] = 100 * res["gflops"] / res["peak_gflops"]
+        if t_ort:
+            res["ort_gflops"] = res["flops"] / res["ort_s"] / 1e9
+    if with_compile_times and kind == "llvm":
+        res.update(compile_times(result))
+    if with_profile and kind == "llvm":
+        res["profile"] = profile(executor, inputs)
+    return res
+
+
+def format_report(r: dict[str, Any]) -> str:
+    lines = [f"model            {r['model']}  ({r.get('instructions', '?')} instructions, "
+             f"{r.get('flops', 0) / 1e9:.2f} GFLOP)"]
+    lines.append(f"llvm             {r['ours_s'] * 1e3:9.3f} ms (median)")
+    if "ort_s" in r:
+        lines.append(f"onnxruntime      {r['ort_s'] * 1e3:9.3f} ms (median, 1 thread, ORT_ENABLE_ALL)")
+        lines.append(f"ratio llvm/ort   {r['ratio']:9.3f}")
+        lines.append(f"max rel. diff    {r['max_rel_diff']:.2e}")
+    if "gflops" in r:
+        lines.append(f"GFLOP/s          {r['gflops']:9.1f}  ({r['pct_peak']:.1f}% of the "
+                     f"{r['peak_gflops']:.0f} GFLOP/s single-core FMA peak)"
+                     + (f"; onnxruntime {r['ort_gflops']:.1f}" if "ort_gflops" in r else ""))
+    lines.append(f"frontend+passes  {r['frontend_s']:9.3f} s")
+    if "cold_s" in r:
+        lines.append(f"backend cold     {r['cold_s']:9.3f} s (codegen {r['cold_codegen_s']:.3f} s, "
+                     f"LLVM {r['cold_jit_s']:.3f} s)")
+        lines.append(f"backend cached   {r['cached_s']:9.3f} s (codegen {r['cached_codegen_s']:.3f} s, "
+                     f"LLVM {r['cached_jit_s']:.3f} s)")
+    if r.get("profile"):
+        tot = sum(p["seconds"] for p in r["profile"])
+        lines.append(f"profile (stepped, {tot * 1e3:.3f} ms total; top 10):")
+        lines.append(f"  {'idx':>4} {'kind':<14} {'ms':>8} {'%':>5} {'GFLOP/s':>8}  strategy / name / dest")
+        for p in r["profile"][:10]:
+            lines.append(f"  {p['index']:>4} {p['kind']:<14} {p['seconds'] * 1e3:8.3f} "
+                         f"{100 * p['seconds'] / tot:5.1f} {p['gflops']:8.1f}  {p['strategy']} "
+                         f"%{p['name']} <{p['shape']}>")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from glowviz.cli import parse_shape_args
+
+    if not Path(args.model).exists():
+        raise CompilerError(f"model file '{args.model}' does not exist")
+    if args.vs == "onnxruntime":
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            raise CompilerError("onnxruntime is not installed", hint="use --vs none") from None
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    r = bench_model(args.model, input_shapes=parse_shape_args(args.input_shape), batch=args.batch,
+                    kind=args.executor, vs=args.vs, threads=args.threads, reps=args.reps,
+                    with_compile_times=not args.no_compile_times, with_profile=args.profile)
+    print(format_report(r))
+    return 0
+
+
+__all__ = ["add_parser", "bench_model", "compile_times", "format_report", "lir_flops", "profile",
+           "run"]

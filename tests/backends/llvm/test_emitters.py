@@ -1,0 +1,324 @@
+"""Every LLVM emitter against the arena interpreter on small graphs with odd sizes.
+
+Each case is a one- or two-node ONNX model compiled by the whole pipeline; the LLVM executor
+and the arena interpreter run the same LIR over the same memory plan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.backends.interpreter.arena import ArenaInterpreter
+from compiler.backends.llvm import emitters
+from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
+from compiler.errors import CodegenError
+from compiler.pipeline import compile_model
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+B = TensorProto.BOOL
+NP = {F: np.float32, I64: np.int64, B: np.bool_, TensorProto.INT32: np.int32}
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "llvm-cache"))
+
+
+def _model(op, inputs, out_type=F, consts=(), opset=17, n_out=1, **attrs):
+    """One `op` node: `inputs` = [(name, dtype, shape)], `consts` = [(name, array)]."""
+    names = [n for n, _, _ in inputs] + [n for n, _ in consts]
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in inputs],
+        [helper.make_tensor_value_info(o, out_type, None) for o in outs],
+        [numpy_helper.from_array(a, n) for n, a in consts])
+    return _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+def _infer(model):
+    """Output shapes filled in by ONNX shape inference (the checker wants them)."""
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _data(inputs, seed=0, positive=False):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for n, t, s in inputs:
+        if t == F:
+            a = rng.standard_normal(s).astype(np.float32)
+            out[n] = np.abs(a) + np.float32(0.1) if positive else a
+        elif t == B:
+            out[n] = rng.random(s) < 0.5
+        else:
+            out[n] = rng.integers(-5, 6, size=s).astype(NP[t])
+    return out
+
+
+def check(model, data, *, rtol=1e-5, atol=1e-6, exact=False):
+    result = compile_model(model)
+    lir, plan = _lir_and_plan(result)
+    ref = ArenaInterpreter(lir, plan)
+    ex = LLVMExecutor(lir, plan)
+    names = [w.name for w in lir.inputs()]
+    feed = {n: data[k] for n, k in zip(names, data)}
+    want = ref.run(feed)
+    got = ex.run(feed)
+    assert set(want) == set(got)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+        if exact or want[k].dtype.kind != "f":
+            np.testing.assert_array_equal(got[k], want[k])
+        else:
+            np.testing.assert_allclose(got[k], want[k], rtol=rtol, atol=atol)
+    # Stepping the whole program gives exactly what one run_all call gives.
+    ex.reset(feed)
+    while not ex.done:
+        ex.step()
+    for k, v in ex.outputs().items():
+        np.testing.assert_array_equal(v, got[k])
+    return ex
+
+
+UNARY = [("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("Exp", {}), ("Abs", {}), ("Neg", {}),
+         ("Reciprocal", {}), ("Erf", {}), ("Floor", {}), ("Ceil", {}), ("Softplus", {}),
+         ("HardSwish", {}), ("Sign", {}), ("LeakyRelu", {"alpha": 0.3}), ("Elu", {"alpha": 0.7}),
+         ("Selu", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Log", {}), ("Sqrt", {})]
+
+
+@pytest.mark.parametrize("op,attrs", UNARY, ids=[u[0] for u in UNARY])
+@pytest.mark.parametrize("shape", [(3, 37), (1, 5, 17)])
+def test_unary(op, attrs, shape):
+    ins = [("x", F, shape)]
+    check(_model(op, ins, **attrs), _data(ins, positive=op in ("Log", "Sqrt")), rtol=2e-6)
+
+
+def test_gelu_and_clip():
+    ins = [("x", F, (7, 19))]
+    check(_model("Gelu", ins, opset=20), _data(ins))
+    check(_model("Clip", ins, consts=[("lo", np.float32(-0.5)), ("hi", np.float32(0.7))]), _data(ins))
+
+
+BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"]
+
+
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("sa,sb", [((3, 1, 37), (5, 37)), ((2, 3, 17), (2, 3, 17)), ((1,), (4, 9))])
+def test_binary_broadcast(op, sa, sb):
+    if op == "PRelu":  # the slope must broadcast into the input
+        sa, sb = ((3, 5, 37), sb) if sa == (3, 1, 37) else (sa, sb)
+        if len(sa) < len(sb):
+            sa, sb = sb, sa
+    ins = [("a", F, sa), ("b", F, sb)]
+    check(_model(op, ins), _data(ins))
+
+
+@pytest.mark.parametrize("op", ["Equal", "Less", "Greater"])
+def test_compare(op):
+    ins = [("a", I64, (3, 17)), ("b", I64, (17,))]
+    check(_model(op, ins, out_type=B), _data(ins))
+    ins = [("a", F, (3, 17)), ("b", F, (3, 1))]
+    check(_model(op, ins, out_type=B), _data(ins))
+
+
+def test_logic_where_cast_pow():
+    ins = [("a", B, (4, 9)), ("b", B, (9,))]
+    check(_model("And", ins, out_type=B), _data(ins))
+    check(_model("Or", ins, out_type=B), _data(ins))
+    check(_model("Not", ins[:1], out_type=B), _data(ins[:1]))
+    ins = [("c", B, (4, 1)), ("x", F, (4, 9)), ("y", F, (9,))]
+    check(_model("Where", ins), _data(ins))
+    ins = [("x", F, (5, 13))]
+    check(_model("Cast", ins, out_type=I64, to=I64), _data(ins))
+    ins = [("x", I64, (5, 13))]
+    check(_model("Cast", ins, out_type=F, to=F), _data(ins))
+    check(_model("Cast", ins, out_type=B, to=B), _data(ins))
+    ins = [("a", I64, (3, 7)), ("b", I64, (3, 7))]
+    check(_model("Add", ins, out_type=I64), _data(ins))
+    check(_model("Mul", ins, out_type=I64), _data(ins))
+    ins = [("a", F, (3, 7)), ("b", F, (3, 7))]
+    check(_model("Pow", ins), _data(ins, positive=True), rtol=1e-5)
+
+
+CONVS = [
+    # name, C, H, W, K, k, stride, pad, group
+    ("1x1", 13, 9, 11, 17, 1, 1, 0, 1),
+    ("3x3-shift", 8, 12, 13, 19, 3, 1, 1, 1),
+    ("3x3-stride2", 8, 15, 13, 24, 3, 2, 1, 1),
+    ("5x5-nopad", 3, 14, 14, 6, 5, 1, 0, 1),
+    ("stem-7x7s2", 3, 29, 31, 32, 7, 2, 3, 1),
+    ("small-spatial-pixrows", 64, 7, 7, 64, 3, 1, 1, 1),
+    ("small-1x1-pixrows", 80, 5, 5, 96, 1, 1, 0, 1),
+    ("depthwise", 12, 10, 9, 12, 3, 1, 1, 12),
+    ("depthwise-s2", 12, 11, 10, 12, 3, 2, 1, 12),
+    ("grouped", 12, 8, 9, 18, 3, 1, 1, 3),
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=[c[0] for c in CONVS])
+@pytest.mark.parametrize("act", [None, "Relu"])
+def test_conv(case, act):
+    _, C, H, W, K, k, st, pd, g = case
+    rng = np.random.default_rng(1)
+    w = (rng.standard_normal((K, C // g, k, k)) * 0.2).astype(np.float32)
+    bias = rng.standard_normal(K).astype(np.float32)
+    x = [("x", F, (1, C, H, W))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[st, st], pads=[pd] * 4,
+                              group=g)]
+    nodes.append(helper.make_node(act or "Identity", ["c"], ["y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")])
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    check(model, _data(x), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_runtime_weights_and_transpose():
+    ins = [("x", F, (2, 4, 7, 6)), ("w", F, (6, 2, 3, 3)), ("b", F, (6,))]
+    check(_model("Conv", ins, pads=[1, 0, 1, 2], strides=[1, 2], group=2), _data(ins), rtol=1e-4,
+          atol=1e-5)
+    ins = [("x", F, (1, 3, 5, 4)), ("w", F, (3, 2, 3, 3)), ("b", F, (2,))]
+    check(_model("ConvTranspose", ins, strides=[2, 2], pads=[1, 1, 0, 0]), _data(ins), rtol=1e-4,
+          atol=1e-5)
+
+
+def test_matmul_variants():
+    rng = np.random.default_rng(2)
+    bconst = rng.standard_normal((33, 19)).astype(np.float32)
+    ins = [("a", F, (17, 33))]
+    check(_model("MatMul", ins, consts=[("b", bconst)]), _data(ins), rtol=1e-4, atol=1e-5)
+    ins = [("a", F, (2, 5, 33))]
+    check(_model("MatMul", ins, consts=[("b", bconst)]), _data(ins), rtol=1e-4, atol=1e-5)
+    ins = [("a", F, (2, 3, 5, 7)), ("b", F, (3, 7, 4))]
+    check(_model("MatMul", ins), _data(ins), rtol=1e-4, atol=1e-5)
+    ins = [("a", F, (9, 40)), ("b", F, (40, 35))]
+    check(_model("MatMul", ins), _data(ins), rtol=1e-4, atol=1e-5)
+    w = rng.standard_normal((21, 40)).astype(np.float32)
+    c = rng.standard_normal(21).astype(np.float32)
+    ins = [("x", F, (3, 40))]
+    check(_model("Gemm", ins, consts=[("w", w), ("c", c)], transB=1), _data(ins), rtol=1e-4,
+          atol=1e-5)
+
+
+POOLS = [
+    ("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("MaxPool", dict(kernel_shape=[2, 3], strides=[2, 1], ceil_mode=1)),
+    ("MaxPool", dict(kernel_shape=[2, 2], dilations=[2, 2])),
+    ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)),
+    ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ("GlobalAveragePool", {}),
+    ("GlobalMaxPool", {}),
+]
+
+
+@pytest.mark.parametrize("op,attrs", POOLS, ids=[f"{p[0]}{i}" for i, p in enumerate(POOLS)])
+def test_pool(op, attrs):
+    ins = [("x", F, (2, 3, 11, 13))]
+    check(_model(op, ins, **attrs), _data(ins), rtol=1e-5)
+
+
+def test_reductions_and_softmax():
+    ins = [("x", F, (3, 5, 7))]
+    for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+        if op in ("ReduceSum",):
+            axes = [("axes", np.array([0, 2], np.int64))]
+            check(_model(op, [*ins], consts=axes, keepdims=0), _data(ins), rtol=1e-5)
+        else:
+            check(_model(op, ins, axes=[1], keepdims=1), _data(ins), rtol=1e-5)
+    for op in ("ArgMax", "ArgMin"):
+        check(_model(op, ins, out_type=I64, axis=1, keepdims=0), _data(ins))
+        check(_model(op, ins, out_type=I64, axis=2, select_last_index=1), _data(ins))
+    for op in ("Softmax", "LogSoftmax"):
+        check(_model(op, ins, axis=1), _data(ins), rtol=1e-5)
+        check(_model(op, ins, axis=-1), _data(ins), rtol=1e-5)
+    rng = np.random.default_rng(3)
+    consts = [("s", rng.standard_normal(7).astype(np.float32)),
+              ("b", rng.standard_normal(7).astype(np.float32))]
+    check(_model("LayerNormalization", ins, consts=consts, axis=-1), _data(ins), rtol=1e-5)
+    ins4 = [("x", F, (2, 7, 3, 4))]
+    check(_model("LRN", ins4, size=3), _data(ins4), rtol=1e-5)
+
+
+def test_tensor_ops():
+    ins = [("x", F, (2, 3, 5, 7))]
+    d = _data(ins)
+    check(_model("Transpose", ins, perm=[0, 3, 1, 2]), d, exact=True)
+    sl = [("s", np.array([1, 6], np.int64)), ("e", np.array([-1, 0], np.int64)),
+          ("a", np.array([2, 3], np.int64)), ("t", np.array([1, -2], np.int64))]
+    check(_model("Slice", ins, consts=sl), d, exact=True)
+    for mode in ("constant", "reflect", "edge"):
+        pads = [("p", np.array([0, 1, 2, 1, 0, 0, 1, 2], np.int64))]
+        check(_model("Pad", ins, consts=pads, mode=mode), d, exact=True)
+    check(_model("Tile", ins, consts=[("r", np.array([1, 2, 1, 3], np.int64))]), d, exact=True)
+    check(_model("Expand", [("x", F, (3, 1, 7))], consts=[("s", np.array([2, 3, 5, 7], np.int64))]),
+          _data([("x", F, (3, 1, 7))]), exact=True)
+    ins2 = [("a", F, (2, 3, 5)), ("b", F, (2, 4, 5))]
+    check(_model("Concat", ins2, axis=1), _data(ins2), exact=True)
+    check(_model("Split", [("x", F, (2, 7, 5))], n_out=2, axis=1,
+                 consts=[("s", np.array([3, 4], np.int64))]), _data([("x", F, (2, 7, 5))]), exact=True)
+    idx = [("i", np.array([[0, -1], [2, 1]], np.int64))]
+    check(_model("Gather", ins, consts=idx, axis=2), d, exact=True)
+    gi = [("x", F, (6, 5)), ("i", I64, (4,))]
+    gd = _data(gi)
+    gd["i"] = np.array([0, 5, -1, 3], np.int64)
+    check(_model("Gather", gi, axis=0), gd, exact=True)
+    check(_model("Flatten", ins, axis=2), d, exact=True)
+    for mode in ("nearest", "linear", "cubic"):
+        sc = [("roi", np.array([], np.float32)), ("sc", np.array([1, 1, 2.0, 1.5], np.float32))]
+        check(_model("Resize", ins, consts=sc, mode=mode), d, rtol=1e-5)
+
+
+def test_fusion_stacks_elementwise_chain():
+    ins = [("a", F, (3, 37)), ("b", F, (37,))]
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Sigmoid", ["r"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, list(s))
+                                           for n, t, s in ins],
+                              [helper.make_tensor_value_info("y", F, None)])
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    ex = check(model, _data(ins))
+    kinds = {tuple(ex.lir.code[i].kind for i in g) for g in ex.program.groups if len(g) > 1}
+    assert any("add" in k and "relu" in k for k in kinds), ex.program.groups
+    # Each fused instruction still has its own entry for stepping.
+    adds = [i for i, ins_ in enumerate(ex.lir.code) if ins_.kind == "add"]
+    assert ex.program.instrs[adds[0]].entry is not None
+    assert "fused" in ex.strategy(adds[0])
+
+
+def test_ir_and_assembly_of_an_instruction():
+    nodes = [helper.make_node("Exp", ["a"], ["e"]), helper.make_node("Transpose", ["e"], ["t"]),
+             helper.make_node("Softmax", ["t"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", F, [3, 37])],
+                              [helper.make_tensor_value_info("y", F, None)])
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    lir, plan = _lir_and_plan(compile_model(model))
+    ex = LLVMExecutor(lir, plan)
+    idx = next(i for i, x in enumerate(lir.code) if x.kind == "exp")
+    assert f"@instr_{idx}" in ex.llvm_ir(idx)
+    assert "ret" in ex.assembly(idx)
+    marker = next(i for i, x in enumerate(lir.code) if x.kind in emitters.NO_CODE)
+    assert "no code" in ex.llvm_ir(marker)
+
+
+def test_unsupported_instruction_names_it(monkeypatch):
+    ins = [("x", F, (3, 5))]
+    result = compile_model(_model("Relu", ins))
+    lir, plan = _lir_and_plan(result)
+    monkeypatch.delitem(emitters.EMITTERS, "relu")
+    with pytest.raises(CodegenError) as err:
+        LLVMExecutor(lir, plan)
+    name = next(x.name for x in lir.code if x.kind == "relu")
+    assert err.value.instruction == name and name in str(err.value)
+
+
+def test_unsupported_case_raises_codegen_error():
+    ins = [("a", I64, (3, 5)), ("b", I64, (5, 2))]
+    result = compile_model(_model("MatMul", ins, out_type=I64))
+    lir, plan = _lir_and_plan(result)
+    with pytest.raises(CodegenError, match="matmul"):
+        LLVMExecutor(lir, plan)

@@ -1,0 +1,141 @@
+"""The LLVM executor end to end: sample models vs onnxruntime's recorded outputs, stepping vs
+one-call bit-exactness, the executor table and ONNX backend entry, the disk cache, and the ONNX
+node conformance suite run with executor="llvm".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
+from compiler.backends.llvm.jit import JITEngine
+from compiler.executors import make_executor
+from compiler.pipeline import compile_model
+
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_models"
+MODELS = sorted(p.stem for p in SAMPLES.glob("*.onnx"))
+#: Per-model tolerance vs the recorded onnxruntime output (rtol, atol).
+TOL = {"transformer_block": (1e-4, 2e-5)}
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "llvm-cache"))
+
+
+def _io(name: str) -> tuple[dict, np.ndarray]:
+    with np.load(SAMPLES / f"{name}.input.npz") as f:
+        inputs = {k: f[k] for k in f.files}
+    with np.load(SAMPLES / f"{name}.expected.npz") as f:
+        expected = f["output"]
+    return inputs, expected
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_sample_model_matches_onnxruntime(name: str) -> None:
+    inputs, expected = _io(name)
+    ex = make_executor(compile_model(str(SAMPLES / f"{name}.onnx")), "llvm")
+    assert ex.kind == "llvm"
+    out = ex.run(inputs)
+    got = out[ex.output_names[0]]
+    rtol, atol = TOL.get(name, (1e-4, 1e-5))
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_stepping_is_bit_exact_with_run_all(name: str) -> None:
+    inputs, _ = _io(name)
+    lir, plan = _lir_and_plan(compile_model(str(SAMPLES / f"{name}.onnx")))
+    ex = LLVMExecutor(lir, plan)
+    feed = dict(zip([w.name for w in lir.inputs()], inputs.values()))
+    once = ex.run(feed)
+    ex.reset(feed)
+    n = 0
+    while not ex.done:
+        ex.step()
+        n += 1
+    assert n == len(lir.code)
+    for k, v in ex.outputs().items():
+        np.testing.assert_array_equal(v, once[k])
+    # run_to / breakpoints move pc like the arena interpreter's.
+    ex.reset(feed)
+    ex.run_to(len(lir.code) // 2)
+    assert ex.pc == len(lir.code) // 2
+    ex.run()
+    assert ex.done
+    for k, v in ex.outputs().items():
+        np.testing.assert_array_equal(v, once[k])
+
+
+def test_onnx_backend_defaults_to_llvm() -> None:
+    from compiler import onnx_backend
+
+    inputs, expected = _io("mlp")
+    rep = onnx_backend.prepare(str(SAMPLES / "mlp.onnx"))
+    assert rep.executor.kind == "llvm"
+    (got,) = rep.run([inputs["input"]])
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    (got,) = onnx_backend.prepare(str(SAMPLES / "lenet.onnx"), executor="llvm").run(
+        [_io("lenet")[0]["input"]])
+    np.testing.assert_allclose(got, _io("lenet")[1], rtol=1e-4, atol=1e-5)
+
+
+def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
+    lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "lenet.onnx")))
+    from compiler.backends.llvm.codegen import generate
+    from compiler.backends.llvm.jit import module_key
+
+    JITEngine._memory.pop(module_key(str(generate(lir, plan).module)), None)  # a cold compile
+    engine = JITEngine(directory=tmp_path)
+    first = LLVMExecutor(lir, plan, engine=engine)
+    assert not first.compiled.from_disk
+    JITEngine._memory.pop(first.compiled.key, None)  # forget the in-memory copy
+    second = LLVMExecutor(lir, plan, engine=engine)
+    assert second.compiled.from_disk
+    assert second.compiled.key == first.compiled.key
+    assert list(tmp_path.glob("*.o"))
+    inputs, expected = _io("lenet")
+    feed = {lir.inputs()[0].name: inputs["input"]}
+    np.testing.assert_array_equal(first.run(feed)[lir.outputs()[0].name],
+                                  second.run(feed)[lir.outputs()[0].name])
+
+
+def test_conformance_with_llvm_executor() -> None:
+    """The ONNX node test cases through prepare(executor="llvm"): the interpreter's bar."""
+    import warnings
+
+    from compiler import onnx_backend
+    from compiler.errors import CompilerError
+    from tests.conformance import test_onnx_node_tests as conf
+
+    outcomes: dict[str, str] = {}
+    details: dict[str, str] = {}
+    for name, case in sorted(conf._cases().items()):
+        model, keep = conf._freeze_shape_inputs(case)
+        status = "pass"
+        for inputs, expected in case.data_sets:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    rep = onnx_backend.prepare(model, executor="llvm")
+                    got = list(rep.run([np.asarray(inputs[i]) for i in keep]))
+            except CompilerError as e:
+                status, details[name] = "refused", str(e)
+                break
+            except Exception as e:  # noqa: BLE001 - a crash is a failure to report
+                status, details[name] = "crash", f"{type(e).__name__}: {e}"
+                break
+            problem = conf._compare(case, list(expected), got)
+            if problem:
+                status, details[name] = "wrong", problem
+                break
+        outcomes[name] = status
+    bad = [f"{n}: {s}: {details[n]}" for n, s in outcomes.items() if s in ("wrong", "crash")]
+    assert not bad, "\n".join(bad)
+    rate = sum(s == "pass" for s in outcomes.values()) / len(outcomes)
+    print(f"\nLLVM conformance: {rate:.1%} of {len(outcomes)} passed; refused: "
+          + ", ".join(n for n, s in outcomes.items() if s == "refused"))
+    assert rate >= conf.PASS_RATE
