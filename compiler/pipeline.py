@@ -57,7 +57,7 @@ def import_model(model: onnx.ModelProto | str | Path | bytes,
 
     options = options or CompileOptions()
     source = str(model) if isinstance(model, str | Path) else "<memory>"
-    proto = load_model(model)
+    proto = load_model(model, check=False)  # import_onnx runs the checker after its own checks
     module = import_onnx(proto, input_shapes=options.input_shapes or None,
                          name=Path(source).stem if source != "<memory>" else None)
     module.meta.setdefault("source", source)

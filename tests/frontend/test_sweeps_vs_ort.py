@@ -18,6 +18,8 @@ POOLS = [(op, nsp, k, s, p, d, ceil, cip)
 
 CONV_T = list(itertools.product([1, 2], [1, 3], [1, 2], [1, 2], [1, 2],
                                 ["pads", "same_upper", "same_lower", "outpad", "outshape"]))
+# output_padding is only valid with stride > 1: leave those combinations out.
+CONV_T = [c for c in CONV_T if not (c[5] == "outpad" and c[2] == 1)]
 
 
 def _check(model, feeds) -> None:
@@ -53,8 +55,6 @@ def test_conv_transpose_sweep(nsp, k, s, d, g, mode) -> None:
     if mode == "pads":
         kw["pads"] = [1 if k > 1 else 0] * (2 * nsp)
     elif mode == "outpad":
-        if s == 1:
-            pytest.skip("output_padding needs stride > 1")
         kw["output_padding"] = [1] * nsp
     elif mode == "outshape":
         kw["output_shape"] = [n * s - 1 for n in shape[2:]]
