@@ -318,7 +318,13 @@ class Importer:
                                    f"{dtype_name(tt.elem_type)}; supported: float32, int64, "
                                    "int32, bool", model=self.source)
         given = self.input_shapes.get(vi.name)
-        hint_cli = f"--input-shape {vi.name}=1x3x224x224"
+        if tt.HasField("shape"):
+            # An example built from the model's own dims: known ones kept, symbolic ones as 1.
+            example = "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
+                               else "1" for d in tt.shape.dim) or "1"
+        else:
+            example = "1x3x224x224"
+        hint_cli = f"--input-shape {vi.name}={example}"
         if not tt.HasField("shape"):
             if given is None:
                 raise ShapeError(f"input '{vi.name}' has no declared shape; give it with "
