@@ -10,7 +10,7 @@ Layout: convolution and pooling ops are NCHW, as ONNX is (see docs/ARCHITECTURE.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -23,7 +23,7 @@ def verify_module(module: Module) -> None:
             raise VerifyError(f"constant %{name}: data {c.data.dtype}{list(c.data.shape)} "
                               f"does not match type {c.type}")
         names.add(name)
-    for name, p in module.placeholders.items():
+    for name in module.placeholders:
         if name in names:
             raise VerifyError(f"name '%{name}' is defined twice")
         names.add(name)
