@@ -69,16 +69,12 @@ class GlowvizApp(App):
         return main.view("debugger")
 
     def break_on_op(self, kind: str) -> None:
-        view = self._debugger()
-        if view.dbg is not None:
-            view.dbg.op_breakpoints ^= {kind}
-            view.refresh_state()
+        on = self._debugger().toggle_op_breakpoint(kind)
+        self.notify(f"breakpoint on op {kind} {'set' if on else 'cleared'}")
 
     def break_on_write(self, buffer: str) -> None:
-        view = self._debugger()
-        if view.dbg is not None:
-            view.dbg.write_breakpoints ^= {buffer}
-            view.refresh_state()
+        on = self._debugger().toggle_write_breakpoint(buffer)
+        self.notify(f"breakpoint on writes to {buffer} {'set' if on else 'cleared'}")
 
     def action_export_view(self) -> None:
         from glowviz.screens.export import export_current_view

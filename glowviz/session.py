@@ -168,8 +168,12 @@ class CompileSession:
         self._diff_cache: dict[tuple[int, int], GraphDiff] = {}
         self._lock = threading.Lock()
         self.debugger: Debugger | None = None
-        #: Builds the debugger's executor; None means the arena interpreter (LLVM later).
+        self._debugger_lock = threading.Lock()
+        #: Builds the debugger's executor; None means LLVM (the interpreter if codegen fails).
         self.executor_factory: Callable[[CompileSession], SteppingExecutor] | None = None
+        #: With `executor_factory`: the reference run in lock-step (None: no comparison).
+        self.reference_factory: Callable[[CompileSession], SteppingExecutor] | None = None
+        self._view_cache: dict[Any, Any] = {}
 
     # -- compiling ----------------------------------------------------------------------------
     @property
@@ -188,6 +192,8 @@ class CompileSession:
         self.stages, self.result, self.error, self.done = [], None, None, False
         self.low_level_reason = None
         self._diff_cache.clear()
+        self._view_cache.clear()
+        self.debugger = None
 
         def observe(ev: Any) -> None:
             rec = StageRecord(ev.index, ev.stage, ev.pass_name, bool(ev.changed),
@@ -268,12 +274,31 @@ class CompileSession:
                 return j
         return None
 
+    def prefetch(self, i: int) -> None:
+        """Compute (and cache) what the views show for stage `i` (from a worker thread)."""
+        rec = self.stages[i]
+        rec.ir_hash  # noqa: B018 - computes the text and its hash
+        if rec.ir_kind == "graph":
+            self.graph_nodes(i)
+        self.diff_prev(i)
+
     def stage_table(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.stages]
 
     # -- graph view data ----------------------------------------------------------------------
+    def _cached(self, key: Any, fn: Callable[[], Any]) -> Any:
+        """View data computed once per compile (the IR snapshots never change)."""
+        try:
+            return self._view_cache[key]
+        except KeyError:
+            val = self._view_cache[key] = fn()
+            return val
+
     def graph_nodes(self, i: int) -> list[dict[str, Any]]:
         """One row per value of a graph stage: placeholders, nodes in order, then constants."""
+        return self._cached(("graph_nodes", i), lambda: self._graph_nodes(i))
+
+    def _graph_nodes(self, i: int) -> list[dict[str, Any]]:
         rec = self.stages[i]
         if rec.ir_kind != "graph":
             return []
@@ -413,6 +438,11 @@ class CompileSession:
     def lifetimes(self) -> dict[str, Any]:
         """{'available', 'reason', 'buffers': [{name,size,offset,first,last,producer,users,...}],
         'n_instructions'}"""
+        if not self.done:
+            return self._lifetimes()
+        return self._cached("lifetimes", self._lifetimes)
+
+    def _lifetimes(self) -> dict[str, Any]:
         plan = getattr(self.result, "plan", None)
         if plan is None:
             return {"available": False, "reason": self._unavailable("memory plan")}
@@ -467,6 +497,11 @@ class CompileSession:
     # -- instructions / debugger --------------------------------------------------------------
     def instructions(self) -> list[dict[str, Any]]:
         """The final LIR's instructions: index, name, kind, operands [(name, mode)], text."""
+        if not self.done:
+            return self._instructions()
+        return self._cached("instructions", self._instructions)
+
+    def _instructions(self) -> list[dict[str, Any]]:
         lir = getattr(self.result, "lir", None)
         if lir is None:
             return []
@@ -496,9 +531,11 @@ class CompileSession:
         return out
 
     def get_debugger(self) -> Debugger:
-        if self.debugger is None:
-            self.debugger = Debugger(self)
-        return self.debugger
+        """The debugger (built once: JIT-compiles the LLVM kernels; call from a worker)."""
+        with self._debugger_lock:
+            if self.debugger is None:
+                self.debugger = Debugger(self)
+            return self.debugger
 
 
 def _instr_text(ins: Any) -> str:
@@ -557,7 +594,8 @@ def _compute_schedule(module: Any, name: str) -> Any:
 
 
 class SteppingExecutor:
-    """What the debugger needs from an executor: the arena interpreter today, LLVM later."""
+    """What the debugger needs from an executor: `pc`, `reset(inputs)`, `step()` (returning the
+    names it wrote, or None), `read(name)`. LLVM executors add `llvm_ir(k)`, `assembly(k)`."""
 
     name = "abstract"
 
@@ -568,7 +606,7 @@ class SteppingExecutor:
     def reset(self, inputs: dict[str, Any]) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def step(self) -> None:  # pragma: no cover
+    def step(self) -> list[str] | None:  # pragma: no cover
         raise NotImplementedError
 
     def read(self, name: str) -> Any:  # pragma: no cover
@@ -590,56 +628,214 @@ class ArenaStepper(SteppingExecutor):
         return int(self.interp.pc)
 
     def reset(self, inputs: dict[str, Any]) -> None:
-        try:
-            self.interp.reset(inputs)
-        except TypeError:
-            self.interp.reset()
-            for k, v in inputs.items():
-                for meth in ("write", "set_input", "bind"):
-                    f = getattr(self.interp, meth, None)
-                    if callable(f):
-                        f(k, v)
-                        break
+        self.interp.reset(inputs)
 
-    def step(self) -> None:
-        self.interp.step()
+    def step(self) -> list[str] | None:
+        info = self.interp.step()
+        return list(getattr(info, "written", None) or []) if info is not None else None
 
     def read(self, name: str) -> Any:
         return self.interp.read(name)
 
 
-class Debugger:
-    """Instruction-level stepping with breakpoints (by index, by op kind, on writes to a buffer)."""
+class LLVMStepper(ArenaStepper):
+    """Adapter over compiler.backends.llvm.executor.LLVMExecutor: JIT-compiled kernels, one
+    entry per instruction; the kernel's LLVM IR and host assembly for the code views."""
 
-    def __init__(self, session: CompileSession, executor: SteppingExecutor | None = None) -> None:
+    name = "llvm"
+
+    def __init__(self, lir: Any, plan: Any) -> None:
+        from compiler.backends.llvm.executor import LLVMExecutor  # type: ignore
+
+        self.interp = LLVMExecutor(lir, plan)
+        self._code: dict[tuple[str, int], str] = {}
+        self._code_lock = threading.Lock()
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return dict(getattr(self.interp, "timings", {}) or {})
+
+    def code(self, kind: str, k: int) -> str:
+        """`kind` "llvm" (optimized LLVM IR) or "asm" (host assembly) of instruction `k`."""
+        key = (kind, k)
+        with self._code_lock:
+            if key not in self._code:
+                ex = self.interp
+                self._code[key] = ex.llvm_ir(k) if kind == "llvm" else ex.assembly(k)
+            return self._code[key]
+
+    def llvm_ir(self, k: int) -> str:
+        return self.code("llvm", k)
+
+    def assembly(self, k: int) -> str:
+        return self.code("asm", k)
+
+    def strategy(self, k: int) -> str:
+        return str(self.interp.strategy(k) or "")
+
+    def kernels_of(self, k: int) -> list[str]:
+        return list(self.interp.kernels_of(k))
+
+
+#: Default tolerance of "run to first divergence" (numpy.allclose semantics).
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def compare_arrays(got: Any, ref: Any, rtol: float = RTOL, atol: float = ATOL) -> dict[str, Any]:
+    """The largest absolute and relative error of `got` against `ref`, and whether they agree
+    within `atol + rtol * |ref|` (NaN matches NaN). The relative error divides by
+    max(|ref|, atol / rtol) so that values near zero do not blow it up; rel <= rtol implies
+    agreement."""
+    import numpy as np
+
+    a = np.asarray(got)
+    b = np.asarray(ref)
+    if a.shape != b.shape:
+        return {"abs": float("inf"), "rel": float("inf"), "ok": False,
+                "why": f"shape {a.shape} vs {b.shape}"}
+    if a.size == 0:
+        return {"abs": 0.0, "rel": 0.0, "ok": True}
+    if a.dtype.kind not in "fiub" or b.dtype.kind not in "fiub":
+        same = bool(np.array_equal(a, b))
+        return {"abs": 0.0 if same else float("inf"), "rel": 0.0 if same else float("inf"),
+                "ok": same}
+    fa, fb = a.astype(np.float64), b.astype(np.float64)
+    nan_a, nan_b = np.isnan(fa), np.isnan(fb)
+    nan_mismatch = int((nan_a != nan_b).sum())
+    both = nan_a | nan_b
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both, 0.0, np.abs(fa - fb))
+        diff = np.where(np.isnan(diff), 0.0, diff)  # inf - inf of equal infinities
+        mag = np.abs(np.where(both, 0.0, fb))
+        rel = diff / np.maximum(mag, atol / rtol if rtol > 0 else atol)
+        bad = diff > atol + rtol * mag
+    worst = int(np.argmax(diff))
+    out = {"abs": float(diff.max()), "rel": float(rel.max()),
+           "ok": not bool(bad.any()) and nan_mismatch == 0,
+           "n_bad": int(bad.sum()) + nan_mismatch, "size": int(a.size),
+           "worst_index": tuple(int(x) for x in np.unravel_index(worst, a.shape)),
+           "got": float(fa.flat[worst]), "want": float(fb.flat[worst])}
+    if nan_mismatch:
+        out["why"] = f"{nan_mismatch} NaN mismatches"
+    return out
+
+
+class Debugger:
+    """Instruction-level stepping with breakpoints (by index, by op kind, on writes to a buffer).
+
+    The primary executor is the LLVM one (the product's); the arena interpreter runs in
+    lock-step as the reference, so every step can be compared and "run to first divergence"
+    works. If LLVM code generation fails with a CompilerError, the interpreter is the primary
+    (`fallback_error` says why) and there is no reference.
+    """
+
+    def __init__(self, session: CompileSession, executor: SteppingExecutor | None = None,
+                 reference: SteppingExecutor | None = None) -> None:
         self.session = session
         self.instrs = session.instructions()
         self.breakpoints: set[int] = set()
         self.op_breakpoints: set[str] = set()
         self.write_breakpoints: set[str] = set()
         self.last_written: list[str] = []
+        self.last_index: int | None = None  # the instruction executed by the last step
+        self.comparison: list[dict[str, Any]] | None = None  # of last_index, vs the reference
+        self.divergence: dict[str, Any] | None = None
         self.stop_reason = ""
         self.reason_unavailable: str | None = None
+        self.fallback_error: str | None = None  # LLVM codegen failed: the interpreter runs
+        self.rtol, self.atol = RTOL, ATOL
         self.executor = executor
+        self.reference = reference
+        self._roots = self._buffer_roots()
         if self.executor is None and session.executor_factory is not None:
             self.executor = session.executor_factory(session)
+            if self.reference is None and session.reference_factory is not None:
+                self.reference = session.reference_factory(session)
         if self.executor is None:
-            lir, plan = getattr(session.result, "lir", None), getattr(session.result, "plan", None)
-            if lir is None or plan is None:
-                self.reason_unavailable = session._unavailable("low-level IR / memory plan")
-            else:
-                try:
-                    self.executor = ArenaStepper(lir, plan)
-                except ModuleNotFoundError as e:
-                    self.reason_unavailable = f"arena interpreter not built yet ({e.name})"
-                except Exception as e:  # noqa: BLE001
-                    self.reason_unavailable = f"arena interpreter failed: {type(e).__name__}: {e}"
+            self._make_executors()
         if self.executor is not None:
             self.restart()
+
+    def _make_executors(self) -> None:
+        lir, plan = (getattr(self.session.result, "lir", None),
+                     getattr(self.session.result, "plan", None))
+        if lir is None or plan is None:
+            self.reason_unavailable = self.session._unavailable("low-level IR / memory plan")
+            return
+        try:
+            from compiler.errors import CompilerError
+        except Exception:  # noqa: BLE001
+            CompilerError = RuntimeError  # type: ignore[assignment,misc]  # noqa: N806
+        try:
+            self.executor = LLVMStepper(lir, plan)
+        except CompilerError as e:
+            self.fallback_error = f"{type(e).__name__}: {e}"
+        except ModuleNotFoundError as e:
+            self.fallback_error = f"LLVM backend not available ({e.name})"
+        try:
+            interp = ArenaStepper(lir, plan)
+        except ModuleNotFoundError as e:
+            if self.executor is None:
+                self.reason_unavailable = f"arena interpreter not built yet ({e.name})"
+            return
+        except Exception as e:  # noqa: BLE001
+            if self.executor is None:
+                self.reason_unavailable = f"arena interpreter failed: {type(e).__name__}: {e}"
+            return
+        if self.executor is None:
+            self.executor = interp
+        else:
+            self.reference = interp
+
+    def _buffer_roots(self) -> dict[str, str]:
+        """Operand name -> the buffer it lives in (tensorviews resolve to their source)."""
+        lir = getattr(self.session.result, "lir", None)
+        get = getattr(lir, "get", None)
+        roots: dict[str, str] = {}
+        if get is None:
+            return roots
+        try:
+            from compiler.lir.ir import view_root
+        except Exception:  # noqa: BLE001
+            return roots
+        for ins in self.instrs:
+            for n, _m in ins["operands"]:
+                if n in roots:
+                    continue
+                try:
+                    roots[n] = view_root(get(n))[0].name
+                except Exception:  # noqa: BLE001
+                    roots[n] = n
+        return roots
 
     @property
     def available(self) -> bool:
         return self.executor is not None
+
+    @property
+    def executor_name(self) -> str:
+        return str(getattr(self.executor, "name", "?"))
+
+    @property
+    def has_code(self) -> bool:
+        """Whether the executor can show generated code (LLVM IR, assembly)."""
+        return callable(getattr(self.executor, "llvm_ir", None))
+
+    def code(self, kind: str, k: int) -> str:
+        """LLVM IR ("llvm") or assembly ("asm") of instruction `k` (may take a moment)."""
+        if not self.has_code:
+            why = self.fallback_error or f"the {self.executor_name} executor generates no code"
+            return f"; no generated code: {why}\n"
+        if kind == "llvm":
+            return self.executor.llvm_ir(k)  # type: ignore[union-attr]
+        return self.executor.assembly(k)  # type: ignore[union-attr]
+
+    def strategy(self, k: int) -> str:
+        f = getattr(self.executor, "strategy", None)
+        try:
+            return str(f(k)) if callable(f) else ""
+        except Exception:  # noqa: BLE001
+            return ""
 
     @property
     def pc(self) -> int:
@@ -667,8 +863,12 @@ class Debugger:
 
     def restart(self) -> None:
         assert self.executor is not None
-        self.executor.reset(self.inputs())
+        inputs = self.inputs()
+        self.executor.reset(inputs)
+        if self.reference is not None:
+            self.reference.reset(inputs)
         self.last_written, self.stop_reason = [], "restarted"
+        self.last_index, self.comparison, self.divergence = None, None, None
 
     def toggle_breakpoint(self, index: int) -> bool:
         if index in self.breakpoints:
@@ -678,18 +878,47 @@ class Debugger:
         return True
 
     def _writes(self, k: int) -> list[str]:
-        if k >= len(self.instrs):
+        if k >= len(self.instrs) or self.instrs[k]["kind"] == "deallocactivation":
             return []
         return [n for n, m in self.instrs[k]["operands"] if "out" in m]
 
-    def step(self) -> None:
+    def written_buffers(self, names: list[str] | None = None) -> list[str]:
+        """The buffers (tensorviews resolved) behind `names` (default: the last step's writes)."""
+        names = self.last_written if names is None else names
+        return list(dict.fromkeys(self._roots.get(n, n) for n in names))
+
+    def step(self, compare: bool = True) -> None:
         if self.executor is None or self.finished:
             self.stop_reason = "finished" if self.executor else "unavailable"
             return
         k = self.pc
-        self.executor.step()
-        self.last_written = self._writes(k)
+        written = self.executor.step()
+        if self.reference is not None and self.reference.pc == k:
+            self.reference.step()
+        self.last_index = k
+        self.last_written = list(written) if written is not None else self._writes(k)
+        self.comparison = self.compare(k) if compare else None
         self.stop_reason = f"stepped {self.instrs[k]['name'] if k < len(self.instrs) else k}"
+
+    def compare(self, k: int | None = None) -> list[dict[str, Any]] | None:
+        """Each buffer instruction `k` (default: the last executed) wrote: the executor's value
+        against the reference's, with the largest absolute and relative error. None without a
+        reference or when the reference is not at the same point."""
+        k = self.last_index if k is None else k
+        if self.reference is None or k is None or self.reference.pc != self.pc:
+            return None
+        names = self.last_written if k == self.last_index else self._writes(k)
+        out = []
+        for n in names:
+            row: dict[str, Any] = {"name": n}
+            try:
+                got, ref = self.executor.read(n), self.reference.read(n)  # type: ignore[union-attr]
+                row.update(compare_arrays(got, ref, self.rtol, self.atol))
+                row["ref_stats"] = array_stats(ref)
+            except Exception as e:  # noqa: BLE001
+                row.update({"ok": True, "error": f"{type(e).__name__}: {e}"})
+            out.append(row)
+        return out
 
     def _hits(self, k: int) -> str | None:
         if k in self.breakpoints:
@@ -697,7 +926,8 @@ class Debugger:
         ins = self.instrs[k]
         if ins["kind"] in self.op_breakpoints:
             return f"breakpoint on op {ins['kind']}"
-        hit = set(self._writes(k)) & self.write_breakpoints
+        hit = set(self.written_buffers(self._writes(k))) & self.write_breakpoints
+        hit |= set(self._writes(k)) & self.write_breakpoints
         if hit:
             return f"breakpoint on write to {', '.join(sorted(hit))}"
         return None
@@ -711,11 +941,44 @@ class Debugger:
             if not first:
                 why = self._hits(self.pc)
                 if why:
+                    self.comparison = self.compare()
                     self.stop_reason = why
                     return
             first = False
-            self.step()
+            self.step(compare=False)
+        self.comparison = self.compare()
         self.stop_reason = "finished"
+
+    def run_to_divergence(self, rtol: float | None = None, atol: float | None = None) -> bool:
+        """Step executor and reference together until an instruction's output differs beyond
+        the tolerance; stop right after it. True if a divergence was found."""
+        if self.executor is None:
+            return False
+        if self.reference is None:
+            self.stop_reason = "no reference executor to compare with"
+            return False
+        if rtol is not None:
+            self.rtol = rtol
+        if atol is not None:
+            self.atol = atol
+        n = 0
+        self.divergence = None
+        while not self.finished:
+            self.step(compare=True)
+            n += 1
+            bad = [r for r in self.comparison or [] if not r.get("ok", True)]
+            if bad:
+                k = self.last_index
+                worst = max(bad, key=lambda r: r["abs"])
+                self.divergence = {"index": k, "name": self.instrs[k]["name"], **worst}
+                self.stop_reason = (f"diverged at #{k} {self.instrs[k]['kind']}: "
+                                    f"%{worst['name']} abs {worst['abs']:.3g} "
+                                    f"rel {worst['rel']:.3g} "
+                                    f"(rtol {self.rtol:g}, atol {self.atol:g})")
+                return True
+        self.stop_reason = (f"no divergence, {n} instructions "
+                            f"(rtol {self.rtol:g}, atol {self.atol:g})")
+        return False
 
     def operands(self, k: int | None = None) -> list[dict[str, Any]]:
         """The operands of instruction `k` (default: current) with offset, shape and stats."""
@@ -728,9 +991,9 @@ class Debugger:
         out = []
         ops = self.instrs[k]["operands"] or [(self.instrs[k]["name"], "def")]
         for name, mode in ops:
+            b = bufs.get(name) or bufs.get(self._roots.get(name, name), {})
             row: dict[str, Any] = {"name": name, "mode": mode,
-                                   "offset": bufs.get(name, {}).get("offset"),
-                                   "size": bufs.get(name, {}).get("size")}
+                                   "offset": b.get("offset"), "size": b.get("size")}
             try:
                 arr = np.asarray(self.executor.read(name)) if self.executor else None
             except Exception as e:  # noqa: BLE001

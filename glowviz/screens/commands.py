@@ -21,6 +21,12 @@ def _main(app):
     return None
 
 
+def _debug_mode(screen, mode: str) -> None:
+    screen.action_show_view("debugger")
+    screen.refresh_active_view()
+    screen.view("debugger").set_mode(mode)
+
+
 def entries(app) -> Iterator[Entry]:
     """(text, callback, help) for every palette command of the current state."""
     screen = _main(app)
@@ -47,8 +53,15 @@ def entries(app) -> Iterator[Entry]:
     dbg = screen.view("debugger")
     for label, act in (("step", dbg.action_step), ("next", dbg.action_next),
                        ("continue", dbg.action_cont), ("restart", dbg.action_restart),
+                       ("run to first divergence (LLVM vs interpreter)", dbg.action_divergence),
                        ("toggle breakpoint on selected instruction",
-                        dbg.action_toggle_breakpoint)):
+                        dbg.action_toggle_breakpoint),
+                       ("show values (LLVM vs interpreter)", partial(_debug_mode, screen,
+                                                                     "values")),
+                       ("show LLVM IR of the selected instruction",
+                        partial(_debug_mode, screen, "llvm")),
+                       ("show assembly of the selected instruction",
+                        partial(_debug_mode, screen, "asm"))):
         yield (f"Debugger: {label}", act, "")
     from glowviz.widgets.memory_view import allocator_names, scheduler_names
 

@@ -84,6 +84,27 @@ class MainScreen(Screen):
     def _compile(self, session: CompileSession) -> None:
         session.compile(progress=lambda rec: self.app.call_from_thread(self._on_stage, rec))
         self.app.call_from_thread(self._on_compiled, session)
+        self._warm_up(session)
+
+    def _warm_up(self, session: CompileSession) -> None:
+        """Off the UI thread, after compiling: JIT-compile the debugger's LLVM kernels, then
+        compute every stage's view data (text, graph rows, diff with the previous stage) so
+        that moving between stages only draws."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        if session.error is None and session.result is not None:
+            try:
+                session.get_debugger()
+            except Exception:  # noqa: BLE001 - the debugger view shows its own error
+                pass
+        try:
+            for i in range(len(session.stages)):
+                if worker.is_cancelled or session is not self.session:
+                    return
+                session.prefetch(i)
+        except Exception:  # noqa: BLE001 - a view computes its data itself when shown
+            pass
 
     def _on_stage(self, rec: StageRecord) -> None:
         pane = self.query_one(PipelinePane)

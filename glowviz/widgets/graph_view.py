@@ -30,6 +30,7 @@ class GraphView(Vertical):
         self.session: CompileSession | None = None
         self.index: int | None = None
         self.rows: list[dict] = []
+        self._shown_session: CompileSession | None = None
         self.selected_node: str | None = None
         self.radius = 2
 
@@ -51,19 +52,25 @@ class GraphView(Vertical):
         self.session, self.index = session, index
         rec = session.stages[index]
         t = self.query_one("#graph-table", DataTable)
-        t.clear()
         if rec.ir_kind != "graph":
+            t.clear()
             self.rows = []
             self.query_one("#graph-info", Static).update(
                 Text(f"{rec.label} is a low-level IR stage: see the IR and Debugger views",
                      style="dim"))
             self.query_one("#graph-neigh", Static).update("")
             return
-        self.rows = session.graph_nodes(index)
-        n_nodes = sum(1 for r in self.rows if r["kind"] not in ("input", "output", "constant"))
+        rows = session.graph_nodes(index)
+        n_nodes = sum(1 for r in rows if r["kind"] not in ("input", "output", "constant"))
         self.query_one("#graph-info", Static).update(
-            Text.assemble((rec.label, "bold"), " │ ", f"{n_nodes} nodes, {len(self.rows)} values",
+            Text.assemble((rec.label, "bold"), " │ ", f"{n_nodes} nodes, {len(rows)} values",
                           " │ ", ("Enter: details  /: search  +/-: radius", "dim")))
+        if rows == self.rows and t.row_count == len(rows) and self._shown_session is session:
+            # An unchanged pass: the same graph; keep the table, the cursor and the layout.
+            self.rows = rows
+            return
+        t.clear()
+        self.rows, self._shown_session = rows, session
         keep = self.selected_node
         for r in self.rows:
             t.add_row(Text(r["kind"], style=CATEGORY_STYLE.get(r["kind"], "")),

@@ -1,16 +1,105 @@
-"""IR view: the selected stage's IR text (graph or low-level), with jump-to-definition of the
-value under the cursor (`g` or Enter) and back (`backspace`)."""
+"""IR view: the selected stage's IR text (graph or low-level), syntax-highlighted, with
+jump-to-definition of the value under the cursor (`g` or Enter) and back (`backspace`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections import defaultdict
 
+from rich.style import Style
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static, TextArea
+from textual.widgets.text_area import TextAreaTheme
 
 from glowviz.session import CompileSession
+
+#: (highlight name, pattern) in the order they are applied: later ones win where they overlap.
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("gv.number", re.compile(r"(?<![\w.%@#])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")),
+    ("gv.lineno", re.compile(r"^\s*(\d+)(?= )")),
+    ("gv.attr", re.compile(r"(?:(?<=\{)|(?<=, ))([A-Za-z_]\w*)(?= = )")),
+    ("gv.op", re.compile(r"(?<== )([A-Za-z_]\w*)(?=[( ]|$)|^\s*(?:\d+\s+)?([A-Z]\w*)(?=\()")),
+    ("gv.keyword", re.compile(r"^\s*(module|function|declare|placeholder|constant)\b"
+                              r"|\b(weight|const|mutable|input|output|dense|elided)\b")),
+    ("gv.string", re.compile(r'"[^"]*"')),
+    ("gv.symbol", re.compile(r"@[A-Za-z_][\w.\-]*")),
+    ("gv.mode", re.compile(r"@(?:inout|in|out)\b")),
+    ("gv.value", re.compile(r"%[A-Za-z0-9_.#\-]+")),
+    ("gv.type", re.compile(r"\b(?:[fiu](?:8|16|32|64)|bf16|bool|q[iu]?\d+)<[^>]*>")),
+]
+
+
+def highlight_line(line: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) spans of one line of graph IR or LIR text (byte offsets)."""
+    spans = []
+    for name, rx in _RULES:
+        for m in rx.finditer(line):
+            g = next((k for k in range(1, (rx.groups or 0) + 1) if m.group(k) is not None), 0)
+            spans.append((m.start(g), m.end(g), name))
+    if not line.isascii():
+        pos = [len(line[:k].encode()) for k in range(len(line) + 1)]
+        spans = [(pos[a], pos[b], n) for a, b, n in spans]
+    return spans
+
+
+class _LazyHighlights(defaultdict):
+    """TextArea's per-line highlight map, computed for a line only when it is drawn."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(list)
+        self.lines = lines
+
+    def __missing__(self, k: int) -> list[tuple[int, int, str]]:
+        val = self[k] = highlight_line(self.lines[k]) if 0 <= k < len(self.lines) else []
+        return val
+
+    def __bool__(self) -> bool:
+        return bool(self.lines)
+
+
+class IRTextArea(TextArea):
+    """A read-only TextArea with the glowviz IR highlighter (no tree-sitter grammar needed);
+    its colours follow the app theme."""
+
+    def on_mount(self) -> None:
+        self._apply_ir_theme()
+
+    def _ir_styles(self) -> dict[str, Style]:
+        t = self.app.current_theme
+        dark = getattr(t, "dark", True)
+
+        def c(name: str, fallback: str) -> str:
+            return getattr(t, name, None) or fallback
+
+        return {"gv.value": Style(color=c("primary", "#5fafff")),
+                "gv.op": Style(color=c("accent", "#ffaf5f"), bold=True),
+                "gv.type": Style(color=c("secondary", "#87d7af")),
+                "gv.attr": Style(color=c("warning", "#ffd75f"), italic=True),
+                "gv.number": Style(color="#d787d7" if dark else "#875fd7"),
+                "gv.string": Style(color=c("success", "#87d787")),
+                "gv.mode": Style(color=c("error", "#ff6b6b"), bold=True),
+                "gv.symbol": Style(color=c("primary", "#5fafff"), bold=True),
+                "gv.keyword": Style(color="#87afd7" if dark else "#005f87", bold=True),
+                "gv.lineno": Style(dim=True)}
+
+    def _apply_ir_theme(self) -> None:
+        base = TextAreaTheme.get_builtin_theme("css")
+        assert base is not None
+        theme = dataclasses.replace(base, name="glowviz-ir", syntax_styles=self._ir_styles())
+        self.register_theme(theme)
+        self.theme = "glowviz-ir"
+
+    def _app_theme_changed(self) -> None:
+        self._apply_ir_theme()
+        super()._app_theme_changed()
+
+    def _build_highlight_map(self) -> None:
+        self._line_cache.clear()
+        self._highlights = _LazyHighlights(self.text.split("\n"))
+
 
 _WORD = re.compile(r"[%@]?[A-Za-z0-9_.#\-]+")
 
@@ -51,14 +140,15 @@ class IRView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="ir-info")
-        yield TextArea("", id="ir-text", read_only=True, show_line_numbers=True,
-                       soft_wrap=False)
+        yield IRTextArea("", id="ir-text", read_only=True, show_line_numbers=True,
+                         soft_wrap=False)
 
     def show(self, session: CompileSession, index: int) -> None:
         rec = session.stages[index]
-        self.text = rec.text
         ta = self.query_one(TextArea)
-        ta.load_text(self.text)
+        if rec.text != self.text:  # an unchanged pass keeps the text, cursor and scroll
+            self.text = rec.text
+            ta.load_text(self.text)
         lines = self.text.count("\n")
         self.query_one("#ir-info", Static).update(
             f"[b]{rec.label}[/b]  {rec.ir_kind} IR, {lines} lines, hash {rec.ir_hash}  "

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_pipeline import FakeExecutor, fake_compile, fake_failing_compile  # noqa: E402
+from fake_pipeline import FakeExecutor, FakeReference, fake_compile, fake_failing_compile  # noqa: E402
 
 from glowviz.session import CompileSession  # noqa: E402
 
@@ -27,6 +27,7 @@ def make_fake_session(failing: bool = False) -> CompileSession:
     s = CompileSession(str(ROOT / "sample_models" / "resnet_small.onnx"), None,
                        compile_fn=fake_failing_compile if failing else fake_compile)
     s.executor_factory = FakeExecutor
+    s.reference_factory = FakeReference
     return s
 
 

@@ -169,17 +169,48 @@ class FakeExecutor:
         self._pc = 0
         self.values = {k: np.asarray(v) for k, v in inputs.items()}
 
-    def step(self) -> None:
+    def value(self, k: int) -> float:
+        return float(k)
+
+    def step(self) -> list[str]:
         ins = self.instrs[self._pc]
-        for n, mode in ins["operands"]:
-            if "out" in mode:
-                self.values[n] = np.full((4, 8, 8), float(self._pc), np.float32)
+        written = []
+        if ins["kind"] != "deallocactivation":
+            for n, mode in ins["operands"]:
+                if "out" in mode:
+                    self.values[n] = np.full((4, 8, 8), self.value(self._pc), np.float32)
+                    written.append(n)
         self._pc += 1
+        return written
 
     def read(self, name: str) -> Any:
         if name not in self.values:
             raise KeyError(name)
         return self.values[name]
+
+    def llvm_ir(self, k: int) -> str:
+        ins = self.instrs[k]
+        if ins["kind"] in ("allocactivation", "deallocactivation"):
+            return f"; %{ins['name']} ({ins['kind']}) generates no code\n"
+        return (f"define void @instr_{k}(ptr %constant, ptr %mutable, ptr %activations) {{\n"
+                f"entry:\n  tail call fastcc void @{ins['kind']}(ptr %activations)\n"
+                f"  ret void\n}}\n")
+
+    def assembly(self, k: int) -> str:
+        return f"instr_{k}:\n\tmovq\t%rsi, %rax\n\tjmpq\t*%r8\n"
+
+    def strategy(self, k: int) -> str:
+        return "fake"
+
+
+class FakeReference(FakeExecutor):
+    """The reference run in lock-step: agrees with FakeExecutor except at instruction 7
+    (add1), off by 0.5 — "run to first divergence" stops there."""
+
+    name = "fake-reference"
+
+    def value(self, k: int) -> float:
+        return float(k) + (0.5 if k == 7 else 0.0)
 
 
 def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> FakeResult:

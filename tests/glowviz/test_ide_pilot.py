@@ -308,3 +308,173 @@ async def test_real_default_model():
         await pilot.press("s", "s")
         dbg = main.view("debugger").dbg
         assert not dbg.available or dbg.pc == 2
+
+
+# -- the debugger: LLVM, the interpreter in lock-step, code views, divergence -----------------
+
+
+async def _debugger(app, pilot):
+    main = _main(app)
+    await pilot.press("7")
+    await pilot.pause()
+    await _workers(app)
+    await pilot.click("#debug-table")
+    view = main.view("debugger")
+    assert view.dbg is not None and view.dbg.available
+    return view
+
+
+@run_async
+async def test_run_to_first_divergence_fake():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        view = await _debugger(app, pilot)
+        dbg = view.dbg
+        await pilot.press("s")
+        assert dbg.comparison and all(r["ok"] for r in dbg.comparison)
+        await pilot.press("d")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.divergence is not None and dbg.divergence["index"] == 7
+        assert dbg.last_index == 7 and dbg.pc == 8
+        assert dbg.divergence["abs"] == pytest.approx(0.5)
+        assert "diverged at #7" in dbg.stop_reason
+        side = view._comparison().plain
+        assert "✗" in side and "max abs err 0.5" in side
+        assert "✗" in view._gutter[7]
+        await pilot.press("r")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.pc == 0 and dbg.divergence is None
+
+
+@run_async
+async def test_code_views_cycle_fake():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        view = await _debugger(app, pilot)
+        view.query_one("#debug-table", DataTable).move_cursor(row=1)
+        await pilot.press("i")
+        await _workers(app)
+        await pilot.pause()
+        assert view.mode == "llvm"
+        assert "define void @instr_1" in view.last_code[2]
+        assert not view.query_one("#debug-operands").display
+        await pilot.press("i")
+        await _workers(app)
+        await pilot.pause()
+        assert view.mode == "asm" and "instr_1:" in view.last_code[2]
+        await pilot.press("i")
+        assert view.mode == "values" and view.query_one("#debug-operands").display
+
+
+@run_async
+async def test_llvm_debugger_on_the_default_model():
+    """The product's executor under the debugger: stepping, LLVM IR and assembly of the
+    selected instruction, run to first divergence, a breakpoint on an op kind."""
+    from glowviz.screens.commands import entries
+
+    app = GlowvizApp(None)
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        if app.session.error is not None:
+            pytest.skip(app.session.error.headline())
+        view = await _debugger(app, pilot)
+        dbg = view.dbg
+        assert dbg.executor_name == "llvm" and dbg.fallback_error is None
+        assert dbg.reference is not None and dbg.reference.name == "interpreter"
+        status = str(view.query_one("#debug-status").render())
+        assert "[llvm]" in status and "lock-step" in status
+        for _ in range(20):
+            await pilot.press("s")
+        assert dbg.pc == 20
+        await pilot.press("n")  # executes the next real instruction, compared with the reference
+        k = dbg.last_index
+        assert dbg.instrs[k]["kind"] not in ("allocactivation", "deallocactivation", "tensorview")
+        assert dbg.comparison and all(r["ok"] for r in dbg.comparison)
+        assert dbg.written_buffers()
+        # LLVM IR and assembly of the selected (a compute) instruction
+        view.query_one("#debug-table", DataTable).move_cursor(row=k)
+        await pilot.press("i")
+        await _workers(app)
+        await pilot.pause()
+        assert view.last_code[:2] == ("llvm", k) and f"@instr_{k}" in view.last_code[2]
+        await pilot.press("i")
+        await _workers(app)
+        await pilot.pause()
+        assert view.last_code[:2] == ("asm", k) and f"instr_{k}:" in view.last_code[2]
+        await pilot.press("i")
+        # run to first divergence: LLVM agrees with the interpreter on the sample model
+        await pilot.press("r")
+        await _workers(app)
+        await pilot.press("d")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.finished and dbg.divergence is None
+        assert dbg.stop_reason.startswith(f"no divergence, {len(dbg.instrs)} instructions")
+        # a breakpoint on an op kind (the palette entry), then continue
+        await pilot.press("r")
+        await _workers(app)
+        kinds = [ins["kind"] for ins in dbg.instrs]
+        kind = "relu" if "relu" in kinds else kinds[-1]
+        cb = next(cb for text, cb, _ in entries(app) if text == f"Break on op: {kind}")
+        cb()
+        await pilot.pause()
+        await pilot.click("#debug-table")
+        await pilot.press("c")
+        await _workers(app)
+        await pilot.pause()
+        assert dbg.instrs[dbg.pc]["kind"] == kind and kind in dbg.stop_reason
+        first = dbg.pc
+        await pilot.press("c")
+        await _workers(app)
+        assert dbg.finished or (dbg.pc > first and dbg.instrs[dbg.pc]["kind"] == kind)
+        # a breakpoint on a write to a buffer
+        await pilot.press("r")
+        await _workers(app)
+        buf = dbg.written_buffers(dbg._writes(first))[0]
+        app.break_on_write(buf)
+        app.break_on_op(kind)  # off again
+        await pilot.click("#debug-table")
+        await pilot.press("c")
+        await _workers(app)
+        assert buf in dbg.stop_reason and buf in dbg.written_buffers(dbg._writes(dbg.pc))
+
+
+@pytest.mark.slow
+@run_async
+async def test_resnet50_shaped_model_stage_switching(tmp_path):
+    """A ResNet-50-shaped model (generated at 64x64, 10 classes): the pipeline shows, stages
+    switch in every view, the debugger gets ready. No timing assert (see the report numbers)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from models import write_model
+
+    path = write_model("resnet50", tmp_path, image=64, classes=10)
+    app = GlowvizApp(str(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(app, pilot)
+        main = _main(app)
+        if app.session.error is not None:
+            pytest.skip(app.session.error.headline())
+        assert len(app.session.stages) > 10
+        assert sum(r["op"] == "Conv" for r in app.session.graph_nodes(0)) == 53
+        await pilot.click("#pipeline-table")
+        for k, (tab, _title, _cls) in enumerate(VIEWS):
+            await pilot.press(str(k + 1))
+            await pilot.pause()
+            await _workers(app)
+            await pilot.click("#pipeline-table")
+            before = main.index
+            await pilot.press("p", "p", "n")
+            await pilot.pause()
+            assert main.index == before - 1, tab
+        graph = main.view("graph")
+        main.goto_stage(0)
+        await pilot.press("1")
+        await pilot.pause()
+        assert graph.index == 0 and len(graph.rows) > 300
+        assert main.view("debugger").dbg is not None

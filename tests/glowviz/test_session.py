@@ -119,3 +119,60 @@ def test_stats_and_slice():
     st = array_stats(a)
     assert st["nan"] == 1 and st["inf"] == 1 and st["min"] == 1.0 and st["max"] == 3.0
     assert slice_2d(np.zeros((2, 3, 4)), 2, 2) == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_compare_arrays():
+    import numpy as np
+
+    from glowviz.session import compare_arrays
+
+    a = np.array([1.0, 2.0, np.nan, 0.0], np.float32)
+    r = compare_arrays(a, a.copy())
+    assert r["ok"] and r["abs"] == 0 and r["rel"] == 0
+    b = a.copy()
+    b[1] = 2.5
+    r = compare_arrays(a, b)
+    assert not r["ok"] and r["abs"] == 0.5 and r["worst_index"] == (1,)
+    assert r["rel"] == 0.5 / 2.5
+    c = a.copy()
+    c[3] = np.nan
+    assert not compare_arrays(a, c)["ok"]  # NaN only on one side
+    assert compare_arrays(a + 1e-7, a)["ok"]  # within atol
+
+
+def _compiled(name: str = "mlp.onnx") -> CompileSession:
+    from conftest import ROOT
+
+    s = CompileSession(str(ROOT / "sample_models" / name)).compile()
+    if s.error is not None or s.low_level_reason:
+        pytest.skip(s.error.headline() if s.error else s.low_level_reason)
+    return s
+
+
+def test_debugger_steps_llvm_with_the_interpreter_in_lock_step():
+    s = _compiled()
+    d = s.get_debugger()
+    assert d.executor_name == "llvm" and d.reference.name == "interpreter"
+    assert not d.run_to_divergence()
+    assert d.finished and "no divergence" in d.stop_reason
+    d.restart()
+    assert d.pc == 0 and d.reference.pc == 0
+    k = next(i for i, ins in enumerate(d.instrs) if ins["kind"] not in
+             ("allocactivation", "deallocactivation", "tensorview"))
+    assert "define" in d.code("llvm", k) and d.code("asm", k).strip()
+
+
+def test_debugger_falls_back_to_the_interpreter_when_codegen_fails(monkeypatch):
+    import glowviz.session as gs
+    from compiler.errors import CodegenError
+
+    def boom(*a, **k):
+        raise CodegenError("no emitter for op frobnicate")
+
+    monkeypatch.setattr(gs.LLVMStepper, "__init__", boom)
+    d = _compiled().get_debugger()
+    assert d.available and d.executor_name == "interpreter" and d.reference is None
+    assert "no emitter for op frobnicate" in d.fallback_error
+    assert "no generated code" in d.code("llvm", 0)
+    d.step()
+    assert d.pc == 1 and d.comparison is None
