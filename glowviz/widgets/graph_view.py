@@ -137,6 +137,9 @@ class GraphView(Vertical):
 
     def _set_layout(self, name: str, text: Text) -> None:
         if name == self.selected_node:
+            # The drawing is a picture: never wrap it; the container scrolls both ways.
+            text.no_wrap = True
+            text.overflow = "crop"
             self.query_one("#graph-neigh", Static).update(text)
 
     # -- search -------------------------------------------------------------------------------
