@@ -23,8 +23,14 @@ from compiler.backends.llvm.kernels.conv import emit_conv2d  # noqa: E402
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant  # noqa: E402
 from compiler.backends.llvm.target import default_isa, host_cpu, vector_width_f32  # noqa: E402
 
-GEMMS = [(512, 512, 512), (1, 1000, 2048), (49, 512, 4608), (196, 256, 2304), (3136, 64, 576),
-         (16, 64, 64)]
+GEMMS = [
+    (512, 512, 512),
+    (1, 1000, 2048),
+    (49, 512, 4608),
+    (196, 256, 2304),
+    (3136, 64, 576),
+    (16, 64, 64),
+]
 # name, C, H, W, K, R, stride, pad
 CONVS = [
     ("stem 7x7/2", 3, 224, 224, 64, 7, 2, 3),
@@ -110,12 +116,16 @@ def _ort_conv(x, w, bias, stride, pad):
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride, stride],
-                            pads=[pad] * 4)
+    node = helper.make_node(
+        "Conv", ["x", "w", "b"], ["y"], strides=[stride, stride], pads=[pad] * 4
+    )
     graph = helper.make_graph(
-        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [node],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")])
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -133,8 +143,22 @@ def bench_conv(isa: str, reps: int) -> list[tuple]:
         w = rng.standard_normal((K, C, R, R), dtype=np.float32) * 0.05
         bias = rng.standard_normal(K, dtype=np.float32)
         m = ir.Module()
-        ck = emit_conv2d(m, "cv", N=1, C=C, H=H, W=W, K=K, R=R, S=R, weights=w, stride=st, pad=pd,
-                         bias=True, isa=isa)
+        ck = emit_conv2d(
+            m,
+            "cv",
+            N=1,
+            C=C,
+            H=H,
+            W=W,
+            K=K,
+            R=R,
+            S=R,
+            weights=w,
+            stride=st,
+            pad=pd,
+            bias=True,
+            isa=isa,
+        )
         f = JITEngine().compile(m).cfunc("cv")
         out = np.empty((1, K, ck.shape.OH, ck.shape.OW), dtype=np.float32)
         args = (x.ctypes.data, ck.packed_weights.ctypes.data, out.ctypes.data, bias.ctypes.data)

@@ -64,34 +64,73 @@ def _mb(n: int) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = ["model", "nodes", "instr", "sched topo", "sched cms", "LB topo", "LB cms",
-            "planned cms", "ratio", "first-fit", "no-reuse", "valid"]
+    head = [
+        "model",
+        "nodes",
+        "instr",
+        "sched topo",
+        "sched cms",
+        "LB topo",
+        "LB cms",
+        "planned cms",
+        "ratio",
+        "first-fit",
+        "no-reuse",
+        "valid",
+    ]
     lines = [head]
     for r in rows:
         ratio = r["cms_planned"] / r["cms_lb"] if r["cms_lb"] else 1.0
-        ok = "yes" if not (r["topo_problems"] or r["cms_problems"] or r["cms_ff_problems"]) else "NO"
-        lines.append([r["model"], str(r["nodes"]), str(r["instructions"]),
-                      _mb(r["topo_sched_peak"]), _mb(r["cms_sched_peak"]), _mb(r["topo_lb"]),
-                      _mb(r["cms_lb"]), _mb(r["cms_planned"]), f"{ratio:.3f}",
-                      _mb(r["cms_first_fit"]), _mb(r["cms_no_reuse"]), ok])
+        ok = (
+            "yes" if not (r["topo_problems"] or r["cms_problems"] or r["cms_ff_problems"]) else "NO"
+        )
+        lines.append(
+            [
+                r["model"],
+                str(r["nodes"]),
+                str(r["instructions"]),
+                _mb(r["topo_sched_peak"]),
+                _mb(r["cms_sched_peak"]),
+                _mb(r["topo_lb"]),
+                _mb(r["cms_lb"]),
+                _mb(r["cms_planned"]),
+                f"{ratio:.3f}",
+                _mb(r["cms_first_fit"]),
+                _mb(r["cms_no_reuse"]),
+                ok,
+            ]
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     for k, line in enumerate(lines):
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                        enumerate(zip(line, widths))))
+        print(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))
+            )
+        )
         if k == 0:
             print("  ".join("-" * w for w in widths))
-    print("\nsched = the scheduler's own estimate on the graph; LB = lower bound on the LIR after "
-          "the LIR passes;\nplanned = lower-bound allocator's activation region; first-fit on "
-          "the same LIR; valid = check_plan on every plan.")
-    misses = [r["model"] for r in rows if r["cms_planned"] != r["cms_lb"]
-              or r["topo_planned"] != r["topo_lb"]]
-    print("lower bound reached on every model" if not misses else
-          f"lower bound MISSED on: {', '.join(misses)}")
+    print(
+        "\nsched = the scheduler's own estimate on the graph; LB = lower bound on the LIR after "
+        "the LIR passes;\nplanned = lower-bound allocator's activation region; first-fit on "
+        "the same LIR; valid = check_plan on every plan."
+    )
+    misses = [
+        r["model"]
+        for r in rows
+        if r["cms_planned"] != r["cms_lb"] or r["topo_planned"] != r["topo_lb"]
+    ]
+    print(
+        "lower bound reached on every model"
+        if not misses
+        else f"lower bound MISSED on: {', '.join(misses)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="*", help="model names (sample stems or " + ", ".join(BIG) + ")")
+    ap.add_argument(
+        "--models", nargs="*", help="model names (sample stems or " + ", ".join(BIG) + ")"
+    )
     ap.add_argument("--json", type=Path, help="write the rows as JSON")
     args = ap.parse_args(argv)
     rows = []

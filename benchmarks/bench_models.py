@@ -42,17 +42,26 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or IMAGENET + SAMPLES
     rows = []
     for name in names:
-        r = bench_model(model_path(name), reps=REPS.get(name, args.reps),
-                        with_compile_times=not args.no_compile_times, with_profile=args.profile)
+        r = bench_model(
+            model_path(name),
+            reps=REPS.get(name, args.reps),
+            with_compile_times=not args.no_compile_times,
+            with_profile=args.profile,
+        )
         r["name"] = name
         rows.append(r)
         if args.profile:
             print(format_report(r), flush=True)
         else:
-            print(f"{name}: llvm {r['ours_s'] * 1e3:.3f} ms, ort {r['ort_s'] * 1e3:.3f} ms, "
-                  f"ratio {r['ratio']:.2f}", flush=True)
-    hdr = (f"| {'model':<17} | {'llvm ms':>9} | {'ort ms':>9} | {'llvm/ort':>8} | {'GFLOP/s':>7} | "
-           f"{'% peak':>6} | {'cold s':>6} | {'cached s':>8} |")
+            print(
+                f"{name}: llvm {r['ours_s'] * 1e3:.3f} ms, ort {r['ort_s'] * 1e3:.3f} ms, "
+                f"ratio {r['ratio']:.2f}",
+                flush=True,
+            )
+    hdr = (
+        f"| {'model':<17} | {'llvm ms':>9} | {'ort ms':>9} | {'llvm/ort':>8} | {'GFLOP/s':>7} | "
+        f"{'% peak':>6} | {'cold s':>6} | {'cached s':>8} |"
+    )
     print()
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
@@ -61,11 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         pk = f"{r['pct_peak']:.1f}" if "pct_peak" in r else "-"
         cold = f"{r['cold_s']:.2f}" if "cold_s" in r else "-"
         cached = f"{r['cached_s']:.2f}" if "cached_s" in r else "-"
-        print(f"| {r['name']:<17} | {r['ours_s'] * 1e3:9.3f} | {r['ort_s'] * 1e3:9.3f} | "
-              f"{r['ratio']:8.2f} | {gf:>7} | {pk:>6} | {cold:>6} | {cached:>8} |")
+        print(
+            f"| {r['name']:<17} | {r['ours_s'] * 1e3:9.3f} | {r['ort_s'] * 1e3:9.3f} | "
+            f"{r['ratio']:8.2f} | {gf:>7} | {pk:>6} | {cold:>6} | {cached:>8} |"
+        )
     if rows and "peak_gflops" in rows[0]:
-        print(f"\nsingle-core FMA peak measured: {rows[0]['peak_gflops']:.0f} GFLOP/s; compile times "
-              "are the backend's (codegen + LLVM), cold = fresh cache dir, cached = from disk")
+        print(
+            f"\nsingle-core FMA peak measured: {rows[0]['peak_gflops']:.0f} GFLOP/s; compile times "
+            "are the backend's (codegen + LLVM), cold = fresh cache dir, cached = from disk"
+        )
     return 0
 
 

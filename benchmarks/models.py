@@ -47,19 +47,36 @@ class _Net:
         return out
 
     def weight(self, shape: Sequence[int], fan_in: int) -> np.ndarray:
-        return (self.rng.standard_normal(shape, dtype=np.float32)
-                * np.float32(math.sqrt(2.0 / fan_in)))
+        return self.rng.standard_normal(shape, dtype=np.float32) * np.float32(
+            math.sqrt(2.0 / fan_in)
+        )
 
     # -- layers ---------------------------------------------------------------------------------
-    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, pad: int | None = None,
-             group: int = 1, bias: bool = True) -> str:
+    def conv(
+        self,
+        x: str,
+        cin: int,
+        cout: int,
+        k: int,
+        stride: int = 1,
+        pad: int | None = None,
+        group: int = 1,
+        bias: bool = True,
+    ) -> str:
         pad = k // 2 if pad is None else pad
         w = self.const("w", self.weight((cout, cin // group, k, k), cin // group * k * k))
         ins = [x, w]
         if bias:
             ins.append(self.const("b", np.zeros(cout, np.float32)))
-        return self.op("Conv", ins, "conv", kernel_shape=[k, k], strides=[stride, stride],
-                       pads=[pad] * 4, group=group)
+        return self.op(
+            "Conv",
+            ins,
+            "conv",
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=[pad] * 4,
+            group=group,
+        )
 
     def bn(self, x: str, c: int) -> str:
         scale = self.const("gamma", (1.0 + 0.1 * self.rng.standard_normal(c)).astype(np.float32))
@@ -77,12 +94,19 @@ class _Net:
         return self.op("Clip", [x, lo, hi], "relu6")
 
     def maxpool(self, x: str, k: int, stride: int, pad: int = 0) -> str:
-        return self.op("MaxPool", [x], "maxpool", kernel_shape=[k, k], strides=[stride, stride],
-                       pads=[pad] * 4)
+        return self.op(
+            "MaxPool", [x], "maxpool", kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4
+        )
 
     def avgpool(self, x: str, k: int, stride: int, pad: int = 0) -> str:
-        return self.op("AveragePool", [x], "avgpool", kernel_shape=[k, k],
-                       strides=[stride, stride], pads=[pad] * 4)
+        return self.op(
+            "AveragePool",
+            [x],
+            "avgpool",
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=[pad] * 4,
+        )
 
     def classifier(self, x: str, c: int, classes: int) -> str:
         g = self.op("GlobalAveragePool", [x], "gap")
@@ -91,21 +115,30 @@ class _Net:
         b = self.const("fc_b", np.zeros(classes, np.float32))
         return self.op("Gemm", [f, w, b], "fc", transB=1)
 
-    def model(self, x: str, y: str, in_shape: Sequence[int], out_shape: Sequence[int]) -> onnx.ModelProto:
+    def model(
+        self, x: str, y: str, in_shape: Sequence[int], out_shape: Sequence[int]
+    ) -> onnx.ModelProto:
         # The last node's output is renamed to the graph output.
         self.nodes[-1].output[0] = "output"
         graph = helper.make_graph(
-            self.nodes, self.name,
+            self.nodes,
+            self.name,
             [helper.make_tensor_value_info(x, TensorProto.FLOAT, list(in_shape))],
             [helper.make_tensor_value_info("output", TensorProto.FLOAT, list(out_shape))],
-            self.inits)
-        m = helper.make_model(graph, producer_name="glowviz-benchmarks",
-                              opset_imports=[helper.make_opsetid("", OPSET)])
+            self.inits,
+        )
+        m = helper.make_model(
+            graph,
+            producer_name="glowviz-benchmarks",
+            opset_imports=[helper.make_opsetid("", OPSET)],
+        )
         m.ir_version = IR_VERSION
         return m
 
 
-def build_resnet50(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+def build_resnet50(
+    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
+) -> onnx.ModelProto:
     """ResNet-50 v1.5: bottleneck blocks [3, 4, 6, 3], BatchNorm, residual adds."""
     n = _Net("resnet50", seed)
     x = n.relu(n.bn(n.conv("input", 3, 64, 7, 2, 3, bias=False), 64))
@@ -127,7 +160,9 @@ def build_resnet50(batch: int = 1, image: int = 224, classes: int = 1000, seed: 
     return n.model("input", "output", (batch, 3, image, image), (batch, classes))
 
 
-def build_densenet121(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+def build_densenet121(
+    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
+) -> onnx.ModelProto:
     """DenseNet-121: dense blocks [6, 12, 24, 16], growth 32, BN-ReLU-Conv, concat growth."""
     n = _Net("densenet121", seed)
     x = n.relu(n.bn(n.conv("input", 3, 64, 7, 2, 3, bias=False), 64))
@@ -149,14 +184,23 @@ def build_densenet121(batch: int = 1, image: int = 224, classes: int = 1000, see
 
 
 _GOOGLENET = [  # (1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool proj), "M" = max pool 3/2
-    (64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64), "M",
-    (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64),
-    (112, 144, 288, 32, 64, 64), (256, 160, 320, 32, 128, 128), "M",
-    (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128),
+    (64, 96, 128, 16, 32, 32),
+    (128, 128, 192, 32, 96, 64),
+    "M",
+    (192, 96, 208, 16, 48, 64),
+    (160, 112, 224, 24, 64, 64),
+    (128, 128, 256, 24, 64, 64),
+    (112, 144, 288, 32, 64, 64),
+    (256, 160, 320, 32, 128, 128),
+    "M",
+    (256, 160, 320, 32, 128, 128),
+    (384, 192, 384, 48, 128, 128),
 ]
 
 
-def build_inception(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+def build_inception(
+    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
+) -> onnx.ModelProto:
     """Inception-v1 (GoogLeNet) without auxiliary heads: 9 four-branch modules joined by Concat."""
     n = _Net("inception", seed)
     x = n.maxpool(n.relu(n.conv("input", 3, 64, 7, 2, 3)), 3, 2, 1)
@@ -178,11 +222,34 @@ def build_inception(batch: int = 1, image: int = 224, classes: int = 1000, seed:
     return n.model("input", "output", (batch, 3, image, image), (batch, classes))
 
 
-_VGG19 = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
-          512, 512, 512, 512, "M"]
+_VGG19 = [
+    64,
+    64,
+    "M",
+    128,
+    128,
+    "M",
+    256,
+    256,
+    256,
+    256,
+    "M",
+    512,
+    512,
+    512,
+    512,
+    "M",
+    512,
+    512,
+    512,
+    512,
+    "M",
+]
 
 
-def build_vgg19(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+def build_vgg19(
+    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
+) -> onnx.ModelProto:
     """VGG-19 (about 548 MB of weights at full size: 16 3x3 convs and three large FC layers)."""
     n = _Net("vgg19", seed)
     x, c = "input", 3
@@ -204,11 +271,20 @@ def build_vgg19(batch: int = 1, image: int = 224, classes: int = 1000, seed: int
     return n.model("input", "output", (batch, 3, image, image), (batch, classes))
 
 
-_MBV2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-         (6, 160, 3, 2), (6, 320, 1, 1)]  # (expansion, channels, repeats, first stride)
+_MBV2 = [
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+]  # (expansion, channels, repeats, first stride)
 
 
-def build_mobilenet(batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+def build_mobilenet(
+    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
+) -> onnx.ModelProto:
     """MobileNet-v2: inverted residuals, depthwise 3x3 convs, BatchNorm, Clip(0, 6)."""
     n = _Net("mobilenet", seed)
     x = n.relu6(n.bn(n.conv("input", 3, 32, 3, 2, bias=False), 32))
@@ -220,7 +296,9 @@ def build_mobilenet(batch: int = 1, image: int = 224, classes: int = 1000, seed:
             y = x
             if t != 1:
                 y = n.relu6(n.bn(n.conv(y, c, hidden, 1, bias=False), hidden))
-            y = n.relu6(n.bn(n.conv(y, hidden, hidden, 3, stride, group=hidden, bias=False), hidden))
+            y = n.relu6(
+                n.bn(n.conv(y, hidden, hidden, 3, stride, group=hidden, bias=False), hidden)
+            )
             y = n.bn(n.conv(y, hidden, cout, 1, bias=False), cout)
             x = n.op("Add", [x, y], "add") if stride == 1 and c == cout else y
             c = cout
@@ -250,8 +328,9 @@ def write_model(name: str, out_dir: Path, **kwargs) -> Path:
     return path
 
 
-def ensure_model(name: str, out_dir: Path | str = Path(__file__).resolve().parent / "models",
-                 **kwargs) -> Path:
+def ensure_model(
+    name: str, out_dir: Path | str = Path(__file__).resolve().parent / "models", **kwargs
+) -> Path:
     """The model's path, generating it first if it is not there yet."""
     path = Path(out_dir) / f"{name}.onnx"
     return path if path.exists() else write_model(name, Path(out_dir), **kwargs)

@@ -80,8 +80,11 @@ class CodegenError(CompilerError):
 
     def __init__(self, message: str, *, instruction: str | None = None) -> None:
         self.instruction = instruction
-        super().__init__(f"codegen: instruction '{instruction}': {message}" if instruction
-                         else f"codegen: {message}")
+        super().__init__(
+            f"codegen: instruction '{instruction}': {message}"
+            if instruction
+            else f"codegen: {message}"
+        )
 
 
 class ExecutionError(CompilerError):

@@ -36,8 +36,9 @@ class Executor(Protocol):
     def run(self, inputs: Inputs) -> dict[str, np.ndarray]: ...
 
 
-def io_specs(module: Module) -> tuple[list[tuple[str, TensorType]], list[tuple[str, TensorType]],
-                                      dict[str, str]]:
+def io_specs(
+    module: Module,
+) -> tuple[list[tuple[str, TensorType]], list[tuple[str, TensorType]], dict[str, str]]:
     """(inputs, outputs, aliases) of a module in ONNX graph order where the importer recorded it.
 
     `aliases` maps ONNX input names to placeholder names (the importer sanitizes names).
@@ -109,10 +110,18 @@ def make_executor(result: CompileResult | Module, kind: str = "interpreter") -> 
     try:
         factory = EXECUTORS[kind]
     except KeyError:
-        raise CompilerError(f"unknown executor '{kind}'; known executors: "
-                            f"{', '.join(sorted(EXECUTORS))}") from None
+        raise CompilerError(
+            f"unknown executor '{kind}'; known executors: {', '.join(sorted(EXECUTORS))}"
+        ) from None
     return factory(result)
 
 
-__all__ = ["EXECUTORS", "LOW_LEVEL_EXECUTORS", "Executor", "GraphInterpreterExecutor", "Inputs", "io_specs",
-           "make_executor"]
+__all__ = [
+    "EXECUTORS",
+    "LOW_LEVEL_EXECUTORS",
+    "Executor",
+    "GraphInterpreterExecutor",
+    "Inputs",
+    "io_specs",
+    "make_executor",
+]

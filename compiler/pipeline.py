@@ -18,8 +18,16 @@ from compiler.graph.ir import Module
 from compiler.passes.manager import Observer, PassEvent, PipelineContext, StopPipeline
 
 #: Stage names, in pipeline order.
-STAGES = ("import", "graph-opt", "lower", "post-lower-opt", "schedule", "irgen", "lir-opt",
-          "memory")
+STAGES = (
+    "import",
+    "graph-opt",
+    "lower",
+    "post-lower-opt",
+    "schedule",
+    "irgen",
+    "lir-opt",
+    "memory",
+)
 
 
 @dataclass
@@ -51,15 +59,19 @@ class CompileResult:
     time_ms: float = 0.0
 
 
-def import_model(model: onnx.ModelProto | str | Path | bytes,
-                 options: CompileOptions | None = None) -> tuple[Module, str]:
+def import_model(
+    model: onnx.ModelProto | str | Path | bytes, options: CompileOptions | None = None
+) -> tuple[Module, str]:
     from compiler.frontend import import_onnx, load_model
 
     options = options or CompileOptions()
     source = str(model) if isinstance(model, str | Path) else "<memory>"
     proto = load_model(model, check=False)  # import_onnx runs the checker after its own checks
-    module = import_onnx(proto, input_shapes=options.input_shapes or None,
-                         name=Path(source).stem if source != "<memory>" else None)
+    module = import_onnx(
+        proto,
+        input_shapes=options.input_shapes or None,
+        name=Path(source).stem if source != "<memory>" else None,
+    )
     module.meta.setdefault("source", source)
     return module, source
 
@@ -76,9 +88,13 @@ def compile_model(
     from compiler.passes.pipelines import graph_opt_passes, lowering_pass
 
     options = options or CompileOptions()
-    ctx = PipelineContext(observer=observer, verify=options.verify,
-                          stop_after=options.stop_after, disabled=options.disabled_passes,
-                          keep_events=keep_events)
+    ctx = PipelineContext(
+        observer=observer,
+        verify=options.verify,
+        stop_after=options.stop_after,
+        disabled=options.disabled_passes,
+        keep_events=keep_events,
+    )
     t_start = time.perf_counter()
     t0 = time.perf_counter()
     if isinstance(model, Module):
@@ -90,10 +106,20 @@ def compile_model(
 
         verify_module(module)
     result = CompileResult(module=module, source=source, options=options)
-    ctx.emit(PassEvent(ctx.next_index(), "import", "import-onnx", "graph",
-                       module.clone() if ctx.wants_snapshots else module, True,
-                       (time.perf_counter() - t0) * 1000, 0, module.node_count(),
-                       [r for fn in module.functions for r in fn.journal]))
+    ctx.emit(
+        PassEvent(
+            ctx.next_index(),
+            "import",
+            "import-onnx",
+            "graph",
+            module.clone() if ctx.wants_snapshots else module,
+            True,
+            (time.perf_counter() - t0) * 1000,
+            0,
+            module.node_count(),
+            [r for fn in module.functions for r in fn.journal],
+        )
+    )
     for fn in module.functions:
         fn.journal.clear()
     low = None

@@ -29,8 +29,9 @@ def _graph_png(dot: str) -> bytes:
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "g.dot"
         src.write_text(dot)
-        out = subprocess.run(["dot", "-Tpng", f"-Gdpi={GRAPH_DPI}", str(src)], check=True,
-                             capture_output=True)
+        out = subprocess.run(
+            ["dot", "-Tpng", f"-Gdpi={GRAPH_DPI}", str(src)], check=True, capture_output=True
+        )
         return out.stdout
 
 
@@ -45,7 +46,9 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default=str(ROOT / "sample_models" / "lenet.onnx"))
-    ap.add_argument("--figure-model", default=str(ROOT / "sample_models" / "transformer_block.onnx"))
+    ap.add_argument(
+        "--figure-model", default=str(ROOT / "sample_models" / "transformer_block.onnx")
+    )
     ap.add_argument("--out", default=str(ROOT / "docs" / "gallery"))
     args = ap.parse_args()
     out = Path(args.out)
@@ -61,8 +64,7 @@ def main() -> int:
                 png = _graph_png(graph_to_dot(graph_data(module, stage=st.label), theme=pal))
             elif view == "lir":
                 fn, st = view_data(graph_session, "lir", "final")
-                png = _graph_png(lir_to_dot(lir_data(fn, stage=st.label), theme=pal,
-                                            compact=True))
+                png = _graph_png(lir_to_dot(lir_data(fn, stage=st.label), theme=pal, compact=True))
             else:
                 data, _ = view_data(fig_session, view, "final")
                 fig = figures.FIGURES[view](data, theme=pal)

@@ -29,10 +29,14 @@ class CheckError(AssertionError):
 
 
 def _fail(msg: str, lines: list[str], pos: int) -> None:
-    ctx = "\n".join(f"{'>' if i == pos else ' '} {i + 1:4}: {l}"
-                    for i, l in enumerate(lines) if abs(i - pos) <= 6)
-    raise CheckError(f"{msg}\n--- input near line {pos + 1} ---\n{ctx}\n--- full input ---\n"
-                     + "\n".join(lines))
+    ctx = "\n".join(
+        f"{'>' if i == pos else ' '} {i + 1:4}: {l}"
+        for i, l in enumerate(lines)
+        if abs(i - pos) <= 6
+    )
+    raise CheckError(
+        f"{msg}\n--- input near line {pos + 1} ---\n{ctx}\n--- full input ---\n" + "\n".join(lines)
+    )
 
 
 def check(text: str, checks: str) -> None:
@@ -45,8 +49,9 @@ def check(text: str, checks: str) -> None:
             kind = (m.group(1) or "").lstrip("-")
             if m.group(2):
                 kind = "COUNT"
-            directives.append((kind, _compile(m.group(3)), m.group(3).strip(),
-                               int(m.group(2) or 0)))
+            directives.append(
+                (kind, _compile(m.group(3)), m.group(3).strip(), int(m.group(2) or 0))
+            )
     if not directives:
         raise ValueError("no CHECK directives given")
     pos = 0  # first line still available
@@ -81,8 +86,10 @@ def check(text: str, checks: str) -> None:
             used: set[int] = set()
             end = pos - 1
             for _, grx, gsrc, _ in group:
-                hit = next((j for j in range(pos, len(lines)) if j not in used
-                            and grx.search(lines[j])), None)
+                hit = next(
+                    (j for j in range(pos, len(lines)) if j not in used and grx.search(lines[j])),
+                    None,
+                )
                 if hit is None:
                     _fail(f"CHECK-DAG: '{gsrc}' not found", lines, pos)
                 used.add(hit)  # type: ignore[arg-type]
@@ -92,8 +99,11 @@ def check(text: str, checks: str) -> None:
             continue
         if kind == "NEXT":
             if last < 0 or last + 1 >= len(lines) or not rx.search(lines[last + 1]):
-                _fail(f"CHECK-NEXT: '{src}' is not on the line after the previous match",
-                      lines, last + 1)
+                _fail(
+                    f"CHECK-NEXT: '{src}' is not on the line after the previous match",
+                    lines,
+                    last + 1,
+                )
             hit = last + 1
         else:
             hit = next((j for j in range(pos, len(lines)) if rx.search(lines[j])), None)

@@ -20,17 +20,26 @@ def tiny_model() -> onnx.ModelProto:
     w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 10 - 0.5, "W")
     b = numpy_helper.from_array(np.ones(4, np.float32) * 0.1, "b")
     two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
-    nodes = [helper.make_node("MatMul", ["x:0", "W"], ["mm"]),
-             helper.make_node("Add", ["mm", "b"], ["pre"]),
-             helper.make_node("Relu", ["pre"], ["y"]),
-             helper.make_node("Mul", ["x:0", "two"], ["z"]),
-             helper.make_node("Add", ["z", "bias_in"], ["z2"])]
-    g = helper.make_graph(nodes, "tiny",
-                          [helper.make_tensor_value_info("x:0", TensorProto.FLOAT, [2, 3]),
-                           helper.make_tensor_value_info("bias_in", TensorProto.FLOAT, [3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
-                           helper.make_tensor_value_info("z2", TensorProto.FLOAT, [2, 3])],
-                          [w, b, two])
+    nodes = [
+        helper.make_node("MatMul", ["x:0", "W"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["pre"]),
+        helper.make_node("Relu", ["pre"], ["y"]),
+        helper.make_node("Mul", ["x:0", "two"], ["z"]),
+        helper.make_node("Add", ["z", "bias_in"], ["z2"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "tiny",
+        [
+            helper.make_tensor_value_info("x:0", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("bias_in", TensorProto.FLOAT, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("z2", TensorProto.FLOAT, [2, 3]),
+        ],
+        [w, b, two],
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -176,7 +185,8 @@ def test_cli_check_mismatch_exits_1(tmp_path, capsys, monkeypatch):
     import glowviz.cli.run_cmd as run_cmd
 
     real = run_cmd.run_onnxruntime
-    monkeypatch.setattr(run_cmd, "run_onnxruntime",
-                        lambda m, feeds: {k: v + 1 for k, v in real(m, feeds).items()})
+    monkeypatch.setattr(
+        run_cmd, "run_onnxruntime", lambda m, feeds: {k: v + 1 for k, v in real(m, feeds).items()}
+    )
     assert cli("run", model, "--check") == 1
     assert "MISMATCH" in capsys.readouterr().out

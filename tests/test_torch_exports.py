@@ -52,8 +52,9 @@ def _compile(name: str, batch: int = 1) -> CompileResult:
     shapes = MODELS[name]
     if shapes and batch != 1:
         shapes = {k: (batch, *v[1:]) for k, v in shapes.items()}
-    return compile_model(HERE / f"{name}.onnx", CompileOptions(input_shapes=shapes or {},
-                                                               verify=True))
+    return compile_model(
+        HERE / f"{name}.onnx", CompileOptions(input_shapes=shapes or {}, verify=True)
+    )
 
 
 def _marks(name: str) -> list[pytest.MarkDecorator]:
@@ -91,8 +92,9 @@ def test_onnxruntime_reproduces_recorded_output(name: str) -> None:
     ort = pytest.importorskip("onnxruntime")
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(HERE / f"{name}.onnx"), opts,
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(
+        str(HERE / f"{name}.onnx"), opts, providers=["CPUExecutionProvider"]
+    )
     (got,) = sess.run(["output"], _load(name, "input"))
     np.testing.assert_allclose(got, _load(name, "expected")["output"], rtol=RTOL, atol=ATOL)
 
@@ -131,5 +133,4 @@ def test_dynamic_batch_at_batch_3(name: str, kind: str) -> None:
     expected = _load(name, "expected")["output"]
     result = _compile(name, 3)
     out = make_executor(result, kind).run({"input": np.concatenate([x, x, x])})
-    np.testing.assert_allclose(out["output"], np.concatenate([expected] * 3), rtol=RTOL,
-                               atol=ATOL)
+    np.testing.assert_allclose(out["output"], np.concatenate([expected] * 3), rtol=RTOL, atol=ATOL)

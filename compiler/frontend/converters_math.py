@@ -20,10 +20,14 @@ NUMERIC = (ElemKind.F32, ElemKind.I64, ElemKind.I32)
 ANY = (ElemKind.F32, ElemKind.I64, ElemKind.I32, ElemKind.BOOL)
 
 
-def check_elem(ctx: NodeContext, v: Value, allowed: tuple[ElemKind, ...], what: str = "input") -> None:
+def check_elem(
+    ctx: NodeContext, v: Value, allowed: tuple[ElemKind, ...], what: str = "input"
+) -> None:
     if v.type.elem not in allowed:
-        raise ctx.unsupported(f"{what} element type {v.type.elem.value} "
-                              f"(supported: {', '.join(k.value for k in allowed)})")
+        raise ctx.unsupported(
+            f"{what} element type {v.type.elem.value} "
+            f"(supported: {', '.join(k.value for k in allowed)})"
+        )
 
 
 def same_elem(ctx: NodeContext, a: Value, b: Value) -> None:
@@ -35,12 +39,22 @@ def same_elem(ctx: NodeContext, a: Value, b: Value) -> None:
 
 _UNARY = {
     # onnx op: (graph op, element kinds handled)
-    "Relu": ("Relu", NUMERIC), "Sigmoid": ("Sigmoid", FLOAT_ONLY), "Tanh": ("Tanh", FLOAT_ONLY),
-    "Exp": ("Exp", FLOAT_ONLY), "Log": ("Log", FLOAT_ONLY), "Sqrt": ("Sqrt", FLOAT_ONLY),
-    "Abs": ("Abs", NUMERIC), "Neg": ("Neg", NUMERIC), "Reciprocal": ("Reciprocal", FLOAT_ONLY),
-    "Erf": ("Erf", FLOAT_ONLY), "Floor": ("Floor", FLOAT_ONLY), "Ceil": ("Ceil", FLOAT_ONLY),
-    "Not": ("Not", (ElemKind.BOOL,)), "Softplus": ("Softplus", FLOAT_ONLY),
-    "HardSwish": ("HardSwish", FLOAT_ONLY), "Sign": ("Sign", NUMERIC),
+    "Relu": ("Relu", NUMERIC),
+    "Sigmoid": ("Sigmoid", FLOAT_ONLY),
+    "Tanh": ("Tanh", FLOAT_ONLY),
+    "Exp": ("Exp", FLOAT_ONLY),
+    "Log": ("Log", FLOAT_ONLY),
+    "Sqrt": ("Sqrt", FLOAT_ONLY),
+    "Abs": ("Abs", NUMERIC),
+    "Neg": ("Neg", NUMERIC),
+    "Reciprocal": ("Reciprocal", FLOAT_ONLY),
+    "Erf": ("Erf", FLOAT_ONLY),
+    "Floor": ("Floor", FLOAT_ONLY),
+    "Ceil": ("Ceil", FLOAT_ONLY),
+    "Not": ("Not", (ElemKind.BOOL,)),
+    "Softplus": ("Softplus", FLOAT_ONLY),
+    "HardSwish": ("HardSwish", FLOAT_ONLY),
+    "Sign": ("Sign", NUMERIC),
 }
 
 
@@ -73,17 +87,31 @@ def convert_param_activation(ctx: NodeContext) -> list[Value | None]:
         ctx.check_attrs({"alpha": None})
         alpha = np.float32(_float_attr(ctx, "alpha", 1.0))
         a = ctx.scalar_like(x, alpha, "alpha")
-        e = ctx.create("Elu", [ctx.create("Div", [x, a], suffix="scaled")], {"alpha": 1.0},
-                       suffix="elu")
+        e = ctx.create(
+            "Elu", [ctx.create("Div", [x, a], suffix="scaled")], {"alpha": 1.0}, suffix="elu"
+        )
         return [ctx.create("Mul", [e, a])]
     if op == "Selu":
         ctx.check_attrs({"alpha": None, "gamma": None})
-        return [ctx.create("Selu", [x], {"alpha": _float_attr(ctx, "alpha", 1.67326319217681884765625),
-                                         "gamma": _float_attr(ctx, "gamma", 1.05070102214813232421875)})]
+        return [
+            ctx.create(
+                "Selu",
+                [x],
+                {
+                    "alpha": _float_attr(ctx, "alpha", 1.67326319217681884765625),
+                    "gamma": _float_attr(ctx, "gamma", 1.05070102214813232421875),
+                },
+            )
+        ]
     if op == "HardSigmoid":
         ctx.check_attrs({"alpha": None, "beta": None})
-        return [ctx.create("HardSigmoid", [x], {"alpha": _float_attr(ctx, "alpha", 0.2),
-                                                "beta": _float_attr(ctx, "beta", 0.5)})]
+        return [
+            ctx.create(
+                "HardSigmoid",
+                [x],
+                {"alpha": _float_attr(ctx, "alpha", 0.2), "beta": _float_attr(ctx, "beta", 0.5)},
+            )
+        ]
     if op == "ThresholdedRelu":
         ctx.check_attrs({"alpha": None})
         alpha = ctx.scalar_like(x, _float_attr(ctx, "alpha", 1.0), "alpha")
@@ -98,8 +126,9 @@ def convert_softsign(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({})
     x = ctx.inp(0)
     check_elem(ctx, x, FLOAT_ONLY)
-    den = ctx.create("Add", [ctx.create("Abs", [x], suffix="abs"), ctx.scalar_like(x, 1, "one")],
-                     suffix="den")
+    den = ctx.create(
+        "Add", [ctx.create("Abs", [x], suffix="abs"), ctx.scalar_like(x, 1, "one")], suffix="den"
+    )
     return [ctx.create("Div", [x, den])]
 
 
@@ -142,13 +171,16 @@ def convert_clip(ctx: NodeContext) -> list[Value | None]:
         lo = None if lo_a is None else lo_a.reshape(()).item()
         hi = None if hi_a is None else hi_a.reshape(()).item()
     if x.type.elem == ElemKind.F32:
-        attrs = {"min": -math.inf if lo is None else float(np.float32(lo)),
-                 "max": math.inf if hi is None else float(np.float32(hi))}
+        attrs = {
+            "min": -math.inf if lo is None else float(np.float32(lo)),
+            "max": math.inf if hi is None else float(np.float32(hi)),
+        }
         return [ctx.create("Clip", [x], attrs)]
     out = x
     if lo is not None:
-        out = ctx.create("Max", [out, ctx.scalar_like(x, lo, "min")],
-                         suffix="min" if hi is not None else None)
+        out = ctx.create(
+            "Max", [out, ctx.scalar_like(x, lo, "min")], suffix="min" if hi is not None else None
+        )
     if hi is not None:
         out = ctx.create("Min", [out, ctx.scalar_like(x, hi, "max")])
     return [out]
@@ -156,10 +188,17 @@ def convert_clip(ctx: NodeContext) -> list[Value | None]:
 
 # -- binary -------------------------------------------------------------------------------------
 
-_BINARY = {"Add": ("Add", NUMERIC), "Sub": ("Sub", NUMERIC), "Mul": ("Mul", NUMERIC),
-           "Div": ("Div", NUMERIC), "Equal": ("Equal", ANY), "Less": ("Less", NUMERIC),
-           "Greater": ("Greater", NUMERIC), "And": ("And", (ElemKind.BOOL,)),
-           "Or": ("Or", (ElemKind.BOOL,))}
+_BINARY = {
+    "Add": ("Add", NUMERIC),
+    "Sub": ("Sub", NUMERIC),
+    "Mul": ("Mul", NUMERIC),
+    "Div": ("Div", NUMERIC),
+    "Equal": ("Equal", ANY),
+    "Less": ("Less", NUMERIC),
+    "Greater": ("Greater", NUMERIC),
+    "And": ("And", (ElemKind.BOOL,)),
+    "Or": ("Or", (ElemKind.BOOL,)),
+}
 
 
 @converter(*_BINARY)
@@ -253,8 +292,9 @@ def reduce_axes(ctx: NodeContext, rank: int) -> list[int] | None:
     from_input = ctx.opset >= _REDUCE_INPUT_AXES_FROM.get(ctx.op_type, 18)
     if from_input:
         ctx.check_attrs({"keepdims": (0, 1), "noop_with_empty_axes": (0, 1)})
-        axes = ([int(a) for a in ctx.require_const(1, "axes").reshape(-1)]
-                if ctx.has_input(1) else [])
+        axes = (
+            [int(a) for a in ctx.require_const(1, "axes").reshape(-1)] if ctx.has_input(1) else []
+        )
     else:
         ctx.check_attrs({"keepdims": (0, 1), "axes": None})
         axes = [int(a) for a in ctx.attr("axes", [])]
@@ -272,10 +312,18 @@ def reduce_axes(ctx: NodeContext, rank: int) -> list[int] | None:
     return sorted(out)
 
 
-_REDUCE_KINDS = {"ReduceMean": FLOAT_ONLY, "ReduceSum": NUMERIC, "ReduceMax": ANY,
-                 "ReduceMin": ANY, "ReduceProd": NUMERIC, "ReduceSumSquare": NUMERIC,
-                 "ReduceL1": NUMERIC, "ReduceL2": FLOAT_ONLY, "ReduceLogSum": FLOAT_ONLY,
-                 "ReduceLogSumExp": FLOAT_ONLY}
+_REDUCE_KINDS = {
+    "ReduceMean": FLOAT_ONLY,
+    "ReduceSum": NUMERIC,
+    "ReduceMax": ANY,
+    "ReduceMin": ANY,
+    "ReduceProd": NUMERIC,
+    "ReduceSumSquare": NUMERIC,
+    "ReduceL1": NUMERIC,
+    "ReduceL2": FLOAT_ONLY,
+    "ReduceLogSum": FLOAT_ONLY,
+    "ReduceLogSumExp": FLOAT_ONLY,
+}
 
 
 @converter(*_REDUCE_KINDS)
@@ -314,8 +362,9 @@ def convert_reduce(ctx: NodeContext) -> list[Value | None]:
     if op == "ReduceL1":
         return [ctx.create("ReduceSum", [ctx.create("Abs", [x], suffix="abs")], attrs)]
     if op == "ReduceL2":
-        s = ctx.create("ReduceSum", [ctx.create("Mul", [x, x], suffix="square")], attrs,
-                       suffix="sum")
+        s = ctx.create(
+            "ReduceSum", [ctx.create("Mul", [x, x], suffix="square")], attrs, suffix="sum"
+        )
         return [ctx.create("Sqrt", [s])]
     if op == "ReduceLogSum":
         return [ctx.create("Log", [ctx.create("ReduceSum", [x], attrs, suffix="sum")])]
@@ -330,13 +379,24 @@ def convert_reduce(ctx: NodeContext) -> list[Value | None]:
 
 def _empty_reduction(ctx: NodeContext, x: Value, axes: list[int], keep: int) -> Value:
     """A reduction over a zero-sized dim: the identity of the reduction, as a constant."""
-    shape = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape) if keep or i not in axes)
+    shape = tuple(
+        1 if i in axes else d for i, d in enumerate(x.type.shape) if keep or i not in axes
+    )
     dt = x.type.np_dtype
     big = np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)
     small = -np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)
-    value = {"ReduceSum": 0, "ReduceSumSquare": 0, "ReduceL1": 0, "ReduceL2": 0,
-             "ReduceProd": 1, "ReduceMax": small, "ReduceMin": big, "ReduceLogSum": -np.inf,
-             "ReduceLogSumExp": -np.inf, "ReduceMean": np.nan}[ctx.op_type]
+    value = {
+        "ReduceSum": 0,
+        "ReduceSumSquare": 0,
+        "ReduceL1": 0,
+        "ReduceL2": 0,
+        "ReduceProd": 1,
+        "ReduceMax": small,
+        "ReduceMin": big,
+        "ReduceLogSum": -np.inf,
+        "ReduceLogSumExp": -np.inf,
+        "ReduceMean": np.nan,
+    }[ctx.op_type]
     return ctx.constant(np.full(shape, value, dtype=dt), suffix="empty")
 
 
@@ -360,6 +420,14 @@ def convert_arg(ctx: NodeContext) -> list[Value | None]:
     axis = int(ctx.attr("axis", 0))
     if not -rank <= axis < max(rank, 1) or rank == 0:
         raise ctx.unsupported(f"axis {axis} is out of range for rank {rank}")
-    return [ctx.create(ctx.op_type, [x], {"axis": axis % rank,
-                                          "keepdims": int(ctx.attr("keepdims", 1)),
-                                          "select_last_index": int(ctx.attr("select_last_index", 0))})]
+    return [
+        ctx.create(
+            ctx.op_type,
+            [x],
+            {
+                "axis": axis % rank,
+                "keepdims": int(ctx.attr("keepdims", 1)),
+                "select_last_index": int(ctx.attr("select_last_index", 0)),
+            },
+        )
+    ]

@@ -38,8 +38,9 @@ def _spatial_rank(ctx: NodeContext, x: Value) -> int:
     return nsp
 
 
-def _window_pads(ctx: NodeContext, sizes: list[int], kernel: list[int], strides: list[int],
-                 dilations: list[int]) -> list[int]:
+def _window_pads(
+    ctx: NodeContext, sizes: list[int], kernel: list[int], strides: list[int], dilations: list[int]
+) -> list[int]:
     """ONNX-ordered pads [begins..., ends...] from `pads` or `auto_pad`."""
     n = len(sizes)
     auto = ctx.attr("auto_pad", "NOTSET")
@@ -72,8 +73,16 @@ def _lift_1d(ctx: NodeContext, x: Value, suffix: str) -> Value:
 
 @converter("Conv")
 def convert_conv(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({"auto_pad": _AUTO_PAD, "dilations": None, "group": None,
-                     "kernel_shape": None, "pads": None, "strides": None})
+    ctx.check_attrs(
+        {
+            "auto_pad": _AUTO_PAD,
+            "dilations": None,
+            "group": None,
+            "kernel_shape": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
     x, w = ctx.inp(0), ctx.inp(1)
     check_elem(ctx, x, FLOAT_ONLY)
     same_elem(ctx, x, w)
@@ -82,7 +91,9 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
         raise ctx.unsupported(f"filter {w.type} does not match input {x.type}")
     kernel = list(w.type.shape[2:])
     if ctx.has_attr("kernel_shape") and [int(k) for k in ctx.attr("kernel_shape")] != kernel:
-        raise ctx.unsupported(f"kernel_shape {ctx.attr('kernel_shape')} differs from the filter {w.type}")
+        raise ctx.unsupported(
+            f"kernel_shape {ctx.attr('kernel_shape')} differs from the filter {w.type}"
+        )
     strides = _ints(ctx, "strides", nsp, 1)
     dilations = _ints(ctx, "dilations", nsp, 1)
     pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
@@ -90,22 +101,44 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
     b = ctx.inp(2) if ctx.has_input(2) else ctx.constant(np.zeros((k,), np.float32), suffix="bias")
     group = int(ctx.attr("group", 1))
     if nsp == 2:
-        return [ctx.create("Conv", [x, w, b], {"strides": strides, "pads": pads,
-                                               "dilations": dilations, "group": group})]
+        return [
+            ctx.create(
+                "Conv",
+                [x, w, b],
+                {"strides": strides, "pads": pads, "dilations": dilations, "group": group},
+            )
+        ]
     x2 = _lift_1d(ctx, x, "input2d")
     w2 = reshape(ctx, w, (w.type.shape[0], w.type.shape[1], 1, kernel[0]), "filter2d")
-    y = ctx.create("Conv", [x2, w2, b], {"strides": [1, strides[0]], "pads": _to_2d(pads),
-                                         "dilations": [1, dilations[0]], "group": group},
-                   suffix="conv2d")
+    y = ctx.create(
+        "Conv",
+        [x2, w2, b],
+        {
+            "strides": [1, strides[0]],
+            "pads": _to_2d(pads),
+            "dilations": [1, dilations[0]],
+            "group": group,
+        },
+        suffix="conv2d",
+    )
     n, kk, _, l = y.type.shape
     return [reshape(ctx, y, (n, kk, l))]
 
 
 @converter("ConvTranspose")
 def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({"auto_pad": _AUTO_PAD, "dilations": None, "group": None,
-                     "kernel_shape": None, "output_padding": None, "output_shape": None,
-                     "pads": None, "strides": None})
+    ctx.check_attrs(
+        {
+            "auto_pad": _AUTO_PAD,
+            "dilations": None,
+            "group": None,
+            "kernel_shape": None,
+            "output_padding": None,
+            "output_shape": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
     x, w = ctx.inp(0), ctx.inp(1)
     check_elem(ctx, x, FLOAT_ONLY)
     same_elem(ctx, x, w)
@@ -114,7 +147,9 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
         raise ctx.unsupported(f"filter {w.type} does not match input {x.type}")
     kernel = list(w.type.shape[2:])
     if ctx.has_attr("kernel_shape") and [int(k) for k in ctx.attr("kernel_shape")] != kernel:
-        raise ctx.unsupported(f"kernel_shape {ctx.attr('kernel_shape')} differs from the filter {w.type}")
+        raise ctx.unsupported(
+            f"kernel_shape {ctx.attr('kernel_shape')} differs from the filter {w.type}"
+        )
     strides = _ints(ctx, "strides", nsp, 1)
     dilations = _ints(ctx, "dilations", nsp, 1)
     out_pad = _ints(ctx, "output_padding", nsp, 0)
@@ -140,8 +175,10 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
                 # The spec puts an odd total's extra pad on one side, onnxruntime on the other:
                 # only even totals (split evenly by both) are unambiguous.
                 if total % 2:
-                    raise ctx.unsupported(f"output_shape {out_shape} needs an odd total padding "
-                                          f"{total} on spatial dim {i} (ambiguous split)")
+                    raise ctx.unsupported(
+                        f"output_shape {out_shape} needs an odd total padding "
+                        f"{total} on spatial dim {i} (ambiguous split)"
+                    )
                 begins[i] = ends[i] = total // 2
             else:
                 small = total // 2
@@ -155,15 +192,33 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
     k = w.type.shape[1] * group
     b = ctx.inp(2) if ctx.has_input(2) else ctx.constant(np.zeros((k,), np.float32), suffix="bias")
     if nsp == 2:
-        return [ctx.create("ConvTranspose", [x, w, b],
-                           {"strides": strides, "pads": begins + ends, "dilations": dilations,
-                            "group": group, "output_padding": out_pad})]
+        return [
+            ctx.create(
+                "ConvTranspose",
+                [x, w, b],
+                {
+                    "strides": strides,
+                    "pads": begins + ends,
+                    "dilations": dilations,
+                    "group": group,
+                    "output_padding": out_pad,
+                },
+            )
+        ]
     x2 = _lift_1d(ctx, x, "input2d")
     w2 = reshape(ctx, w, (w.type.shape[0], w.type.shape[1], 1, kernel[0]), "filter2d")
-    y = ctx.create("ConvTranspose", [x2, w2, b],
-                   {"strides": [1, strides[0]], "pads": [0, begins[0], 0, ends[0]],
-                    "dilations": [1, dilations[0]], "group": group,
-                    "output_padding": [0, out_pad[0]]}, suffix="convt2d")
+    y = ctx.create(
+        "ConvTranspose",
+        [x2, w2, b],
+        {
+            "strides": [1, strides[0]],
+            "pads": [0, begins[0], 0, ends[0]],
+            "dilations": [1, dilations[0]],
+            "group": group,
+            "output_padding": [0, out_pad[0]],
+        },
+        suffix="convt2d",
+    )
     n, kk, _, l = y.type.shape
     return [reshape(ctx, y, (n, kk, l))]
 
@@ -183,8 +238,14 @@ def _pool_out(size: int, k: int, s: int, p0: int, p1: int, d: int, ceil: int) ->
 @converter("MaxPool", "AveragePool")
 def convert_pool(ctx: NodeContext) -> list[Value | None]:
     is_max = ctx.op_type == "MaxPool"
-    allowed = {"auto_pad": _AUTO_PAD, "ceil_mode": (0, 1), "kernel_shape": None, "pads": None,
-               "strides": None, "dilations": None}
+    allowed = {
+        "auto_pad": _AUTO_PAD,
+        "ceil_mode": (0, 1),
+        "kernel_shape": None,
+        "pads": None,
+        "strides": None,
+        "dilations": None,
+    }
     if is_max:
         allowed["storage_order"] = (0, 1)
     else:
@@ -206,7 +267,8 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     if ceil_mode and ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise ctx.unsupported("ceil_mode together with SAME auto_pad")
     if ctx.attr("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER") and any(
-            d != 1 for d in dilations):
+        d != 1 for d in dilations
+    ):
         # onnxruntime pads these as if undilated, the ONNX spec with the dilated extent.
         raise ctx.unsupported(f"SAME auto_pad with dilations {dilations} (ambiguous pads)")
     pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
@@ -227,8 +289,12 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     op = "MaxPool" if is_max else "AvgPool"
     if nsp == 2:
         return [ctx.create(op, [x], {**attrs, "pads": pads}), None]
-    attrs2 = {"kernel": [1, kernel[0]], "strides": [1, strides[0]], "ceil_mode": ceil_mode,
-              "pads": _to_2d(pads)}
+    attrs2 = {
+        "kernel": [1, kernel[0]],
+        "strides": [1, strides[0]],
+        "ceil_mode": ceil_mode,
+        "pads": _to_2d(pads),
+    }
     if is_max:
         attrs2["dilations"] = [1, dilations[0]]
     else:
@@ -238,24 +304,55 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     return [reshape(ctx, y, (n, c, l)), None]
 
 
-def _max_pool_3d(ctx: NodeContext, x: Value, kernel: list[int], strides: list[int],
-                 pads: list[int], dilations: list[int], ceil_mode: int) -> Value:
+def _max_pool_3d(
+    ctx: NodeContext,
+    x: Value,
+    kernel: list[int],
+    strides: list[int],
+    pads: list[int],
+    dilations: list[int],
+    ceil_mode: int,
+) -> Value:
     """3-D max pooling, separably: a 2-D pool over (H, W), then one over D (max is separable)."""
     n, c, d, h, w = x.type.shape
-    hw = ctx.create("MaxPool", [reshape(ctx, x, (n, c * d, h, w), "as_2d")],
-                    {"kernel": kernel[1:], "strides": strides[1:], "dilations": dilations[1:],
-                     "pads": [pads[1], pads[2], pads[4], pads[5]], "ceil_mode": ceil_mode},
-                    suffix="pool_hw")
+    hw = ctx.create(
+        "MaxPool",
+        [reshape(ctx, x, (n, c * d, h, w), "as_2d")],
+        {
+            "kernel": kernel[1:],
+            "strides": strides[1:],
+            "dilations": dilations[1:],
+            "pads": [pads[1], pads[2], pads[4], pads[5]],
+            "ceil_mode": ceil_mode,
+        },
+        suffix="pool_hw",
+    )
     _, _, oh, ow = hw.type.shape
-    dd = ctx.create("MaxPool", [reshape(ctx, hw, (n, c, d, oh * ow), "depth_major")],
-                    {"kernel": [kernel[0], 1], "strides": [strides[0], 1],
-                     "dilations": [dilations[0], 1], "pads": [pads[0], 0, pads[3], 0],
-                     "ceil_mode": ceil_mode}, suffix="pool_d")
+    dd = ctx.create(
+        "MaxPool",
+        [reshape(ctx, hw, (n, c, d, oh * ow), "depth_major")],
+        {
+            "kernel": [kernel[0], 1],
+            "strides": [strides[0], 1],
+            "dilations": [dilations[0], 1],
+            "pads": [pads[0], 0, pads[3], 0],
+            "ceil_mode": ceil_mode,
+        },
+        suffix="pool_d",
+    )
     return reshape(ctx, dd, (n, c, dd.type.shape[2], oh, ow))
 
 
-def _avg_pool_by_conv(ctx: NodeContext, x: Value, kernel: list[int], strides: list[int],
-                      pads: list[int], dilations: list[int], ceil_mode: int, cip: int) -> Value:
+def _avg_pool_by_conv(
+    ctx: NodeContext,
+    x: Value,
+    kernel: list[int],
+    strides: list[int],
+    pads: list[int],
+    dilations: list[int],
+    ceil_mode: int,
+    cip: int,
+) -> Value:
     """Average pooling the graph's AvgPool cannot express (dilated, 3-D): window sums by
     depthwise convolutions with a ones filter (separable for 3-D), divided by a constant map of
     per-window element counts (a product of per-dim counts)."""
@@ -263,12 +360,17 @@ def _avg_pool_by_conv(ctx: NodeContext, x: Value, kernel: list[int], strides: li
     sizes = list(x.type.shape[2:])
     outs, extra, counts = [], [], []
     for i in range(nsp):
-        o, e = _pool_out(sizes[i], kernel[i], strides[i], pads[i], pads[i + nsp], dilations[i],
-                         ceil_mode)
+        o, e = _pool_out(
+            sizes[i], kernel[i], strides[i], pads[i], pads[i + nsp], dilations[i], ceil_mode
+        )
         if o <= 0:
             raise ctx.unsupported(f"pooling output size {o} is not positive")
         lo, hi = (-pads[i], sizes[i] + pads[i + nsp]) if cip else (0, sizes[i])
-        taps = np.arange(o)[:, None] * strides[i] - pads[i] + np.arange(kernel[i])[None, :] * dilations[i]
+        taps = (
+            np.arange(o)[:, None] * strides[i]
+            - pads[i]
+            + np.arange(kernel[i])[None, :] * dilations[i]
+        )
         counts.append(((taps >= lo) & (taps < hi)).sum(axis=1))
         outs.append(o)
         extra.append(e)
@@ -279,30 +381,57 @@ def _avg_pool_by_conv(ctx: NodeContext, x: Value, kernel: list[int], strides: li
         count = np.multiply.outer(count, cnt)
     n, c = x.type.shape[:2]
 
-    def window_sum(v: Value, k2: list[int], s2: list[int], p4: list[int], d2: list[int],
-                   suffix: str) -> Value:
+    def window_sum(
+        v: Value, k2: list[int], s2: list[int], p4: list[int], d2: list[int], suffix: str
+    ) -> Value:
         ch = v.type.shape[1]
         ones = ctx.constant(np.ones((ch, 1, *k2), np.float32), suffix=f"{suffix}_ones")
         zero = ctx.constant(np.zeros((ch,), np.float32), suffix=f"{suffix}_zero")
-        return ctx.create("Conv", [v, ones, zero], {"strides": s2, "pads": p4, "dilations": d2,
-                                                    "group": ch}, suffix=suffix)
+        return ctx.create(
+            "Conv",
+            [v, ones, zero],
+            {"strides": s2, "pads": p4, "dilations": d2, "group": ch},
+            suffix=suffix,
+        )
 
     if nsp == 1:
-        v = window_sum(_lift_1d(ctx, x, "input2d"), [1, kernel[0]], [1, strides[0]],
-                       [0, pads[0], 0, pads[1] + extra[0]], [1, dilations[0]], "window_sum")
+        v = window_sum(
+            _lift_1d(ctx, x, "input2d"),
+            [1, kernel[0]],
+            [1, strides[0]],
+            [0, pads[0], 0, pads[1] + extra[0]],
+            [1, dilations[0]],
+            "window_sum",
+        )
         total = reshape(ctx, v, (n, c, outs[0]), "window_sum_1d")
     elif nsp == 2:
-        total = window_sum(x, kernel, strides, [pads[0], pads[1], pads[2] + extra[0],
-                                                pads[3] + extra[1]], dilations, "window_sum")
+        total = window_sum(
+            x,
+            kernel,
+            strides,
+            [pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1]],
+            dilations,
+            "window_sum",
+        )
     else:
         d, h, w = sizes
-        hw = window_sum(reshape(ctx, x, (n, c * d, h, w), "as_2d"), kernel[1:], strides[1:],
-                        [pads[1], pads[2], pads[4] + extra[1], pads[5] + extra[2]],
-                        dilations[1:], "sum_hw")
+        hw = window_sum(
+            reshape(ctx, x, (n, c * d, h, w), "as_2d"),
+            kernel[1:],
+            strides[1:],
+            [pads[1], pads[2], pads[4] + extra[1], pads[5] + extra[2]],
+            dilations[1:],
+            "sum_hw",
+        )
         oh, ow = hw.type.shape[2:]
-        dd = window_sum(reshape(ctx, hw, (n, c, d, oh * ow), "depth_major"), [kernel[0], 1],
-                        [strides[0], 1], [pads[0], 0, pads[3] + extra[0], 0], [dilations[0], 1],
-                        "sum_d")
+        dd = window_sum(
+            reshape(ctx, hw, (n, c, d, oh * ow), "depth_major"),
+            [kernel[0], 1],
+            [strides[0], 1],
+            [pads[0], 0, pads[3] + extra[0], 0],
+            [dilations[0], 1],
+            "sum_d",
+        )
         total = reshape(ctx, dd, (n, c, *outs), "window_sum")
     divisor = ctx.constant(count.astype(np.float32).reshape((1, 1, *outs)), suffix="counts")
     return ctx.create("Div", [total, divisor])
@@ -326,16 +455,31 @@ def convert_lrn(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, x, FLOAT_ONLY)
     if not ctx.has_attr("size"):
         raise ctx.unsupported("attribute 'size' is required")
-    return [ctx.create("LRN", [x], {"size": int(ctx.attr("size")),
-                                    "alpha": float(ctx.attr("alpha", 1e-4)),
-                                    "beta": float(ctx.attr("beta", 0.75)),
-                                    "bias": float(ctx.attr("bias", 1.0))})]
+    return [
+        ctx.create(
+            "LRN",
+            [x],
+            {
+                "size": int(ctx.attr("size")),
+                "alpha": float(ctx.attr("alpha", 1e-4)),
+                "beta": float(ctx.attr("beta", 0.75)),
+                "bias": float(ctx.attr("bias", 1.0)),
+            },
+        )
+    ]
 
 
 @converter("BatchNormalization")
 def convert_batchnorm(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({"epsilon": None, "momentum": None, "spatial": (1,), "training_mode": (0, 1),
-                     "is_test": (1,)})
+    ctx.check_attrs(
+        {
+            "epsilon": None,
+            "momentum": None,
+            "spatial": (1,),
+            "training_mode": (0, 1),
+            "is_test": (1,),
+        }
+    )
     training = int(ctx.attr("training_mode", 0))
     if not training:
         for i in range(1, ctx.num_outputs):
@@ -357,8 +501,12 @@ def convert_batchnorm(ctx: NodeContext) -> list[Value | None]:
     axes = [0, *range(2, x.type.rank)]
     mean_k = ctx.create("ReduceMean", [x], {"axes": axes, "keepdims": 1}, suffix="batch_mean")
     d = ctx.create("Sub", [x, mean_k], suffix="centered")
-    var_k = ctx.create("ReduceMean", [ctx.create("Mul", [d, d], suffix="sq")],
-                       {"axes": axes, "keepdims": 1}, suffix="batch_var")
+    var_k = ctx.create(
+        "ReduceMean",
+        [ctx.create("Mul", [d, d], suffix="sq")],
+        {"axes": axes, "keepdims": 1},
+        suffix="batch_var",
+    )
     mean = reshape(ctx, mean_k, (c,), "batch_mean_c")
     var = reshape(ctx, var_k, (c,), "batch_var_c")
     y = ctx.create("BatchNorm", [x, params[0], params[1], mean, var], {"epsilon": eps})
@@ -368,10 +516,14 @@ def convert_batchnorm(ctx: NodeContext) -> list[Value | None]:
         if not ctx.output_used(i):
             outs.append(None)
             continue
-        a = ctx.create("Mul", [given, ctx.scalar_like(given, momentum, "momentum")],
-                       suffix=f"running{i}_old")
-        b = ctx.create("Mul", [batch, ctx.scalar_like(batch, 1.0 - momentum, "one_minus_momentum")],
-                       suffix=f"running{i}_new")
+        a = ctx.create(
+            "Mul", [given, ctx.scalar_like(given, momentum, "momentum")], suffix=f"running{i}_old"
+        )
+        b = ctx.create(
+            "Mul",
+            [batch, ctx.scalar_like(batch, 1.0 - momentum, "one_minus_momentum")],
+            suffix=f"running{i}_new",
+        )
         outs.append(ctx.create("Add", [a, b], suffix=f"running{i}"))
     return outs
 
@@ -387,8 +539,12 @@ def convert_instance_norm(ctx: NodeContext) -> list[Value | None]:
     eps = ctx.scalar_like(x, float(np.float32(ctx.attr("epsilon", 1e-5))), "epsilon")
     mean = ctx.create("ReduceMean", [x], {"axes": axes, "keepdims": 1}, suffix="mean")
     d = ctx.create("Sub", [x, mean], suffix="centered")
-    var = ctx.create("ReduceMean", [ctx.create("Mul", [d, d], suffix="sq")],
-                     {"axes": axes, "keepdims": 1}, suffix="var")
+    var = ctx.create(
+        "ReduceMean",
+        [ctx.create("Mul", [d, d], suffix="sq")],
+        {"axes": axes, "keepdims": 1},
+        suffix="var",
+    )
     den = ctx.create("Sqrt", [ctx.create("Add", [var, eps], suffix="var_eps")], suffix="std")
     pshape = (x.type.shape[1],) + (1,) * (x.type.rank - 2)
     y = ctx.create("Div", [d, den], suffix="normalized")
@@ -449,8 +605,12 @@ def convert_gemm(ctx: NodeContext) -> list[Value | None]:
                 raise ValueError
         except ValueError:
             raise ctx.unsupported(f"C {c.type} does not broadcast to [{m}, {n}]") from None
-    vector_bias = c is None or math.prod(c.type.shape[:-1]) == 1 and (
-        c.type.rank == 0 or c.type.shape[-1] in (1, n)) and (c.type.rank < 2 or c.type.shape[0] == 1)
+    vector_bias = (
+        c is None
+        or math.prod(c.type.shape[:-1]) == 1
+        and (c.type.rank == 0 or c.type.shape[-1] in (1, n))
+        and (c.type.rank < 2 or c.type.shape[0] == 1)
+    )
     if alpha == 1.0 and vector_bias:
         if c is None:
             bias = ctx.constant(np.zeros((n,), np.float32), suffix="bias")
@@ -459,13 +619,20 @@ def convert_gemm(ctx: NodeContext) -> list[Value | None]:
         elif isinstance(c, Constant):
             bias = ctx.constant(np.broadcast_to(c.data.reshape(-1), (n,)).copy(), suffix="bias")
         else:
-            bias = ctx.create("Broadcast", [reshape(ctx, c, (c.type.numel,), "bias_flat")],
-                              {"shape": (n,)}, suffix="bias")
+            bias = ctx.create(
+                "Broadcast",
+                [reshape(ctx, c, (c.type.numel,), "bias_flat")],
+                {"shape": (n,)},
+                suffix="bias",
+            )
         return [ctx.create("FullyConnected", [a, b, bias])]
     y = ctx.create("MatMul", [a, b], suffix="matmul")
     if alpha != 1.0:
-        y = ctx.create("Mul", [y, ctx.scalar_like(y, alpha, "alpha")],
-                       suffix="alpha" if c is not None else None)
+        y = ctx.create(
+            "Mul",
+            [y, ctx.scalar_like(y, alpha, "alpha")],
+            suffix="alpha" if c is not None else None,
+        )
     if c is not None:
         y = ctx.create("Add", [y, c])
     return [y]
@@ -513,8 +680,9 @@ def convert_softmax(ctx: NodeContext) -> list[Value | None]:
     if axis == rank - 1:
         return [ctx.create(op, [x], {"axis": axis})]
     # Opsets < 13 coerce to 2-D: flatten at axis, normalise over the last dim, reshape back.
-    flat = reshape(ctx, x, (math.prod(x.type.shape[:axis]), math.prod(x.type.shape[axis:])),
-                   "coerced")
+    flat = reshape(
+        ctx, x, (math.prod(x.type.shape[:axis]), math.prod(x.type.shape[axis:])), "coerced"
+    )
     y = ctx.create(op, [flat], {"axis": flat.type.rank - 1}, suffix="coerced_softmax")
     return [reshape(ctx, y, x.type.shape)]
 
@@ -526,8 +694,11 @@ def convert_layernorm(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, x, FLOAT_ONLY)
     same_elem(ctx, x, scale)
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), x.type.rank)
-    bias = ctx.inp(2) if ctx.has_input(2) else ctx.constant(
-        np.zeros(scale.type.shape, np.float32), suffix="bias")
+    bias = (
+        ctx.inp(2)
+        if ctx.has_input(2)
+        else ctx.constant(np.zeros(scale.type.shape, np.float32), suffix="bias")
+    )
     eps = float(np.float32(ctx.attr("epsilon", 1e-5)))
     y = ctx.create("LayerNorm", [x, scale, bias], {"axis": axis, "epsilon": eps})
     mean = inv_std = None
@@ -536,11 +707,16 @@ def convert_layernorm(ctx: NodeContext) -> list[Value | None]:
         axes = list(range(axis, x.type.rank))
         mean = ctx.create("ReduceMean", [x], {"axes": axes, "keepdims": 1}, suffix="mean")
         d = ctx.create("Sub", [x, mean], suffix="centered")
-        var = ctx.create("ReduceMean", [ctx.create("Mul", [d, d], suffix="sq")],
-                         {"axes": axes, "keepdims": 1}, suffix="var")
-        std = ctx.create("Sqrt", [ctx.create("Add", [var, ctx.scalar_like(x, eps, "eps")],
-                                             suffix="var_eps")], suffix="std")
+        var = ctx.create(
+            "ReduceMean",
+            [ctx.create("Mul", [d, d], suffix="sq")],
+            {"axes": axes, "keepdims": 1},
+            suffix="var",
+        )
+        std = ctx.create(
+            "Sqrt",
+            [ctx.create("Add", [var, ctx.scalar_like(x, eps, "eps")], suffix="var_eps")],
+            suffix="std",
+        )
         inv_std = ctx.create("Reciprocal", [std], suffix="inv_std")
     return [y, mean, inv_std]
-
-

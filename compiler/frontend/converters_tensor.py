@@ -20,8 +20,9 @@ from compiler.graph.types import ElemKind, broadcast_shapes
 INT_KINDS = (ElemKind.I64, ElemKind.I32)
 
 
-def reshape(ctx: NodeContext, v: Value, shape: tuple[int, ...] | list[int],
-            suffix: str | None = None) -> Value:
+def reshape(
+    ctx: NodeContext, v: Value, shape: tuple[int, ...] | list[int], suffix: str | None = None
+) -> Value:
     shape = tuple(int(d) for d in shape)
     if v.type.shape == shape:
         return v
@@ -113,14 +114,19 @@ def convert_size(ctx: NodeContext) -> list[Value | None]:
 @converter("Range")
 def convert_range(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({})
-    start, limit, delta = (ctx.require_const(i, w) for i, w in enumerate(("start", "limit", "delta")))
+    start, limit, delta = (
+        ctx.require_const(i, w) for i, w in enumerate(("start", "limit", "delta"))
+    )
     dt = start.dtype
     s, l, d = start.reshape(()).item(), limit.reshape(()).item(), delta.reshape(()).item()
     if d == 0:
         raise ctx.unsupported("delta is 0")
     n = max(int(math.ceil((l - s) / d)), 0)
-    vals = np.array([s + i * d for i in range(n)], dtype=dt) if dt.kind != "f" else \
-        (np.arange(n, dtype=dt) * dt.type(d) + dt.type(s)).astype(dt)
+    vals = (
+        np.array([s + i * d for i in range(n)], dtype=dt)
+        if dt.kind != "f"
+        else (np.arange(n, dtype=dt) * dt.type(d) + dt.type(s)).astype(dt)
+    )
     return [ctx.constant(vals.reshape(n), suffix="range")]
 
 
@@ -135,8 +141,9 @@ def convert_cast(ctx: NodeContext) -> list[Value | None]:
         ctx.check_attrs({"to": None, "saturate": None})
         code = int(ctx.attr("to"))
         if code not in ONNX_TO_ELEM:
-            raise ctx.unsupported(f"cast to {dtype_name(code)} (supported: float32, int64, "
-                                  "int32, bool)")
+            raise ctx.unsupported(
+                f"cast to {dtype_name(code)} (supported: float32, int64, int32, bool)"
+            )
         to = ONNX_TO_ELEM[code]
     if to == x.type.elem:
         return [x]
@@ -308,8 +315,9 @@ def convert_split(ctx: NodeContext) -> list[Value | None]:
     return ctx.create_multi("Split", [x], {"axis": axis, "splits": split})
 
 
-def normalize_slice(shape: tuple[int, ...], starts: list[int], ends: list[int],
-                    axes: list[int], steps: list[int]) -> tuple[list[int], list[int], list[int]]:
+def normalize_slice(
+    shape: tuple[int, ...], starts: list[int], ends: list[int], axes: list[int], steps: list[int]
+) -> tuple[list[int], list[int], list[int]]:
     """Per-dim (start, stop, step) with Python slice clamping; `axes` already normalised."""
     s_all, e_all, st_all = [0] * len(shape), list(shape), [1] * len(shape)
     for s, e, a, st in zip(starts, ends, axes, steps):
@@ -336,8 +344,9 @@ def convert_slice(ctx: NodeContext) -> list[Value | None]:
         ends = const_ints(ctx, 2, "ends")
         axes = const_ints(ctx, 3, "axes") if ctx.has_input(3) else None
         steps = const_ints(ctx, 4, "steps") if ctx.has_input(4) else None
-    axes = list(range(len(starts))) if axes is None else [norm_axis(ctx, int(a), rank)
-                                                          for a in axes]
+    axes = (
+        list(range(len(starts))) if axes is None else [norm_axis(ctx, int(a), rank) for a in axes]
+    )
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ctx.unsupported("starts, ends, axes and steps differ in length")
@@ -405,7 +414,9 @@ def convert_pad(ctx: NodeContext) -> list[Value | None]:
     if mode == "reflect":
         for i, d in enumerate(x.type.shape):
             if max(pads[i], pads[i + rank]) >= d and (pads[i] or pads[i + rank]):
-                raise ctx.unsupported(f"reflect padding {pads[i]},{pads[i + rank]} on a dim of size {d}")
+                raise ctx.unsupported(
+                    f"reflect padding {pads[i]},{pads[i + rank]} on a dim of size {d}"
+                )
     if mode == "edge" and any(d == 0 for d in x.type.shape):
         raise ctx.unsupported("edge padding of an empty tensor")
     pos = [max(p, 0) for p in pads]
@@ -414,8 +425,12 @@ def convert_pad(ctx: NodeContext) -> list[Value | None]:
         out = _wrap_pad(ctx, x, pos)
     elif any(pos):
         neg_any = any(p < 0 for p in pads)
-        out = ctx.create("Pad", [x], {"pads": pos, "mode": mode, "value": value},
-                         suffix="pad" if neg_any else None)
+        out = ctx.create(
+            "Pad",
+            [x],
+            {"pads": pos, "mode": mode, "value": value},
+            suffix="pad" if neg_any else None,
+        )
     if any(p < 0 for p in pads):
         shape = out.type.shape
         starts = [-min(pads[i], 0) for i in range(rank)]
@@ -441,15 +456,26 @@ def _wrap_pad(ctx: NodeContext, x: Value, pads: list[int]) -> Value:
         full = list(out.type.shape)
         zeros, ones = [0] * rank, [1] * rank
         if b:
-            parts.append(ctx.create("Slice", [out], {"starts": [*zeros[:i], d - b, *zeros[i + 1:]],
-                                                     "ends": full, "steps": ones},
-                                    suffix=f"wrap{i}_tail"))
+            parts.append(
+                ctx.create(
+                    "Slice",
+                    [out],
+                    {"starts": [*zeros[:i], d - b, *zeros[i + 1 :]], "ends": full, "steps": ones},
+                    suffix=f"wrap{i}_tail",
+                )
+            )
         parts.append(out)
         if e:
             ends = list(full)
             ends[i] = e
-            parts.append(ctx.create("Slice", [out], {"starts": zeros, "ends": ends, "steps": ones},
-                                    suffix=f"wrap{i}_head"))
+            parts.append(
+                ctx.create(
+                    "Slice",
+                    [out],
+                    {"starts": zeros, "ends": ends, "steps": ones},
+                    suffix=f"wrap{i}_head",
+                )
+            )
         out = ctx.create("Concat", parts, {"axis": i}, suffix=f"wrap{i}")
     return out
 
@@ -499,12 +525,19 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
         ctx.check_attrs({"mode": ("nearest", "linear")})
         scales = ctx.require_const(1, "scales").astype(np.float64).reshape(-1)
         return [_resize_old(ctx, x, scales)]
-    ctx.check_attrs({"mode": ("nearest", "linear", "cubic"), "coordinate_transformation_mode": _CTM,
-                     "cubic_coeff_a": None, "exclude_outside": (0, 1),
-                     "extrapolation_value": None,
-                     "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"),
-                     "antialias": (0,), "axes": None,
-                     "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller")})
+    ctx.check_attrs(
+        {
+            "mode": ("nearest", "linear", "cubic"),
+            "coordinate_transformation_mode": _CTM,
+            "cubic_coeff_a": None,
+            "exclude_outside": (0, 1),
+            "extrapolation_value": None,
+            "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"),
+            "antialias": (0,),
+            "axes": None,
+            "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller"),
+        }
+    )
     scales = ctx.const(2) if ctx.has_input(2) else None
     sizes = ctx.const(3) if ctx.has_input(3) else None
     if ctx.has_input(2) and scales is None or ctx.has_input(3) and sizes is None:
@@ -548,23 +581,31 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
     if any(d <= 0 for d in out):
         raise ctx.unsupported(f"output shape {out} is empty")
     mode = ctx.attr("mode", "nearest")
-    attrs = {"out_shape": out, "mode": mode, "coordinate_transformation_mode": ctm,
-             "nearest_mode": ctx.attr("nearest_mode", "round_prefer_floor"),
-             "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
-             "exclude_outside": int(ctx.attr("exclude_outside", 0)),
-             "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0))}
+    attrs = {
+        "out_shape": out,
+        "mode": mode,
+        "coordinate_transformation_mode": ctm,
+        "nearest_mode": ctx.attr("nearest_mode", "round_prefer_floor"),
+        "cubic_coeff_a": float(ctx.attr("cubic_coeff_a", -0.75)),
+        "exclude_outside": int(ctx.attr("exclude_outside", 0)),
+        "extrapolation_value": float(ctx.attr("extrapolation_value", 0.0)),
+    }
     inexact = [a for a in range(rank) if out[a] != in_shape[a] * factors[a]]
     if inexact:
         if ctm == "align_corners":
             # ONNX's reference maps with the fractional output size, onnxruntime with the
             # integer one: they disagree, so refuse.
-            raise ctx.unsupported(f"align_corners with scales {factors} that are not exactly "
-                                  "out/in (ambiguous)")
+            raise ctx.unsupported(
+                f"align_corners with scales {factors} that are not exactly out/in (ambiguous)"
+            )
         if mode == "nearest" and any(
-                _nearest_is_ambiguous(in_shape[a], out[a], factors[a], ctm, attrs["nearest_mode"])
-                for a in inexact):
-            raise ctx.unsupported(f"nearest resize with scales {factors}: source pixels sit on "
-                                  "rounding boundaries (ambiguous between implementations)")
+            _nearest_is_ambiguous(in_shape[a], out[a], factors[a], ctm, attrs["nearest_mode"])
+            for a in inexact
+        ):
+            raise ctx.unsupported(
+                f"nearest resize with scales {factors}: source pixels sit on "
+                "rounding boundaries (ambiguous between implementations)"
+            )
         attrs["scales"] = factors
     return [ctx.create("Resize", [x], attrs)]
 
@@ -586,9 +627,16 @@ def _resize_old(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
         raise ctx.unsupported("linear mode scales only the last two dims")
     if tuple(out) == x.type.shape:
         return x
-    return ctx.create("Resize", [x], {"out_shape": out, "mode": mode,
-                                      "coordinate_transformation_mode": "asymmetric",
-                                      "nearest_mode": "floor"})
+    return ctx.create(
+        "Resize",
+        [x],
+        {
+            "out_shape": out,
+            "mode": mode,
+            "coordinate_transformation_mode": "asymmetric",
+            "nearest_mode": "floor",
+        },
+    )
 
 
 @converter("Upsample")

@@ -40,16 +40,19 @@ def load_model(source: ModelSource, *, check: bool = True) -> onnx.ModelProto:
         except OSError as e:
             raise ModelLoadError(f"cannot read model file '{where}': {e.strerror or e}") from None
     else:
-        raise ModelLoadError(f"cannot load a model from a {type(source).__name__}; "
-                             "pass a path, bytes or an onnx.ModelProto")
+        raise ModelLoadError(
+            f"cannot load a model from a {type(source).__name__}; "
+            "pass a path, bytes or an onnx.ModelProto"
+        )
     if not data:
         raise ModelLoadError(f"model file '{where}' is empty")
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)
     except (DecodeError, ValueError, RuntimeError) as e:
-        raise ModelLoadError(f"model file '{where}' is not a valid ONNX model "
-                             f"(truncated or not ONNX: {_short(e)})") from None
+        raise ModelLoadError(
+            f"model file '{where}' is not a valid ONNX model (truncated or not ONNX: {_short(e)})"
+        ) from None
     check_model(model, where, checker=check)
     _load_external(model, where, source)
     return model
@@ -62,7 +65,9 @@ def check_model(model: onnx.ModelProto, where: str, *, checker: bool = True) -> 
     if not model.opset_import and model.ir_version == 0:
         raise ModelLoadError(f"model file '{where}' is not an ONNX model: no IR version or opset")
     if not model.opset_import:
-        raise ModelLoadError(f"model file '{where}' has no opset_import; cannot tell its ONNX version")
+        raise ModelLoadError(
+            f"model file '{where}' has no opset_import; cannot tell its ONNX version"
+        )
     if not checker:
         return
     try:
@@ -85,7 +90,9 @@ def _load_external(model: onnx.ModelProto, where: str, source: ModelSource) -> N
 
         load_external_data_for_model(model, str(Path(source).resolve().parent))
     except Exception as e:  # noqa: BLE001
-        raise ModelLoadError(f"model '{where}': cannot read its external weights: {_short(e)}") from None
+        raise ModelLoadError(
+            f"model '{where}': cannot read its external weights: {_short(e)}"
+        ) from None
 
 
 def _short(e: BaseException) -> str:

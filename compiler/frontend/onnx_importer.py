@@ -65,12 +65,18 @@ class NodeContext:
             return default
         if a.type == onnx.AttributeProto.TENSOR:
             return self.imp.tensor_to_array(a.t, f"{self.name}.{key}")
-        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS,
-                      onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
-                      onnx.AttributeProto.TENSORS, onnx.AttributeProto.TYPE_PROTO,
-                      onnx.AttributeProto.TYPE_PROTOS):
-            raise self.unsupported(f"attribute '{key}' of kind "
-                                   f"{onnx.AttributeProto.AttributeType.Name(a.type)}")
+        if a.type in (
+            onnx.AttributeProto.GRAPH,
+            onnx.AttributeProto.GRAPHS,
+            onnx.AttributeProto.SPARSE_TENSOR,
+            onnx.AttributeProto.SPARSE_TENSORS,
+            onnx.AttributeProto.TENSORS,
+            onnx.AttributeProto.TYPE_PROTO,
+            onnx.AttributeProto.TYPE_PROTOS,
+        ):
+            raise self.unsupported(
+                f"attribute '{key}' of kind {onnx.AttributeProto.AttributeType.Name(a.type)}"
+            )
         if a.ref_attr_name:
             raise self.unsupported(f"attribute '{key}' refers to a function attribute")
         v = onnx.helper.get_attribute_value(a)
@@ -93,8 +99,10 @@ class NodeContext:
             if ok is not None:
                 v = self.attr(key)
                 if v not in ok:
-                    raise self.unsupported(f"attribute {key}={v!r} is not supported "
-                                           f"(supported: {', '.join(map(repr, ok))})")
+                    raise self.unsupported(
+                        f"attribute {key}={v!r} is not supported "
+                        f"(supported: {', '.join(map(repr, ok))})"
+                    )
 
     # -- operands -------------------------------------------------------------------------------
     @property
@@ -127,31 +135,47 @@ class NodeContext:
         if v is None:
             if not self.has_input(i):
                 raise self.unsupported(f"input '{what}' is missing")
-            raise self.unsupported(f"input '{what}' ({self.node.input[i]}) must be known at "
-                                   "compile time, but it depends on a run-time value")
+            raise self.unsupported(
+                f"input '{what}' ({self.node.input[i]}) must be known at "
+                "compile time, but it depends on a run-time value"
+            )
         return v
 
     def output_used(self, i: int) -> bool:
-        return (i < len(self.node.output) and self.node.output[i] != ""
-                and self.node.output[i] in self.imp.used)
+        return (
+            i < len(self.node.output)
+            and self.node.output[i] != ""
+            and self.node.output[i] in self.imp.used
+        )
 
     @property
     def num_outputs(self) -> int:
         return len(self.node.output)
 
     # -- creation -------------------------------------------------------------------------------
-    def create(self, op: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None,
-               suffix: str | None = None) -> Value:
+    def create(
+        self,
+        op: str,
+        operands: Sequence[Value],
+        attrs: dict[str, Any] | None = None,
+        suffix: str | None = None,
+    ) -> Value:
         vals = self.create_multi(op, operands, attrs, suffix)
         assert len(vals) == 1, op
         return vals[0]
 
-    def create_multi(self, op: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None,
-                     suffix: str | None = None) -> list[Value]:
+    def create_multi(
+        self,
+        op: str,
+        operands: Sequence[Value],
+        attrs: dict[str, Any] | None = None,
+        suffix: str | None = None,
+    ) -> list[Value]:
         return self.imp.create(op, list(operands), attrs or {}, self.name, suffix)
 
-    def constant(self, data: np.ndarray | float | int | bool, dtype: Any = None,
-                 suffix: str = "const") -> Constant:
+    def constant(
+        self, data: np.ndarray | float | int | bool, dtype: Any = None, suffix: str = "const"
+    ) -> Constant:
         arr = np.asarray(data, dtype=dtype)
         return self.imp.detached_constant(f"{self.name}.{suffix}", arr)
 
@@ -159,15 +183,25 @@ class NodeContext:
         return self.constant(np.array(x, dtype=v.type.np_dtype), suffix=suffix)
 
     def unsupported(self, message: str) -> UnsupportedError:
-        return UnsupportedError(message, node=self.node.name or self.name, op=self.op_type,
-                                opset=self.opset, model=self.imp.source)
+        return UnsupportedError(
+            message,
+            node=self.node.name or self.name,
+            op=self.op_type,
+            opset=self.opset,
+            model=self.imp.source,
+        )
 
 
 class Importer:
     """Converts one ONNX graph into a Module with a single Function `main`."""
 
-    def __init__(self, model: onnx.ModelProto, input_shapes: dict[str, Sequence[int]] | None,
-                 name: str | None, source: str | None) -> None:
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        input_shapes: dict[str, Sequence[int]] | None,
+        name: str | None,
+        source: str | None,
+    ) -> None:
         self.model = model
         self.graph = model.graph
         self.source = source
@@ -176,7 +210,8 @@ class Importer:
         self.module = Module(mod_name)
         self.module.meta["opset"] = self.opset
         self.module.meta["model_opset"] = next(
-            (i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), self.opset)
+            (i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), self.opset
+        )
         self.module.meta["source"] = source
         self.fn: Function = self.module.create_function("main")
         self.values: dict[str, Value] = {}
@@ -192,18 +227,24 @@ class Importer:
     # -- values ---------------------------------------------------------------------------------
     def tensor_to_array(self, t: onnx.TensorProto, what: str) -> np.ndarray:
         if t.data_type not in ONNX_TO_ELEM:
-            raise UnsupportedError(f"tensor '{what}' has element type {dtype_name(t.data_type)}; "
-                                   "supported: float32, int64, int32, bool", model=self.source)
+            raise UnsupportedError(
+                f"tensor '{what}' has element type {dtype_name(t.data_type)}; "
+                "supported: float32, int64, int32, bool",
+                model=self.source,
+            )
         if t.data_location == onnx.TensorProto.EXTERNAL:
-            raise UnsupportedError(f"tensor '{what}' stores its data in an external file; "
-                                   "load the model by path", model=self.source)
+            raise UnsupportedError(
+                f"tensor '{what}' stores its data in an external file; load the model by path",
+                model=self.source,
+            )
         return numpy_helper.to_array(t)
 
     def detached_constant(self, name: str, data: np.ndarray) -> Constant:
         """A Constant not yet in the module; it is added (uniquely named) when a node uses it."""
         if data.dtype not in _SUPPORTED_NP:
-            raise UnsupportedError(f"constant '{name}' has element type {data.dtype}",
-                                   model=self.source)
+            raise UnsupportedError(
+                f"constant '{name}' has element type {data.dtype}", model=self.source
+            )
         return Constant(name, data)
 
     def attach(self, v: Value) -> Value:
@@ -222,28 +263,38 @@ class Importer:
             self.values[name] = v
             return v
         where = f"node '{ctx.name}' reads " if ctx else ""
-        raise UnsupportedError(f"{where}value '{name}' which no node, input or initializer "
-                               "defines (a subgraph or out-of-order graph?)", model=self.source)
+        raise UnsupportedError(
+            f"{where}value '{name}' which no node, input or initializer "
+            "defines (a subgraph or out-of-order graph?)",
+            model=self.source,
+        )
 
     # -- node creation and folding --------------------------------------------------------------
-    def create(self, op: str, operands: list[Value], attrs: dict[str, Any], base: str,
-               suffix: str | None) -> list[Value]:
+    def create(
+        self, op: str, operands: list[Value], attrs: dict[str, Any], base: str, suffix: str | None
+    ) -> list[Value]:
         name = base if suffix is None else f"{base}.{suffix}"
         opdef = get_op(op)
         full = opdef.normalize_attrs(attrs, node_name=name)
         types = opdef.infer([v.type for v in operands], full, name)
-        if (operands and all(isinstance(v, Constant) for v in operands)
-                and self.evaluate is not None and op in self.kernels
-                and all(t.numel <= FOLD_LIMIT for t in types)):
-            fake = SimpleNamespace(op=op, name=name, attrs=full,
-                                   results=[SimpleNamespace(type=t) for t in types])
+        if (
+            operands
+            and all(isinstance(v, Constant) for v in operands)
+            and self.evaluate is not None
+            and op in self.kernels
+            and all(t.numel <= FOLD_LIMIT for t in types)
+        ):
+            fake = SimpleNamespace(
+                op=op, name=name, attrs=full, results=[SimpleNamespace(type=t) for t in types]
+            )
             outs = self.evaluate(fake, [v.data for v in operands])
-            return [self.detached_constant(name if len(outs) == 1 else f"{name}#{i}", a)
-                    for i, a in enumerate(outs)]
+            return [
+                self.detached_constant(name if len(outs) == 1 else f"{name}#{i}", a)
+                for i, a in enumerate(outs)
+            ]
         for v in operands:
             self.attach(v)
-        node = self.fn.create(op, operands, full, name=name, origin=[base],
-                              result_types=types)
+        node = self.fn.create(op, operands, full, name=name, origin=[base], result_types=types)
         node.meta["onnx_node"] = base
         return list(node.results)
 
@@ -257,8 +308,10 @@ class Importer:
         names = {vi.name for vi in inputs}
         for key in self.input_shapes:
             if key not in names:
-                raise ShapeError(f"input_shapes names '{key}', which is not an input of the model"
-                                 f" (inputs: {', '.join(sorted(names)) or 'none'})")
+                raise ShapeError(
+                    f"input_shapes names '{key}', which is not an input of the model"
+                    f" (inputs: {', '.join(sorted(names)) or 'none'})"
+                )
         onnx_inputs = []
         for vi in inputs:
             p = self.module.add_placeholder(vi.name, self._input_type(vi))
@@ -285,12 +338,20 @@ class Importer:
     def check_supported(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
         if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedError(f"operator domain '{node.domain}' is not supported "
-                                   "(only the default ONNX domain)", node=name, op=node.op_type,
-                                   model=self.source)
+            raise UnsupportedError(
+                f"operator domain '{node.domain}' is not supported (only the default ONNX domain)",
+                node=name,
+                op=node.op_type,
+                model=self.source,
+            )
         if node.op_type not in CONVERTERS:
-            raise UnsupportedError("this operator is not supported", node=name, op=node.op_type,
-                                   opset=self.opset, model=self.source)
+            raise UnsupportedError(
+                "this operator is not supported",
+                node=name,
+                op=node.op_type,
+                opset=self.opset,
+                model=self.source,
+            )
 
     def _convert(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
@@ -311,44 +372,61 @@ class Importer:
     def _input_type(self, vi: onnx.ValueInfoProto) -> TensorType:
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
-            raise UnsupportedError(f"input '{vi.name}' is not a tensor (sequence/map/optional)",
-                                   model=self.source)
+            raise UnsupportedError(
+                f"input '{vi.name}' is not a tensor (sequence/map/optional)", model=self.source
+            )
         if tt.elem_type not in ONNX_TO_ELEM:
-            raise UnsupportedError(f"input '{vi.name}' has element type "
-                                   f"{dtype_name(tt.elem_type)}; supported: float32, int64, "
-                                   "int32, bool", model=self.source)
+            raise UnsupportedError(
+                f"input '{vi.name}' has element type "
+                f"{dtype_name(tt.elem_type)}; supported: float32, int64, "
+                "int32, bool",
+                model=self.source,
+            )
         given = self.input_shapes.get(vi.name)
         if tt.HasField("shape"):
             # An example built from the model's own dims: known ones kept, symbolic ones as 1.
-            example = "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0
-                               else "1" for d in tt.shape.dim) or "1"
+            example = (
+                "x".join(
+                    str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1"
+                    for d in tt.shape.dim
+                )
+                or "1"
+            )
         else:
             example = "1x3x224x224"
         hint_cli = f"--input-shape {vi.name}={example}"
         if not tt.HasField("shape"):
             if given is None:
-                raise ShapeError(f"input '{vi.name}' has no declared shape; give it with "
-                                 f"{hint_cli} (CLI) or input_shapes={{'{vi.name}': (...)}} (API)")
+                raise ShapeError(
+                    f"input '{vi.name}' has no declared shape; give it with "
+                    f"{hint_cli} (CLI) or input_shapes={{'{vi.name}': (...)}} (API)"
+                )
             return TensorType(ONNX_TO_ELEM[tt.elem_type], given)
         dims = []
         for d in tt.shape.dim:
             dims.append(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None)
         if given is not None:
             if len(given) != len(dims):
-                raise ShapeError(f"input_shapes gives '{vi.name}' rank {len(given)} "
-                                 f"({'x'.join(map(str, given))}), the model declares rank "
-                                 f"{len(dims)} ({_fmt_dims(tt)})")
+                raise ShapeError(
+                    f"input_shapes gives '{vi.name}' rank {len(given)} "
+                    f"({'x'.join(map(str, given))}), the model declares rank "
+                    f"{len(dims)} ({_fmt_dims(tt)})"
+                )
             for i, (g_, d) in enumerate(zip(given, dims)):
                 if g_ < 0:
                     raise ShapeError(f"input_shapes gives '{vi.name}' a negative dim {g_}")
                 if d is not None and d != g_:
-                    raise ShapeError(f"input_shapes gives '{vi.name}' dim {i} = {g_}, but the model "
-                                     f"fixes it to {d} ({_fmt_dims(tt)})")
+                    raise ShapeError(
+                        f"input_shapes gives '{vi.name}' dim {i} = {g_}, but the model "
+                        f"fixes it to {d} ({_fmt_dims(tt)})"
+                    )
             return TensorType(ONNX_TO_ELEM[tt.elem_type], given)
         if any(d is None for d in dims):
-            raise ShapeError(f"input '{vi.name}' has symbolic dims ({_fmt_dims(tt)}); give a "
-                             f"concrete shape with {hint_cli} (CLI) or "
-                             f"input_shapes={{'{vi.name}': (...)}} (API)")
+            raise ShapeError(
+                f"input '{vi.name}' has symbolic dims ({_fmt_dims(tt)}); give a "
+                f"concrete shape with {hint_cli} (CLI) or "
+                f"input_shapes={{'{vi.name}': (...)}} (API)"
+            )
         return TensorType(ONNX_TO_ELEM[tt.elem_type], tuple(dims))
 
     def _check_output_type(self, o: onnx.ValueInfoProto, v: Value) -> None:
@@ -356,16 +434,25 @@ class Importer:
         if o.type.HasField("tensor_type") and tt.elem_type:
             want = ONNX_TO_ELEM.get(tt.elem_type)
             if want is None:
-                raise UnsupportedError(f"output '{o.name}' has element type "
-                                       f"{dtype_name(tt.elem_type)}", model=self.source)
+                raise UnsupportedError(
+                    f"output '{o.name}' has element type {dtype_name(tt.elem_type)}",
+                    model=self.source,
+                )
             if want != v.type.elem:
-                raise ShapeError(f"output '{o.name}' is declared {dtype_name(tt.elem_type)} but "
-                                 f"computes {v.type}")
+                raise ShapeError(
+                    f"output '{o.name}' is declared {dtype_name(tt.elem_type)} but "
+                    f"computes {v.type}"
+                )
 
 
 def _fmt_dims(tt: onnx.TypeProto.Tensor) -> str:
-    return "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
-                    for d in tt.shape.dim) or "scalar"
+    return (
+        "x".join(
+            str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in tt.shape.dim
+        )
+        or "scalar"
+    )
 
 
 def _default_opset(model: onnx.ModelProto, source: str | None) -> int:
@@ -378,8 +465,11 @@ def _default_opset(model: onnx.ModelProto, source: str | None) -> int:
     if version < MIN_OPSET and _same_as_min_opset(model, version):
         return MIN_OPSET
     if not MIN_OPSET <= version <= MAX_OPSET:
-        raise UnsupportedError(f"ONNX opset {version} is not supported (supported: "
-                               f"{MIN_OPSET}..{MAX_OPSET})", opset=version, model=source)
+        raise UnsupportedError(
+            f"ONNX opset {version} is not supported (supported: {MIN_OPSET}..{MAX_OPSET})",
+            opset=version,
+            model=source,
+        )
     return version
 
 
@@ -397,8 +487,11 @@ def _same_as_min_opset(model: onnx.ModelProto, version: int) -> bool:
     return bool(model.graph.node)
 
 
-def import_onnx(model: ModelSource, input_shapes: dict[str, Sequence[int]] | None = None,
-                name: str | None = None) -> Module:
+def import_onnx(
+    model: ModelSource,
+    input_shapes: dict[str, Sequence[int]] | None = None,
+    name: str | None = None,
+) -> Module:
     """Import an ONNX model (proto, path or bytes) into a graph-IR Module.
 
     `input_shapes` gives concrete shapes for inputs with symbolic dims. Raises ModelLoadError,

@@ -8,6 +8,19 @@ from compiler.graph.types import ElemKind, TensorType
 from compiler.graph.verifier import verify_module
 
 __all__ = [
-    "Constant", "ElemKind", "Function", "Module", "Node", "OpDef", "Placeholder", "Result",
-    "TensorType", "Value", "all_ops", "get_op", "parse_module", "print_module", "verify_module",
+    "Constant",
+    "ElemKind",
+    "Function",
+    "Module",
+    "Node",
+    "OpDef",
+    "Placeholder",
+    "Result",
+    "TensorType",
+    "Value",
+    "all_ops",
+    "get_op",
+    "parse_module",
+    "print_module",
+    "verify_module",
 ]

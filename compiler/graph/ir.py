@@ -55,8 +55,13 @@ class Constant(Value):
 
     __slots__ = ("data", "_digest")
 
-    def __init__(self, name: str, data: np.ndarray | None, type: TensorType | None = None,
-                 digest: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        data: np.ndarray | None,
+        type: TensorType | None = None,
+        digest: str | None = None,
+    ) -> None:
         if data is not None:
             data = np.ascontiguousarray(data).reshape(np.shape(data))
             data.setflags(write=False)
@@ -300,7 +305,9 @@ class Module:
         self.constants[c.name] = c
         return c
 
-    def add_placeholder(self, name: str, type: TensorType, *, is_output: bool = False) -> Placeholder:
+    def add_placeholder(
+        self, name: str, type: TensorType, *, is_output: bool = False
+    ) -> Placeholder:
         p = Placeholder(self.unique_name(name), type, is_output)
         self.placeholders[p.name] = p
         return p

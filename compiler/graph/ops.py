@@ -44,7 +44,9 @@ class OpDef:
     doc: str = ""
     variadic: bool = False  # the last operand may repeat (>= 1 times)
 
-    def normalize_attrs(self, attrs: dict[str, Any], node_name: str | None = None) -> dict[str, Any]:
+    def normalize_attrs(
+        self, attrs: dict[str, Any], node_name: str | None = None
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key in attrs:
             if key not in self.attrs:
@@ -90,8 +92,10 @@ def _wrap_infer(op: OpDef) -> Callable[..., list[TensorType]]:
     def infer(types: list[TensorType], attrs: dict[str, Any], node_name: str = "?"):
         n = len(op.operands)
         if (not op.variadic and len(types) != n) or (op.variadic and len(types) < n):
-            raise VerifyError(f"{op.name} '{node_name}': expected {n}{'+' if op.variadic else ''}"
-                              f" operands, got {len(types)}")
+            raise VerifyError(
+                f"{op.name} '{node_name}': expected {n}{'+' if op.variadic else ''}"
+                f" operands, got {len(types)}"
+            )
         try:
             return fn(types, attrs)
         except ShapeError as e:
@@ -168,7 +172,11 @@ def _conv(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     sh, sw = attrs["strides"]
     pt, pl, pb, pr = attrs["pads"]
     dh, dw = attrs["dilations"]
-    return [TensorType(x.elem, (n, k, _conv_out(h, r, sh, pt, pb, dh), _conv_out(wd, s, sw, pl, pr, dw)))]
+    return [
+        TensorType(
+            x.elem, (n, k, _conv_out(h, r, sh, pt, pb, dh), _conv_out(wd, s, sw, pl, pr, dw))
+        )
+    ]
 
 
 def _conv_transpose(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -319,7 +327,7 @@ def _gather(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     if idx.elem not in (ElemKind.I64, ElemKind.I32):
         raise ShapeError("indices must be i64 or i32")
     ax = _axis(attrs["axis"], data.rank)
-    return [data.with_shape(data.shape[:ax] + idx.shape + data.shape[ax + 1:])]
+    return [data.with_shape(data.shape[:ax] + idx.shape + data.shape[ax + 1 :])]
 
 
 def _matmul(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -413,140 +421,511 @@ def _save(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
 # ---------------------------------------------------------------------------------------------
 
 _ACT = {
-    "activation": Attr("str", "none", "fused activation: none, relu, clip, leaky_relu, sigmoid, tanh"),
+    "activation": Attr(
+        "str", "none", "fused activation: none, relu, clip, leaky_relu, sigmoid, tanh"
+    ),
     "act_args": Attr("floats", (), "arguments of the fused activation (clip: min, max)"),
 }
 _ELEM = frozenset({"elementwise", "pure", "inplace"})
 
 for _name, _doc in [
-    ("Relu", "max(x, 0)"), ("Sigmoid", "1 / (1 + exp(-x))"), ("Tanh", "tanh(x)"),
-    ("Exp", "exp(x)"), ("Log", "natural log"), ("Sqrt", "square root"), ("Abs", "|x|"),
-    ("Neg", "-x"), ("Reciprocal", "1 / x"), ("Erf", "error function"), ("Floor", "floor(x)"),
-    ("Ceil", "ceil(x)"), ("Not", "logical not"), ("Softplus", "log(1 + exp(x))"),
-    ("HardSwish", "x * max(0, min(1, x/6 + 1/2))"), ("Sign", "sign(x)"),
+    ("Relu", "max(x, 0)"),
+    ("Sigmoid", "1 / (1 + exp(-x))"),
+    ("Tanh", "tanh(x)"),
+    ("Exp", "exp(x)"),
+    ("Log", "natural log"),
+    ("Sqrt", "square root"),
+    ("Abs", "|x|"),
+    ("Neg", "-x"),
+    ("Reciprocal", "1 / x"),
+    ("Erf", "error function"),
+    ("Floor", "floor(x)"),
+    ("Ceil", "ceil(x)"),
+    ("Not", "logical not"),
+    ("Softplus", "log(1 + exp(x))"),
+    ("HardSwish", "x * max(0, min(1, x/6 + 1/2))"),
+    ("Sign", "sign(x)"),
 ]:
-    register(OpDef(_name, ("input",), _same, traits=_ELEM | {"unary"},
-                   category="activation" if _name in ("Relu", "Sigmoid", "Tanh", "Softplus",
-                                                      "HardSwish") else "elementwise",
-                   doc=_doc))
+    register(
+        OpDef(
+            _name,
+            ("input",),
+            _same,
+            traits=_ELEM | {"unary"},
+            category="activation"
+            if _name in ("Relu", "Sigmoid", "Tanh", "Softplus", "HardSwish")
+            else "elementwise",
+            doc=_doc,
+        )
+    )
 
-register(OpDef("LeakyRelu", ("input",), _same, {"alpha": Attr("float", 0.01)}, _ELEM | {"unary"},
-               "activation", "x if x >= 0 else alpha * x"))
-register(OpDef("Elu", ("input",), _same, {"alpha": Attr("float", 1.0)}, _ELEM | {"unary"},
-               "activation", "x if x > 0 else alpha * (exp(x) - 1)"))
-register(OpDef("Selu", ("input",), _same,
-               {"alpha": Attr("float", 1.6732632423543772), "gamma": Attr("float", 1.0507009873554805)},
-               _ELEM | {"unary"}, "activation", "gamma * elu(x, alpha)"))
-register(OpDef("HardSigmoid", ("input",), _same,
-               {"alpha": Attr("float", 0.2), "beta": Attr("float", 0.5)}, _ELEM | {"unary"},
-               "activation", "max(0, min(1, alpha * x + beta))"))
-register(OpDef("Gelu", ("input",), _same, {"approximate": Attr("str", "none")}, _ELEM | {"unary"},
-               "activation", "x * Phi(x) (approximate: none or tanh)"))
-register(OpDef("Clip", ("input",), _same,
-               {"min": Attr("float", -math.inf), "max": Attr("float", math.inf)},
-               _ELEM | {"unary"}, "activation", "min(max(x, min), max)"))
+register(
+    OpDef(
+        "LeakyRelu",
+        ("input",),
+        _same,
+        {"alpha": Attr("float", 0.01)},
+        _ELEM | {"unary"},
+        "activation",
+        "x if x >= 0 else alpha * x",
+    )
+)
+register(
+    OpDef(
+        "Elu",
+        ("input",),
+        _same,
+        {"alpha": Attr("float", 1.0)},
+        _ELEM | {"unary"},
+        "activation",
+        "x if x > 0 else alpha * (exp(x) - 1)",
+    )
+)
+register(
+    OpDef(
+        "Selu",
+        ("input",),
+        _same,
+        {"alpha": Attr("float", 1.6732632423543772), "gamma": Attr("float", 1.0507009873554805)},
+        _ELEM | {"unary"},
+        "activation",
+        "gamma * elu(x, alpha)",
+    )
+)
+register(
+    OpDef(
+        "HardSigmoid",
+        ("input",),
+        _same,
+        {"alpha": Attr("float", 0.2), "beta": Attr("float", 0.5)},
+        _ELEM | {"unary"},
+        "activation",
+        "max(0, min(1, alpha * x + beta))",
+    )
+)
+register(
+    OpDef(
+        "Gelu",
+        ("input",),
+        _same,
+        {"approximate": Attr("str", "none")},
+        _ELEM | {"unary"},
+        "activation",
+        "x * Phi(x) (approximate: none or tanh)",
+    )
+)
+register(
+    OpDef(
+        "Clip",
+        ("input",),
+        _same,
+        {"min": Attr("float", -math.inf), "max": Attr("float", math.inf)},
+        _ELEM | {"unary"},
+        "activation",
+        "min(max(x, min), max)",
+    )
+)
 
 for _name, _doc, _extra in [
-    ("Add", "a + b", {"commutative"}), ("Sub", "a - b", set()), ("Mul", "a * b", {"commutative"}),
-    ("Div", "a / b (integer division truncates toward zero)", set()), ("Pow", "a ** b", set()),
-    ("Max", "max(a, b)", {"commutative"}), ("Min", "min(a, b)", {"commutative"}),
+    ("Add", "a + b", {"commutative"}),
+    ("Sub", "a - b", set()),
+    ("Mul", "a * b", {"commutative"}),
+    ("Div", "a / b (integer division truncates toward zero)", set()),
+    ("Pow", "a ** b", set()),
+    ("Max", "max(a, b)", {"commutative"}),
+    ("Min", "min(a, b)", {"commutative"}),
     ("PRelu", "a if a >= 0 else b * a", set()),
 ]:
-    register(OpDef(_name, ("lhs", "rhs"), _broadcast, traits=_ELEM | {"binary"} | _extra,
-                   category="elementwise", doc=_doc + ", broadcasting"))
+    register(
+        OpDef(
+            _name,
+            ("lhs", "rhs"),
+            _broadcast,
+            traits=_ELEM | {"binary"} | _extra,
+            category="elementwise",
+            doc=_doc + ", broadcasting",
+        )
+    )
 
-for _name, _doc in [("Equal", "a == b"), ("Less", "a < b"), ("Greater", "a > b"),
-                    ("And", "a and b"), ("Or", "a or b")]:
-    register(OpDef(_name, ("lhs", "rhs"), _compare, traits=frozenset({"elementwise", "pure", "binary"}),
-                   category="elementwise", doc=_doc + " -> bool, broadcasting"))
+for _name, _doc in [
+    ("Equal", "a == b"),
+    ("Less", "a < b"),
+    ("Greater", "a > b"),
+    ("And", "a and b"),
+    ("Or", "a or b"),
+]:
+    register(
+        OpDef(
+            _name,
+            ("lhs", "rhs"),
+            _compare,
+            traits=frozenset({"elementwise", "pure", "binary"}),
+            category="elementwise",
+            doc=_doc + " -> bool, broadcasting",
+        )
+    )
 
-register(OpDef("Where", ("cond", "x", "y"), _where, traits=frozenset({"elementwise", "pure"}),
-               category="elementwise", doc="x where cond else y, broadcasting"))
-register(OpDef("Cast", ("input",), _cast, {"to": Attr("str")}, frozenset({"elementwise", "pure"}),
-               "elementwise", "convert element kind"))
+register(
+    OpDef(
+        "Where",
+        ("cond", "x", "y"),
+        _where,
+        traits=frozenset({"elementwise", "pure"}),
+        category="elementwise",
+        doc="x where cond else y, broadcasting",
+    )
+)
+register(
+    OpDef(
+        "Cast",
+        ("input",),
+        _cast,
+        {"to": Attr("str")},
+        frozenset({"elementwise", "pure"}),
+        "elementwise",
+        "convert element kind",
+    )
+)
 
-register(OpDef("Conv", ("input", "filter", "bias"), _conv,
-               {"strides": Attr("ints", (1, 1)), "pads": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
-                "dilations": Attr("ints", (1, 1)), "group": Attr("int", 1), **_ACT},
-               frozenset({"pure"}), "conv", "2-D convolution, NCHW input, KCRS filter"))
-register(OpDef("ConvTranspose", ("input", "filter", "bias"), _conv_transpose,
-               {"strides": Attr("ints", (1, 1)), "pads": Attr("ints", (0, 0, 0, 0)),
-                "dilations": Attr("ints", (1, 1)), "group": Attr("int", 1),
-                "output_padding": Attr("ints", (0, 0))},
-               frozenset({"pure"}), "conv", "2-D transposed convolution, NCHW, filter C x K/g x R x S"))
-register(OpDef("BatchNorm", ("input", "scale", "bias", "mean", "var"), _batchnorm,
-               {"epsilon": Attr("float", 1e-5)}, frozenset({"pure"}), "norm",
-               "inference batch normalisation over channel axis 1"))
-register(OpDef("LayerNorm", ("input", "scale", "bias"), _layernorm,
-               {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5)}, frozenset({"pure"}),
-               "norm", "normalise over dims axis.. then scale and shift"))
-register(OpDef("LRN", ("input",), _same,
-               {"size": Attr("int"), "alpha": Attr("float", 1e-4), "beta": Attr("float", 0.75),
-                "bias": Attr("float", 1.0)}, frozenset({"pure"}), "norm",
-               "local response normalisation across channels"))
-register(OpDef("MaxPool", ("input",), _pool,
-               {"kernel": Attr("ints"), "strides": Attr("ints", (1, 1)),
-                "pads": Attr("ints", (0, 0, 0, 0)), "dilations": Attr("ints", (1, 1)),
-                "ceil_mode": Attr("int", 0)}, frozenset({"pure"}), "pool", "2-D max pooling, NCHW"))
-register(OpDef("AvgPool", ("input",), _pool,
-               {"kernel": Attr("ints"), "strides": Attr("ints", (1, 1)),
-                "pads": Attr("ints", (0, 0, 0, 0)), "ceil_mode": Attr("int", 0),
-                "count_include_pad": Attr("int", 0)}, frozenset({"pure"}), "pool",
-               "2-D average pooling, NCHW"))
-register(OpDef("GlobalAvgPool", ("input",), _global_pool, traits=frozenset({"pure"}),
-               category="pool", doc="mean over all spatial dims (kept as 1)"))
-register(OpDef("GlobalMaxPool", ("input",), _global_pool, traits=frozenset({"pure"}),
-               category="pool", doc="max over all spatial dims (kept as 1)"))
-register(OpDef("Pad", ("input",), _pad,
-               {"pads": Attr("ints", doc="begins for every dim, then ends"),
-                "mode": Attr("str", "constant"), "value": Attr("float", 0.0)},
-               frozenset({"pure"}), "tensor", "pad with a constant, edge or reflection"))
-register(OpDef("Resize", ("input",), _resize,
-               {"out_shape": Attr("ints"), "mode": Attr("str", "nearest"),
-                "coordinate_transformation_mode": Attr("str", "half_pixel"),
-                "nearest_mode": Attr("str", "round_prefer_floor"),
-                "cubic_coeff_a": Attr("float", -0.75), "exclude_outside": Attr("int", 0),
-                "extrapolation_value": Attr("float", 0.0),
-                "scales": Attr("floats", (), "per-dim scale mapping coordinates when it is not "
-                               "exactly out/in (ONNX scales input); empty = out/in")},
-               frozenset({"pure"}), "tensor", "resize by nearest, linear or cubic interpolation"))
-register(OpDef("Concat", ("inputs",), _concat, {"axis": Attr("int")}, frozenset({"pure"}),
-               "tensor", "concatenate along axis", variadic=True))
-register(OpDef("Split", ("input",), _split, {"axis": Attr("int"), "splits": Attr("ints")},
-               frozenset({"pure"}), "tensor", "split along axis into pieces of the given sizes"))
-register(OpDef("Slice", ("input",), _slice,
-               {"starts": Attr("ints"), "ends": Attr("ints"), "steps": Attr("ints")},
-               frozenset({"pure"}), "tensor",
-               "strided slice; starts/ends/steps given for every dim, already clamped"))
-register(OpDef("Reshape", ("input",), _reshape, {"shape": Attr("ints")},
-               frozenset({"pure", "view"}), "tensor", "same data, new static shape"))
-register(OpDef("Transpose", ("input",), _transpose, {"perm": Attr("ints")}, frozenset({"pure"}),
-               "tensor", "permute dims"))
-register(OpDef("Broadcast", ("input",), _broadcast_to, {"shape": Attr("ints")},
-               frozenset({"pure"}), "tensor", "broadcast to a shape (ONNX Expand)"))
-register(OpDef("Tile", ("input",), _tile, {"repeats": Attr("ints")}, frozenset({"pure"}),
-               "tensor", "repeat along every dim"))
-register(OpDef("Gather", ("data", "indices"), _gather, {"axis": Attr("int", 0)},
-               frozenset({"pure"}), "tensor", "take slices of data along axis at indices"))
-register(OpDef("MatMul", ("lhs", "rhs"), _matmul, traits=frozenset({"pure"}), category="matmul",
-               doc="matrix product with broadcast batch dims (rank >= 2)"))
-register(OpDef("FullyConnected", ("input", "weights", "bias"), _fully_connected, dict(_ACT),
-               frozenset({"pure"}), "matmul", "x[M,K] @ w[K,N] + b[N]"))
-register(OpDef("Softmax", ("input",), _softmax, {"axis": Attr("int", -1)}, frozenset({"pure"}),
-               "activation", "softmax along one axis"))
-register(OpDef("LogSoftmax", ("input",), _softmax, {"axis": Attr("int", -1)},
-               frozenset({"pure"}), "activation", "log of softmax along one axis"))
+register(
+    OpDef(
+        "Conv",
+        ("input", "filter", "bias"),
+        _conv,
+        {
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
+            "dilations": Attr("ints", (1, 1)),
+            "group": Attr("int", 1),
+            **_ACT,
+        },
+        frozenset({"pure"}),
+        "conv",
+        "2-D convolution, NCHW input, KCRS filter",
+    )
+)
+register(
+    OpDef(
+        "ConvTranspose",
+        ("input", "filter", "bias"),
+        _conv_transpose,
+        {
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0)),
+            "dilations": Attr("ints", (1, 1)),
+            "group": Attr("int", 1),
+            "output_padding": Attr("ints", (0, 0)),
+        },
+        frozenset({"pure"}),
+        "conv",
+        "2-D transposed convolution, NCHW, filter C x K/g x R x S",
+    )
+)
+register(
+    OpDef(
+        "BatchNorm",
+        ("input", "scale", "bias", "mean", "var"),
+        _batchnorm,
+        {"epsilon": Attr("float", 1e-5)},
+        frozenset({"pure"}),
+        "norm",
+        "inference batch normalisation over channel axis 1",
+    )
+)
+register(
+    OpDef(
+        "LayerNorm",
+        ("input", "scale", "bias"),
+        _layernorm,
+        {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5)},
+        frozenset({"pure"}),
+        "norm",
+        "normalise over dims axis.. then scale and shift",
+    )
+)
+register(
+    OpDef(
+        "LRN",
+        ("input",),
+        _same,
+        {
+            "size": Attr("int"),
+            "alpha": Attr("float", 1e-4),
+            "beta": Attr("float", 0.75),
+            "bias": Attr("float", 1.0),
+        },
+        frozenset({"pure"}),
+        "norm",
+        "local response normalisation across channels",
+    )
+)
+register(
+    OpDef(
+        "MaxPool",
+        ("input",),
+        _pool,
+        {
+            "kernel": Attr("ints"),
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0)),
+            "dilations": Attr("ints", (1, 1)),
+            "ceil_mode": Attr("int", 0),
+        },
+        frozenset({"pure"}),
+        "pool",
+        "2-D max pooling, NCHW",
+    )
+)
+register(
+    OpDef(
+        "AvgPool",
+        ("input",),
+        _pool,
+        {
+            "kernel": Attr("ints"),
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0)),
+            "ceil_mode": Attr("int", 0),
+            "count_include_pad": Attr("int", 0),
+        },
+        frozenset({"pure"}),
+        "pool",
+        "2-D average pooling, NCHW",
+    )
+)
+register(
+    OpDef(
+        "GlobalAvgPool",
+        ("input",),
+        _global_pool,
+        traits=frozenset({"pure"}),
+        category="pool",
+        doc="mean over all spatial dims (kept as 1)",
+    )
+)
+register(
+    OpDef(
+        "GlobalMaxPool",
+        ("input",),
+        _global_pool,
+        traits=frozenset({"pure"}),
+        category="pool",
+        doc="max over all spatial dims (kept as 1)",
+    )
+)
+register(
+    OpDef(
+        "Pad",
+        ("input",),
+        _pad,
+        {
+            "pads": Attr("ints", doc="begins for every dim, then ends"),
+            "mode": Attr("str", "constant"),
+            "value": Attr("float", 0.0),
+        },
+        frozenset({"pure"}),
+        "tensor",
+        "pad with a constant, edge or reflection",
+    )
+)
+register(
+    OpDef(
+        "Resize",
+        ("input",),
+        _resize,
+        {
+            "out_shape": Attr("ints"),
+            "mode": Attr("str", "nearest"),
+            "coordinate_transformation_mode": Attr("str", "half_pixel"),
+            "nearest_mode": Attr("str", "round_prefer_floor"),
+            "cubic_coeff_a": Attr("float", -0.75),
+            "exclude_outside": Attr("int", 0),
+            "extrapolation_value": Attr("float", 0.0),
+            "scales": Attr(
+                "floats",
+                (),
+                "per-dim scale mapping coordinates when it is not "
+                "exactly out/in (ONNX scales input); empty = out/in",
+            ),
+        },
+        frozenset({"pure"}),
+        "tensor",
+        "resize by nearest, linear or cubic interpolation",
+    )
+)
+register(
+    OpDef(
+        "Concat",
+        ("inputs",),
+        _concat,
+        {"axis": Attr("int")},
+        frozenset({"pure"}),
+        "tensor",
+        "concatenate along axis",
+        variadic=True,
+    )
+)
+register(
+    OpDef(
+        "Split",
+        ("input",),
+        _split,
+        {"axis": Attr("int"), "splits": Attr("ints")},
+        frozenset({"pure"}),
+        "tensor",
+        "split along axis into pieces of the given sizes",
+    )
+)
+register(
+    OpDef(
+        "Slice",
+        ("input",),
+        _slice,
+        {"starts": Attr("ints"), "ends": Attr("ints"), "steps": Attr("ints")},
+        frozenset({"pure"}),
+        "tensor",
+        "strided slice; starts/ends/steps given for every dim, already clamped",
+    )
+)
+register(
+    OpDef(
+        "Reshape",
+        ("input",),
+        _reshape,
+        {"shape": Attr("ints")},
+        frozenset({"pure", "view"}),
+        "tensor",
+        "same data, new static shape",
+    )
+)
+register(
+    OpDef(
+        "Transpose",
+        ("input",),
+        _transpose,
+        {"perm": Attr("ints")},
+        frozenset({"pure"}),
+        "tensor",
+        "permute dims",
+    )
+)
+register(
+    OpDef(
+        "Broadcast",
+        ("input",),
+        _broadcast_to,
+        {"shape": Attr("ints")},
+        frozenset({"pure"}),
+        "tensor",
+        "broadcast to a shape (ONNX Expand)",
+    )
+)
+register(
+    OpDef(
+        "Tile",
+        ("input",),
+        _tile,
+        {"repeats": Attr("ints")},
+        frozenset({"pure"}),
+        "tensor",
+        "repeat along every dim",
+    )
+)
+register(
+    OpDef(
+        "Gather",
+        ("data", "indices"),
+        _gather,
+        {"axis": Attr("int", 0)},
+        frozenset({"pure"}),
+        "tensor",
+        "take slices of data along axis at indices",
+    )
+)
+register(
+    OpDef(
+        "MatMul",
+        ("lhs", "rhs"),
+        _matmul,
+        traits=frozenset({"pure"}),
+        category="matmul",
+        doc="matrix product with broadcast batch dims (rank >= 2)",
+    )
+)
+register(
+    OpDef(
+        "FullyConnected",
+        ("input", "weights", "bias"),
+        _fully_connected,
+        dict(_ACT),
+        frozenset({"pure"}),
+        "matmul",
+        "x[M,K] @ w[K,N] + b[N]",
+    )
+)
+register(
+    OpDef(
+        "Softmax",
+        ("input",),
+        _softmax,
+        {"axis": Attr("int", -1)},
+        frozenset({"pure"}),
+        "activation",
+        "softmax along one axis",
+    )
+)
+register(
+    OpDef(
+        "LogSoftmax",
+        ("input",),
+        _softmax,
+        {"axis": Attr("int", -1)},
+        frozenset({"pure"}),
+        "activation",
+        "log of softmax along one axis",
+    )
+)
 for _name in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"):
-    register(OpDef(_name, ("input",), _reduce,
-                   {"axes": Attr("ints"), "keepdims": Attr("int", 1)}, frozenset({"pure"}),
-                   "reduction", f"{_name[6:].lower()} over axes (axes non-empty)"))
-register(OpDef("ArgMax", ("input",), _argmax,
-               {"axis": Attr("int", 0), "keepdims": Attr("int", 1),
-                "select_last_index": Attr("int", 0)}, frozenset({"pure"}), "reduction",
-               "index of the largest element along axis -> i64"))
-register(OpDef("ArgMin", ("input",), _argmax,
-               {"axis": Attr("int", 0), "keepdims": Attr("int", 1),
-                "select_last_index": Attr("int", 0)}, frozenset({"pure"}), "reduction",
-               "index of the smallest element along axis -> i64"))
-register(OpDef("Save", ("input", "output"), _save, traits=frozenset({"side_effect"}),
-               category="io", doc="write a value into an output placeholder"))
+    register(
+        OpDef(
+            _name,
+            ("input",),
+            _reduce,
+            {"axes": Attr("ints"), "keepdims": Attr("int", 1)},
+            frozenset({"pure"}),
+            "reduction",
+            f"{_name[6:].lower()} over axes (axes non-empty)",
+        )
+    )
+register(
+    OpDef(
+        "ArgMax",
+        ("input",),
+        _argmax,
+        {"axis": Attr("int", 0), "keepdims": Attr("int", 1), "select_last_index": Attr("int", 0)},
+        frozenset({"pure"}),
+        "reduction",
+        "index of the largest element along axis -> i64",
+    )
+)
+register(
+    OpDef(
+        "ArgMin",
+        ("input",),
+        _argmax,
+        {"axis": Attr("int", 0), "keepdims": Attr("int", 1), "select_last_index": Attr("int", 0)},
+        frozenset({"pure"}),
+        "reduction",
+        "index of the smallest element along axis -> i64",
+    )
+)
+register(
+    OpDef(
+        "Save",
+        ("input", "output"),
+        _save,
+        traits=frozenset({"side_effect"}),
+        category="io",
+        doc="write a value into an output placeholder",
+    )
+)

@@ -23,11 +23,15 @@ _RE_MODULE = re.compile(rf"^module @({_NAME}) \{{$")
 _RE_PH = re.compile(rf"^placeholder %({_NAME}) : ({_TYPE})( output)?$")
 _RE_CONST = re.compile(rf"^constant %({_NAME}) : ({_TYPE}) = (dense|hex|elided)<(.*)>$")
 _RE_FUNC = re.compile(rf"^func @({_NAME}) \{{$")
-_RE_NODE = re.compile(rf"^(?:(%{_NAME}(?:, %{_NAME})*) = )?([A-Za-z]\w*)\((.*?)\)(?: \{{(.*)\}})?"
-                      rf"(?: : ({_TYPE}(?:, {_TYPE})*))?$")
+_RE_NODE = re.compile(
+    rf"^(?:(%{_NAME}(?:, %{_NAME})*) = )?([A-Za-z]\w*)\((.*?)\)(?: \{{(.*)\}})?"
+    rf"(?: : ({_TYPE}(?:, {_TYPE})*))?$"
+)
 
-_TOKEN = re.compile(r'\s*(?:(\[)|(\])|(,)|("(?:[^"\\]|\\.)*")|(-?inf|nan)|'
-                    r'(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))')
+_TOKEN = re.compile(
+    r'\s*(?:(\[)|(\])|(,)|("(?:[^"\\]|\\.)*")|(-?inf|nan)|'
+    r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))"
+)
 
 
 def parse_attr_value(text: str) -> Any:
@@ -172,8 +176,9 @@ def parse_module(text: str) -> Module:
             node_name = result_names[0].split("#")[0] if result_names else _save_name(op, module)
             if node_name in module._names:
                 raise ParseError(f"redefinition of '{node_name}'", line=lineno)
-            node = fn.create(op, ops, attrs, name=node_name,
-                             result_types=result_types if result_names else [])
+            node = fn.create(
+                op, ops, attrs, name=node_name, result_types=result_types if result_names else []
+            )
             fn.journal.clear()
             if node.name != node_name:
                 raise ParseError(f"bad node name '{node_name}'", line=lineno)

@@ -1,15 +1,15 @@
 """Deterministic text form of the graph IR. `compiler.graph.parser` reads it back identically.
 
-    module @lenet {
-      placeholder %input : f32<1x1x28x28>
-      placeholder %output : f32<1x10> output
-      constant %w : f32<6x1x5x5> = elided<3f2a...>      (large data; `with_data` prints hex<...>)
-      constant %shape : i64<2> = dense<[1, -1]>
-      func @main {
-        %conv = Conv(%input, %w, %b) {strides = [1, 1], ...} : f32<1x6x24x24>
-        Save(%fc3, %output)
-      }
-    }
+module @lenet {
+  placeholder %input : f32<1x1x28x28>
+  placeholder %output : f32<1x10> output
+  constant %w : f32<6x1x5x5> = elided<3f2a...>      (large data; `with_data` prints hex<...>)
+  constant %shape : i64<2> = dense<[1, -1]>
+  func @main {
+    %conv = Conv(%input, %w, %b) {strides = [1, 1], ...} : f32<1x6x24x24>
+    Save(%fc3, %output)
+  }
+}
 """
 
 from __future__ import annotations

@@ -18,10 +18,13 @@ def verify_module(module: Module) -> None:
     for name, c in module.constants.items():
         if c.name != name:
             raise VerifyError(f"constant registered as '{name}' is named '{c.name}'")
-        if c.data is not None and (tuple(c.data.shape) != c.type.shape
-                                   or c.data.dtype != c.type.np_dtype):
-            raise VerifyError(f"constant %{name}: data {c.data.dtype}{list(c.data.shape)} "
-                              f"does not match type {c.type}")
+        if c.data is not None and (
+            tuple(c.data.shape) != c.type.shape or c.data.dtype != c.type.np_dtype
+        ):
+            raise VerifyError(
+                f"constant %{name}: data {c.data.dtype}{list(c.data.shape)} "
+                f"does not match type {c.type}"
+            )
         names.add(name)
     for name in module.placeholders:
         if name in names:
@@ -55,7 +58,9 @@ def verify_module(module: Module) -> None:
                         raise VerifyError(f"operand {i} is a placeholder not in the module {where}")
                 elif isinstance(v, Result):
                     if v.node.function is not fn or id(v.node) not in defined:
-                        raise VerifyError(f"operand {i} (%{v.name}) is not defined before use {where}")
+                        raise VerifyError(
+                            f"operand {i} (%{v.name}) is not defined before use {where}"
+                        )
                 else:
                     raise VerifyError(f"operand {i} has unknown kind {where}")
                 if (node, i) not in v.users:
@@ -66,11 +71,17 @@ def verify_module(module: Module) -> None:
                 raise VerifyError(f"type inference failed: {e} {where}") from None
             got = [r.type for r in node.results]
             if expect != got:
-                raise VerifyError(f"result types {', '.join(map(str, got))} differ from inferred "
-                                  f"{', '.join(map(str, expect))} {where}")
+                raise VerifyError(
+                    f"result types {', '.join(map(str, got))} differ from inferred "
+                    f"{', '.join(map(str, expect))} {where}"
+                )
             for r in node.results:
                 for user, idx in r.users:
-                    if user.function is not fn or idx >= len(user.operands) or user.operands[idx] is not r:
+                    if (
+                        user.function is not fn
+                        or idx >= len(user.operands)
+                        or user.operands[idx] is not r
+                    ):
                         raise VerifyError(f"stale use of %{r.name} {where}")
             if node.op == "Save":
                 dst = node.operands[1]

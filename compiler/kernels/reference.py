@@ -111,7 +111,10 @@ _unary("Sqrt", _float_math(np.sqrt))
 _unary("Abs", np.abs)
 _unary("Neg", np.negative)
 _unary("Reciprocal", _float_math(np.reciprocal))
-_unary("Erf", lambda x: erf(x.astype(np.float64)).astype(x.dtype if x.dtype.kind == "f" else np.float64))
+_unary(
+    "Erf",
+    lambda x: erf(x.astype(np.float64)).astype(x.dtype if x.dtype.kind == "f" else np.float64),
+)
 _unary("Floor", lambda x: np.floor(x) if x.dtype.kind == "f" else x)
 _unary("Ceil", lambda x: np.ceil(x) if x.dtype.kind == "f" else x)
 _unary("Not", _not)
@@ -120,10 +123,18 @@ _unary("HardSwish", _float_math(_hard_swish))
 _unary("Sign", _sign)
 _unary("LeakyRelu", lambda x, alpha: np.where(x >= 0, x, x * x.dtype.type(alpha)))
 _unary("Elu", lambda x, alpha: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))))
-_unary("Selu", lambda x, alpha, gamma: x.dtype.type(gamma) * np.where(
-    x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))))
-_unary("HardSigmoid", lambda x, alpha, beta: np.clip(
-    x * x.dtype.type(alpha) + x.dtype.type(beta), x.dtype.type(0), x.dtype.type(1)))
+_unary(
+    "Selu",
+    lambda x, alpha, gamma: (
+        x.dtype.type(gamma) * np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0)))
+    ),
+)
+_unary(
+    "HardSigmoid",
+    lambda x, alpha, beta: np.clip(
+        x * x.dtype.type(alpha) + x.dtype.type(beta), x.dtype.type(0), x.dtype.type(1)
+    ),
+)
 _unary("Gelu", _gelu)
 _unary("Clip", _clip)
 
@@ -407,18 +418,23 @@ def evaluate(node: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     except ExecutionError as e:
         raise ExecutionError(f"node '{node.name}' ({node.op}): {e.message}") from None
     except (ValueError, TypeError, IndexError, ArithmeticError, MemoryError) as e:
-        raise ExecutionError(f"node '{node.name}' ({node.op}): kernel failed: "
-                             f"{type(e).__name__}: {e}") from e
+        raise ExecutionError(
+            f"node '{node.name}' ({node.op}): kernel failed: {type(e).__name__}: {e}"
+        ) from e
     if len(outs) != len(node.results):
-        raise ExecutionError(f"node '{node.name}' ({node.op}): kernel returned {len(outs)} "
-                             f"results, the node has {len(node.results)}")
+        raise ExecutionError(
+            f"node '{node.name}' ({node.op}): kernel returned {len(outs)} "
+            f"results, the node has {len(node.results)}"
+        )
     res = []
     for i, (arr, r) in enumerate(zip(outs, node.results)):
         t = r.type
         arr = np.asarray(arr)
         if tuple(arr.shape) != t.shape:
-            raise ExecutionError(f"node '{node.name}' ({node.op}): result {i} has shape "
-                                 f"{list(arr.shape)}, its type is {t}")
+            raise ExecutionError(
+                f"node '{node.name}' ({node.op}): result {i} has shape "
+                f"{list(arr.shape)}, its type is {t}"
+            )
         if arr.dtype != t.np_dtype:
             arr = arr.astype(t.np_dtype)
         res.append(arr)

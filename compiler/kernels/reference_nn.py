@@ -90,28 +90,34 @@ def apply_activation(y: np.ndarray, activation: str, args: tuple[float, ...]) ->
         return np.where(y >= 0, 1 / (1 + e), e / (1 + e)).astype(y.dtype, copy=False)
     if activation == "tanh":
         return np.tanh(y)
-    raise ExecutionError(f"unknown fused activation '{activation}' "
-                         "(none, relu, clip, leaky_relu, sigmoid, tanh)")
+    raise ExecutionError(
+        f"unknown fused activation '{activation}' (none, relu, clip, leaky_relu, sigmoid, tanh)"
+    )
 
 
 # -- convolution ------------------------------------------------------------------------------
 
 
-def _windows(xp: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int,
-             oh: int, ow: int) -> np.ndarray:
+def _windows(
+    xp: np.ndarray, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, oh: int, ow: int
+) -> np.ndarray:
     """View (N, C, OH, OW, KH, KW) of the padded NCHW input's dilated, strided windows."""
     eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
     v = sliding_window_view(xp, (eh, ew), axis=(2, 3))
     return v[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw, ::dh, ::dw]
 
 
-def _pad_nchw(x: np.ndarray, pads: tuple[int, ...], value: float = 0.0,
-              extra: tuple[int, int] = (0, 0)) -> np.ndarray:
+def _pad_nchw(
+    x: np.ndarray, pads: tuple[int, ...], value: float = 0.0, extra: tuple[int, int] = (0, 0)
+) -> np.ndarray:
     pt, pl, pb, pr = pads
     if not (pt or pl or pb or pr or extra[0] or extra[1]):
         return x
-    return np.pad(x, ((0, 0), (0, 0), (pt, pb + extra[0]), (pl, pr + extra[1])),
-                  constant_values=x.dtype.type(value))
+    return np.pad(
+        x,
+        ((0, 0), (0, 0), (pt, pb + extra[0]), (pl, pr + extra[1])),
+        constant_values=x.dtype.type(value),
+    )
 
 
 @_k("Conv")
@@ -167,12 +173,19 @@ def conv_transpose(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndar
     for r in range(kh):
         for s in range(kw):
             tap = cols[:, :, :, :, :, r, s].transpose(0, 1, 4, 2, 3)
-            full[:, :, :, r * dh : r * dh + sh * (h - 1) + 1 : sh,
-                 s * dw : s * dw + sw * (wd - 1) + 1 : sw] += tap
+            full[
+                :,
+                :,
+                :,
+                r * dh : r * dh + sh * (h - 1) + 1 : sh,
+                s * dw : s * dw + sw * (wd - 1) + 1 : sw,
+            ] += tap
     oh, ow = full_h - pt - pb, full_w - pl - pr
     # Negative pads (allowed by the formula) would extend the output with zeros.
     if pt < 0 or pl < 0 or pb < 0 or pr < 0:
-        full = np.pad(full, ((0, 0),) * 3 + ((max(-pt, 0), max(-pb, 0)), (max(-pl, 0), max(-pr, 0))))
+        full = np.pad(
+            full, ((0, 0),) * 3 + ((max(-pt, 0), max(-pb, 0)), (max(-pl, 0), max(-pr, 0)))
+        )
         pt, pl = max(pt, 0), max(pl, 0)
     out = np.ascontiguousarray(full[:, :, :, pt : pt + oh, pl : pl + ow]).reshape(n, k, oh, ow)
     out += b.reshape(1, k, 1, 1)
@@ -312,9 +325,11 @@ def _source_coords(o: int, i: int, ctm: str, scale: float | None = None) -> np.n
         return xo / scale
     if ctm == "tf_half_pixel_for_nn":
         return (xo + 0.5) / scale
-    raise ExecutionError(f"Resize: coordinate_transformation_mode '{ctm}' is not supported "
-                         "(half_pixel, pytorch_half_pixel, align_corners, asymmetric, "
-                         "tf_half_pixel_for_nn)")
+    raise ExecutionError(
+        f"Resize: coordinate_transformation_mode '{ctm}' is not supported "
+        "(half_pixel, pytorch_half_pixel, align_corners, asymmetric, "
+        "tf_half_pixel_for_nn)"
+    )
 
 
 def _nearest(xs: np.ndarray, mode: str) -> np.ndarray:
@@ -374,7 +389,11 @@ def resize(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     y = x if attrs["mode"] == "nearest" else x.astype(np.float64)
     for ax, (i, o) in enumerate(zip(x.shape, out_shape)):
         scaled = bool(attrs.get("scales")) and attrs["scales"][ax] != 1.0
-        if i == o and not scaled and attrs["coordinate_transformation_mode"] != "tf_half_pixel_for_nn":
+        if (
+            i == o
+            and not scaled
+            and attrs["coordinate_transformation_mode"] != "tf_half_pixel_for_nn"
+        ):
             continue
         idx, wts = _axis_taps(o, i, attrs, ax)
         if idx.shape[1] == 1:

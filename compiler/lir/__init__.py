@@ -7,7 +7,19 @@ from compiler.lir.printer import format_instruction, print_function, print_lir
 from compiler.lir.verifier import verify_lir
 
 __all__ = [
-    "InstrDef", "Instruction", "LIRFunction", "LValue", "WeightVar", "all_instrs",
-    "format_instruction", "get_instr", "kind_for_graph_op", "parse_lir", "print_function",
-    "print_lir", "verify_lir", "view_byte_offset", "view_root",
+    "InstrDef",
+    "Instruction",
+    "LIRFunction",
+    "LValue",
+    "WeightVar",
+    "all_instrs",
+    "format_instruction",
+    "get_instr",
+    "kind_for_graph_op",
+    "parse_lir",
+    "print_function",
+    "print_lir",
+    "verify_lir",
+    "view_byte_offset",
+    "view_root",
 ]

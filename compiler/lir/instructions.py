@@ -107,28 +107,63 @@ def kind_for_graph_op(op: str) -> str:
 
 _MEM = frozenset({"memory"})
 
-register_instr(InstrDef("allocactivation", (), traits=_MEM, defines_value=True,
-                        doc="a new activation buffer of the result type"))
-register_instr(InstrDef("deallocactivation", (("buffer", "out"),), traits=_MEM,
-                        doc="end of an activation buffer's lifetime"))
-register_instr(InstrDef(
-    "tensorview", (("source", "in"),),
-    {"offsets": Attr("ints", doc="element offsets per dim of the source")},
-    frozenset({"view"}), defines_value=True,
-    doc="zero-copy alias: the result type's elements, contiguous, starting at the offsets"))
-register_instr(InstrDef("copy", (("dest", "out"), ("source", "in")),
-                        traits=frozenset({"data_movement"}), doc="dest = source (same type)"))
-register_instr(InstrDef(
-    "inserttensor", (("dest", "inout"), ("source", "in")),
-    {"offsets": Attr("ints"), "count": Attr("int", 1), "axis": Attr("int", 0)},
-    frozenset({"data_movement"}),
-    doc="write source into dest at offsets, `count` times along axis (dest is partly written)"))
-register_instr(InstrDef(
-    "extracttensor", (("dest", "out"), ("source", "in")), {"offsets": Attr("ints")},
-    frozenset({"data_movement"}), doc="dest = source[offsets : offsets + dest.shape]"))
+register_instr(
+    InstrDef(
+        "allocactivation",
+        (),
+        traits=_MEM,
+        defines_value=True,
+        doc="a new activation buffer of the result type",
+    )
+)
+register_instr(
+    InstrDef(
+        "deallocactivation",
+        (("buffer", "out"),),
+        traits=_MEM,
+        doc="end of an activation buffer's lifetime",
+    )
+)
+register_instr(
+    InstrDef(
+        "tensorview",
+        (("source", "in"),),
+        {"offsets": Attr("ints", doc="element offsets per dim of the source")},
+        frozenset({"view"}),
+        defines_value=True,
+        doc="zero-copy alias: the result type's elements, contiguous, starting at the offsets",
+    )
+)
+register_instr(
+    InstrDef(
+        "copy",
+        (("dest", "out"), ("source", "in")),
+        traits=frozenset({"data_movement"}),
+        doc="dest = source (same type)",
+    )
+)
+register_instr(
+    InstrDef(
+        "inserttensor",
+        (("dest", "inout"), ("source", "in")),
+        {"offsets": Attr("ints"), "count": Attr("int", 1), "axis": Attr("int", 0)},
+        frozenset({"data_movement"}),
+        doc="write source into dest at offsets, `count` times along axis (dest is partly written)",
+    )
+)
+register_instr(
+    InstrDef(
+        "extracttensor",
+        (("dest", "out"), ("source", "in")),
+        {"offsets": Attr("ints")},
+        frozenset({"data_movement"}),
+        doc="dest = source[offsets : offsets + dest.shape]",
+    )
+)
 
 #: Graph ops IRGen never turns into a generic instruction (they have special forms).
 _NOT_COMPUTE = {"Save", "Split"}
+
 
 def _sync_with_graph_ops() -> None:
     for op in all_ops().values():
@@ -138,13 +173,27 @@ def _sync_with_graph_ops() -> None:
         traits = {"compute"}
         if "elementwise" in op.traits:
             traits.add("inplace")
-        register_instr(InstrDef(
-            kind, (("dest", "out"),) + tuple((o, "in") for o in op.operands),
-            dict(op.attrs), frozenset(traits), graph_op=op.name, variadic=op.variadic,
-            doc=op.doc))
+        register_instr(
+            InstrDef(
+                kind,
+                (("dest", "out"),) + tuple((o, "in") for o in op.operands),
+                dict(op.attrs),
+                frozenset(traits),
+                graph_op=op.name,
+                variadic=op.variadic,
+                doc=op.doc,
+            )
+        )
 
 
 _sync_with_graph_ops()
 
-__all__ = ["MODES", "InstrDef", "all_instrs", "get_instr", "has_instr", "kind_for_graph_op",
-           "register_instr"]
+__all__ = [
+    "MODES",
+    "InstrDef",
+    "all_instrs",
+    "get_instr",
+    "has_instr",
+    "kind_for_graph_op",
+    "register_instr",
+]

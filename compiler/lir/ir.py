@@ -61,9 +61,16 @@ class WeightVar(LValue):
 
     __slots__ = ("mutability", "role", "data", "_digest")
 
-    def __init__(self, name: str, type: TensorType, mutability: str = "constant", *,
-                 role: str | None = None, data: np.ndarray | None = None,
-                 digest: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        type: TensorType,
+        mutability: str = "constant",
+        *,
+        role: str | None = None,
+        data: np.ndarray | None = None,
+        digest: str | None = None,
+    ) -> None:
         assert mutability in ("constant", "mutable"), mutability
         assert role in (None, "input", "output"), role
         super().__init__(name, type)
@@ -111,9 +118,17 @@ class Instruction(LValue):
 
     __slots__ = ("kind", "operands", "attrs", "meta", "function")
 
-    def __init__(self, kind: str, name: str, operands: Sequence[Operand] = (),
-                 attrs: dict[str, Any] | None = None, type: TensorType | None = None,
-                 meta: dict[str, Any] | None = None, *, normalize: bool = True) -> None:
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        operands: Sequence[Operand] = (),
+        attrs: dict[str, Any] | None = None,
+        type: TensorType | None = None,
+        meta: dict[str, Any] | None = None,
+        *,
+        normalize: bool = True,
+    ) -> None:
         super().__init__(name, type)
         idef = get_instr(kind)
         self.kind = kind
@@ -240,9 +255,17 @@ class LIRFunction:
         return name in self._values
 
     # -- weights --------------------------------------------------------------------------------
-    def add_weight(self, name: str, type: TensorType, mutability: str = "constant", *,
-                   role: str | None = None, data: np.ndarray | None = None,
-                   digest: str | None = None, exact_name: bool = False) -> WeightVar:
+    def add_weight(
+        self,
+        name: str,
+        type: TensorType,
+        mutability: str = "constant",
+        *,
+        role: str | None = None,
+        data: np.ndarray | None = None,
+        digest: str | None = None,
+        exact_name: bool = False,
+    ) -> WeightVar:
         if exact_name:
             if name in self._names:
                 raise ValueError(f"name '%{name}' is already used")
@@ -261,10 +284,18 @@ class LIRFunction:
         return [w for w in self.weights.values() if w.is_output]
 
     # -- instructions ---------------------------------------------------------------------------
-    def create(self, kind: str, operands: Sequence[Operand] = (), attrs: dict[str, Any] | None = None,
-               *, name: str | None = None, type: TensorType | None = None,
-               meta: dict[str, Any] | None = None, at: int | None = None,
-               exact_name: bool = False) -> Instruction:
+    def create(
+        self,
+        kind: str,
+        operands: Sequence[Operand] = (),
+        attrs: dict[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        type: TensorType | None = None,
+        meta: dict[str, Any] | None = None,
+        at: int | None = None,
+        exact_name: bool = False,
+    ) -> Instruction:
         """Create an instruction and insert it at index `at` (default: append)."""
         base = name or kind
         if exact_name:
@@ -296,9 +327,16 @@ class LIRFunction:
     def insert_after(self, anchor: Instruction, instr: Instruction) -> Instruction:
         return self.insert(self.index_of(anchor) + 1, instr)
 
-    def build(self, kind: str, operands: Sequence[Operand] = (), attrs: dict[str, Any] | None = None,
-              *, name: str | None = None, type: TensorType | None = None,
-              meta: dict[str, Any] | None = None) -> Instruction:
+    def build(
+        self,
+        kind: str,
+        operands: Sequence[Operand] = (),
+        attrs: dict[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        type: TensorType | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Instruction:
         """Build an instruction with a fresh unique name, not yet placed (see `insert_*`)."""
         return Instruction(kind, self.unique_name(name or kind), operands, attrs, type, meta)
 
@@ -371,15 +409,17 @@ class LIRFunction:
         f.meta = dict(self.meta)
         vmap: dict[int, LValue] = {}
         for w in self.weights.values():
-            nw = WeightVar(w.name, w.type_, w.mutability, role=w.role, data=w.data,
-                           digest=w._digest)
+            nw = WeightVar(
+                w.name, w.type_, w.mutability, role=w.role, data=w.data, digest=w._digest
+            )
             f.weights[w.name] = nw
             f._values[w.name] = nw
             vmap[id(w)] = nw
         # Two passes so that even an invalid snapshot (a use before its definition) clones.
         for ins in self.code:
-            ni = Instruction(ins.kind, ins.name, (), dict(ins.attrs), ins.type, dict(ins.meta),
-                             normalize=False)
+            ni = Instruction(
+                ins.kind, ins.name, (), dict(ins.attrs), ins.type, dict(ins.meta), normalize=False
+            )
             ni.function = f
             f.code.append(ni)
             f._values[ni.name] = ni
@@ -395,5 +435,12 @@ class LIRFunction:
         return len(self.code)
 
 
-__all__ = ["Instruction", "LIRFunction", "LValue", "Operand", "WeightVar", "view_byte_offset",
-           "view_root"]
+__all__ = [
+    "Instruction",
+    "LIRFunction",
+    "LValue",
+    "Operand",
+    "WeightVar",
+    "view_byte_offset",
+    "view_root",
+]

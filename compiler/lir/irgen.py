@@ -17,8 +17,9 @@ from compiler.lir.instructions import kind_for_graph_op
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 
 
-def irgen(module: Module, order: Sequence[Node] | None = None, *,
-          function: Function | None = None) -> LIRFunction:
+def irgen(
+    module: Module, order: Sequence[Node] | None = None, *, function: Function | None = None
+) -> LIRFunction:
     """Generate the low-level IR of `function` (default: the module's main) in node `order`
     (default: `function.nodes`, a topological order; the scheduler supplies a better one)."""
     fn = function or module.main
@@ -29,12 +30,14 @@ def irgen(module: Module, order: Sequence[Node] | None = None, *,
     vmap: dict[int, LValue] = {}
     used = {id(v) for n in nodes for v in n.operands}
     for p in module.placeholders.values():
-        vmap[id(p)] = lir.add_weight(p.name, p.type, "mutable",
-                                     role="output" if p.is_output else "input", exact_name=True)
+        vmap[id(p)] = lir.add_weight(
+            p.name, p.type, "mutable", role="output" if p.is_output else "input", exact_name=True
+        )
     for c in module.constants.values():
         if id(c) in used:
-            vmap[id(c)] = lir.add_weight(c.name, c.type, "constant", data=c.data,
-                                         digest=c._digest, exact_name=True)
+            vmap[id(c)] = lir.add_weight(
+                c.name, c.type, "constant", data=c.data, digest=c._digest, exact_name=True
+            )
     gen = _IRGen(lir, vmap)
     for node in nodes:
         gen.emit(node)
@@ -51,20 +54,30 @@ class _IRGen:
         try:
             return self.vmap[id(v)]
         except KeyError:
-            raise CompilerError(f"irgen: operand %{v.name} of node '{node.name}' is used before "
-                                "it is computed (the order is not topological)") from None
+            raise CompilerError(
+                f"irgen: operand %{v.name} of node '{node.name}' is used before "
+                "it is computed (the order is not topological)"
+            ) from None
 
     def alloc(self, node: Node, index: int) -> Instruction:
         r = node.results[index]
-        a = self.lir.create("allocactivation", (), name=f"{r.name}_res", type=r.type,
-                            meta={"node": node.name})
+        a = self.lir.create(
+            "allocactivation", (), name=f"{r.name}_res", type=r.type, meta={"node": node.name}
+        )
         self.vmap[id(r)] = a
         return a
 
-    def instr(self, kind: str, operands: list[tuple[LValue, str]], attrs: dict, node: Node,
-              name: str | None = None) -> Instruction:
-        return self.lir.create(kind, operands, attrs, name=name or node.name,
-                               meta={"node": node.name, "op": node.op})
+    def instr(
+        self,
+        kind: str,
+        operands: list[tuple[LValue, str]],
+        attrs: dict,
+        node: Node,
+        name: str | None = None,
+    ) -> Instruction:
+        return self.lir.create(
+            kind, operands, attrs, name=name or node.name, meta={"node": node.name, "op": node.op}
+        )
 
     def emit(self, node: Node) -> None:
         op = node.op
@@ -73,9 +86,14 @@ class _IRGen:
             self.instr("copy", [(ins[1], "out"), (ins[0], "in")], {}, node)
         elif op == "Reshape":
             src = node.operands[0]
-            v = self.lir.create("tensorview", [(ins[0], "in")],
-                                {"offsets": (0,) * src.type.rank}, name=node.name,
-                                type=node.result.type, meta={"node": node.name, "op": op})
+            v = self.lir.create(
+                "tensorview",
+                [(ins[0], "in")],
+                {"offsets": (0,) * src.type.rank},
+                name=node.name,
+                type=node.result.type,
+                meta={"node": node.name, "op": op},
+            )
             self.vmap[id(node.result)] = v
         elif op == "Concat":
             dest = self.alloc(node, 0)
@@ -83,9 +101,13 @@ class _IRGen:
             pos = 0
             for k, (gv, lv) in enumerate(zip(node.operands, ins)):
                 offs = tuple(pos if d == axis else 0 for d in range(node.result.type.rank))
-                self.instr("inserttensor", [(dest, "inout"), (lv, "in")],
-                           {"offsets": offs, "count": 1, "axis": axis}, node,
-                           name=f"{node.name}.insert{k}")
+                self.instr(
+                    "inserttensor",
+                    [(dest, "inout"), (lv, "in")],
+                    {"offsets": offs, "count": 1, "axis": axis},
+                    node,
+                    name=f"{node.name}.insert{k}",
+                )
                 pos += gv.type.shape[axis]
         elif op == "Split":
             axis = node.attrs["axis"] % node.operands[0].type.rank
@@ -93,8 +115,13 @@ class _IRGen:
             for k, r in enumerate(node.results):
                 dest = self.alloc(node, k)
                 offs = tuple(pos if d == axis else 0 for d in range(r.type.rank))
-                self.instr("extracttensor", [(dest, "out"), (ins[0], "in")], {"offsets": offs},
-                           node, name=f"{node.name}.extract{k}")
+                self.instr(
+                    "extracttensor",
+                    [(dest, "out"), (ins[0], "in")],
+                    {"offsets": offs},
+                    node,
+                    name=f"{node.name}.extract{k}",
+                )
                 pos += r.type.shape[axis]
         elif op == "Slice" and all(s == 1 for s in node.attrs["steps"]):
             dest = self.alloc(node, 0)
@@ -103,8 +130,10 @@ class _IRGen:
             self.instr("extracttensor", [(dest, "out"), (ins[0], "in")], {"offsets": offs}, node)
         else:
             if len(node.results) != 1:
-                raise CompilerError(f"irgen: node '{node.name}' ({op}) has {len(node.results)} "
-                                    "results; only Split may have several")
+                raise CompilerError(
+                    f"irgen: node '{node.name}' ({op}) has {len(node.results)} "
+                    "results; only Split may have several"
+                )
             dest = self.alloc(node, 0)
             ops = [(dest, "out")] + [(v, "in") for v in ins]
             self.instr(kind_for_graph_op(op), ops, dict(node.attrs), node)
@@ -127,8 +156,12 @@ def _insert_deallocs(lir: LIRFunction) -> None:
     for idx, instr in enumerate(lir.code):
         new_code.append(instr)
         for buf in ends.get(idx, ()):
-            d = Instruction("deallocactivation", lir.unique_name(f"{buf.name}.dealloc"),
-                            [(buf, "out")], meta=dict(buf.meta))
+            d = Instruction(
+                "deallocactivation",
+                lir.unique_name(f"{buf.name}.dealloc"),
+                [(buf, "out")],
+                meta=dict(buf.meta),
+            )
             d.function = lir
             lir._values[d.name] = d
             new_code.append(d)

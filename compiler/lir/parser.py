@@ -19,8 +19,10 @@ from compiler.lir.ir import Instruction, LIRFunction, LValue
 _NAME = r"[A-Za-z_][\w.#-]*"
 _TYPE = r"[a-z0-9]+<[^>]*>"
 _RE_FUNC = re.compile(rf"^function @({_NAME})$")
-_RE_WEIGHT = re.compile(rf"^%({_NAME}) = weight (const|mutable)(?: (input|output))? : ({_TYPE})"
-                        rf"(?: = (dense|hex|elided)<(.*)>)?$")
+_RE_WEIGHT = re.compile(
+    rf"^%({_NAME}) = weight (const|mutable)(?: (input|output))? : ({_TYPE})"
+    rf"(?: = (dense|hex|elided)<(.*)>)?$"
+)
 _RE_INSTR = re.compile(rf"^(?:(\d+) )?%({_NAME}) = ([a-z_][a-z0-9_]*)(.*)$")
 _RE_OPERAND = re.compile(rf"^@(in|out|inout) %({_NAME})$")
 _RE_TYPE_SUFFIX = re.compile(rf" : ({_TYPE})$")
@@ -83,8 +85,9 @@ def _parse_weight(fn: LIRFunction, line: str, lineno: int) -> None:
         if role:
             raise ParseError("a constant weight has no input/output role", line=lineno)
         if dkind is None:
-            raise ParseError("a constant weight needs data (dense<>, hex<> or elided<>)",
-                             line=lineno)
+            raise ParseError(
+                "a constant weight needs data (dense<>, hex<> or elided<>)", line=lineno
+            )
         data, digest = _constant_data(dkind, body, t)
         if data is not None:
             data.setflags(write=False)
@@ -123,8 +126,7 @@ def _parse_instr(fn: LIRFunction, line: str, lineno: int) -> None:
         for tok in rest.split(","):
             om = _RE_OPERAND.match(tok.strip())
             if not om:
-                raise ParseError(f"bad operand '{tok.strip()}' (expected '@in %name')",
-                                 line=lineno)
+                raise ParseError(f"bad operand '{tok.strip()}' (expected '@in %name')", line=lineno)
             mode, vname = om.groups()
             if vname not in fn:
                 raise ParseError(f"unknown value '%{vname}'", line=lineno)

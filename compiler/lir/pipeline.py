@@ -57,8 +57,9 @@ def _verify(lir: LIRFunction, pass_name: str) -> None:
         raise PassError(f"low-level IR invalid after pass: {e}", pass_name=pass_name) from e
 
 
-def run_lir_passes(lir: LIRFunction, passes: Sequence[LIRPass], ctx: PipelineContext,
-                   stage: str = "lir-opt") -> bool:
+def run_lir_passes(
+    lir: LIRFunction, passes: Sequence[LIRPass], ctx: PipelineContext, stage: str = "lir-opt"
+) -> bool:
     """Run low-level passes in order, one event each. Returns whether any changed."""
     any_changed = False
     for p in passes:
@@ -78,15 +79,31 @@ def run_lir_passes(lir: LIRFunction, passes: Sequence[LIRPass], ctx: PipelineCon
             _verify(lir, p.name)
         prov = list(lir.meta.get("journal", []))
         any_changed |= changed
-        ctx.emit(PassEvent(ctx.next_index(), stage, p.name, "lir", _snapshot(lir, ctx), changed,
-                           dt, before, len(lir.code), prov))
+        ctx.emit(
+            PassEvent(
+                ctx.next_index(),
+                stage,
+                p.name,
+                "lir",
+                _snapshot(lir, ctx),
+                changed,
+                dt,
+                before,
+                len(lir.code),
+                prov,
+            )
+        )
         ctx.check_stop(p.name, stage)
     return any_changed
 
 
-def run_low_level(module: Module, options: Any, ctx: PipelineContext,
-                  passes: Sequence[LIRPass] | None = None,
-                  result: LowLevelResult | None = None) -> LowLevelResult:
+def run_low_level(
+    module: Module,
+    options: Any,
+    ctx: PipelineContext,
+    passes: Sequence[LIRPass] | None = None,
+    result: LowLevelResult | None = None,
+) -> LowLevelResult:
     """Schedule the main function, generate its LIR, optimise it and plan its memory.
 
     `result` is filled in as stages finish, so a caller that catches StopPipeline keeps them.
@@ -102,11 +119,26 @@ def run_low_level(module: Module, options: Any, ctx: PipelineContext,
     sched = schedule(fn, scheduler)
     result.schedule = sched
     n = len(fn)
-    ctx.emit(PassEvent(ctx.next_index(), "schedule", scheduler, "graph",
-                       module.clone() if ctx.wants_snapshots else module, False,
-                       (time.perf_counter() - t0) * 1000, n, n, [],
-                       {"peak_bytes": sched.peak_bytes, "order": sched.names,
-                        "live_bytes": list(sched.live_bytes), "peak_step": sched.peak_step}))
+    ctx.emit(
+        PassEvent(
+            ctx.next_index(),
+            "schedule",
+            scheduler,
+            "graph",
+            module.clone() if ctx.wants_snapshots else module,
+            False,
+            (time.perf_counter() - t0) * 1000,
+            n,
+            n,
+            [],
+            {
+                "peak_bytes": sched.peak_bytes,
+                "order": sched.names,
+                "live_bytes": list(sched.live_bytes),
+                "peak_step": sched.peak_step,
+            },
+        )
+    )
     ctx.check_stop(scheduler, "schedule")
 
     t0 = time.perf_counter()
@@ -115,8 +147,19 @@ def run_low_level(module: Module, options: Any, ctx: PipelineContext,
     dt = (time.perf_counter() - t0) * 1000
     if ctx.verify:
         _verify(lir, "irgen")
-    ctx.emit(PassEvent(ctx.next_index(), "irgen", "irgen", "lir", _snapshot(lir, ctx), True, dt,
-                       n, len(lir.code)))
+    ctx.emit(
+        PassEvent(
+            ctx.next_index(),
+            "irgen",
+            "irgen",
+            "lir",
+            _snapshot(lir, ctx),
+            True,
+            dt,
+            n,
+            len(lir.code),
+        )
+    )
     ctx.check_stop("irgen", "irgen")
 
     run_lir_passes(lir, lir_opt_passes() if passes is None else passes, ctx)
@@ -124,16 +167,38 @@ def run_low_level(module: Module, options: Any, ctx: PipelineContext,
     t0 = time.perf_counter()
     plan = plan_memory(lir, allocator)
     result.plan = plan
-    stats = {"peak_bytes": plan.peak_bytes, "lower_bound_bytes": plan.lower_bound_bytes,
-             "no_reuse_bytes": plan.no_reuse_bytes, "ratio": plan.ratio,
-             "regions": dict(plan.region_sizes), "strategy": plan.strategy,
-             "peak_instruction": plan.peak_instruction}
-    ctx.emit(PassEvent(ctx.next_index(), "memory", allocator, "lir", _snapshot(lir, ctx), False,
-                       (time.perf_counter() - t0) * 1000, len(lir.code), len(lir.code), [],
-                       stats))
+    stats = {
+        "peak_bytes": plan.peak_bytes,
+        "lower_bound_bytes": plan.lower_bound_bytes,
+        "no_reuse_bytes": plan.no_reuse_bytes,
+        "ratio": plan.ratio,
+        "regions": dict(plan.region_sizes),
+        "strategy": plan.strategy,
+        "peak_instruction": plan.peak_instruction,
+    }
+    ctx.emit(
+        PassEvent(
+            ctx.next_index(),
+            "memory",
+            allocator,
+            "lir",
+            _snapshot(lir, ctx),
+            False,
+            (time.perf_counter() - t0) * 1000,
+            len(lir.code),
+            len(lir.code),
+            [],
+            stats,
+        )
+    )
     ctx.check_stop(allocator, "memory")
     return result
 
 
-__all__ = ["DEFAULT_LIR_PASSES", "LowLevelResult", "lir_opt_passes", "run_lir_passes",
-           "run_low_level"]
+__all__ = [
+    "DEFAULT_LIR_PASSES",
+    "LowLevelResult",
+    "lir_opt_passes",
+    "run_lir_passes",
+    "run_low_level",
+]

@@ -24,8 +24,7 @@ from compiler.lir.ir import Instruction, LIRFunction, WeightVar
 
 def format_weight(w: WeightVar, with_data: bool = False) -> str:
     if w.is_constant:
-        return (f"%{w.name} = weight const : {w.type} = "
-                f"{format_constant_data(w, with_data)}")  # type: ignore[arg-type]
+        return f"%{w.name} = weight const : {w.type} = {format_constant_data(w, with_data)}"  # type: ignore[arg-type]
     role = f" {w.role}" if w.role else ""
     return f"%{w.name} = weight mutable{role} : {w.type}"
 

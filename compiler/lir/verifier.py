@@ -27,10 +27,15 @@ def verify_lir(fn: LIRFunction) -> None:
     for name, w in fn.weights.items():
         if w.name != name or fn._values.get(name) is not w:
             raise VerifyError(f"weight registered as '{name}' is named '{w.name}'")
-        if w.is_constant and w.data is not None and (
-                tuple(w.data.shape) != w.type_.shape or w.data.dtype != w.type_.np_dtype):
-            raise VerifyError(f"weight %{name}: data {w.data.dtype}{list(w.data.shape)} does not "
-                              f"match type {w.type}")
+        if (
+            w.is_constant
+            and w.data is not None
+            and (tuple(w.data.shape) != w.type_.shape or w.data.dtype != w.type_.np_dtype)
+        ):
+            raise VerifyError(
+                f"weight %{name}: data {w.data.dtype}{list(w.data.shape)} does not "
+                f"match type {w.type}"
+            )
         if w.is_constant and w.role is not None:
             raise VerifyError(f"constant weight %{name} cannot be an {w.role}")
     seen_names: set[str] = set(fn.weights)
@@ -53,8 +58,12 @@ def verify_lir(fn: LIRFunction) -> None:
             raise _err("attributes are not normalised", i, instr)
         n = len(instr.operands)
         if not idef.arity_ok(n):
-            raise _err(f"{instr.kind} expects {len(idef.operands)}"
-                       f"{'+' if idef.variadic else ''} operands, got {n}", i, instr)
+            raise _err(
+                f"{instr.kind} expects {len(idef.operands)}"
+                f"{'+' if idef.variadic else ''} operands, got {n}",
+                i,
+                instr,
+            )
         expect_modes = idef.modes_for(n)
         for k, ((v, mode), want) in enumerate(zip(instr.operands, expect_modes)):
             if mode != want:
@@ -65,8 +74,12 @@ def verify_lir(fn: LIRFunction) -> None:
             root, _ = view_root(v)
             if isinstance(root, Instruction):
                 if id(root) in freed:
-                    raise _err(f"%{v.name} is used after its deallocation at instruction "
-                               f"{freed[id(root)]}", i, instr)
+                    raise _err(
+                        f"%{v.name} is used after its deallocation at instruction "
+                        f"{freed[id(root)]}",
+                        i,
+                        instr,
+                    )
                 if id(root) not in allocated:
                     raise _err(f"%{v.name} is used before it is allocated", i, instr)
             if mode in ("out", "inout") and instr.kind != "deallocactivation":
@@ -76,8 +89,9 @@ def verify_lir(fn: LIRFunction) -> None:
                     if root.is_output:
                         written_outputs.add(root.name)
         if idef.defines_value != (instr.type is not None):
-            raise _err("a result type is required exactly for allocactivation and tensorview",
-                       i, instr)
+            raise _err(
+                "a result type is required exactly for allocactivation and tensorview", i, instr
+            )
         _check_types(instr, i)
         if instr.kind == "allocactivation":
             allocated.add(id(instr))
@@ -87,7 +101,11 @@ def verify_lir(fn: LIRFunction) -> None:
                 raise _err("deallocactivation must name an allocactivation", i, instr)
             freed[id(buf)] = i
         for user, k in instr.users:
-            if user.function is not fn or k >= len(user.operands) or user.operands[k][0] is not instr:
+            if (
+                user.function is not fn
+                or k >= len(user.operands)
+                or user.operands[k][0] is not instr
+            ):
                 raise _err(f"stale use of %{instr.name}", i, instr)
         defined.add(id(instr))
     for w in fn.outputs():
@@ -99,8 +117,9 @@ def verify_lir(fn: LIRFunction) -> None:
                 raise VerifyError(f"stale use of weight %{w.name} by %{user.name}")
 
 
-def _check_operand(fn: LIRFunction, v: LValue, k: int, i: int, instr: Instruction,
-                   defined: set[int]) -> None:
+def _check_operand(
+    fn: LIRFunction, v: LValue, k: int, i: int, instr: Instruction, defined: set[int]
+) -> None:
     if isinstance(v, WeightVar):
         if fn.weights.get(v.name) is not v:
             raise _err(f"operand {k} is a weight %{v.name} not declared here", i, instr)
@@ -142,7 +161,9 @@ def _check_types(instr: Instruction, i: int) -> None:
         offs = attrs["offsets"]
         if view.elem != src.elem:
             raise _err(f"view element kind {view.elem.value} differs from source {src}", i, instr)
-        if len(offs) != src.rank or any(o < 0 or (o >= d and d > 0) for o, d in zip(offs, src.shape)):
+        if len(offs) != src.rank or any(
+            o < 0 or (o >= d and d > 0) for o, d in zip(offs, src.shape)
+        ):
             raise _err(f"offsets {list(offs)} do not fit the source {src}", i, instr)
         lin = sum(o * s for o, s in zip(offs, src.strides()))
         if lin + view.numel > src.numel:
@@ -157,12 +178,18 @@ def _check_types(instr: Instruction, i: int) -> None:
     elif kind == "inserttensor":
         d, s = _t(ops[0][0]), _t(ops[1][0])
         offs, count, axis = attrs["offsets"], attrs["count"], attrs["axis"]
-        if d.elem != s.elem or d.rank != s.rank or len(offs) != d.rank or not 0 <= axis < max(d.rank, 1):
+        if (
+            d.elem != s.elem
+            or d.rank != s.rank
+            or len(offs) != d.rank
+            or not 0 <= axis < max(d.rank, 1)
+        ):
             raise _err(f"cannot insert {s} into {d} at {list(offs)}", i, instr)
         ext = [n * (count if k == axis else 1) for k, n in enumerate(s.shape)]
         if count < 1 or any(o < 0 or o + n > m for o, n, m in zip(offs, ext, d.shape)):
-            raise _err(f"insert of {s} x{count} at {list(offs)} overruns the destination {d}",
-                       i, instr)
+            raise _err(
+                f"insert of {s} x{count} at {list(offs)} overruns the destination {d}", i, instr
+            )
     elif kind == "allocactivation":
         if ops:
             raise _err("allocactivation has no operands", i, instr)

@@ -8,7 +8,17 @@ from compiler.memory.plan import BufferPlacement, MemoryPlan, check_plan, plan_m
 from compiler.memory.report import format_report, memory_report
 
 __all__ = [
-    "ALIGNMENT", "BufferLiveness", "BufferPlacement", "Interval", "MemoryPlan", "align",
-    "allocate", "allocator_names", "check_plan", "compute_liveness", "format_report",
-    "memory_report", "plan_memory",
+    "ALIGNMENT",
+    "BufferLiveness",
+    "BufferPlacement",
+    "Interval",
+    "MemoryPlan",
+    "align",
+    "allocate",
+    "allocator_names",
+    "check_plan",
+    "compute_liveness",
+    "format_report",
+    "memory_report",
+    "plan_memory",
 ]

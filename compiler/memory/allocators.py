@@ -125,13 +125,19 @@ def _choose(layout: _Layout, iv: Interval, fit: str) -> tuple[int, str]:
             g = bounded[0]
             rule = "first free gap"
         start, _end, below, above = g
-        where = f"between %{below.name} and %{above.name}" if below and above else (
-            f"below %{above.name}" if above else "at offset 0")
+        where = (
+            f"between %{below.name} and %{above.name}"
+            if below and above
+            else (f"below %{above.name}" if above else "at offset 0")
+        )
         return start, f"{rule} {where}"
     start, _end, below, _above = gaps[-1]
     if below is None:
         return start, "nothing else live over its lifetime: offset 0"
-    return start, f"no gap fits: placed on top of %{below.name} (live at instruction {max(iv.first, below.first)})"
+    return (
+        start,
+        f"no gap fits: placed on top of %{below.name} (live at instruction {max(iv.first, below.first)})",
+    )
 
 
 def _reuse_note(iv: Interval, off: int, placed: Sequence[tuple[Interval, int]]) -> str:
@@ -176,8 +182,10 @@ def get_allocator(name: str) -> AllocatorFn:
     try:
         return _ALLOCATORS[name]
     except KeyError:
-        raise CompilerError(f"unknown allocator '{name}'",
-                            hint=f"known allocators: {', '.join(sorted(_ALLOCATORS))}") from None
+        raise CompilerError(
+            f"unknown allocator '{name}'",
+            hint=f"known allocators: {', '.join(sorted(_ALLOCATORS))}",
+        ) from None
 
 
 def allocator_names() -> list[str]:
@@ -219,8 +227,11 @@ def _peak_packed(intervals: Sequence[Interval], peak_at: int) -> tuple[_Layout, 
     off, prev = 0, None
     for iv in at_peak:
         layout.place(iv, off)
-        after = f"packed after %{prev.name} (offset {off - prev.size}..{off})" if prev else \
-            "packed first at offset 0"
+        after = (
+            f"packed after %{prev.name} (offset {off - prev.size}..{off})"
+            if prev
+            else "packed first at offset 0"
+        )
         rules[iv.name] = f"live at peak instruction {peak_at}, {after}"
         prev, off = iv, off + iv.size
     return layout, rules
@@ -244,8 +255,10 @@ def _iterated_peaks(intervals: Sequence[Interval], peak_at: int, fit: str):
     left = [iv for iv in intervals if iv.name not in rules]
     while left:
         _, at = lower_bound(left)
-        now = sorted((iv for iv in left if iv.first <= at <= iv.last),
-                     key=lambda iv: (-iv.size, iv.first, iv.name))
+        now = sorted(
+            (iv for iv in left if iv.first <= at <= iv.last),
+            key=lambda iv: (-iv.size, iv.first, iv.name),
+        )
         for iv in now:
             off, rule = _choose(layout, iv, fit)
             layout.place(iv, off)
@@ -261,12 +274,16 @@ def lower_bound_allocator(intervals: Sequence[Interval]) -> Allocation:
     best: tuple[int, str, _Layout, dict[str, str]] | None = None
     attempts: list[tuple[str, Callable[[], tuple[_Layout, dict[str, str]]]]] = []
     for fit in ("best", "first"):
-        attempts.append((f"iterated peaks, {fit} fit",
-                         lambda fit=fit: _iterated_peaks(intervals, peak_at, fit)))
+        attempts.append(
+            (f"iterated peaks, {fit} fit", lambda fit=fit: _iterated_peaks(intervals, peak_at, fit))
+        )
         for order in _ORDERS:
-            attempts.append((f"peak first, then {order}, {fit} fit",
-                             lambda order=order, fit=fit: _order_strategy(intervals, peak_at,
-                                                                          order, fit)))
+            attempts.append(
+                (
+                    f"peak first, then {order}, {fit} fit",
+                    lambda order=order, fit=fit: _order_strategy(intervals, peak_at, order, fit),
+                )
+            )
     for label, run in attempts:
         layout, rules = run()
         if best is None or layout.top < best[0]:
@@ -280,8 +297,9 @@ def lower_bound_allocator(intervals: Sequence[Interval]) -> Allocation:
     return _finish(alloc, best[2], best[3])
 
 
-def check_allocation(intervals: Sequence[Interval], offsets: dict[str, int],
-                     alignment: int = ALIGNMENT) -> list[str]:
+def check_allocation(
+    intervals: Sequence[Interval], offsets: dict[str, int], alignment: int = ALIGNMENT
+) -> list[str]:
     """Problems with a placement: misaligned offsets, and buffers overlapping in time and space."""
     problems = []
     ivs = sorted(intervals, key=lambda iv: iv.first)
@@ -299,7 +317,9 @@ def check_allocation(intervals: Sequence[Interval], offsets: dict[str, int],
             if o is None or ao is None or iv.size == 0 or a.size == 0:
                 continue
             if o < ao + a.size and ao < o + iv.size:
-                problems.append(f"%{iv.name} [{iv.first},{iv.last}] at {o}..{o + iv.size} overlaps "
-                                f"%{a.name} [{a.first},{a.last}] at {ao}..{ao + a.size}")
+                problems.append(
+                    f"%{iv.name} [{iv.first},{iv.last}] at {o}..{o + iv.size} overlaps "
+                    f"%{a.name} [{a.first},{a.last}] at {ao}..{ao + a.size}"
+                )
         active.append(iv)
     return problems

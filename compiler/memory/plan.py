@@ -72,7 +72,9 @@ class MemoryPlan:
         return [b for b in self.buffers if b.first <= index <= b.last]
 
 
-def _place_weights(lir: LIRFunction, alignment: int) -> tuple[list[BufferPlacement], dict[str, int]]:
+def _place_weights(
+    lir: LIRFunction, alignment: int
+) -> tuple[list[BufferPlacement], dict[str, int]]:
     sizes = {"constant": 0, "mutable": 0}
     out = []
     for w in lir.weights.values():
@@ -80,15 +82,27 @@ def _place_weights(lir: LIRFunction, alignment: int) -> tuple[list[BufferPlaceme
         raw = w.type_.size_bytes
         size = align(raw, alignment)
         role = f" ({w.role})" if w.role else ""
-        out.append(BufferPlacement(w.name, size, sizes[region], region, 0, len(lir.code) - 1 if
-                                   lir.code else 0, "", [], f"{region} weight{role}, declaration order",
-                                   raw_size=raw))
+        out.append(
+            BufferPlacement(
+                w.name,
+                size,
+                sizes[region],
+                region,
+                0,
+                len(lir.code) - 1 if lir.code else 0,
+                "",
+                [],
+                f"{region} weight{role}, declaration order",
+                raw_size=raw,
+            )
+        )
         sizes[region] += size
     return out, sizes
 
 
-def plan_memory(lir: LIRFunction, allocator: str = "lower-bound",
-                alignment: int = ALIGNMENT) -> MemoryPlan:
+def plan_memory(
+    lir: LIRFunction, allocator: str = "lower-bound", alignment: int = ALIGNMENT
+) -> MemoryPlan:
     """Liveness, then the named allocator for activations; weights in declaration order."""
     live = compute_liveness(lir, alignment)
     intervals = [b.interval() for b in live.values()]
@@ -97,16 +111,34 @@ def plan_memory(lir: LIRFunction, allocator: str = "lower-bound",
     buffers = [_placement(b, alloc.offsets[b.name], alloc.reasons[b.name]) for b in live.values()]
     buffers.sort(key=lambda b: (b.first, b.name))
     sizes["activations"] = alloc.size
-    return MemoryPlan(alignment, allocator, {"constant": sizes["constant"],
-                                             "mutable": sizes["mutable"],
-                                             "activations": alloc.size},
-                      buffers, weights, alloc.size, alloc.lower_bound,
-                      sum(b.size for b in live.values()), alloc.peak_instruction, alloc.strategy)
+    return MemoryPlan(
+        alignment,
+        allocator,
+        {"constant": sizes["constant"], "mutable": sizes["mutable"], "activations": alloc.size},
+        buffers,
+        weights,
+        alloc.size,
+        alloc.lower_bound,
+        sum(b.size for b in live.values()),
+        alloc.peak_instruction,
+        alloc.strategy,
+    )
 
 
 def _placement(b: BufferLiveness, offset: int, reason: str) -> BufferPlacement:
-    return BufferPlacement(b.name, b.size, offset, "activations", b.first, b.last, b.producer,
-                           list(b.users), reason, b.producer_node, b.raw_size)
+    return BufferPlacement(
+        b.name,
+        b.size,
+        offset,
+        "activations",
+        b.first,
+        b.last,
+        b.producer,
+        list(b.users),
+        reason,
+        b.producer_node,
+        b.raw_size,
+    )
 
 
 def check_plan(plan: MemoryPlan) -> list[str]:
@@ -114,14 +146,19 @@ def check_plan(plan: MemoryPlan) -> list[str]:
     buffers outside their region."""
     from compiler.memory.allocators import Interval
 
-    problems = check_allocation([Interval(b.name, b.size, b.first, b.last) for b in plan.buffers],
-                                {b.name: b.offset for b in plan.buffers}, plan.alignment)
+    problems = check_allocation(
+        [Interval(b.name, b.size, b.first, b.last) for b in plan.buffers],
+        {b.name: b.offset for b in plan.buffers},
+        plan.alignment,
+    )
     for b in (*plan.buffers, *plan.weights):
         if b.offset % plan.alignment:
             problems.append(f"%{b.name} offset {b.offset} is not {plan.alignment}-aligned")
         if b.offset + b.size > plan.region_sizes.get(b.region, 0) and b.size:
-            problems.append(f"%{b.name} ends at {b.offset + b.size}, past its {b.region} region "
-                            f"({plan.region_sizes.get(b.region, 0)} B)")
+            problems.append(
+                f"%{b.name} ends at {b.offset + b.size}, past its {b.region} region "
+                f"({plan.region_sizes.get(b.region, 0)} B)"
+            )
     for region in ("constant", "mutable"):
         ws = sorted((w for w in plan.weights if w.region == region), key=lambda w: w.offset)
         for a, b in zip(ws, ws[1:]):

@@ -18,8 +18,13 @@ def human_bytes(n: float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def memory_report(plan: MemoryPlan, lir: Any = None, model: str = "", scheduler: str = "",
-                  allocator: str | None = None) -> dict[str, Any]:
+def memory_report(
+    plan: MemoryPlan,
+    lir: Any = None,
+    model: str = "",
+    scheduler: str = "",
+    allocator: str | None = None,
+) -> dict[str, Any]:
     """The report dict, exactly in the `glowviz.memory/1` schema (plus extra fields)."""
     peak_at = plan.peak_instruction
     live = sorted(plan.live_at(peak_at), key=lambda b: (-b.size, b.name)) if peak_at >= 0 else []
@@ -29,14 +34,24 @@ def memory_report(plan: MemoryPlan, lir: Any = None, model: str = "", scheduler:
         "scheduler": scheduler,
         "allocator": allocator or plan.allocator,
         "alignment": plan.alignment,
-        "regions": {k: int(plan.region_sizes.get(k, 0)) for k in ("constant", "mutable", "activations")},
+        "regions": {
+            k: int(plan.region_sizes.get(k, 0)) for k in ("constant", "mutable", "activations")
+        },
         "peak_bytes": int(plan.peak_bytes),
         "lower_bound_bytes": int(plan.lower_bound_bytes),
         "no_reuse_bytes": int(plan.no_reuse_bytes),
         "buffers": [
-            {"name": b.name, "size": int(b.size), "offset": int(b.offset), "first": int(b.first),
-             "last": int(b.last), "producer": b.producer_node or b.producer, "reason": b.reason,
-             "instruction": b.producer, "users": list(b.users)}
+            {
+                "name": b.name,
+                "size": int(b.size),
+                "offset": int(b.offset),
+                "first": int(b.first),
+                "last": int(b.last),
+                "producer": b.producer_node or b.producer,
+                "reason": b.reason,
+                "instruction": b.producer,
+                "users": list(b.users),
+            }
             for b in plan.buffers
         ],
         # Extra fields (allowed by the contract).
@@ -45,8 +60,10 @@ def memory_report(plan: MemoryPlan, lir: Any = None, model: str = "", scheduler:
         "instructions": len(lir.code) if lir is not None else None,
         "peak_instruction": peak_at,
         "live_at_peak": [b.name for b in live],
-        "weights": [{"name": w.name, "region": w.region, "size": int(w.size),
-                     "offset": int(w.offset)} for w in plan.weights],
+        "weights": [
+            {"name": w.name, "region": w.region, "size": int(w.size), "offset": int(w.offset)}
+            for w in plan.weights
+        ],
     }
 
 
@@ -60,8 +77,10 @@ def format_report(report: dict[str, Any], top: int = 15) -> str:
         f"memory plan for {r['model'] or '<model>'}  (scheduler {r['scheduler']}, "
         f"allocator {r['allocator']}, alignment {r['alignment']} B)",
         "regions:",
-        *(f"  {k:<12} {human_bytes(regions[k]):>12}  ({regions[k]} B)"
-          for k in ("constant", "mutable", "activations")),
+        *(
+            f"  {k:<12} {human_bytes(regions[k]):>12}  ({regions[k]} B)"
+            for k in ("constant", "mutable", "activations")
+        ),
         f"peak (activations)   {human_bytes(peak):>12}",
         f"lower bound          {human_bytes(lb):>12}   ratio {ratio:.3f}",
         f"no reuse (sum)       {human_bytes(r['no_reuse_bytes']):>12}   "
@@ -75,8 +94,10 @@ def format_report(report: dict[str, Any], top: int = 15) -> str:
         lines.append(f"live at the peak (instruction {at}), largest first:")
         w = max(len(b["name"]) for b in live[:top])
         for b in live[:top]:
-            lines.append(f"  %{b['name']:<{w}} {human_bytes(b['size']):>11}  @{b['offset']:<10} "
-                         f"[{b['first']}, {b['last']}]  from {b['producer'] or '?'}")
+            lines.append(
+                f"  %{b['name']:<{w}} {human_bytes(b['size']):>11}  @{b['offset']:<10} "
+                f"[{b['first']}, {b['last']}]  from {b['producer'] or '?'}"
+            )
         if len(live) > top:
             lines.append(f"  ... and {len(live) - top} more")
     return "\n".join(lines)

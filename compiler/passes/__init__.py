@@ -16,5 +16,12 @@ from compiler.passes import (  # noqa: F401  (imported for registration)
 from compiler.passes.manager import GraphPass, get_pass, register_pass, registered_passes
 from compiler.passes.pipelines import graph_opt_passes, lowering_pass, post_lowering_passes
 
-__all__ = ["GraphPass", "get_pass", "graph_opt_passes", "lowering_pass", "post_lowering_passes",
-           "register_pass", "registered_passes"]
+__all__ = [
+    "GraphPass",
+    "get_pass",
+    "graph_opt_passes",
+    "lowering_pass",
+    "post_lowering_passes",
+    "register_pass",
+    "registered_passes",
+]

@@ -20,8 +20,13 @@ from compiler.passes.rewriter import (
 )
 
 #: op -> (identity element, operand positions where the identity may stand)
-IDENTITIES = {"Mul": (1, (0, 1)), "Add": (0, (0, 1)), "Sub": (0, (1,)), "Div": (1, (1,)),
-              "Pow": (1, (1,))}
+IDENTITIES = {
+    "Mul": (1, (0, 1)),
+    "Add": (0, (0, 1)),
+    "Sub": (0, (1,)),
+    "Div": (1, (1,)),
+    "Pow": (1, (1,)),
+}
 
 
 def remove_identity(node: Node, rw: Rewriter) -> bool:
@@ -71,8 +76,12 @@ def combine_chain(node: Node, rw: Rewriter) -> bool:
 def sub_to_add(node: Node, rw: Rewriter) -> bool:
     lhs, rhs = node.operands
     data = const_data(rhs)
-    if (data is None or const_data(lhs) is not None or not node.result.type.elem.is_float
-            or node.result.type.rank == 0):
+    if (
+        data is None
+        or const_data(lhs) is not None
+        or not node.result.type.elem.is_float
+        or node.result.type.rank == 0
+    ):
         return False
     c = rw.constant(f"{rhs.name}_neg", -data)
     new = rw.create("Add", [lhs, c], name=node.name, origin=[node])
@@ -99,8 +108,14 @@ def fold_into_conv(node: Node, rw: Rewriter) -> bool:
         return False
     x, c = pair
     conv = producer(x)
-    if (conv is None or conv.op != "Conv" or conv.attrs["activation"] != "none"
-            or not single_use(x) or node.result.type != x.type or not x.type.elem.is_float):
+    if (
+        conv is None
+        or conv.op != "Conv"
+        or conv.attrs["activation"] != "none"
+        or not single_use(x)
+        or node.result.type != x.type
+        or not x.type.elem.is_float
+    ):
         return False
     w, b = const_data(conv.operands[1]), const_data(conv.operands[2])
     vec = _channel_vector(c, x.type.shape)
@@ -115,8 +130,13 @@ def fold_into_conv(node: Node, rw: Rewriter) -> bool:
         new_w = wv
         new_b = rw.constant(f"{bv.name}_shifted", b + vec, like=bv.type)
         suffix = "add"
-    new = rw.create("Conv", [conv.operands[0], new_w, new_b], dict(conv.attrs),
-                    name=f"{conv.name}_{suffix}", origin=[conv, node])
+    new = rw.create(
+        "Conv",
+        [conv.operands[0], new_w, new_b],
+        dict(conv.attrs),
+        name=f"{conv.name}_{suffix}",
+        origin=[conv, node],
+    )
     rw.replace_node(node, new)
     return True
 

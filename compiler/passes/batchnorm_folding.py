@@ -15,8 +15,13 @@ from compiler.passes.rewriter import Rewriter, apply_patterns, const_data, produ
 
 def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
     conv = producer(bn.operands[0])
-    if (conv is None or conv.op != "Conv" or conv.attrs["activation"] != "none"
-            or not single_use(conv.result) or not bn.result.type.elem.is_float):
+    if (
+        conv is None
+        or conv.op != "Conv"
+        or conv.attrs["activation"] != "none"
+        or not single_use(conv.result)
+        or not bn.result.type.elem.is_float
+    ):
         return False
     w, b = const_data(conv.operands[1]), const_data(conv.operands[2])
     params = [const_data(v) for v in bn.operands[1:]]
@@ -29,8 +34,13 @@ def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
     wt, bt = conv.operands[1].type, conv.operands[2].type
     cw = rw.constant(f"{conv.operands[1].name}_bn", new_w, like=wt)
     cb = rw.constant(f"{conv.operands[2].name}_bn", new_b, like=bt)
-    new = rw.create("Conv", [conv.operands[0], cw, cb], dict(conv.attrs),
-                    name=f"{conv.name}_bn", origin=[conv, bn])
+    new = rw.create(
+        "Conv",
+        [conv.operands[0], cw, cb],
+        dict(conv.attrs),
+        name=f"{conv.name}_bn",
+        origin=[conv, bn],
+    )
     rw.replace_node(bn, new)
     return True
 

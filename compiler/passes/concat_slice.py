@@ -136,8 +136,13 @@ def simplify_split(node: Node, rw: Rewriter) -> bool:
     ends = list(x.type.shape)
     starts[axis] = start
     ends[axis] = start + node.attrs["splits"][r.index]
-    new = rw.create("Slice", [x], {"starts": starts, "ends": ends, "steps": [1] * x.type.rank},
-                    name=f"{node.name}_{r.index}", origin=[node])
+    new = rw.create(
+        "Slice",
+        [x],
+        {"starts": starts, "ends": ends, "steps": [1] * x.type.rank},
+        name=f"{node.name}_{r.index}",
+        origin=[node],
+    )
     rw.replace(r, new.result)
     if node.function is rw.fn and not node.has_users():
         rw.erase(node)
@@ -149,6 +154,11 @@ class ConcatSliceCleanup(GraphPass):
     name = "concat-slice-cleanup"
 
     def run(self, fn: Function) -> bool:
-        return apply_patterns(fn, {"Concat": [simplify_concat],
-                                   "Slice": [remove_whole_slice, slice_of_concat],
-                                   "Split": [simplify_split]})
+        return apply_patterns(
+            fn,
+            {
+                "Concat": [simplify_concat],
+                "Slice": [remove_whole_slice, slice_of_concat],
+                "Split": [simplify_split],
+            },
+        )

@@ -48,8 +48,9 @@ def foldable(node: Node, max_elements: int = MAX_FOLD_ELEMENTS) -> bool:
 class ConstantFolding(GraphPass):
     name = "constant-folding"
 
-    def __init__(self, evaluate: Evaluate | None = None,
-                 max_elements: int = MAX_FOLD_ELEMENTS) -> None:
+    def __init__(
+        self, evaluate: Evaluate | None = None, max_elements: int = MAX_FOLD_ELEMENTS
+    ) -> None:
         self.evaluate = evaluate
         self.max_elements = max_elements
 

@@ -39,8 +39,12 @@ class CommonSubexpressionElimination(GraphPass):
             ids = tuple(id(v) for v in node.operands)
             if "commutative" in node.opdef.traits:
                 ids = tuple(sorted(ids))
-            key = (node.op, ids, tuple(sorted(node.attrs.items())),
-                   tuple(r.type for r in node.results))
+            key = (
+                node.op,
+                ids,
+                tuple(sorted(node.attrs.items())),
+                tuple(r.type for r in node.results),
+            )
             other = seen.setdefault(key, node)
             if other is node:
                 continue
@@ -49,5 +53,3 @@ class CommonSubexpressionElimination(GraphPass):
             fn.erase(node)
             changed = True
         return changed
-
-

@@ -34,8 +34,12 @@ def fuse_activation(node: Node, rw: Rewriter, allowed: frozenset[str] | None = N
     if allowed is not None and act not in allowed:
         return False
     src = producer(node.operands[0])
-    if (src is None or src.op not in FUSIBLE_PRODUCERS or src.attrs["activation"] != "none"
-            or not single_use(src.result)):
+    if (
+        src is None
+        or src.op not in FUSIBLE_PRODUCERS
+        or src.attrs["activation"] != "none"
+        or not single_use(src.result)
+    ):
         return False
     attrs = dict(src.attrs, activation=act, act_args=args(node.attrs))
     fused = rw.create(src.op, src.operands, attrs, name=f"{src.name}_{act}", origin=[src, node])

@@ -41,10 +41,25 @@ from compiler.graph.ir import Function, Node, Value
 from compiler.passes.manager import GraphPass, register_pass
 from compiler.passes.rewriter import Rewriter, apply_patterns, const_data
 
-LOWERED_BY_CPU = frozenset({
-    "FullyConnected", "BatchNorm", "Clip", "LayerNorm", "Gelu", "Tile", "GlobalAvgPool",
-    "GlobalMaxPool", "HardSigmoid", "HardSwish", "Selu", "Elu", "Softplus", "LeakyRelu", "PRelu",
-})
+LOWERED_BY_CPU = frozenset(
+    {
+        "FullyConnected",
+        "BatchNorm",
+        "Clip",
+        "LayerNorm",
+        "Gelu",
+        "Tile",
+        "GlobalAvgPool",
+        "GlobalMaxPool",
+        "HardSigmoid",
+        "HardSwish",
+        "Selu",
+        "Elu",
+        "Softplus",
+        "LeakyRelu",
+        "PRelu",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -66,8 +81,9 @@ class LoweringPolicy:
 
 
 CPU_POLICY = LoweringPolicy("cpu", LOWERED_BY_CPU)
-LOWER_ALL_POLICY = LoweringPolicy("lower-all", LOWERED_BY_CPU | {"Softmax", "LogSoftmax"},
-                                  split_grouped_conv=True)
+LOWER_ALL_POLICY = LoweringPolicy(
+    "lower-all", LOWERED_BY_CPU | {"Softmax", "LogSoftmax"}, split_grouped_conv=True
+)
 POLICIES = {p.name: p for p in (CPU_POLICY, LOWER_ALL_POLICY)}
 
 
@@ -77,8 +93,9 @@ def get_policy(name: str | LoweringPolicy) -> LoweringPolicy:
     try:
         return POLICIES[name]
     except KeyError:
-        raise CompilerError(f"unknown lowering policy '{name}' (known: {', '.join(POLICIES)})") \
-            from None
+        raise CompilerError(
+            f"unknown lowering policy '{name}' (known: {', '.join(POLICIES)})"
+        ) from None
 
 
 def _is_general_grouped(node: Node) -> bool:
@@ -94,8 +111,9 @@ class _Builder:
         self.node, self.rw = node, rw
         self.dtype = node.results[0].type.np_dtype if node.results else np.float32
 
-    def op(self, op: str, operands: list[Value], attrs: dict[str, Any] | None = None,
-           suffix: str = "") -> Value:
+    def op(
+        self, op: str, operands: list[Value], attrs: dict[str, Any] | None = None, suffix: str = ""
+    ) -> Value:
         name = f"{self.node.name}_{suffix or op.lower()}"
         return self.rw.create(op, operands, attrs, name=name, origin=[self.node]).results[0]
 
@@ -128,6 +146,7 @@ def _activation(b: _Builder, x: Value, act: str, args: tuple[float, ...]) -> Val
 
 
 # -- lowerings: (node, builder) -> bool ------------------------------------------------------
+
 
 def lower_fully_connected(node: Node, b: _Builder) -> bool:
     x, w, bias = node.operands
@@ -178,7 +197,9 @@ def lower_layernorm(node: Node, b: _Builder) -> bool:
     mean = b.op("ReduceMean", [x], red, suffix="mean")
     d = b.op("Sub", [x, mean], suffix="centered")
     var = b.op("ReduceMean", [b.op("Mul", [d, d], suffix="sq")], red, suffix="var")
-    std = b.op("Sqrt", [b.op("Add", [var, b.const(node.attrs["epsilon"], "eps")], suffix="var_eps")])
+    std = b.op(
+        "Sqrt", [b.op("Add", [var, b.const(node.attrs["epsilon"], "eps")], suffix="var_eps")]
+    )
     y = b.op("Div", [d, std], suffix="normed")
     y = b.op("Mul", [y, scale], suffix="scaled")
     return b.done(b.op("Add", [y, bias], suffix="shifted"))
@@ -223,8 +244,11 @@ def lower_global_pool(node: Node, b: _Builder) -> bool:
 
 
 def _hard_sigmoid(b: _Builder, x: Value, alpha: float, beta: float) -> Value:
-    y = b.op("Add", [b.op("Mul", [x, b.const(alpha, "alpha")], suffix="ax"), b.const(beta, "beta")],
-             suffix="axb")
+    y = b.op(
+        "Add",
+        [b.op("Mul", [x, b.const(alpha, "alpha")], suffix="ax"), b.const(beta, "beta")],
+        suffix="axb",
+    )
     y = b.op("Max", [y, b.const(0.0, "zero")])
     return b.op("Min", [y, b.const(1.0, "one")])
 
@@ -278,12 +302,19 @@ def lower_grouped_conv(node: Node, b: _Builder) -> bool:
     x, w, bias = node.operands
     g = node.attrs["group"]
     c, k = x.type.shape[1], w.type.shape[0]
-    xs = b.rw.create("Split", [x], {"axis": 1, "splits": [c // g] * g},
-                     name=f"{node.name}_split", origin=[node]).results
-    ws = b.rw.create("Split", [w], {"axis": 0, "splits": [k // g] * g},
-                     name=f"{node.name}_wsplit", origin=[node]).results
-    bs = b.rw.create("Split", [bias], {"axis": 0, "splits": [k // g] * g},
-                     name=f"{node.name}_bsplit", origin=[node]).results
+    xs = b.rw.create(
+        "Split", [x], {"axis": 1, "splits": [c // g] * g}, name=f"{node.name}_split", origin=[node]
+    ).results
+    ws = b.rw.create(
+        "Split", [w], {"axis": 0, "splits": [k // g] * g}, name=f"{node.name}_wsplit", origin=[node]
+    ).results
+    bs = b.rw.create(
+        "Split",
+        [bias],
+        {"axis": 0, "splits": [k // g] * g},
+        name=f"{node.name}_bsplit",
+        origin=[node],
+    ).results
     attrs = dict(node.attrs, group=1)
     outs = [b.op("Conv", [xs[i], ws[i], bs[i]], attrs, suffix=f"g{i}") for i in range(g)]
     return b.done(b.op("Concat", outs, {"axis": 1}))

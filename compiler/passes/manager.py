@@ -120,8 +120,9 @@ class PipelineContext:
             raise StopPipeline(name)
 
 
-def run_graph_passes(module: Module, passes: Sequence[GraphPass], stage: str,
-                     ctx: PipelineContext) -> bool:
+def run_graph_passes(
+    module: Module, passes: Sequence[GraphPass], stage: str, ctx: PipelineContext
+) -> bool:
     """Run graph passes in order, emitting one event each. Returns whether any changed."""
     from compiler.graph.verifier import verify_module
 
@@ -147,8 +148,19 @@ def run_graph_passes(module: Module, passes: Sequence[GraphPass], stage: str,
                 raise PassError(f"IR invalid after pass: {e}", pass_name=p.name) from e
         prov = [r for fn in module.functions for r in fn.journal]
         any_changed |= changed
-        ctx.emit(PassEvent(ctx.next_index(), stage, p.name, "graph",
-                           module.clone() if ctx.wants_snapshots else module, changed, dt,
-                           before, module.node_count(), prov))
+        ctx.emit(
+            PassEvent(
+                ctx.next_index(),
+                stage,
+                p.name,
+                "graph",
+                module.clone() if ctx.wants_snapshots else module,
+                changed,
+                dt,
+                before,
+                module.node_count(),
+                prov,
+            )
+        )
         ctx.check_stop(p.name, stage)
     return any_changed

@@ -66,16 +66,21 @@ def merge_pad(node: Node, rw: Rewriter) -> bool:
             kh, kw = attrs["kernel"]
             old = attrs["pads"]
             total = [a + b for a, b in zip(old, hw)]
-            if (tuple(attrs["dilations"]) != (1, 1) or any(old)
-                    or max(total[0], total[2]) >= kh or max(total[1], total[3]) >= kw):
+            if (
+                tuple(attrs["dilations"]) != (1, 1)
+                or any(old)
+                or max(total[0], total[2]) >= kh
+                or max(total[1], total[3]) >= kw
+            ):
                 return False
         else:
             return False
     else:
         return False
     attrs["pads"] = tuple(a + b for a, b in zip(attrs["pads"], hw))
-    new = rw.create(node.op, [pad.operands[0], *node.operands[1:]], attrs, name=node.name,
-                    origin=[pad, node])
+    new = rw.create(
+        node.op, [pad.operands[0], *node.operands[1:]], attrs, name=node.name, origin=[pad, node]
+    )
     rw.replace_node(node, new)
     return True
 

@@ -20,8 +20,9 @@ def merge_reshapes(node: Node, rw: Rewriter) -> bool:
     inner = producer(node.operands[0])
     if inner is None or inner.op != "Reshape":
         return False
-    new = rw.create("Reshape", [inner.operands[0]], dict(node.attrs), name=node.name,
-                    origin=[inner, node])
+    new = rw.create(
+        "Reshape", [inner.operands[0]], dict(node.attrs), name=node.name, origin=[inner, node]
+    )
     rw.replace_node(node, new)
     return True
 
@@ -41,7 +42,8 @@ class ReshapeMerging(GraphPass):
 
     def run(self, fn: Function) -> bool:
         changed = apply_patterns(
-            fn, {"Reshape": [remove_identity_reshape, fold_constant_reshape, merge_reshapes]})
+            fn, {"Reshape": [remove_identity_reshape, fold_constant_reshape, merge_reshapes]}
+        )
         if changed:
             fn.module.remove_unused_constants()
         return changed

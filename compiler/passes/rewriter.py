@@ -87,8 +87,15 @@ class Rewriter:
         return None
 
     # -- mutations ----------------------------------------------------------------------------
-    def create(self, op: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None, *,
-               name: str | None = None, origin: Iterable[Node] = ()) -> Node:
+    def create(
+        self,
+        op: str,
+        operands: Sequence[Value],
+        attrs: dict[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        origin: Iterable[Node] = (),
+    ) -> Node:
         node = self.fn.create(op, operands, attrs, name=name, origin=list(origin))
         self.changed = True
         self.push(node)
@@ -107,8 +114,10 @@ class Rewriter:
         if old is new:
             return
         if old.type != new.type:
-            raise PassError(f"replacing %{old.name} : {old.type} by %{new.name} : {new.type}",
-                            pass_name="rewriter")
+            raise PassError(
+                f"replacing %{old.name} : {old.type} by %{new.name} : {new.type}",
+                pass_name="rewriter",
+            )
         users = [u for u, _ in old.users]
         self.fn.replace(old, new)
         self.changed = True
@@ -151,8 +160,9 @@ class Rewriter:
         self.push_users(old)
 
 
-def apply_patterns(fn: Function, table: PatternTable, *, erase_dead: bool = True,
-                   max_rewrites: int | None = None) -> bool:
+def apply_patterns(
+    fn: Function, table: PatternTable, *, erase_dead: bool = True, max_rewrites: int | None = None
+) -> bool:
     """Drive the patterns to a fixed point; returns whether anything changed.
 
     `erase_dead` also removes pure nodes without users that the worklist meets (MLIR's
@@ -171,8 +181,12 @@ def apply_patterns(fn: Function, table: PatternTable, *, erase_dead: bool = True
             if pattern(node, rw):
                 rw.rewrites += 1
                 if rw.rewrites > limit:
-                    raise PassError(f"pattern rewriting did not converge after {limit} rewrites "
-                                    f"(last: {getattr(pattern, '__name__', pattern)} on "
-                                    f"{node.name})", pass_name="rewriter", node=node.name)
+                    raise PassError(
+                        f"pattern rewriting did not converge after {limit} rewrites "
+                        f"(last: {getattr(pattern, '__name__', pattern)} on "
+                        f"{node.name})",
+                        pass_name="rewriter",
+                        node=node.name,
+                    )
                 break
     return rw.changed

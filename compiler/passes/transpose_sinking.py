@@ -127,8 +127,9 @@ def sink_binary(node: Node, rw: Rewriter) -> bool:
 def _table() -> dict[str, list]:
     from compiler.graph.ops import all_ops
 
-    table: dict[str, list] = {"Transpose": [remove_identity, fold_constant_transpose,
-                                            merge_transposes]}
+    table: dict[str, list] = {
+        "Transpose": [remove_identity, fold_constant_transpose, merge_transposes]
+    }
     for name, op in all_ops().items():
         if "elementwise" not in op.traits or "pure" not in op.traits:
             continue

@@ -151,8 +151,9 @@ def schedule(fn: Function, kind: str = "child-mem-size") -> Schedule:
     elif kind == "child-mem-size":
         order = _child_mem_order(fn)
     else:
-        raise CompilerError(f"unknown scheduler '{kind}'",
-                            hint=f"known schedulers: {', '.join(SCHEDULERS)}")
+        raise CompilerError(
+            f"unknown scheduler '{kind}'", hint=f"known schedulers: {', '.join(SCHEDULERS)}"
+        )
     live = live_bytes_timeline(fn, order)
     peak = max(live, default=0)
     return Schedule(kind, order, live, peak, live.index(peak) if live else -1)

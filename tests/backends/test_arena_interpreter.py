@@ -33,8 +33,12 @@ def _model() -> tuple[Module, dict[str, np.ndarray]]:
     c = fn.create("Conv", [x, w, b], {"pads": (1, 1, 1, 1)}, name="conv")
     r = fn.create("Relu", [c.result], name="relu")
     cat = fn.create("Concat", [r.result, c.result], {"axis": 1}, name="cat")
-    sl = fn.create("Slice", [cat.result],
-                   {"starts": (0, 2, 0, 0), "ends": (1, 6, 6, 6), "steps": (1, 1, 1, 1)}, name="sl")
+    sl = fn.create(
+        "Slice",
+        [cat.result],
+        {"starts": (0, 2, 0, 0), "ends": (1, 6, 6, 6), "steps": (1, 1, 1, 1)},
+        name="sl",
+    )
     sp = fn.create("Split", [sl.result], {"axis": 2, "splits": (3, 3)}, name="sp")
     cat2 = fn.create("Concat", [sp.results[0], sp.results[1]], {"axis": 0}, name="cat2")
     fn.create("Save", [cat2.result, y2], name="save2")
@@ -83,8 +87,10 @@ def test_arena_is_one_aligned_buffer_laid_out_by_the_plan() -> None:
         assert v.ctypes.data == it.arena.ctypes.data + it.region_base[region] + off
         assert np.shares_memory(v, it.arena)
     flat = lir.get("flat")
-    assert it._view(flat, writable=False).ctypes.data == it._view(lir.get("sl_res"),
-                                                                    writable=False).ctypes.data
+    assert (
+        it._view(flat, writable=False).ctypes.data
+        == it._view(lir.get("sl_res"), writable=False).ctypes.data
+    )
 
 
 def test_stepping_equals_one_shot_bit_for_bit() -> None:
@@ -263,10 +269,12 @@ def test_executor_api() -> None:
 
 # -- sample models ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", sorted(p.stem for p in SAMPLES.glob("*.onnx")))
 def test_sample_models(model: str) -> None:
     try:
         from compiler.pipeline import CompileOptions, compile_model
+
         result = compile_model(SAMPLES / f"{model}.onnx", CompileOptions(low_level=False))
     except ImportError as e:  # pragma: no cover - frontend or pipeline not built yet
         pytest.fail(f"pipeline unavailable: {e}")
@@ -293,6 +301,7 @@ def test_sample_models_full_pipeline(model: str) -> None:
     """The LIR after the memory engineer's passes, over the real plan, via the executor."""
     try:
         from compiler.pipeline import CompileOptions, compile_model
+
         result = compile_model(SAMPLES / f"{model}.onnx", CompileOptions())
     except ImportError as e:  # pragma: no cover - low-level pipeline not built yet
         pytest.fail(f"pipeline unavailable: {e}")

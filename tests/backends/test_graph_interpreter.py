@@ -66,13 +66,19 @@ def test_parsed_module_runs():
     np.testing.assert_allclose(out["y"], expected(X)["y"], rtol=1e-6)
 
 
-@pytest.mark.parametrize("inputs,match", [
-    ({}, r"missing input 'x'"),
-    ({"x": X, "q": X}, r"unknown input 'q'.*inputs are: x"),
-    ({"x": X.astype(np.float64)}, r"input 'x': expected element type f32 \(float32\), got float64"),
-    ({"x": X.T.copy()}, r"input 'x': expected shape \[2, 3\] \(f32<2x3>\), got \[3, 2\]"),
-    ([X, X], r"expected 1 input \(x\), got 2"),
-])
+@pytest.mark.parametrize(
+    "inputs,match",
+    [
+        ({}, r"missing input 'x'"),
+        ({"x": X, "q": X}, r"unknown input 'q'.*inputs are: x"),
+        (
+            {"x": X.astype(np.float64)},
+            r"input 'x': expected element type f32 \(float32\), got float64",
+        ),
+        ({"x": X.T.copy()}, r"input 'x': expected shape \[2, 3\] \(f32<2x3>\), got \[3, 2\]"),
+        ([X, X], r"expected 1 input \(x\), got 2"),
+    ],
+)
 def test_input_validation(inputs, match):
     with pytest.raises(InputError, match=match):
         run_graph(small_module(), inputs)

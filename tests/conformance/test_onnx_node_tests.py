@@ -29,8 +29,12 @@ from compiler.errors import CompilerError
 from compiler.frontend import CONVERTERS, import_onnx
 
 PASS_RATE = 0.97
-DTYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.INT32,
-          onnx.TensorProto.BOOL}
+DTYPES = {
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.INT64,
+    onnx.TensorProto.INT32,
+    onnx.TensorProto.BOOL,
+}
 NP_KINDS = {np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)}
 
 
@@ -52,7 +56,8 @@ def _arrays_ok(arrays) -> bool:
 
 
 #: The op set the frontend is specified to cover (docs/TEAM_CONTRACTS.md, frontend brief).
-OP_SET = frozenset("""
+OP_SET = frozenset(
+    """
     Conv ConvTranspose BatchNormalization Relu LeakyRelu PRelu Clip Sigmoid Tanh HardSigmoid
     HardSwish Elu Selu Softplus Gelu MaxPool AveragePool GlobalAveragePool GlobalMaxPool LRN
     Dropout Pad Resize Upsample Add Sub Mul Div Sum Max Min Mean Pow Sqrt Exp Log Abs Neg
@@ -60,16 +65,21 @@ OP_SET = frozenset("""
     Expand Tile Gather Identity Constant ConstantOfShape Shape Cast Where Equal Less Greater
     Gemm MatMul Softmax LogSoftmax LayerNormalization ReduceMean ReduceSum ReduceMax ReduceMin
     ArgMax Not And Or Sign ArgMin ReduceProd
-""".split())
+""".split()
+)
 
 
 def _in_scope(case) -> bool:
     g = case.model.graph
-    if not g.node or any(n.domain not in ("", "ai.onnx") or n.op_type not in OP_SET
-                         for n in g.node):
+    if not g.node or any(
+        n.domain not in ("", "ai.onnx") or n.op_type not in OP_SET for n in g.node
+    ):
         return False
-    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-           for n in g.node for a in n.attribute):
+    if any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+        for n in g.node
+        for a in n.attribute
+    ):
         return False
     if not all(_value_ok(v) for v in list(g.input) + list(g.output)):
         return False
@@ -83,12 +93,30 @@ def _cases() -> dict[str, object]:
 
 #: (op type, input index) positions whose value must be known at compile time.
 SHAPE_LIKE = {
-    "Reshape": {1}, "Slice": {1, 2, 3, 4}, "Pad": {1, 2, 3}, "Resize": {1, 2, 3},
-    "Upsample": {1}, "Tile": {1}, "Expand": {1}, "Split": {1}, "Clip": {1, 2},
-    "Squeeze": {1}, "Unsqueeze": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2},
-    "Dropout": {1, 2}, "ReduceMean": {1}, "ReduceSum": {1}, "ReduceMax": {1}, "ReduceMin": {1},
-    "ReduceProd": {1}, "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
-    "ReduceLogSum": {1}, "ReduceLogSumExp": {1},
+    "Reshape": {1},
+    "Slice": {1, 2, 3, 4},
+    "Pad": {1, 2, 3},
+    "Resize": {1, 2, 3},
+    "Upsample": {1},
+    "Tile": {1},
+    "Expand": {1},
+    "Split": {1},
+    "Clip": {1, 2},
+    "Squeeze": {1},
+    "Unsqueeze": {1},
+    "ConstantOfShape": {0},
+    "Range": {0, 1, 2},
+    "Dropout": {1, 2},
+    "ReduceMean": {1},
+    "ReduceSum": {1},
+    "ReduceMax": {1},
+    "ReduceMin": {1},
+    "ReduceProd": {1},
+    "ReduceSumSquare": {1},
+    "ReduceL1": {1},
+    "ReduceL2": {1},
+    "ReduceLogSum": {1},
+    "ReduceLogSumExp": {1},
 }
 
 
@@ -111,8 +139,10 @@ def _freeze_shape_inputs(case) -> tuple[onnx.ModelProto, list[int]]:
         uses = consumers.get(name, [])
         if not uses or name in graph_outputs:
             return False
-        return all(i in SHAPE_LIKE.get(n.op_type, ()) or
-                   all(o and shape_only(o) for o in n.output) for n, i in uses)
+        return all(
+            i in SHAPE_LIKE.get(n.op_type, ()) or all(o and shape_only(o) for o in n.output)
+            for n, i in uses
+        )
 
     freeze = []
     for idx, vi in enumerate(g.input):
@@ -223,19 +253,24 @@ def test_node_case(name: str) -> None:
 def test_conformance_summary() -> None:
     names = sorted(_cases())
     outcomes = {n: _outcome(n) for n in names}
-    by = {s: [n for n, o in outcomes.items() if o.status == s]
-          for s in ("pass", "refused", "wrong", "crash")}
+    by = {
+        s: [n for n, o in outcomes.items() if o.status == s]
+        for s in ("pass", "refused", "wrong", "crash")
+    }
     total = len(names)
-    print(f"\nONNX node conformance: {len(by['pass'])} passed, {len(by['refused'])} refused, "
-          f"{len(by['wrong'])} wrong, {len(by['crash'])} crashed, of {total}")
+    print(
+        f"\nONNX node conformance: {len(by['pass'])} passed, {len(by['refused'])} refused, "
+        f"{len(by['wrong'])} wrong, {len(by['crash'])} crashed, of {total}"
+    )
     for n in by["refused"]:
         print(f"  refused {n}: {outcomes[n].detail}")
     bad = [f"{n}: {outcomes[n].status}: {outcomes[n].detail}" for n in by["wrong"] + by["crash"]]
     assert not bad, "wrong answers or crashes:\n" + "\n".join(bad)
     assert total > 0
     rate = len(by["pass"]) / total
-    assert rate >= PASS_RATE, (f"pass rate {rate:.1%} < {PASS_RATE:.0%}; refused:\n"
-                               + "\n".join(f"{n}: {outcomes[n].detail}" for n in by["refused"]))
+    assert rate >= PASS_RATE, f"pass rate {rate:.1%} < {PASS_RATE:.0%}; refused:\n" + "\n".join(
+        f"{n}: {outcomes[n].detail}" for n in by["refused"]
+    )
 
 
 def test_every_op_of_the_set_has_a_converter() -> None:

@@ -15,14 +15,21 @@ SAMPLE_MODELS = sorted(p.name for p in MODELS.glob("*.onnx"))
 
 
 @functools.cache
-def session_for(model: str, scheduler: str = "child-mem-size", allocator: str = "lower-bound",
-                disabled: tuple[str, ...] = ()):
+def session_for(
+    model: str,
+    scheduler: str = "child-mem-size",
+    allocator: str = "lower-bound",
+    disabled: tuple[str, ...] = (),
+):
     from compiler.pipeline import CompileOptions
     from glowviz.exports.views import compile_session
 
-    return compile_session(str(MODELS / model),
-                           CompileOptions(scheduler=scheduler, allocator=allocator,
-                                          disabled_passes=frozenset(disabled)))
+    return compile_session(
+        str(MODELS / model),
+        CompileOptions(
+            scheduler=scheduler, allocator=allocator, disabled_passes=frozenset(disabled)
+        ),
+    )
 
 
 def check_golden(name: str, text: str) -> None:
@@ -35,4 +42,5 @@ def check_golden(name: str, text: str) -> None:
         pytest.fail(f"golden file {path} missing; run with GLOWVIZ_UPDATE_GOLDEN=1")
     assert text == path.read_text(encoding="utf-8"), (
         f"{name} differs from its golden file; if the change is intended, rerun with "
-        "GLOWVIZ_UPDATE_GOLDEN=1 and review the diff")
+        "GLOWVIZ_UPDATE_GOLDEN=1 and review the diff"
+    )

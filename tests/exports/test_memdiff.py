@@ -32,7 +32,9 @@ def _write(path, data):
 def test_spec_syntax():
     assert split_spec("m.onnx") == ("m.onnx", {})
     assert split_spec("m.onnx:scheduler=topological,allocator=first-fit") == (
-        "m.onnx", {"scheduler": "topological", "allocator": "first-fit"})
+        "m.onnx",
+        {"scheduler": "topological", "allocator": "first-fit"},
+    )
     with pytest.raises(MemDiffInputError, match="keys"):
         split_spec("m.onnx:colour=blue")
 
@@ -45,8 +47,14 @@ def test_identical_reports_no_change(base_report):
 
 
 def test_two_schedulers(capsys):
-    rc = main(["mem-diff", str(MODELS / "unet_small.onnx"),
-               str(MODELS / "unet_small.onnx") + ":scheduler=topological", "--json"])
+    rc = main(
+        [
+            "mem-diff",
+            str(MODELS / "unet_small.onnx"),
+            str(MODELS / "unet_small.onnx") + ":scheduler=topological",
+            "--json",
+        ]
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["schema"] == "glowviz.memdiff/1"
     assert d["old"]["scheduler"] == "child-mem-size" and d["new"]["scheduler"] == "topological"
@@ -54,13 +62,22 @@ def test_two_schedulers(capsys):
 
 
 def test_buffer_sharing_off_is_a_regression(capsys):
-    rc = main(["mem-diff", TRANSFORMER, TRANSFORMER + ":disable=buffer-sharing",
-               "--fail-above", "5"])
+    rc = main(
+        ["mem-diff", TRANSFORMER, TRANSFORMER + ":disable=buffer-sharing", "--fail-above", "5"]
+    )
     out = capsys.readouterr().out
     assert rc == 1
     assert "REGRESSION" in out and "appeared" in out
-    rc = main(["mem-diff", TRANSFORMER, TRANSFORMER + ":disable=buffer-sharing",
-               "--fail-above", "50", "--json"])
+    rc = main(
+        [
+            "mem-diff",
+            TRANSFORMER,
+            TRANSFORMER + ":disable=buffer-sharing",
+            "--fail-above",
+            "50",
+            "--json",
+        ]
+    )
     d = json.loads(capsys.readouterr().out)
     assert rc == 0 and d["peak"]["pct"] > 5 and not d["regressed"]
     assert d["new"]["buffers"] > d["old"]["buffers"]
@@ -96,8 +113,9 @@ def test_match_by_producer_when_names_change(base_report):
         b["name"] = b["name"] + "_v2"
     renamed["live_at_peak"] = [n + "_v2" for n in renamed["live_at_peak"]]
     d = diff_reports(base_report, renamed)
-    assert d["buffers"]["matched_by"]["producer"] + d["buffers"]["matched_by"]["instruction"] \
-        == len(base_report["buffers"])
+    assert d["buffers"]["matched_by"]["producer"] + d["buffers"]["matched_by"][
+        "instruction"
+    ] == len(base_report["buffers"])
     assert not d["buffers"]["appeared"]
 
 
@@ -114,8 +132,13 @@ def test_bad_input_exits_2(tmp_path, base_report, capsys):
     notjson.write_text("{not json")
     wrong = _write(tmp_path / "wrong.json", {"schema": "other/1"})
     nobufs = _write(tmp_path / "nobufs.json", {**base_report, "buffers": [{"name": 1}]})
-    for other in (str(tmp_path / "missing.json"), str(notjson), wrong, nobufs,
-                  TRANSFORMER + ":bogus=1"):
+    for other in (
+        str(tmp_path / "missing.json"),
+        str(notjson),
+        wrong,
+        nobufs,
+        TRANSFORMER + ":bogus=1",
+    ):
         assert main(["mem-diff", good, other]) == 2, other
         err = capsys.readouterr().err
         assert err.startswith("glowviz: error:") and "Traceback" not in err

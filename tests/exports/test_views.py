@@ -68,8 +68,12 @@ def test_graph_dot_is_deterministic_across_compiles():
     from glowviz.exports.views import compile_session
 
     a = render_view(session_for("lenet.onnx"), "graph", "dot", stage="post-lower-opt")
-    b = render_view(compile_session(str(MODELS / "lenet.onnx"), CompileOptions()), "graph",
-                    "dot", stage="post-lower-opt")
+    b = render_view(
+        compile_session(str(MODELS / "lenet.onnx"), CompileOptions()),
+        "graph",
+        "dot",
+        stage="post-lower-opt",
+    )
     assert a == b
     assert not re.search(rb"0x[0-9a-f]{6,}", a)  # no object ids
 
@@ -78,10 +82,12 @@ def test_golden_graph_dot_and_json():
     s = session_for("mlp.onnx")
     check_golden("mlp.graph.final.dot", render_view(s, "graph", "dot").decode())
     check_golden("mlp.graph.import.dot", render_view(s, "graph", "dot", stage="import").decode())
-    check_golden("mlp.graph.final.compact.dot",
-                 render_view(s, "graph", "dot", compact=True).decode())
-    check_golden("lenet.graph.final.json",
-                 render_view(session_for("lenet.onnx"), "graph", "json").decode())
+    check_golden(
+        "mlp.graph.final.compact.dot", render_view(s, "graph", "dot", compact=True).decode()
+    )
+    check_golden(
+        "lenet.graph.final.json", render_view(session_for("lenet.onnx"), "graph", "json").decode()
+    )
 
 
 def test_golden_lir_and_memory():
@@ -89,8 +95,10 @@ def test_golden_lir_and_memory():
     check_golden("mlp.lir.final.dot", render_view(s, "lir", "dot").decode())
     check_golden("mlp.memory.final.json", render_view(s, "memory", "json").decode())
     check_golden("mlp.schedule.final.json", render_view(s, "schedule", "json").decode())
-    check_golden("lenet.lifetimes.final.json",
-                 render_view(session_for("lenet.onnx"), "lifetimes", "json").decode())
+    check_golden(
+        "lenet.lifetimes.final.json",
+        render_view(session_for("lenet.onnx"), "lifetimes", "json").decode(),
+    )
 
 
 def test_low_level_views_on_other_stages():
@@ -108,10 +116,11 @@ def test_memory_json_matches_plan_invariants():
     data = json.loads(render_view(session_for("resnet_small.onnx"), "memory", "json"))
     bufs = data["buffers"]
     for i, a in enumerate(bufs):
-        for b in bufs[i + 1:]:
+        for b in bufs[i + 1 :]:
             if a["first"] <= b["last"] and b["first"] <= a["last"]:
-                assert a["offset"] + a["size"] <= b["offset"] or \
-                    b["offset"] + b["size"] <= a["offset"]
+                assert (
+                    a["offset"] + a["size"] <= b["offset"] or b["offset"] + b["size"] <= a["offset"]
+                )
     assert max(data["live_bytes"]) == data["lower_bound_bytes"]
     assert set(data["live_at_peak"]) <= {b["name"] for b in bufs}
 
@@ -151,7 +160,9 @@ def test_thousand_node_graph_renders(capsys):
         t0 = time.perf_counter()
         svg = render_dot(graph_to_dot(data, compact=compact), "svg")
         timings["compact" if compact else "full"] = time.perf_counter() - t0
-        assert svg.count(b"<g id=\"node") >= 1000
+        assert svg.count(b'<g id="node') >= 1000
     with capsys.disabled():
-        print(f"\n1000+ node graph: {m.node_count()} nodes, svg render "
-              + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+        print(
+            f"\n1000+ node graph: {m.node_count()} nodes, svg render "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+        )

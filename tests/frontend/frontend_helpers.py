@@ -12,16 +12,39 @@ from compiler.backends.interpreter.graph_interpreter import run_graph
 from compiler.frontend import import_onnx
 from compiler.graph import verify_module
 
-NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
-              np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL}
+NP_TO_ONNX = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.bool_): TensorProto.BOOL,
+}
 # onnxruntime reads IR versions up to its own; keep each opset at the oldest IR that allows it.
-IR_FOR_OPSET = {7: 3, 8: 3, 9: 4, 10: 5, 11: 6, 12: 7, 13: 7, 14: 7, 15: 8, 16: 8, 17: 8,
-                18: 8, 19: 9, 20: 9, 21: 10}
+IR_FOR_OPSET = {
+    7: 3,
+    8: 3,
+    9: 4,
+    10: 5,
+    11: 6,
+    12: 7,
+    13: 7,
+    14: 7,
+    15: 8,
+    16: 8,
+    17: 8,
+    18: 8,
+    19: 9,
+    20: 9,
+    21: 10,
+}
 
 
-def make_model(nodes: Sequence[onnx.NodeProto], inputs: dict[str, np.ndarray | tuple],
-               outputs: dict[str, int], opset: int, initializers: dict[str, np.ndarray] | None = None,
-               ) -> onnx.ModelProto:
+def make_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: dict[str, np.ndarray | tuple],
+    outputs: dict[str, int],
+    opset: int,
+    initializers: dict[str, np.ndarray] | None = None,
+) -> onnx.ModelProto:
     """`inputs`: name -> example array (its dtype and shape) or (onnx elem type, shape);
     `outputs`: name -> onnx elem type or (elem type, shape)."""
     ins = []
@@ -30,15 +53,22 @@ def make_model(nodes: Sequence[onnx.NodeProto], inputs: dict[str, np.ndarray | t
             ins.append(helper.make_tensor_value_info(name, NP_TO_ONNX[spec.dtype], spec.shape))
         else:
             ins.append(helper.make_tensor_value_info(name, spec[0], spec[1]))
-    outs = [helper.make_tensor_value_info(n, *(t if isinstance(t, tuple) else (t, None)))
-            for n, t in outputs.items()]
+    outs = [
+        helper.make_tensor_value_info(n, *(t if isinstance(t, tuple) else (t, None)))
+        for n, t in outputs.items()
+    ]
     inits = [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()]
     if IR_FOR_OPSET.get(opset, 10) < 4:  # IR 3 lists initializers among the graph inputs
-        ins += [helper.make_tensor_value_info(k, NP_TO_ONNX[v.dtype], v.shape)
-                for k, v in (initializers or {}).items()]
+        ins += [
+            helper.make_tensor_value_info(k, NP_TO_ONNX[v.dtype], v.shape)
+            for k, v in (initializers or {}).items()
+        ]
     graph = helper.make_graph(list(nodes), "test", ins, outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=IR_FOR_OPSET.get(opset, 10))
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", opset)],
+        ir_version=IR_FOR_OPSET.get(opset, 10),
+    )
     # The checker wants output shapes: take them from ONNX's shape inference.
     inferred = onnx.shape_inference.infer_shapes(model)
     known = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
@@ -58,8 +88,7 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.nda
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
 
@@ -70,8 +99,9 @@ def run_ours(model: onnx.ModelProto, feeds: dict[str, np.ndarray], **kw) -> list
     return [outs[p.name] for p in module.outputs()]
 
 
-def check_vs_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-5,
-                 atol: float = 1e-5) -> None:
+def check_vs_ort(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-5, atol: float = 1e-5
+) -> None:
     want = run_ort(model, feeds)
     got = run_ours(model, feeds)
     assert len(want) == len(got)

@@ -23,8 +23,15 @@ I64 = TensorProto.INT64
 
 # -- sample and exported models -------------------------------------------------------------------
 
-SAMPLE_NAMES = ["mlp", "mlp_opset9", "lenet", "resnet_small", "mobilenet_small",
-                "transformer_block", "unet_small"]
+SAMPLE_NAMES = [
+    "mlp",
+    "mlp_opset9",
+    "lenet",
+    "resnet_small",
+    "mobilenet_small",
+    "transformer_block",
+    "unet_small",
+]
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
@@ -74,9 +81,17 @@ def test_pytorch_style_flatten_chain_folds() -> None:
         helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
         helper.make_node("Reshape", ["x", "shape"], ["y"]),
     ]
-    model = make_model(nodes, {"x": rand(2, 3, 4)}, {"y": (F, [2, 12])}, 13,
-                       {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64),
-                        "minus1": np.array([-1], np.int64)})
+    model = make_model(
+        nodes,
+        {"x": rand(2, 3, 4)},
+        {"y": (F, [2, 12])},
+        13,
+        {
+            "zero": np.array(0, np.int64),
+            "axes": np.array([0], np.int64),
+            "minus1": np.array([-1], np.int64),
+        },
+    )
     m = import_onnx(model)
     verify_module(m)
     assert [n.op for n in m.main] == ["Reshape", "Save"]
@@ -88,9 +103,11 @@ def test_pytorch_style_flatten_chain_folds() -> None:
 
 
 def test_names_order_and_provenance() -> None:
-    nodes = [helper.make_node("Add", ["b", "a"], ["s"], name="the sum"),
-             helper.make_node("Relu", ["s"], ["r"]),
-             helper.make_node("Neg", ["a"], ["n"])]
+    nodes = [
+        helper.make_node("Add", ["b", "a"], ["s"], name="the sum"),
+        helper.make_node("Relu", ["s"], ["r"]),
+        helper.make_node("Neg", ["a"], ["n"]),
+    ]
     model = make_model(nodes, {"b": rand(3), "a": rand(3)}, {"r": F, "n": F}, 17)
     m = import_onnx(model, name="demo")
     assert m.name == "demo"
@@ -106,8 +123,7 @@ def test_names_order_and_provenance() -> None:
 
 
 def test_output_that_is_an_input_or_a_constant() -> None:
-    nodes = [helper.make_node("Identity", ["x"], ["y"]),
-             helper.make_node("Shape", ["x"], ["s"])]
+    nodes = [helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Shape", ["x"], ["s"])]
     model = make_model(nodes, {"x": rand(2, 5)}, {"y": F, "s": I64}, 17)
     got = run_ours(model, {"x": rand(2, 5)})
     np.testing.assert_array_equal(got[0], rand(2, 5))
@@ -140,11 +156,14 @@ def test_symbolic_dim_with_input_shapes() -> None:
     assert m.inputs()[0].type.shape == (5, 3)
 
 
-@pytest.mark.parametrize("shapes, pattern", [
-    ({"nope": (1, 3)}, "'nope', which is not an input"),
-    ({"x": (1, 3, 1)}, "rank 3"),
-    ({"x": (1, 4)}, "dim 1 = 4, but the model fixes it to 3"),
-])
+@pytest.mark.parametrize(
+    "shapes, pattern",
+    [
+        ({"nope": (1, 3)}, "'nope', which is not an input"),
+        ({"x": (1, 3, 1)}, "rank 3"),
+        ({"x": (1, 4)}, "dim 1 = 4, but the model fixes it to 3"),
+    ],
+)
 def test_bad_input_shapes(shapes, pattern) -> None:
     with pytest.raises(ShapeError, match=pattern):
         import_onnx(_dynamic_model(), input_shapes=shapes)
@@ -154,8 +173,9 @@ def test_bad_input_shapes(shapes, pattern) -> None:
 
 
 def test_unknown_op() -> None:
-    model = make_model([helper.make_node("Frobnicate", ["x"], ["y"], name="frob")],
-                       {"x": rand(2)}, {"y": F}, 17)
+    model = make_model(
+        [helper.make_node("Frobnicate", ["x"], ["y"], name="frob")], {"x": rand(2)}, {"y": F}, 17
+    )
     with pytest.raises(UnsupportedError) as info:
         import_onnx(model)
     msg = str(info.value)
@@ -165,8 +185,12 @@ def test_unknown_op() -> None:
 
 def test_unsupported_dtype() -> None:
     node = helper.make_node("Relu", ["x"], ["y"])
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2])])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(UnsupportedError, match="'x' has element type double"):
         import_onnx(model)
@@ -174,10 +198,15 @@ def test_unsupported_dtype() -> None:
 
 def test_unsupported_domain_and_opset() -> None:
     node = helper.make_node("FusedGemm", ["x"], ["y"], domain="com.microsoft")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, [2])],
-                              [helper.make_tensor_value_info("y", F, [2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, [2])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
     with pytest.raises(UnsupportedError, match="domain 'com.microsoft'"):
         import_onnx(model)
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(2)}, {"y": F}, 17)
@@ -202,8 +231,9 @@ def test_used_dropout_mask_before_opset_10_is_refused() -> None:
 
 def test_same_auto_pad_with_dilated_pool_is_refused() -> None:
     # onnxruntime and the ONNX spec disagree on these pads: refuse rather than guess.
-    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], auto_pad="SAME_UPPER",
-                            dilations=[2, 2])
+    node = helper.make_node(
+        "MaxPool", ["x"], ["y"], kernel_shape=[2, 2], auto_pad="SAME_UPPER", dilations=[2, 2]
+    )
     model = make_model([node], {"x": rand(1, 1, 5, 5)}, {"y": F}, 19)
     with pytest.raises(UnsupportedError, match="dilations"):
         import_onnx(model)
@@ -223,8 +253,9 @@ def test_opset9_attribute_forms() -> None:
     x = rand(1, 4, 6, 6)
     nodes = [
         helper.make_node("Slice", ["x"], ["s"], starts=[1, -5], ends=[4, 1000], axes=[1, 3]),
-        helper.make_node("Pad", ["s"], ["p"], pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="constant",
-                         value=0.5),
+        helper.make_node(
+            "Pad", ["s"], ["p"], pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="constant", value=0.5
+        ),
         helper.make_node("Clip", ["p"], ["c"], min=-0.5, max=0.7),
         helper.make_node("Unsqueeze", ["c"], ["u"], axes=[0]),
         helper.make_node("Squeeze", ["u"], ["q"], axes=[0]),
@@ -234,41 +265,75 @@ def test_opset9_attribute_forms() -> None:
         helper.make_node("Softmax", ["up"], ["sm"], axis=2),
         helper.make_node("ReduceMean", ["sm"], ["y"], axes=[3], keepdims=0),
     ]
-    inits = {"g": rand(3, seed=1), "b": rand(3, seed=2), "m": rand(3, seed=3),
-             "v": np.abs(rand(3, seed=4)) + 0.5, "scales": np.array([1, 1, 2, 2], np.float32)}
+    inits = {
+        "g": rand(3, seed=1),
+        "b": rand(3, seed=2),
+        "m": rand(3, seed=3),
+        "v": np.abs(rand(3, seed=4)) + 0.5,
+        "scales": np.array([1, 1, 2, 2], np.float32),
+    }
     model = make_model(nodes, {"x": x}, {"y": F}, 9, inits)
     check_vs_ort(model, {"x": x})
 
 
 def test_opset7_batchnorm_spatial_and_softmax_coercion() -> None:
     x = rand(2, 3, 4, 5)
-    nodes = [helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["bn"], spatial=1),
-             helper.make_node("LogSoftmax", ["bn"], ["y"], axis=1)]
-    inits = {"g": rand(3, seed=1), "b": rand(3, seed=2), "m": rand(3, seed=3),
-             "v": np.abs(rand(3, seed=4)) + 0.5}
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["bn"], spatial=1),
+        helper.make_node("LogSoftmax", ["bn"], ["y"], axis=1),
+    ]
+    inits = {
+        "g": rand(3, seed=1),
+        "b": rand(3, seed=2),
+        "m": rand(3, seed=3),
+        "v": np.abs(rand(3, seed=4)) + 0.5,
+    }
     model = make_model(nodes, {"x": x}, {"y": F}, 7, inits)
     check_vs_ort(model, {"x": x})
-    bad = make_model([helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["y"],
-                                       spatial=0)], {"x": x}, {"y": F}, 7, inits)
+    bad = make_model(
+        [helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["y"], spatial=0)],
+        {"x": x},
+        {"y": F},
+        7,
+        inits,
+    )
     with pytest.raises(UnsupportedError, match="spatial"):
         import_onnx(bad)
 
 
 def test_opset11_resize_and_clip_inputs() -> None:
     x = rand(1, 2, 3, 4)
-    nodes = [helper.make_node("Resize", ["x", "roi", "scales"], ["r"], mode="linear",
-                              coordinate_transformation_mode="align_corners"),
-             helper.make_node("Clip", ["r", "lo", "hi"], ["y"])]
-    inits = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 1.5], np.float32),
-             "lo": np.array(-0.3, np.float32), "hi": np.array(0.4, np.float32)}
+    nodes = [
+        helper.make_node(
+            "Resize",
+            ["x", "roi", "scales"],
+            ["r"],
+            mode="linear",
+            coordinate_transformation_mode="align_corners",
+        ),
+        helper.make_node("Clip", ["r", "lo", "hi"], ["y"]),
+    ]
+    inits = {
+        "roi": np.zeros(0, np.float32),
+        "scales": np.array([1, 1, 2, 1.5], np.float32),
+        "lo": np.array(-0.3, np.float32),
+        "hi": np.array(0.4, np.float32),
+    }
     model = make_model(nodes, {"x": x}, {"y": F}, 11, inits)
     check_vs_ort(model, {"x": x})
 
 
-@pytest.mark.parametrize("trans_a, trans_b, alpha, beta, c_shape", [
-    (0, 0, 1.0, 1.0, (5,)), (0, 1, 1.0, 1.0, (1, 5)), (1, 1, 0.5, 2.0, (3, 5)),
-    (0, 1, 2.0, 1.0, None), (1, 0, 1.0, 0.5, (3, 1)), (0, 0, 1.0, 1.0, ()),
-])
+@pytest.mark.parametrize(
+    "trans_a, trans_b, alpha, beta, c_shape",
+    [
+        (0, 0, 1.0, 1.0, (5,)),
+        (0, 1, 1.0, 1.0, (1, 5)),
+        (1, 1, 0.5, 2.0, (3, 5)),
+        (0, 1, 2.0, 1.0, None),
+        (1, 0, 1.0, 0.5, (3, 1)),
+        (0, 0, 1.0, 1.0, ()),
+    ],
+)
 def test_gemm_forms(trans_a, trans_b, alpha, beta, c_shape) -> None:
     a = rand(4, 3) if trans_a else rand(3, 4)
     b = rand(5, 4, seed=1) if trans_b else rand(4, 5, seed=1)
@@ -277,8 +342,9 @@ def test_gemm_forms(trans_a, trans_b, alpha, beta, c_shape) -> None:
     if c_shape is not None:
         inits["c"] = rand(*c_shape, seed=2)
         ins.append("c")
-    node = helper.make_node("Gemm", ins, ["y"], transA=trans_a, transB=trans_b, alpha=alpha,
-                            beta=beta)
+    node = helper.make_node(
+        "Gemm", ins, ["y"], transA=trans_a, transB=trans_b, alpha=alpha, beta=beta
+    )
     model = make_model([node], {"a": a}, {"y": F}, 13, inits)
     check_vs_ort(model, {"a": a})
     m = import_onnx(model)
@@ -287,17 +353,23 @@ def test_gemm_forms(trans_a, trans_b, alpha, beta, c_shape) -> None:
 
 def test_gemm_with_vector_bias_is_fully_connected() -> None:
     node = helper.make_node("Gemm", ["a", "w", "c"], ["y"], transB=1)
-    model = make_model([node], {"a": rand(2, 4)}, {"y": F}, 17,
-                       {"w": rand(3, 4, seed=1), "c": rand(3, seed=2)})
+    model = make_model(
+        [node], {"a": rand(2, 4)}, {"y": F}, 17, {"w": rand(3, 4, seed=1), "c": rand(3, seed=2)}
+    )
     ops = [n.op for n in import_onnx(model).main]
     assert ops == ["FullyConnected", "Save"]
 
 
-@pytest.mark.parametrize("sa, sb", [((4,), (4, 3)), ((2, 4), (4,)), ((4,), (4,)),
-                                    ((2, 1, 3, 4), (5, 4, 2))])
+@pytest.mark.parametrize(
+    "sa, sb", [((4,), (4, 3)), ((2, 4), (4,)), ((4,), (4,)), ((2, 1, 3, 4), (5, 4, 2))]
+)
 def test_matmul_shapes(sa, sb) -> None:
-    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
-                       {"a": rand(*sa), "b": rand(*sb, seed=1)}, {"y": F}, 13)
+    model = make_model(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        {"a": rand(*sa), "b": rand(*sb, seed=1)},
+        {"y": F},
+        13,
+    )
     check_vs_ort(model, {"a": rand(*sa), "b": rand(*sb, seed=1)}, rtol=1e-4)
 
 
@@ -308,19 +380,23 @@ def test_conv_1d_and_auto_pad(auto_pad: str) -> None:
     if auto_pad == "NOTSET":
         kw["pads"] = [1, 2]
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **kw)
-    model = make_model([node], {"x": x}, {"y": F}, 13, {"w": rand(3, 2, 3, seed=1),
-                                                         "b": rand(3, seed=2)})
+    model = make_model(
+        [node], {"x": x}, {"y": F}, 13, {"w": rand(3, 2, 3, seed=1), "b": rand(3, seed=2)}
+    )
     check_vs_ort(model, {"x": x}, rtol=1e-4)
 
 
-@pytest.mark.parametrize("kw", [
-    {"strides": [2, 2]},
-    {"strides": [2, 2], "output_padding": [1, 0], "pads": [0, 1, 1, 0]},
-    {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
-    {"strides": [2, 2], "auto_pad": "SAME_LOWER"},
-    {"strides": [2, 2], "dilations": [2, 2], "output_shape": [9, 9]},  # crops 1 on each side
-    {"strides": [2, 2], "group": 2, "dilations": [2, 1]},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"strides": [2, 2]},
+        {"strides": [2, 2], "output_padding": [1, 0], "pads": [0, 1, 1, 0]},
+        {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+        {"strides": [2, 2], "auto_pad": "SAME_LOWER"},
+        {"strides": [2, 2], "dilations": [2, 2], "output_shape": [9, 9]},  # crops 1 on each side
+        {"strides": [2, 2], "group": 2, "dilations": [2, 1]},
+    ],
+)
 def test_conv_transpose_forms(kw) -> None:
     x = rand(1, 2, 3, 3)
     groups = kw.get("group", 1)
@@ -337,16 +413,37 @@ def test_conv_transpose_ambiguous_output_shape_is_refused() -> None:
         import_onnx(model)
 
 
-@pytest.mark.parametrize("op, kw", [
-    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
-    ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}),
-    ("MaxPool", {"kernel_shape": [2, 2], "pads": [1, 0, 1, 1], "dilations": [2, 2]}),
-    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 0}),
-    ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1],
-                     "count_include_pad": 1}),
-    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [2, 2],
-                     "pads": [1, 1, 1, 1], "ceil_mode": 1}),
-])
+@pytest.mark.parametrize(
+    "op, kw",
+    [
+        (
+            "MaxPool",
+            {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+        ),
+        ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}),
+        ("MaxPool", {"kernel_shape": [2, 2], "pads": [1, 0, 1, 1], "dilations": [2, 2]}),
+        ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 0}),
+        (
+            "AveragePool",
+            {
+                "kernel_shape": [3, 2],
+                "strides": [2, 1],
+                "pads": [1, 0, 1, 1],
+                "count_include_pad": 1,
+            },
+        ),
+        (
+            "AveragePool",
+            {
+                "kernel_shape": [2, 2],
+                "strides": [2, 2],
+                "dilations": [2, 2],
+                "pads": [1, 1, 1, 1],
+                "ceil_mode": 1,
+            },
+        ),
+    ],
+)
 def test_pools(op: str, kw: dict) -> None:
     x = rand(1, 2, 7, 8)
     model = make_model([helper.make_node(op, ["x"], ["y"], **kw)], {"x": x}, {"y": F}, 19)
@@ -356,8 +453,12 @@ def test_pools(op: str, kw: dict) -> None:
 def test_slice_negative_steps_and_int_max() -> None:
     x = rand(5, 6)
     node = helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])
-    inits = {"st": np.array([-1, 2**62], np.int64), "en": np.array([-2**63, 1], np.int64),
-             "ax": np.array([0, 1], np.int64), "sp": np.array([-2, -1], np.int64)}
+    inits = {
+        "st": np.array([-1, 2**62], np.int64),
+        "en": np.array([-(2**63), 1], np.int64),
+        "ax": np.array([0, 1], np.int64),
+        "sp": np.array([-2, -1], np.int64),
+    }
     model = make_model([node], {"x": x}, {"y": F}, 13, inits)
     check_vs_ort(model, {"x": x})
 
@@ -373,11 +474,16 @@ def test_pad_modes_and_negative_pads(mode: str) -> None:
 
 def test_reshape_zero_minus_one_allowzero_and_expand_tile() -> None:
     x = rand(2, 3, 4)
-    nodes = [helper.make_node("Reshape", ["x", "s1"], ["r"]),
-             helper.make_node("Expand", ["r", "e"], ["ex"]),
-             helper.make_node("Tile", ["ex", "t"], ["y"])]
-    inits = {"s1": np.array([0, -1, 1], np.int64), "e": np.array([2, 1, 12, 3], np.int64),
-             "t": np.array([1, 2, 1, 1], np.int64)}
+    nodes = [
+        helper.make_node("Reshape", ["x", "s1"], ["r"]),
+        helper.make_node("Expand", ["r", "e"], ["ex"]),
+        helper.make_node("Tile", ["ex", "t"], ["y"]),
+    ]
+    inits = {
+        "s1": np.array([0, -1, 1], np.int64),
+        "e": np.array([2, 1, 12, 3], np.int64),
+        "t": np.array([1, 2, 1, 1], np.int64),
+    }
     model = make_model(nodes, {"x": x}, {"y": F}, 14, inits)
     check_vs_ort(model, {"x": x})
 
@@ -385,32 +491,40 @@ def test_reshape_zero_minus_one_allowzero_and_expand_tile() -> None:
 def test_integer_and_bool_ops() -> None:
     a = np.array([[3, -7, 8], [1, 0, -2]], np.int64)
     b = np.array([2, 3, -3], np.int64)
-    nodes = [helper.make_node("Div", ["a", "b"], ["d"]),
-             helper.make_node("Greater", ["d", "zero"], ["g"]),
-             helper.make_node("Not", ["g"], ["ng"]),
-             helper.make_node("Where", ["ng", "a", "d"], ["w"]),
-             helper.make_node("Cast", ["w"], ["y"], to=TensorProto.INT32),
-             helper.make_node("ArgMax", ["a"], ["am"], axis=1, keepdims=0),
-             helper.make_node("ReduceMax", ["a"], ["rm"], axes=[0], keepdims=1),
-             helper.make_node("Clip", ["a", "lo", "hi"], ["c"])]
-    inits = {"zero": np.array(0, np.int64), "lo": np.array(-1, np.int64),
-             "hi": np.array(5, np.int64)}
-    model = make_model(nodes, {"a": a, "b": b},
-                       {"y": TensorProto.INT32, "am": I64, "rm": I64, "c": I64}, 13, inits)
+    nodes = [
+        helper.make_node("Div", ["a", "b"], ["d"]),
+        helper.make_node("Greater", ["d", "zero"], ["g"]),
+        helper.make_node("Not", ["g"], ["ng"]),
+        helper.make_node("Where", ["ng", "a", "d"], ["w"]),
+        helper.make_node("Cast", ["w"], ["y"], to=TensorProto.INT32),
+        helper.make_node("ArgMax", ["a"], ["am"], axis=1, keepdims=0),
+        helper.make_node("ReduceMax", ["a"], ["rm"], axes=[0], keepdims=1),
+        helper.make_node("Clip", ["a", "lo", "hi"], ["c"]),
+    ]
+    inits = {
+        "zero": np.array(0, np.int64),
+        "lo": np.array(-1, np.int64),
+        "hi": np.array(5, np.int64),
+    }
+    model = make_model(
+        nodes, {"a": a, "b": b}, {"y": TensorProto.INT32, "am": I64, "rm": I64, "c": I64}, 13, inits
+    )
     check_vs_ort(model, {"a": a, "b": b})
 
 
 def test_variadic_and_activations() -> None:
     xs = {k: rand(2, 3, seed=i) for i, k in enumerate("abc")}
-    nodes = [helper.make_node("Sum", ["a", "b", "c"], ["s"]),
-             helper.make_node("Mean", ["a", "b", "c"], ["m"]),
-             helper.make_node("Max", ["s", "m"], ["mx"]),
-             helper.make_node("HardSigmoid", ["mx"], ["h"], alpha=0.3),
-             helper.make_node("Selu", ["h"], ["se"]),
-             helper.make_node("LeakyRelu", ["se"], ["lr"], alpha=0.2),
-             helper.make_node("Elu", ["lr"], ["el"]),
-             helper.make_node("PRelu", ["a", "slope"], ["pr"]),
-             helper.make_node("Mul", ["el", "pr"], ["y"])]
+    nodes = [
+        helper.make_node("Sum", ["a", "b", "c"], ["s"]),
+        helper.make_node("Mean", ["a", "b", "c"], ["m"]),
+        helper.make_node("Max", ["s", "m"], ["mx"]),
+        helper.make_node("HardSigmoid", ["mx"], ["h"], alpha=0.3),
+        helper.make_node("Selu", ["h"], ["se"]),
+        helper.make_node("LeakyRelu", ["se"], ["lr"], alpha=0.2),
+        helper.make_node("Elu", ["lr"], ["el"]),
+        helper.make_node("PRelu", ["a", "slope"], ["pr"]),
+        helper.make_node("Mul", ["el", "pr"], ["y"]),
+    ]
     model = make_model(nodes, xs, {"y": F}, 13, {"slope": rand(3, seed=9)})
     check_vs_ort(model, xs)
 
@@ -427,20 +541,27 @@ def test_split_forms() -> None:
 
 def test_layernorm_and_gelu() -> None:
     x = rand(2, 4, 8)
-    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
-             helper.make_node("Gelu", ["ln"], ["y"])]
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
+        helper.make_node("Gelu", ["ln"], ["y"]),
+    ]
     model = make_model(nodes, {"x": x}, {"y": F}, 20, {"g": rand(8, seed=1), "b": rand(8, seed=2)})
     check_vs_ort(model, {"x": x}, rtol=1e-4)
 
 
 def test_constant_folding_of_constant_subgraph() -> None:
-    nodes = [helper.make_node("Constant", [], ["c"], value_floats=[1.0, 2.0, 3.0]),
-             helper.make_node("Mul", ["c", "c"], ["c2"]),
-             helper.make_node("ConstantOfShape", ["shape"], ["ones"],
-                              value=helper.make_tensor("v", F, [1], [1.0])),
-             helper.make_node("Add", ["c2", "ones"], ["c3"]),
-             helper.make_node("Add", ["x", "c3"], ["y"])]
-    model = make_model(nodes, {"x": rand(2, 3)}, {"y": F}, 13, {"shape": np.array([2, 3], np.int64)})
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value_floats=[1.0, 2.0, 3.0]),
+        helper.make_node("Mul", ["c", "c"], ["c2"]),
+        helper.make_node(
+            "ConstantOfShape", ["shape"], ["ones"], value=helper.make_tensor("v", F, [1], [1.0])
+        ),
+        helper.make_node("Add", ["c2", "ones"], ["c3"]),
+        helper.make_node("Add", ["x", "c3"], ["y"]),
+    ]
+    model = make_model(
+        nodes, {"x": rand(2, 3)}, {"y": F}, 13, {"shape": np.array([2, 3], np.int64)}
+    )
     m = import_onnx(model)
     assert [n.op for n in m.main] == ["Add", "Save"]
     check_vs_ort(model, {"x": rand(2, 3)})
@@ -448,8 +569,10 @@ def test_constant_folding_of_constant_subgraph() -> None:
 
 def test_large_model_imports_without_copying_weights() -> None:
     w = rand(256, 256)
-    nodes = [helper.make_node("MatMul", ["x" if i == 0 else f"h{i - 1}", "w"], [f"h{i}"])
-             for i in range(50)]
+    nodes = [
+        helper.make_node("MatMul", ["x" if i == 0 else f"h{i - 1}", "w"], [f"h{i}"])
+        for i in range(50)
+    ]
     model = make_model(nodes, {"x": rand(1, 256)}, {"h49": F}, 17, {"w": w})
     m = import_onnx(model)
     assert len(m.constants) == 1 and len(m.main) == 51

@@ -41,8 +41,9 @@ def test_empty_file(tmp_path: Path) -> None:
         load_model(f)
 
 
-@pytest.mark.parametrize("data", [b"this is not an onnx model at all\n" * 3,
-                                  b"\x08\x07", b"\x00\x01\x02\x03garbage"])
+@pytest.mark.parametrize(
+    "data", [b"this is not an onnx model at all\n" * 3, b"\x08\x07", b"\x00\x01\x02\x03garbage"]
+)
 def test_not_onnx_bytes(tmp_path: Path, data: bytes) -> None:
     f = tmp_path / "junk.onnx"
     f.write_bytes(data)
@@ -70,7 +71,9 @@ def test_model_without_graph() -> None:
 def test_checker_failure_is_a_load_error() -> None:
     # A node reading a value nothing defines fails the checker.
     node = helper.make_node("Relu", ["missing"], ["y"])
-    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    graph = helper.make_graph(
+        [node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises((ModelLoadError, UnsupportedError)):
         import_onnx(model)

@@ -11,13 +11,24 @@ from onnx import TensorProto, helper
 
 from compiler.errors import UnsupportedError
 
-POOLS = [(op, nsp, k, s, p, d, ceil, cip)
-         for op, nsp, k, s, p, d, ceil, cip in itertools.product(
-             ["AveragePool", "MaxPool"], [1, 2, 3], [2, 3], [1, 2], [0, 1], [1, 2], [0, 1], [0, 1])
-         if not (op == "MaxPool" and cip) and (nsp != 3 or k == 2)]
+POOLS = [
+    (op, nsp, k, s, p, d, ceil, cip)
+    for op, nsp, k, s, p, d, ceil, cip in itertools.product(
+        ["AveragePool", "MaxPool"], [1, 2, 3], [2, 3], [1, 2], [0, 1], [1, 2], [0, 1], [0, 1]
+    )
+    if not (op == "MaxPool" and cip) and (nsp != 3 or k == 2)
+]
 
-CONV_T = list(itertools.product([1, 2], [1, 3], [1, 2], [1, 2], [1, 2],
-                                ["pads", "same_upper", "same_lower", "outpad", "outshape"]))
+CONV_T = list(
+    itertools.product(
+        [1, 2],
+        [1, 3],
+        [1, 2],
+        [1, 2],
+        [1, 2],
+        ["pads", "same_upper", "same_lower", "outpad", "outshape"],
+    )
+)
 # output_padding is only valid with stride > 1: leave those combinations out.
 CONV_T = [c for c in CONV_T if not (c[5] == "outpad" and c[2] == 1)]
 
@@ -31,20 +42,28 @@ def _check(model, feeds) -> None:
         pass  # a refusal is acceptable
     except onnxruntime.capi.onnxruntime_pybind11_state.Fail as e:  # pragma: no cover
         pytest.skip(f"onnxruntime rejects the model: {e}")
-    except (onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument,
-            onnxruntime.capi.onnxruntime_pybind11_state.RuntimeException) as e:
+    except (
+        onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument,
+        onnxruntime.capi.onnxruntime_pybind11_state.RuntimeException,
+    ) as e:
         pytest.skip(f"onnxruntime rejects the model: {str(e)[:80]}")
 
 
 @pytest.mark.parametrize("op, nsp, k, s, p, d, ceil, cip", POOLS)
 def test_pool_sweep(op, nsp, k, s, p, d, ceil, cip) -> None:
-    kw = dict(kernel_shape=[k] * nsp, strides=[s] * nsp, pads=[p] * (2 * nsp),
-              dilations=[d] * nsp, ceil_mode=ceil)
+    kw = dict(
+        kernel_shape=[k] * nsp,
+        strides=[s] * nsp,
+        pads=[p] * (2 * nsp),
+        dilations=[d] * nsp,
+        ceil_mode=ceil,
+    )
     if op == "AveragePool":
         kw["count_include_pad"] = cip
     x = rand(1, 2, *(7, 6, 5)[:nsp])
-    model = make_model([helper.make_node(op, ["x"], ["y"], **kw)], {"x": x},
-                       {"y": TensorProto.FLOAT}, 19)
+    model = make_model(
+        [helper.make_node(op, ["x"], ["y"], **kw)], {"x": x}, {"y": TensorProto.FLOAT}, 19
+    )
     _check(model, {"x": x})
 
 
@@ -61,19 +80,34 @@ def test_conv_transpose_sweep(nsp, k, s, d, g, mode) -> None:
     else:
         kw["auto_pad"] = mode.upper()
     x = rand(*shape)
-    model = make_model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **kw)],
-                       {"x": x}, {"y": TensorProto.FLOAT}, 19,
-                       {"w": rand(4, 6 // g, *[k] * nsp, seed=1), "b": rand(6, seed=2)})
+    model = make_model(
+        [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **kw)],
+        {"x": x},
+        {"y": TensorProto.FLOAT},
+        19,
+        {"w": rand(4, 6 // g, *[k] * nsp, seed=1), "b": rand(6, seed=2)},
+    )
     _check(model, {"x": x})
 
 
-RESIZE = [(mode, ctm, nm, sc, sizes) for mode, ctm, nm, sc, sizes in itertools.product(
-    ["nearest", "linear", "cubic"],
-    ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-     "tf_half_pixel_for_nn"],
-    ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"],
-    [(2, 1.5), (0.5, 0.75), (0.6, 1.7), (3, 1)], [False, True])
-    if mode == "nearest" or nm == "round_prefer_floor"]
+RESIZE = [
+    (mode, ctm, nm, sc, sizes)
+    for mode, ctm, nm, sc, sizes in itertools.product(
+        ["nearest", "linear", "cubic"],
+        [
+            "half_pixel",
+            "half_pixel_symmetric",
+            "pytorch_half_pixel",
+            "align_corners",
+            "asymmetric",
+            "tf_half_pixel_for_nn",
+        ],
+        ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"],
+        [(2, 1.5), (0.5, 0.75), (0.6, 1.7), (3, 1)],
+        [False, True],
+    )
+    if mode == "nearest" or nm == "round_prefer_floor"
+]
 
 
 @pytest.mark.parametrize("mode, ctm, nm, sc, sizes", RESIZE)

@@ -99,10 +99,16 @@ def test_shape_errors_name_the_node():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("module @m {\n  placeholder %x : f32<2>\n  func @main {\n    %a = Relu(%x) : f32<3>\n"
-         "  }\n}\n", "differ from inferred"),
-        ("module @m {\n  placeholder %x : f32<2>\n  placeholder %o : f32<2> output\n"
-         "  func @main {\n    %a = Relu(%x) : f32<2>\n  }\n}\n", "saved 0 times"),
+        (
+            "module @m {\n  placeholder %x : f32<2>\n  func @main {\n    %a = Relu(%x) : f32<3>\n"
+            "  }\n}\n",
+            "differ from inferred",
+        ),
+        (
+            "module @m {\n  placeholder %x : f32<2>\n  placeholder %o : f32<2> output\n"
+            "  func @main {\n    %a = Relu(%x) : f32<2>\n  }\n}\n",
+            "saved 0 times",
+        ),
     ],
 )
 def test_verifier_rejects(text, message):

@@ -31,12 +31,18 @@ def run_ort(op, inputs, attrs=None, consts=None, opset=19, out_dtypes=(np.float3
     outs = [f"y{i}" for i in range(len(out_dtypes))]
     node = helper.make_node(op, node_inputs, outs, domain=domain, **(attrs or {}))
     g = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-         for n, a in zip(in_names, inputs)],
-        [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(np.dtype(d)), None)
-         for o, d in zip(outs, out_dtypes)],
-        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            for n, a in zip(in_names, inputs)
+        ],
+        [
+            helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(np.dtype(d)), None)
+            for o, d in zip(outs, out_dtypes)
+        ],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 9
     so = ort.SessionOptions()
@@ -50,11 +56,27 @@ def ours(op, inputs, attrs=None):
     return KERNELS[op](list(inputs), get_op(op).normalize_attrs(attrs or {}))
 
 
-def check(op, inputs, attrs=None, *, onnx_op=None, onnx_attrs=None, consts=None, opset=19,
-          rtol=1e-5, atol=1e-6):
+def check(
+    op,
+    inputs,
+    attrs=None,
+    *,
+    onnx_op=None,
+    onnx_attrs=None,
+    consts=None,
+    opset=19,
+    rtol=1e-5,
+    atol=1e-6,
+):
     got = ours(op, inputs, attrs)
-    exp = run_ort(onnx_op or op, inputs, onnx_attrs if onnx_attrs is not None else attrs,
-                  consts, opset, [g.dtype for g in got])
+    exp = run_ort(
+        onnx_op or op,
+        inputs,
+        onnx_attrs if onnx_attrs is not None else attrs,
+        consts,
+        opset,
+        [g.dtype for g in got],
+    )
     assert len(got) == len(exp)
     for g, e in zip(got, exp):
         assert g.shape == e.shape, (g.shape, e.shape)
@@ -71,8 +93,20 @@ def test_every_op_has_a_kernel():
 
 # -- elementwise ------------------------------------------------------------------------------
 
-UNARY = ["Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "Floor", "Ceil", "Softplus",
-         "HardSwish", "Sign"]
+UNARY = [
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Exp",
+    "Abs",
+    "Neg",
+    "Erf",
+    "Floor",
+    "Ceil",
+    "Softplus",
+    "HardSwish",
+    "Sign",
+]
 
 
 @pytest.mark.parametrize("op", UNARY)
@@ -86,10 +120,17 @@ def test_unary_positive(op):
     check(op, [rnd(4, 9, lo=0.1, hi=10)])
 
 
-@pytest.mark.parametrize("op,attrs", [("LeakyRelu", {"alpha": 0.2}), ("Elu", {"alpha": 0.7}),
-                                      ("Selu", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
-                                      ("Gelu", {"approximate": "none"}),
-                                      ("Gelu", {"approximate": "tanh"})])
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("LeakyRelu", {"alpha": 0.2}),
+        ("Elu", {"alpha": 0.7}),
+        ("Selu", {}),
+        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+        ("Gelu", {"approximate": "none"}),
+        ("Gelu", {"approximate": "tanh"}),
+    ],
+)
 def test_unary_attrs(op, attrs):
     check(op, [rnd(2, 3, 17) * 4], attrs, opset=20)
 
@@ -107,21 +148,36 @@ def test_erf_precision():
 
 def test_clip():
     x = rnd(4, 6) * 5
-    check("Clip", [x], {"min": -1.0, "max": 2.5}, onnx_attrs={},
-          consts={"lo": np.float32(-1.0), "hi": np.float32(2.5)})
+    check(
+        "Clip",
+        [x],
+        {"min": -1.0, "max": 2.5},
+        onnx_attrs={},
+        consts={"lo": np.float32(-1.0), "hi": np.float32(2.5)},
+    )
     xi = RNG.integers(-10, 10, (5,)).astype(np.int64)
-    check("Clip", [xi], {"min": -3.0, "max": 4.0}, onnx_attrs={},
-          consts={"lo": np.int64(-3), "hi": np.int64(4)})
+    check(
+        "Clip",
+        [xi],
+        {"min": -3.0, "max": 4.0},
+        onnx_attrs={},
+        consts={"lo": np.int64(-3), "hi": np.int64(4)},
+    )
 
 
 BIN_SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 5), (3, 1)), ((1,), (2, 2)), ((), (3,))]
 
 
 # PRelu's slope must broadcast to x (ONNX's unidirectional rule): no wider slopes.
-@pytest.mark.parametrize("op,shapes", [(op, sh) for op in ["Add", "Sub", "Mul", "Div", "Max",
-                                                            "Min", "PRelu"]
-                                       for sh in BIN_SHAPES
-                                       if not (op == "PRelu" and len(sh[1]) > len(sh[0]))])
+@pytest.mark.parametrize(
+    "op,shapes",
+    [
+        (op, sh)
+        for op in ["Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"]
+        for sh in BIN_SHAPES
+        if not (op == "PRelu" and len(sh[1]) > len(sh[0]))
+    ],
+)
 def test_binary_float(op, shapes):
     a, b = rnd(*shapes[0]), rnd(*shapes[1])
     if op == "Div":
@@ -166,11 +222,18 @@ def test_where():
     check("Where", [RNG.random((3, 1, 4)) > 0.5, rnd(2, 4), rnd(1, 1, 1)])
 
 
-@pytest.mark.parametrize("src,to,onnx_to", [
-    (np.float32, "i64", TensorProto.INT64), (np.float32, "i32", TensorProto.INT32),
-    (np.float32, "bool", TensorProto.BOOL), (np.int64, "f32", TensorProto.FLOAT),
-    (np.bool_, "f32", TensorProto.FLOAT), (np.int64, "bool", TensorProto.BOOL),
-    (np.float32, "f16", TensorProto.FLOAT16)])
+@pytest.mark.parametrize(
+    "src,to,onnx_to",
+    [
+        (np.float32, "i64", TensorProto.INT64),
+        (np.float32, "i32", TensorProto.INT32),
+        (np.float32, "bool", TensorProto.BOOL),
+        (np.int64, "f32", TensorProto.FLOAT),
+        (np.bool_, "f32", TensorProto.FLOAT),
+        (np.int64, "bool", TensorProto.BOOL),
+        (np.float32, "f16", TensorProto.FLOAT16),
+    ],
+)
 def test_cast(src, to, onnx_to):
     x = (rnd(3, 7) * 5).astype(src) if src != np.bool_ else RNG.random((3, 7)) > 0.5
     if src == np.float32:
@@ -184,28 +247,51 @@ def test_cast(src, to, onnx_to):
 def test_concat_split():
     check("Concat", [rnd(2, 3), rnd(2, 1), rnd(2, 4)], {"axis": 1})
     check("Concat", [rnd(2, 3), rnd(1, 3)], {"axis": -2})
-    check("Split", [rnd(2, 9)], {"axis": 1, "splits": (2, 3, 4)}, onnx_attrs={"axis": 1},
-          consts={"s": np.array([2, 3, 4])})
+    check(
+        "Split",
+        [rnd(2, 9)],
+        {"axis": 1, "splits": (2, 3, 4)},
+        onnx_attrs={"axis": 1},
+        consts={"s": np.array([2, 3, 4])},
+    )
 
 
-@pytest.mark.parametrize("starts,ends,steps,onnx_args", [
-    ((0, 1, 0), (2, 4, 5), (1, 1, 2), ([0, 1, 0], [2, 4, 5], [1, 1, 2])),
-    ((1, 3, 4), (-1, 0, -1), (-1, -1, -2), ([1, 3, 4], [-100, 0, -100], [-1, -1, -2])),
-    ((0, 0, 4), (2, 4, 1), (1, 2, -1), ([0, 0, -1], [2, 4, 1], [1, 2, -1])),
-])
+@pytest.mark.parametrize(
+    "starts,ends,steps,onnx_args",
+    [
+        ((0, 1, 0), (2, 4, 5), (1, 1, 2), ([0, 1, 0], [2, 4, 5], [1, 1, 2])),
+        ((1, 3, 4), (-1, 0, -1), (-1, -1, -2), ([1, 3, 4], [-100, 0, -100], [-1, -1, -2])),
+        ((0, 0, 4), (2, 4, 1), (1, 2, -1), ([0, 0, -1], [2, 4, 1], [1, 2, -1])),
+    ],
+)
 def test_slice(starts, ends, steps, onnx_args):
     x = rnd(2, 4, 5)
-    check("Slice", [x], {"starts": starts, "ends": ends, "steps": steps}, onnx_attrs={},
-          consts={"s": np.array(onnx_args[0]), "e": np.array(onnx_args[1]),
-                  "a": np.array([0, 1, 2]), "st": np.array(onnx_args[2])})
+    check(
+        "Slice",
+        [x],
+        {"starts": starts, "ends": ends, "steps": steps},
+        onnx_attrs={},
+        consts={
+            "s": np.array(onnx_args[0]),
+            "e": np.array(onnx_args[1]),
+            "a": np.array([0, 1, 2]),
+            "st": np.array(onnx_args[2]),
+        },
+    )
 
 
 def test_reshape_transpose_broadcast_tile():
     x = rnd(2, 3, 4)
     check("Reshape", [x], {"shape": (4, 6)}, onnx_attrs={}, consts={"s": np.array([4, 6])})
     check("Transpose", [x], {"perm": (2, 0, 1)})
-    check("Broadcast", [rnd(3, 1)], {"shape": (2, 3, 4)}, onnx_op="Expand", onnx_attrs={},
-          consts={"s": np.array([2, 3, 4])})
+    check(
+        "Broadcast",
+        [rnd(3, 1)],
+        {"shape": (2, 3, 4)},
+        onnx_op="Expand",
+        onnx_attrs={},
+        consts={"s": np.array([2, 3, 4])},
+    )
     check("Tile", [x], {"repeats": (1, 2, 3)}, onnx_attrs={}, consts={"r": np.array([1, 2, 3])})
 
 
@@ -220,32 +306,55 @@ def test_gather(axis):
 def test_pad(mode):
     x = rnd(2, 5, 6)
     pads = (0, 1, 2, 1, 3, 0)
-    check("Pad", [x], {"pads": pads, "mode": mode, "value": 1.5}, onnx_attrs={"mode": mode},
-          consts={"p": np.array(pads), "v": np.float32(1.5)})
+    check(
+        "Pad",
+        [x],
+        {"pads": pads, "mode": mode, "value": 1.5},
+        onnx_attrs={"mode": mode},
+        consts={"p": np.array(pads), "v": np.float32(1.5)},
+    )
 
 
 def test_pad_negative():
     x = rnd(4, 6)
-    check("Pad", [x], {"pads": (-1, 2, 0, -2)}, onnx_attrs={}, consts={"p": np.array([-1, 2, 0, -2])})
+    check(
+        "Pad", [x], {"pads": (-1, 2, 0, -2)}, onnx_attrs={}, consts={"p": np.array([-1, 2, 0, -2])}
+    )
 
 
 # -- linear algebra and reductions ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((2, 1, 3, 4), (5, 4, 2))])
+@pytest.mark.parametrize(
+    "sa,sb", [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((2, 1, 3, 4), (5, 4, 2))]
+)
 def test_matmul(sa, sb):
     check("MatMul", [rnd(*sa), rnd(*sb)], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("act,args", [("none", ()), ("relu", ()), ("clip", (0.0, 6.0)),
-                                      ("leaky_relu", (0.1,)), ("sigmoid", ()), ("tanh", ())])
+@pytest.mark.parametrize(
+    "act,args",
+    [
+        ("none", ()),
+        ("relu", ()),
+        ("clip", (0.0, 6.0)),
+        ("leaky_relu", (0.1,)),
+        ("sigmoid", ()),
+        ("tanh", ()),
+    ],
+)
 def test_fully_connected(act, args):
     x, w, b = rnd(3, 8), rnd(8, 5), rnd(5)
     (y,) = ours("FullyConnected", [x, w, b], {"activation": act, "act_args": args})
     ref = x.astype(np.float64) @ w + b
-    ref = {"none": ref, "relu": np.maximum(ref, 0), "clip": np.clip(ref, 0, 6),
-           "leaky_relu": np.where(ref >= 0, ref, 0.1 * ref), "sigmoid": 1 / (1 + np.exp(-ref)),
-           "tanh": np.tanh(ref)}[act]
+    ref = {
+        "none": ref,
+        "relu": np.maximum(ref, 0),
+        "clip": np.clip(ref, 0, 6),
+        "leaky_relu": np.where(ref >= 0, ref, 0.1 * ref),
+        "sigmoid": 1 / (1 + np.exp(-ref)),
+        "tanh": np.tanh(ref),
+    }[act]
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -253,8 +362,14 @@ def test_fully_connected(act, args):
 @pytest.mark.parametrize("axes,keep", [((1,), 1), ((0, 2), 0), ((-1,), 0)])
 def test_reduce(op, axes, keep):
     x = rnd(3, 4, 5, lo=0.5, hi=1.5)
-    check(op, [x], {"axes": axes, "keepdims": keep}, onnx_attrs={"keepdims": keep},
-          consts={"axes": np.array(axes)}, opset=18)
+    check(
+        op,
+        [x],
+        {"axes": axes, "keepdims": keep},
+        onnx_attrs={"keepdims": keep},
+        consts={"axes": np.array(axes)},
+        opset=18,
+    )
 
 
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
@@ -287,9 +402,14 @@ CONV_CASES = [
 def test_conv(xs, ws, strides, pads, dil, group):
     x, w, b = rnd(*xs), rnd(*ws), rnd(ws[0])
     onnx_pads = [pads[0], pads[1], pads[2], pads[3]]
-    check("Conv", [x, w, b], {"strides": strides, "pads": pads, "dilations": dil, "group": group},
-          onnx_attrs={"strides": strides, "pads": onnx_pads, "dilations": dil, "group": group},
-          rtol=1e-4, atol=1e-5)
+    check(
+        "Conv",
+        [x, w, b],
+        {"strides": strides, "pads": pads, "dilations": dil, "group": group},
+        onnx_attrs={"strides": strides, "pads": onnx_pads, "dilations": dil, "group": group},
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_conv_fused_activation():
@@ -313,8 +433,13 @@ CONVT_CASES = [
 @pytest.mark.parametrize("xs,ws,strides,pads,dil,group,outpad", CONVT_CASES)
 def test_conv_transpose(xs, ws, strides, pads, dil, group, outpad):
     x, w, b = rnd(*xs), rnd(*ws), rnd(ws[1] * group)
-    attrs = {"strides": strides, "pads": pads, "dilations": dil, "group": group,
-             "output_padding": outpad}
+    attrs = {
+        "strides": strides,
+        "pads": pads,
+        "dilations": dil,
+        "group": group,
+        "output_padding": outpad,
+    }
     onnx_attrs = dict(attrs, pads=[pads[0], pads[1], pads[2], pads[3]])
     check("ConvTranspose", [x, w, b], attrs, onnx_attrs=onnx_attrs, rtol=1e-4, atol=1e-5)
 
@@ -333,10 +458,18 @@ POOL_CASES = [
 def test_max_pool(kernel, strides, pads, ceil, dil):
     x = rnd(2, 3, 9, 10)
     onnx_pads = [pads[0], pads[1], pads[2], pads[3]]
-    check("MaxPool", [x], {"kernel": kernel, "strides": strides, "pads": pads, "ceil_mode": ceil,
-                           "dilations": dil},
-          onnx_attrs={"kernel_shape": kernel, "strides": strides, "pads": onnx_pads,
-                      "ceil_mode": ceil, "dilations": dil})
+    check(
+        "MaxPool",
+        [x],
+        {"kernel": kernel, "strides": strides, "pads": pads, "ceil_mode": ceil, "dilations": dil},
+        onnx_attrs={
+            "kernel_shape": kernel,
+            "strides": strides,
+            "pads": onnx_pads,
+            "ceil_mode": ceil,
+            "dilations": dil,
+        },
+    )
 
 
 @pytest.mark.parametrize("kernel,strides,pads,ceil,dil", POOL_CASES[:4])
@@ -344,11 +477,25 @@ def test_max_pool(kernel, strides, pads, ceil, dil):
 def test_avg_pool(kernel, strides, pads, ceil, dil, cip):
     x = rnd(2, 3, 9, 10)
     onnx_pads = [pads[0], pads[1], pads[2], pads[3]]
-    check("AvgPool", [x], {"kernel": kernel, "strides": strides, "pads": pads, "ceil_mode": ceil,
-                           "count_include_pad": cip},
-          onnx_op="AveragePool",
-          onnx_attrs={"kernel_shape": kernel, "strides": strides, "pads": onnx_pads,
-                      "ceil_mode": ceil, "count_include_pad": cip})
+    check(
+        "AvgPool",
+        [x],
+        {
+            "kernel": kernel,
+            "strides": strides,
+            "pads": pads,
+            "ceil_mode": ceil,
+            "count_include_pad": cip,
+        },
+        onnx_op="AveragePool",
+        onnx_attrs={
+            "kernel_shape": kernel,
+            "strides": strides,
+            "pads": onnx_pads,
+            "ceil_mode": ceil,
+            "count_include_pad": cip,
+        },
+    )
 
 
 def test_global_pools():
@@ -361,15 +508,28 @@ def test_batch_norm():
     x = rnd(2, 4, 3, 5)
     scale, bias, mean = rnd(4), rnd(4), rnd(4)
     var = rnd(4, lo=0.5, hi=2)
-    check("BatchNorm", [x, scale, bias, mean, var], {"epsilon": 1e-3},
-          onnx_op="BatchNormalization", rtol=1e-5, atol=1e-5)
+    check(
+        "BatchNorm",
+        [x, scale, bias, mean, var],
+        {"epsilon": 1e-3},
+        onnx_op="BatchNormalization",
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("axis,pshape", [(-1, (16,)), (1, (3, 16)), (-2, (1, 16))])
 def test_layer_norm(axis, pshape):
     x = rnd(2, 3, 16) * 3 + 1
-    check("LayerNorm", [x, rnd(*pshape), rnd(*pshape)], {"axis": axis, "epsilon": 1e-5},
-          onnx_op="LayerNormalization", rtol=1e-5, atol=1e-5, opset=17)
+    check(
+        "LayerNorm",
+        [x, rnd(*pshape), rnd(*pshape)],
+        {"axis": axis, "epsilon": 1e-5},
+        onnx_op="LayerNormalization",
+        rtol=1e-5,
+        atol=1e-5,
+        opset=17,
+    )
 
 
 @pytest.mark.parametrize("size", [1, 3, 5])
@@ -388,7 +548,7 @@ def test_lrn_even_size_vs_spec(size):
     c1, c2 = (size - 1) // 2, -(-(size - 1) // 2)
     exp = np.empty_like(x)
     for c in range(6):
-        sq = np.sum(x[:, max(0, c - c1): min(5, c + c2) + 1] ** 2, axis=1)
+        sq = np.sum(x[:, max(0, c - c1) : min(5, c + c2) + 1] ** 2, axis=1)
         exp[:, c] = x[:, c] / (1.5 + 1e-2 / size * sq) ** 0.6
     np.testing.assert_allclose(ours("LRN", [x], attrs)[0], exp, rtol=1e-5, atol=1e-6)
 
@@ -412,23 +572,47 @@ RESIZE_CASES = [
 
 
 # exclude_outside only matters for cubic, so it is swept only there.
-@pytest.mark.parametrize("mode,ctm,nearest,ins,outs,exclude",
-                         [(*c, 0) for c in RESIZE_CASES]
-                         + [(*c, 1) for c in RESIZE_CASES if c[0] == "cubic"])
+@pytest.mark.parametrize(
+    "mode,ctm,nearest,ins,outs,exclude",
+    [(*c, 0) for c in RESIZE_CASES] + [(*c, 1) for c in RESIZE_CASES if c[0] == "cubic"],
+)
 def test_resize(mode, ctm, nearest, ins, outs, exclude):
     x = rnd(*ins)
-    attrs = {"mode": mode, "coordinate_transformation_mode": ctm, "nearest_mode": nearest,
-             "cubic_coeff_a": -0.5 if exclude else -0.75, "exclude_outside": exclude}
-    check("Resize", [x], dict(attrs, out_shape=outs), onnx_attrs=attrs,
-          consts={"roi": np.array([], np.float32), "scales": np.array([], np.float32),
-                  "sizes": np.array(outs, np.int64)}, opset=13, rtol=1e-5, atol=1e-5)
+    attrs = {
+        "mode": mode,
+        "coordinate_transformation_mode": ctm,
+        "nearest_mode": nearest,
+        "cubic_coeff_a": -0.5 if exclude else -0.75,
+        "exclude_outside": exclude,
+    }
+    check(
+        "Resize",
+        [x],
+        dict(attrs, out_shape=outs),
+        onnx_attrs=attrs,
+        consts={
+            "roi": np.array([], np.float32),
+            "scales": np.array([], np.float32),
+            "sizes": np.array(outs, np.int64),
+        },
+        opset=13,
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_resize_int_nearest():
     x = RNG.integers(0, 100, (1, 1, 3, 4)).astype(np.int64)
-    (y,) = ours("Resize", [x], {"out_shape": (1, 1, 6, 8), "mode": "nearest",
-                                 "coordinate_transformation_mode": "asymmetric",
-                                 "nearest_mode": "floor"})
+    (y,) = ours(
+        "Resize",
+        [x],
+        {
+            "out_shape": (1, 1, 6, 8),
+            "mode": "nearest",
+            "coordinate_transformation_mode": "asymmetric",
+            "nearest_mode": "floor",
+        },
+    )
     np.testing.assert_array_equal(y, x.repeat(2, 2).repeat(2, 3))
 
 

@@ -55,9 +55,13 @@ def test_print_parse_print_identical(text: str) -> None:
 
 
 def test_indices_are_optional_and_checked() -> None:
-    stripped = "\n".join(
-        ("  " + line.strip().split(" ", 1)[1]) if line.strip()[:1].isdigit() else line
-        for line in GOOD.splitlines()) + "\n"
+    stripped = (
+        "\n".join(
+            ("  " + line.strip().split(" ", 1)[1]) if line.strip()[:1].isdigit() else line
+            for line in GOOD.splitlines()
+        )
+        + "\n"
+    )
     assert "  0 " not in stripped
     assert print_lir(parse_lir(stripped)) == GOOD
     with pytest.raises(ParseError, match="index 7 should be 1"):
@@ -82,15 +86,18 @@ def fn_type(a: np.ndarray):
     return TensorType.of(a)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("function main\n", "expected 'function @name'"),
-    (GOOD.replace("@in %input, @in %w", "@in %nope, @in %w"), "unknown value '%nope'"),
-    (GOOD.replace("allocactivation : f32<1x4>", "allocactivation"), "needs a result type"),
-    (GOOD.replace("@out %a, @in %input", "@up %a, @in %input"), "bad operand"),
-    (GOOD.replace("{offsets = [0, 0]}", "{offset = [0, 0]}"), "no attribute 'offset'"),
-    (GOOD.replace("2 %r = relu", "2 %add = relu"), "redefinition of '%add'"),
-    (GOOD.rstrip("}\n") + "\n", "missing"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("function main\n", "expected 'function @name'"),
+        (GOOD.replace("@in %input, @in %w", "@in %nope, @in %w"), "unknown value '%nope'"),
+        (GOOD.replace("allocactivation : f32<1x4>", "allocactivation"), "needs a result type"),
+        (GOOD.replace("@out %a, @in %input", "@up %a, @in %input"), "bad operand"),
+        (GOOD.replace("{offsets = [0, 0]}", "{offset = [0, 0]}"), "no attribute 'offset'"),
+        (GOOD.replace("2 %r = relu", "2 %add = relu"), "redefinition of '%add'"),
+        (GOOD.rstrip("}\n") + "\n", "missing"),
+    ],
+)
 def test_parse_errors(bad: str, message: str) -> None:
     with pytest.raises(ParseError, match=message):
         parse_lir(bad)
@@ -99,25 +106,50 @@ def test_parse_errors(bad: str, message: str) -> None:
 # -- verifier: positive and negative cases as IR text -------------------------------------------
 
 VERIFY_BAD = [
-    ("type", GOOD.replace("0 %a = allocactivation : f32<1x4>", "0 %a = allocactivation : f32<1x5>"),
-     "destination type f32<1x5> differs from inferred f32<1x4>"),
-    ("const written", GOOD.replace("2 %r = relu @out %a, @in %a", "2 %r = relu @out %w, @in %w"),
-     "constant weight %w is written"),
-    ("mode", GOOD.replace("@out %a, @in %input", "@in %a, @in %input"),
-     "operand 0 \\(%a\\) is @in, the table says @out"),
+    (
+        "type",
+        GOOD.replace("0 %a = allocactivation : f32<1x4>", "0 %a = allocactivation : f32<1x5>"),
+        "destination type f32<1x5> differs from inferred f32<1x4>",
+    ),
+    (
+        "const written",
+        GOOD.replace("2 %r = relu @out %a, @in %a", "2 %r = relu @out %w, @in %w"),
+        "constant weight %w is written",
+    ),
+    (
+        "mode",
+        GOOD.replace("@out %a, @in %input", "@in %a, @in %input"),
+        "operand 0 \\(%a\\) is @in, the table says @out",
+    ),
     ("arity", GOOD.replace(", @in %w\n", "\n"), "add expects 3 operands, got 2"),
-    ("use after dealloc", GOOD.replace("  4 %c = copy @out %output, @in %v\n  5 %d = deallocactivation @out %a",
-                                       "  4 %d = deallocactivation @out %a\n  5 %c = copy @out %output, @in %v"),
-     "used after its deallocation at instruction 4"),
-    ("view overrun", GOOD.replace("{offsets = [0, 0]} : f32<1x2x2>",
-                                                                   "{offsets = [0, 2]} : f32<1x2x2>"),
-     "overruns its source"),
-    ("copy types", GOOD.replace("4 %c = copy @out %output, @in %v", "4 %c = copy @out %a, @in %v"),
-     "copy between different types"),
-    ("dealloc of a view", GOOD.replace("5 %d = deallocactivation @out %a", "5 %d = deallocactivation @out %v"),
-     "deallocactivation must name an allocactivation"),
-    ("extract overrun", CONCAT.replace("{offsets = [0, 1]}", "{offsets = [0, 3]}"),
-     "overruns the source"),
+    (
+        "use after dealloc",
+        GOOD.replace(
+            "  4 %c = copy @out %output, @in %v\n  5 %d = deallocactivation @out %a",
+            "  4 %d = deallocactivation @out %a\n  5 %c = copy @out %output, @in %v",
+        ),
+        "used after its deallocation at instruction 4",
+    ),
+    (
+        "view overrun",
+        GOOD.replace("{offsets = [0, 0]} : f32<1x2x2>", "{offsets = [0, 2]} : f32<1x2x2>"),
+        "overruns its source",
+    ),
+    (
+        "copy types",
+        GOOD.replace("4 %c = copy @out %output, @in %v", "4 %c = copy @out %a, @in %v"),
+        "copy between different types",
+    ),
+    (
+        "dealloc of a view",
+        GOOD.replace("5 %d = deallocactivation @out %a", "5 %d = deallocactivation @out %v"),
+        "deallocactivation must name an allocactivation",
+    ),
+    (
+        "extract overrun",
+        CONCAT.replace("{offsets = [0, 1]}", "{offsets = [0, 3]}"),
+        "overruns the source",
+    ),
     ("insert overrun", CONCAT.replace("count = 2", "count = 3"), "overruns the destination"),
 ]
 
@@ -128,8 +160,9 @@ def _fix_double_dealloc(text: str) -> str:
     return "\n".join(lines[:-1] + ["  6 %d2 = deallocactivation @out %a", "}"]) + "\n"
 
 
-VERIFY_BAD.append(("double dealloc", _fix_double_dealloc(GOOD),
-                   "used after its deallocation at instruction 5"))
+VERIFY_BAD.append(
+    ("double dealloc", _fix_double_dealloc(GOOD), "used after its deallocation at instruction 5")
+)
 
 
 @pytest.mark.parametrize("case, text, message", VERIFY_BAD, ids=[c[0] for c in VERIFY_BAD])
@@ -161,6 +194,7 @@ def test_verifier_accepts_good() -> None:
 
 
 # -- use lists and rewrites --------------------------------------------------------------------
+
 
 def test_use_lists_follow_rewrites() -> None:
     fn = parse_lir(GOOD)
@@ -218,8 +252,11 @@ def test_clone_is_deep_but_shares_weight_data() -> None:
 
 
 def test_view_root_offsets() -> None:
-    fn = parse_lir(CONCAT.replace("  2 %e", "  2 %v = tensorview @in %cat {offsets = [1, 0]} : f32<6>\n  3 %e")
-                   .replace("  3 %d", "  4 %d"))
+    fn = parse_lir(
+        CONCAT.replace(
+            "  2 %e", "  2 %v = tensorview @in %cat {offsets = [1, 0]} : f32<6>\n  3 %e"
+        ).replace("  3 %d", "  4 %d")
+    )
     root, off = view_root(fn.get("v"))
     assert root is fn.get("cat") and off == 6 * 4
 
@@ -239,6 +276,7 @@ def test_table_covers_every_graph_op() -> None:
 
 
 # -- sample models ------------------------------------------------------------------------------
+
 
 def _sample_lirs():
     models = sorted(SAMPLES.glob("*.onnx"))

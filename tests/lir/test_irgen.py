@@ -37,7 +37,9 @@ def test_concat_becomes_alloc_and_inserts() -> None:
     y = m.add_constant("y", np.ones((2, 1), np.float32))
     cat = fn.create("Concat", [x, e.result, x, y], {"axis": -1}, name="cat")
     fn.create("Save", [cat.result, out])
-    check(_lir_text(m), """
+    check(
+        _lir_text(m),
+        """
     CHECK: %cat_res = allocactivation : f32<2x10>
     CHECK: %cat.insert0 = inserttensor @inout %cat_res, @in %x {offsets = [0, 0], count = 1, axis = 1}
     CHECK: %cat.insert1 = inserttensor @inout %cat_res, @in %e_res {offsets = [0, 3], count = 1, axis = 1}
@@ -46,7 +48,8 @@ def test_concat_becomes_alloc_and_inserts() -> None:
     CHECK: %cat.insert3 = inserttensor @inout %cat_res, @in %y {offsets = [0, 9], count = 1, axis = 1}
     CHECK: %save = copy @out %out, @in %cat_res
     CHECK-NEXT: %cat_res.dealloc = deallocactivation @out %cat_res
-    """)
+    """,
+    )
 
 
 def test_reshape_is_a_view_and_extends_the_source_lifetime() -> None:
@@ -57,12 +60,15 @@ def test_reshape_is_a_view_and_extends_the_source_lifetime() -> None:
     t = fn.create("Tanh", [v.result], name="t")
     fn.create("Save", [t.result, out])
     text = _lir_text(m)
-    check(text, """
+    check(
+        text,
+        """
     CHECK: 0 %r_res = allocactivation : f32<2x6>
     CHECK: 2 %v = tensorview @in %r_res {offsets = [0, 0]} : f32<3x4>
     CHECK: 4 %t = tanh @out %t_res, @in %v
     CHECK-NEXT: 5 %r_res.dealloc = deallocactivation @out %r_res
-    """)
+    """,
+    )
     assert "reshape" not in text
 
 
@@ -74,10 +80,13 @@ def test_slice_unit_steps_is_extracttensor_else_generic() -> None:
     s2 = fn.create("Slice", [x], {"starts": (0, 0), "ends": (4, 6), "steps": (2, 2)}, name="s2")
     fn.create("Save", [s1.result, o1])
     fn.create("Save", [s2.result, o2])
-    check(_lir_text(m), """
+    check(
+        _lir_text(m),
+        """
     CHECK: %s1 = extracttensor @out %s1_res, @in %x {offsets = [1, 2]}
     CHECK: %s2 = slice @out %s2_res, @in %x {starts = [0, 0], ends = [4, 6], steps = [2, 2]}
-    """)
+    """,
+    )
 
 
 def test_split_is_one_extract_per_result() -> None:
@@ -86,12 +95,15 @@ def test_split_is_one_extract_per_result() -> None:
     sp = fn.create("Split", [x], {"axis": 1, "splits": (1, 2, 3)}, name="sp")
     for r, o in zip(sp.results, outs):
         fn.create("Save", [r, o])
-    check(_lir_text(m), """
+    check(
+        _lir_text(m),
+        """
     CHECK: %sp_0_res = allocactivation : f32<2x1>
     CHECK: %sp.extract0 = extracttensor @out %sp_0_res, @in %x {offsets = [0, 0]}
     CHECK: %sp.extract1 = extracttensor @out %sp_1_res, @in %x {offsets = [0, 1]}
     CHECK: %sp.extract2 = extracttensor @out %sp_2_res, @in %x {offsets = [0, 3]}
-    """)
+    """,
+    )
 
 
 def test_save_copies_into_the_output_weight_and_provenance() -> None:
@@ -101,8 +113,12 @@ def test_save_copies_into_the_output_weight_and_provenance() -> None:
     fn.create("Save", [n.result, out], name="save_out")
     lir = irgen(m)
     kinds = [(i.kind, i.meta.get("node")) for i in lir.code]
-    assert kinds == [("allocactivation", "n"), ("neg", "n"), ("copy", "save_out"),
-                     ("deallocactivation", "n")]
+    assert kinds == [
+        ("allocactivation", "n"),
+        ("neg", "n"),
+        ("copy", "save_out"),
+        ("deallocactivation", "n"),
+    ]
     assert lir.weights["out"].is_output and lir.weights["x"].is_input
     copy = lir.code[2]
     assert copy.operand(0) is lir.weights["out"] and copy.mode(0) == "out"

@@ -62,8 +62,12 @@ def test_disjoint_in_time_share_offset_zero(name: str) -> None:
 
 def test_first_fit_misses_bound_where_lower_bound_does_not() -> None:
     # First-fit puts small `s` at 0; then big `B` lands above it and the region grows.
-    ivs = [Interval("s", 64, 0, 1), Interval("t", 128, 0, 0), Interval("B", 256, 1, 2),
-           Interval("u", 256, 2, 3)]
+    ivs = [
+        Interval("s", 64, 0, 1),
+        Interval("t", 128, 0, 0),
+        Interval("B", 256, 1, 2),
+        Interval("u", 256, 2, 3),
+    ]
     ff = allocate(ivs, "first-fit")
     lb = allocate(ivs, "lower-bound")
     assert check_allocation(ivs, ff.offsets) == []

@@ -82,16 +82,31 @@ def test_report_schema() -> None:
     rep = memory_report(res.plan, res.lir, str(SAMPLES[0]), "child-mem-size", "lower-bound")
     rep = json.loads(json.dumps(rep))
     assert rep["schema"] == SCHEMA == "glowviz.memory/1"
-    for key, typ in [("model", str), ("scheduler", str), ("allocator", str), ("alignment", int),
-                     ("regions", dict), ("peak_bytes", int), ("lower_bound_bytes", int),
-                     ("no_reuse_bytes", int), ("buffers", list)]:
+    for key, typ in [
+        ("model", str),
+        ("scheduler", str),
+        ("allocator", str),
+        ("alignment", int),
+        ("regions", dict),
+        ("peak_bytes", int),
+        ("lower_bound_bytes", int),
+        ("no_reuse_bytes", int),
+        ("buffers", list),
+    ]:
         assert isinstance(rep[key], typ), key
     assert rep["model"] == SAMPLES[0].name and rep["alignment"] == 64
     assert set(rep["regions"]) == {"constant", "mutable", "activations"}
     assert rep["peak_bytes"] == rep["regions"]["activations"]
     for b in rep["buffers"]:
-        for key, typ in [("name", str), ("size", int), ("offset", int), ("first", int),
-                         ("last", int), ("producer", str), ("reason", str)]:
+        for key, typ in [
+            ("name", str),
+            ("size", int),
+            ("offset", int),
+            ("first", int),
+            ("last", int),
+            ("producer", str),
+            ("reason", str),
+        ]:
             assert isinstance(b[key], typ), key
     text = format_report(rep)
     assert "lower bound" in text and "ratio 1.000" in text
@@ -113,9 +128,13 @@ def test_pipeline_events() -> None:
 
 def test_disabled_and_stop_after() -> None:
     events: list[PassEvent] = []
-    res = compile_model(str(SAMPLES[0]), CompileOptions(
-        disabled_passes=frozenset({"buffer-sharing"}), stop_after="copy-elimination"),
-        observer=events.append)
+    res = compile_model(
+        str(SAMPLES[0]),
+        CompileOptions(
+            disabled_passes=frozenset({"buffer-sharing"}), stop_after="copy-elimination"
+        ),
+        observer=events.append,
+    )
     names = [e.pass_name for e in events if e.stage == "lir-opt"]
     assert "buffer-sharing" not in names and names[-1] == "copy-elimination"
     assert res.stopped_after == "copy-elimination"

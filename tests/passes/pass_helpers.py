@@ -81,8 +81,9 @@ def execute(m: Module, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return outputs
 
 
-def assert_same_numerics(before: Module, after: Module, seed: int = 1,
-                         rtol: float = 1e-4, atol: float = 1e-5) -> None:
+def assert_same_numerics(
+    before: Module, after: Module, seed: int = 1, rtol: float = 1e-4, atol: float = 1e-5
+) -> None:
     inputs = random_inputs(before, seed)
     want, got = execute(before, inputs), execute(after, inputs)
     assert want.keys() == got.keys()
@@ -91,7 +92,9 @@ def assert_same_numerics(before: Module, after: Module, seed: int = 1,
         np.testing.assert_allclose(got[k], want[k], rtol=rtol, atol=atol, err_msg=k)
 
 
-def check_pass(src: str, *passes: GraphPass, seed: int = 0, numerics: bool = True) -> tuple[Module, bool]:
+def check_pass(
+    src: str, *passes: GraphPass, seed: int = 0, numerics: bool = True
+) -> tuple[Module, bool]:
     """Load `src`, run the passes (verified), compare numerics with the original; returns the
     rewritten module and whether it changed."""
     before = load(src, seed)

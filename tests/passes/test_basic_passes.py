@@ -28,19 +28,24 @@ module @m {
 def test_dce_removes_dead_chain_and_constants() -> None:
     m, changed = check_pass(DCE_SRC, DeadCodeElimination())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-NOT: constant %c
     CHECK-NOT: constant %unused
     CHECK: %live = Relu(%x)
     CHECK-NEXT: Save(%live, %out)
     CHECK-NOT: Add
-    """)
+    """,
+    )
 
 
 def test_dce_keeps_everything_live() -> None:
-    src = DCE_SRC.replace("%dead2 = Exp(%dead) : f32<2x3>\n", "").replace(
-        "%live = Relu(%x)", "%live = Relu(%dead)").replace(
-        "constant %unused : f32<1> = dense<[5.0]>\n", "")
+    src = (
+        DCE_SRC.replace("%dead2 = Exp(%dead) : f32<2x3>\n", "")
+        .replace("%live = Relu(%x)", "%live = Relu(%dead)")
+        .replace("constant %unused : f32<1> = dense<[5.0]>\n", "")
+    )
     m, changed = check_pass(src, DeadCodeElimination())
     assert not changed
     check(text(m), "CHECK: %dead = Add\nCHECK: %live = Relu(%dead)")
@@ -70,7 +75,9 @@ module @m {
 def test_cse_merges_equal_nodes_and_constants_but_not_different_attrs() -> None:
     m, changed = check_pass(CSE_SRC, CommonSubexpressionElimination(), DeadCodeElimination())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-NOT: constant %c2
     CHECK: %a = Add(%x, %c1)
     CHECK-NOT: %b = Add
@@ -80,7 +87,8 @@ def test_cse_merges_equal_nodes_and_constants_but_not_different_attrs() -> None:
     CHECK-DAG: %l1 = LeakyRelu(%s) {alpha = 0.1}
     CHECK-DAG: %l2 = LeakyRelu(%s) {alpha = 0.2}
     CHECK: %r = Sub(%l1, %l2)
-    """)
+    """,
+    )
 
 
 def test_cse_keeps_non_commutative_operand_order() -> None:
@@ -108,18 +116,22 @@ module @m {
 def test_constant_folding_folds_chains() -> None:
     m, changed = check_pass(CF_SRC, ConstantFolding(), DeadCodeElimination())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-NOT: constant %c :
     CHECK: constant %k2_folded : f32<3> = dense<[1.64872
     CHECK: %y = Add(%x, %k2_folded)
     CHECK-NOT: Mul
-    """)
+    """,
+    )
     assert len(m.main) == 2
 
 
 def test_constant_folding_does_not_fold_non_constants_or_huge_results() -> None:
-    m, changed = check_pass(CF_SRC.replace("Mul(%c, %d)", "Mul(%c, %d)"),
-                            ConstantFolding(max_elements=2))
+    m, changed = check_pass(
+        CF_SRC.replace("Mul(%c, %d)", "Mul(%c, %d)"), ConstantFolding(max_elements=2)
+    )
     # %k has 3 elements > 2 but does not grow the operands (3 <= 3 + 3): still folded.
     assert changed
     src = """

@@ -19,14 +19,17 @@ def test_check_next_not_dag_count() -> None:
     check(TEXT, "CHECK-COUNT-2: a)\nCHECK: {{^b = [A-Z]}}")
 
 
-@pytest.mark.parametrize("checks", [
-    "CHECK: Relu\nCHECK: Conv",  # order
-    "CHECK: Conv\nCHECK-NEXT: Add",  # not next
-    "CHECK: Conv\nCHECK-NOT: Relu\nCHECK: Save",  # forbidden in between
-    "CHECK-NOT: Save",  # forbidden until the end
-    "CHECK-DAG: Mul",
-    "CHECK-COUNT-3: a)",
-])
+@pytest.mark.parametrize(
+    "checks",
+    [
+        "CHECK: Relu\nCHECK: Conv",  # order
+        "CHECK: Conv\nCHECK-NEXT: Add",  # not next
+        "CHECK: Conv\nCHECK-NOT: Relu\nCHECK: Save",  # forbidden in between
+        "CHECK-NOT: Save",  # forbidden until the end
+        "CHECK-DAG: Mul",
+        "CHECK-COUNT-3: a)",
+    ],
+)
 def test_failures(checks: str) -> None:
     with pytest.raises(CheckError):
         check(TEXT, checks)

@@ -24,80 +24,102 @@ module @m {
     %conv_3 = Conv(%x, %w, %b) {pads = [1, 1, 1, 1]} : f32<1x4x8x8>
 """
 
-BN_SRC = CONV_HEAD + """
+BN_SRC = (
+    CONV_HEAD
+    + """
     %bn = BatchNorm(%conv_3, %gamma, %beta, %mean, %var) {epsilon = 0.001} : f32<1x4x8x8>
     Save(%bn, %out)
   }
 }
 """
+)
 
 
 def test_batchnorm_folds_into_conv() -> None:
     m, changed = check_pass(BN_SRC, BatchNormFolding())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-NOT: constant %gamma
     CHECK: constant %w_bn : f32<4x3x3x3>
     CHECK: constant %b_bn : f32<4>
     CHECK: %conv_3_bn = Conv(%x, %w_bn, %b_bn) {strides = [1, 1], pads = [1, 1, 1, 1]
     CHECK-NEXT: Save(%conv_3_bn, %out)
     CHECK-NOT: BatchNorm
-    """)
+    """,
+    )
     journal = m.main.journal
-    assert any(r.kind == "create" and r.node == "conv_3_bn" and r.sources == ("conv_3", "bn")
-               for r in journal)
+    assert any(
+        r.kind == "create" and r.node == "conv_3_bn" and r.sources == ("conv_3", "bn")
+        for r in journal
+    )
 
 
 def test_batchnorm_not_folded_when_conv_has_two_users() -> None:
-    src = BN_SRC.replace("Save(%bn, %out)", "%sum = Add(%bn, %conv_3) : f32<1x4x8x8>\n"
-                         "    Save(%sum, %out)")
+    src = BN_SRC.replace(
+        "Save(%bn, %out)", "%sum = Add(%bn, %conv_3) : f32<1x4x8x8>\n    Save(%sum, %out)"
+    )
     m, changed = check_pass(src, BatchNormFolding())
     assert not changed
     check(text(m), "CHECK: %conv_3 = Conv\nCHECK: %bn = BatchNorm(%conv_3")
 
 
 def test_batchnorm_not_folded_with_non_constant_params() -> None:
-    src = BN_SRC.replace("placeholder %out", "placeholder %g2 : f32<4>\n  placeholder %out").replace(
-        "BatchNorm(%conv_3, %gamma", "BatchNorm(%conv_3, %g2")
+    src = BN_SRC.replace(
+        "placeholder %out", "placeholder %g2 : f32<4>\n  placeholder %out"
+    ).replace("BatchNorm(%conv_3, %gamma", "BatchNorm(%conv_3, %g2")
     m, changed = check_pass(src, BatchNormFolding())
     assert not changed
 
 
-@pytest.mark.parametrize("act,attrs,fused", [
-    ("Relu", "", 'activation = "relu", act_args = []'),
-    ("Clip", " {min = 0.0, max = 6.0}", 'activation = "clip", act_args = [0.0, 6.0]'),
-    ("LeakyRelu", " {alpha = 0.2}", 'activation = "leaky_relu", act_args = [0.2]'),
-    ("Sigmoid", "", 'activation = "sigmoid"'),
-    ("Tanh", "", 'activation = "tanh"'),
-])
+@pytest.mark.parametrize(
+    "act,attrs,fused",
+    [
+        ("Relu", "", 'activation = "relu", act_args = []'),
+        ("Clip", " {min = 0.0, max = 6.0}", 'activation = "clip", act_args = [0.0, 6.0]'),
+        ("LeakyRelu", " {alpha = 0.2}", 'activation = "leaky_relu", act_args = [0.2]'),
+        ("Sigmoid", "", 'activation = "sigmoid"'),
+        ("Tanh", "", 'activation = "tanh"'),
+    ],
+)
 def test_activation_fusion_into_conv(act: str, attrs: str, fused: str) -> None:
-    src = CONV_HEAD + f"""
+    src = (
+        CONV_HEAD
+        + f"""
     %relu_3 = {act}(%conv_3){attrs} : f32<1x4x8x8>
     Save(%relu_3, %out)
   }}
 }}
 """
+    )
     m, changed = check_pass(src, ActivationFusion())
     assert changed
     name = "conv_3_" + fused.split('"')[1]
-    check(text(m), f"""
+    check(
+        text(m),
+        f"""
     CHECK: %{name} = Conv(%x, %w, %b) {{{{.*}}}}{fused}
     CHECK-NEXT: Save(%{name}, %out)
     CHECK-NOT: {act}(
-    """)
+    """,
+    )
     creates = [r for r in m.main.journal if r.kind == "create"]
     assert [(r.node, r.op, r.sources) for r in creates] == [(name, "Conv", ("conv_3", "relu_3"))]
     assert m.main.find(name).meta["origin"] == ("conv_3", "relu_3")
 
 
 def test_activation_fusion_not_when_conv_used_twice() -> None:
-    src = CONV_HEAD + """
+    src = (
+        CONV_HEAD
+        + """
     %relu_3 = Relu(%conv_3) : f32<1x4x8x8>
     %sum = Add(%relu_3, %conv_3) : f32<1x4x8x8>
     Save(%sum, %out)
   }
 }
 """
+    )
     m, changed = check_pass(src, ActivationFusion())
     assert not changed
     check(text(m), "CHECK: %conv_3 = Conv\nCHECK: %relu_3 = Relu(%conv_3)")
@@ -120,10 +142,13 @@ module @m {
 """
     m, changed = check_pass(src, ActivationFusion())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: %fc_relu = FullyConnected(%x, %w, %b) {activation = "relu", act_args = []}
     CHECK-NEXT: %t = Tanh(%fc_relu)
-    """)
+    """,
+    )
 
 
 PAD_SRC = """
@@ -144,22 +169,29 @@ module @m {
 def test_pad_merges_into_conv() -> None:
     m, changed = check_pass(PAD_SRC, PadMerging())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-NOT: Pad(
     CHECK: %conv_1 = Conv(%x, %w, %b) {strides = [1, 1], pads = [1, 1, 1, 1]
-    """)
+    """,
+    )
 
 
-@pytest.mark.parametrize("change", [
-    ('value = 0.0', 'value = 1.0'),  # non-zero pad value
-    ('pads = [0, 0, 1, 1, 0, 0, 1, 1]', 'pads = [0, 1, 1, 1, 0, 0, 1, 1]'),  # pads channels
-    ('mode = "constant"', 'mode = "edge"'),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("value = 0.0", "value = 1.0"),  # non-zero pad value
+        ("pads = [0, 0, 1, 1, 0, 0, 1, 1]", "pads = [0, 1, 1, 1, 0, 0, 1, 1]"),  # pads channels
+        ('mode = "constant"', 'mode = "edge"'),
+    ],
+)
 def test_pad_not_merged_into_conv(change: tuple[str, str]) -> None:
     src = PAD_SRC.replace(*change)
     if "0, 1, 1, 1" in change[1]:
         src = src.replace("f32<1x3x10x10>", "f32<1x4x10x10>").replace(
-            "f32<4x3x3x3>", "f32<4x4x3x3>")
+            "f32<4x3x3x3>", "f32<4x4x3x3>"
+        )
     m, changed = check_pass(src, PadMerging())
     assert not changed
 
@@ -178,14 +210,17 @@ module @m {
 """
 
 
-@pytest.mark.parametrize("pool,value,extra,merged", [
-    ("AvgPool", "0.0", ", count_include_pad = 1", True),
-    ("AvgPool", "0.0", "", True),  # no own pads: becomes count_include_pad = 1
-    ("AvgPool", "1.0", "", False),
-    ("MaxPool", "-inf", "", True),
-    ("MaxPool", "0.0", "", True),  # input is a Relu: zeros never win
-    ("MaxPool", "2.0", "", False),
-])
+@pytest.mark.parametrize(
+    "pool,value,extra,merged",
+    [
+        ("AvgPool", "0.0", ", count_include_pad = 1", True),
+        ("AvgPool", "0.0", "", True),  # no own pads: becomes count_include_pad = 1
+        ("AvgPool", "1.0", "", False),
+        ("MaxPool", "-inf", "", True),
+        ("MaxPool", "0.0", "", True),  # input is a Relu: zeros never win
+        ("MaxPool", "2.0", "", False),
+    ],
+)
 def test_pad_merging_into_pools(pool: str, value: str, extra: str, merged: bool) -> None:
     src = POOL_SRC.replace("POOL", pool).replace("VALUE", value).replace("EXTRA", extra)
     m, changed = check_pass(src, PadMerging())

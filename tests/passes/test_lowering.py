@@ -23,20 +23,23 @@ module @m {{
 """
 
 
-@pytest.mark.parametrize("op,attrs,expect", [
-    ("Clip", " {min = -0.5, max = 0.75}", ["Max(%x, %n_min)", "Min(%n_max, %n_max_1)"]),
-    ("Clip", " {min = 0.0}", ["Max(%x, %n_min)"]),
-    ("Gelu", "", ["Erf(", "Mul(%n_halfx, %n_1p)"]),
-    ("Gelu", ' {approximate = "tanh"}', ["Tanh(", "Mul(%n_halfx, %n_1p)"]),
-    ("GlobalAvgPool", "", ["ReduceMean(%x) {axes = [2, 3], keepdims = 1}"]),
-    ("GlobalMaxPool", "", ["ReduceMax(%x) {axes = [2, 3], keepdims = 1}"]),
-    ("HardSigmoid", " {alpha = 0.3, beta = 0.4}", ["Mul(%x, %n_alpha)", "Min("]),
-    ("HardSwish", "", ["Max(", "Mul(%x, %n_min)"]),
-    ("Elu", " {alpha = 0.7}", ["Greater(%x, %n_zero)", "Where(%n_greater, %x, %n_neg)"]),
-    ("Selu", "", ["Where(", "Mul(%n_where, %n_gamma)"]),
-    ("Softplus", "", ["Abs(%x)", "Log(", "Relu(%x)"]),
-    ("LeakyRelu", " {alpha = 0.1}", ["Less(%x, %n_zero)", "Where(%n_less, %n_scaled, %x)"]),
-])
+@pytest.mark.parametrize(
+    "op,attrs,expect",
+    [
+        ("Clip", " {min = -0.5, max = 0.75}", ["Max(%x, %n_min)", "Min(%n_max, %n_max_1)"]),
+        ("Clip", " {min = 0.0}", ["Max(%x, %n_min)"]),
+        ("Gelu", "", ["Erf(", "Mul(%n_halfx, %n_1p)"]),
+        ("Gelu", ' {approximate = "tanh"}', ["Tanh(", "Mul(%n_halfx, %n_1p)"]),
+        ("GlobalAvgPool", "", ["ReduceMean(%x) {axes = [2, 3], keepdims = 1}"]),
+        ("GlobalMaxPool", "", ["ReduceMax(%x) {axes = [2, 3], keepdims = 1}"]),
+        ("HardSigmoid", " {alpha = 0.3, beta = 0.4}", ["Mul(%x, %n_alpha)", "Min("]),
+        ("HardSwish", "", ["Max(", "Mul(%x, %n_min)"]),
+        ("Elu", " {alpha = 0.7}", ["Greater(%x, %n_zero)", "Where(%n_greater, %x, %n_neg)"]),
+        ("Selu", "", ["Where(", "Mul(%n_where, %n_gamma)"]),
+        ("Softplus", "", ["Abs(%x)", "Log(", "Relu(%x)"]),
+        ("LeakyRelu", " {alpha = 0.1}", ["Less(%x, %n_zero)", "Where(%n_less, %n_scaled, %x)"]),
+    ],
+)
 def test_unary_lowerings(op: str, attrs: str, expect: list[str]) -> None:
     src = unary_module(op, attrs)
     if op.startswith("Global"):
@@ -56,11 +59,15 @@ def test_softmax_kept_by_cpu_lowered_by_lower_all(op: str) -> None:
     assert not changed
     m, changed = check_pass(src, Lower("lower-all"))
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: ReduceMax(%x) {axes = [1], keepdims = 1}
     CHECK: Exp(
     CHECK: ReduceSum(
-    """ + ("CHECK: Div(" if op == "Softmax" else "CHECK: Log(\nCHECK: Sub("))
+    """
+        + ("CHECK: Div(" if op == "Softmax" else "CHECK: Log(\nCHECK: Sub("),
+    )
 
 
 FC_SRC = """
@@ -80,18 +87,22 @@ module @m {
 def test_fully_connected_lowers_to_matmul_add_and_activation() -> None:
     m, changed = check_pass(FC_SRC, Lower())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: %fc_matmul = MatMul(%x, %w) : f32<2x3>
     CHECK-NEXT: %fc_bias = Add(%fc_matmul, %b) : f32<2x3>
     CHECK-NEXT: Max(%fc_bias,
     CHECK-NEXT: Min(
     CHECK-NOT: Clip
-    """)
+    """,
+    )
 
 
 def test_fully_connected_zero_bias_drops_add() -> None:
-    src = FC_SRC.replace("constant %b : f32<3> = elided<b>",
-                         "constant %b : f32<3> = dense<[0.0, 0.0, 0.0]>")
+    src = FC_SRC.replace(
+        "constant %b : f32<3> = elided<b>", "constant %b : f32<3> = dense<[0.0, 0.0, 0.0]>"
+    )
     m, _ = check_pass(src, Lower())
     check(text(m), "CHECK: %fc_matmul = MatMul(%x, %w)\nCHECK-NOT: Add(")
 
@@ -110,21 +121,27 @@ module @m {
 
 
 def test_batchnorm_lowering_with_constant_parameters() -> None:
-    params = "\n  ".join(f"constant %{n} : f32<3> = elided<{n}>"
-                         for n in ("gamma", "beta", "mean", "var"))
+    params = "\n  ".join(
+        f"constant %{n} : f32<3> = elided<{n}>" for n in ("gamma", "beta", "mean", "var")
+    )
     m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: constant %bn_scale : f32<1x3x1x1>
     CHECK: constant %bn_shift : f32<1x3x1x1>
     CHECK: %bn_mul = Mul(%x, %bn_scale)
     CHECK-NEXT: %bn_add = Add(%bn_mul, %bn_shift)
-    """)
+    """,
+    )
 
 
 def test_batchnorm_lowering_with_placeholder_parameters() -> None:
-    params = "\n  ".join([f"placeholder %{n} : f32<3>" for n in ("gamma", "beta", "mean")]
-                         + ["constant %var : f32<3> = elided<v>"])
+    params = "\n  ".join(
+        [f"placeholder %{n} : f32<3>" for n in ("gamma", "beta", "mean")]
+        + ["constant %var : f32<3> = elided<v>"]
+    )
     m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower())
     assert changed
     check(text(m), "CHECK: Sub(%x, %bn_mean_r)\nCHECK: Sqrt(\nCHECK: Div(\nCHECK-NOT: BatchNorm")
@@ -145,14 +162,17 @@ module @m {
 """
     m, changed = check_pass(src, Lower())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: %ln_mean = ReduceMean(%x) {axes = [2], keepdims = 1}
     CHECK: %ln_centered = Sub(%x, %ln_mean)
     CHECK: %ln_var = ReduceMean(%ln_sq)
     CHECK: Sqrt(%ln_var_eps)
     CHECK: %ln_normed = Div(%ln_centered,
     CHECK: %ln_shifted = Add(%ln_scaled, %b)
-    """)
+    """,
+    )
 
 
 def test_tile_and_prelu_lowering() -> None:
@@ -170,12 +190,15 @@ module @m {
 """
     m, changed = check_pass(src, Lower())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: %p_scaled = Mul(%x, %slope)
     CHECK: Where(%p_less, %p_scaled, %x)
     CHECK: %t_tile0 = Concat(%p_where, %p_where) {axis = 0}
     CHECK: %t_tile1 = Concat(%t_tile0, %t_tile0, %t_tile0) {axis = 1}
-    """)
+    """,
+    )
 
 
 CONV_SRC = """
@@ -197,18 +220,25 @@ def test_grouped_conv_kept_by_cpu_split_by_lower_all() -> None:
     assert not changed
     m, changed = check_pass(CONV_SRC.replace("ACT", "relu"), Lower("lower-all"))
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-DAG: %conv_split#0, %conv_split#1 = Split(%x) {axis = 1, splits = [2, 2]}
     CHECK-DAG: Split(%w) {axis = 0, splits = [3, 3]}
     CHECK: %conv_g0 = Conv(%conv_split#0, %conv_wsplit#0, %conv_bsplit#0) {{.*}}group = 1, activation = "relu"
     CHECK: %conv_g1 = Conv(%conv_split#1
     CHECK: %conv_concat = Concat(%conv_g0, %conv_g1) {axis = 1}
-    """)
+    """,
+    )
 
 
 def test_depthwise_conv_kept_even_by_lower_all() -> None:
-    src = CONV_SRC.replace("f32<6x2x3x3>", "f32<4x1x3x3>").replace("f32<6>", "f32<4>").replace(
-        "group = 2", "group = 4").replace("1x6x4x4", "1x4x4x4")
+    src = (
+        CONV_SRC.replace("f32<6x2x3x3>", "f32<4x1x3x3>")
+        .replace("f32<6>", "f32<4>")
+        .replace("group = 2", "group = 4")
+        .replace("1x6x4x4", "1x4x4x4")
+    )
     m, changed = check_pass(src.replace("ACT", "none"), Lower("lower-all"))
     assert not changed
 
@@ -216,15 +246,32 @@ def test_depthwise_conv_kept_even_by_lower_all() -> None:
 def test_unsupported_fused_activation_is_split_off() -> None:
     m, changed = check_pass(CONV_SRC.replace("ACT", "sigmoid"), Lower())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: %conv_base = Conv(%x, %w, %b) {{.*}}activation = "none"
     CHECK-NEXT: %conv_sigmoid = Sigmoid(%conv_base)
-    """)
+    """,
+    )
 
 
 def test_cpu_policy_keeps_primitives() -> None:
-    for op in ("Conv", "MatMul", "MaxPool", "AvgPool", "Softmax", "Concat", "Transpose",
-               "Reshape", "ReduceMean", "Relu", "Pad", "Resize", "LRN", "Gather"):
+    for op in (
+        "Conv",
+        "MatMul",
+        "MaxPool",
+        "AvgPool",
+        "Softmax",
+        "Concat",
+        "Transpose",
+        "Reshape",
+        "ReduceMean",
+        "Relu",
+        "Pad",
+        "Resize",
+        "LRN",
+        "Gather",
+    ):
         assert op not in CPU_POLICY.lowered_ops
     assert {"Softmax", "LogSoftmax"} <= LOWER_ALL_POLICY.lowered_ops
 
@@ -233,5 +280,5 @@ def test_activation_fusion_after_lowering_respects_the_backend() -> None:
     from compiler.passes.fusion import ActivationFusion
 
     m, _ = check_pass(CONV_SRC.replace("ACT", "sigmoid"), Lower(), ActivationFusion())
-    check(text(m), "CHECK: activation = \"none\"\nCHECK-NEXT: Sigmoid(%conv_base)")
+    check(text(m), 'CHECK: activation = "none"\nCHECK-NEXT: Sigmoid(%conv_base)')
     assert m.meta["fused_activations"] == CPU_POLICY.fused_activations

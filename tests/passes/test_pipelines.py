@@ -17,9 +17,19 @@ from compiler.passes.manager import PipelineContext, run_graph_passes
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = sorted(p.stem for p in (ROOT / "sample_models").glob("*.onnx"))
 
-EXPECTED_PASSES = {"dce", "cse", "constant-folding", "batchnorm-folding", "activation-fusion",
-                   "transpose-sinking", "reshape-merging", "arithmetic-simplification",
-                   "concat-slice-cleanup", "pad-merging", "lower"}
+EXPECTED_PASSES = {
+    "dce",
+    "cse",
+    "constant-folding",
+    "batchnorm-folding",
+    "activation-fusion",
+    "transpose-sinking",
+    "reshape-merging",
+    "arithmetic-simplification",
+    "concat-slice-cleanup",
+    "pad-merging",
+    "lower",
+}
 
 
 def test_every_pass_is_registered_with_a_kebab_case_name() -> None:
@@ -77,8 +87,10 @@ module @m {
     by_pass = {e.pass_name: e for e in ctx.events if e.changed}
     assert {"batchnorm-folding", "activation-fusion"} <= set(by_pass)
     fusion = by_pass["activation-fusion"].provenance
-    assert any(r.kind == "create" and r.node == "conv_3_bn_relu"
-               and r.sources == ("conv_3_bn", "relu_3") for r in fusion)
+    assert any(
+        r.kind == "create" and r.node == "conv_3_bn_relu" and r.sources == ("conv_3_bn", "relu_3")
+        for r in fusion
+    )
     assert [n.op for n in m.main.nodes] == ["Conv", "Save"]
 
 
@@ -93,8 +105,10 @@ def chain_module(n: int) -> Module:
     for i in range(n):
         w = m.add_constant(f"w{i}", rng.standard_normal((4, 4, 1, 1)).astype(np.float32) * 0.3)
         b = m.add_constant(f"b{i}", rng.standard_normal(4).astype(np.float32))
-        params = [m.add_constant(f"{k}{i}", (np.abs(rng.standard_normal(4)) + 0.5).astype(np.float32))
-                  for k in ("g", "be", "mu", "var")]
+        params = [
+            m.add_constant(f"{k}{i}", (np.abs(rng.standard_normal(4)) + 0.5).astype(np.float32))
+            for k in ("g", "be", "mu", "var")
+        ]
         c = fn.create("Conv", [v, w, b]).result
         bn = fn.create("BatchNorm", [c, *params]).result
         r = fn.create("Relu", [bn]).result
@@ -129,8 +143,11 @@ def test_scale_2000_nodes_is_not_quadratic() -> None:
     # Per block: Conv (BN and Relu folded in), Tanh (transposes cancelled), one Sigmoid (CSE),
     # Add; the Mul by one and both reshapes are gone.
     assert len(big.main) == 4 * 170 + 1
-    print(f"\nscale: {len(before.main)} nodes -> {len(big.main)} in {times[1]:.3f}s "
-          f"(small graph {times[0]:.3f}s)")
+    print(
+        f"\nscale: {len(before.main)} nodes -> {len(big.main)} in {times[1]:.3f}s "
+        f"(small graph {times[0]:.3f}s)"
+    )
     inputs = {"x": np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)}
-    np.testing.assert_allclose(execute(big, inputs)["out"], execute(before, inputs)["out"],
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        execute(big, inputs)["out"], execute(before, inputs)["out"], rtol=1e-4, atol=1e-5
+    )

@@ -33,29 +33,37 @@ module @m {
 def test_transposes_sink_and_cancel() -> None:
     m, changed = check_pass(TS_SRC, TransposeSinking())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: constant %c_t : f32<1x3x4>
     CHECK-NOT: Transpose
     CHECK: = Relu(%x)
     CHECK: = Add(%r_1, %y)
     CHECK: = Mul(%s_1, %c_t)
     CHECK-NEXT: Save(
-    """)
+    """,
+    )
     assert len(m.main) == 4
 
 
 def test_transposes_with_different_perms_do_not_sink_through_binary() -> None:
-    src = TS_SRC.replace("%ty = Transpose(%y) {perm = [2, 0, 1]} : f32<4x2x3>",
-                         "%y2 = Reshape(%y) {shape = [3, 2, 4]} : f32<3x2x4>\n"
-                         "    %ty = Transpose(%y2) {perm = [2, 1, 0]} : f32<4x2x3>")
+    src = TS_SRC.replace(
+        "%ty = Transpose(%y) {perm = [2, 0, 1]} : f32<4x2x3>",
+        "%y2 = Reshape(%y) {shape = [3, 2, 4]} : f32<3x2x4>\n"
+        "    %ty = Transpose(%y2) {perm = [2, 1, 0]} : f32<4x2x3>",
+    )
     m, changed = check_pass(src, TransposeSinking())
     assert changed  # the Relu still moves
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-DAG: = Relu(%x)
     CHECK-DAG: %ty = Transpose(%y2) {perm = [2, 1, 0]}
     CHECK: %s = Add(%tx_1, %ty)
     CHECK: = Mul(%s, %c)
-    """)
+    """,
+    )
 
 
 def test_transpose_pairs_identity_and_constant() -> None:
@@ -77,12 +85,15 @@ module @m {
 }
 """
     m, _ = check_pass(src, TransposeSinking())
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: constant %k_t : f32<2x3>
     CHECK: %a = Transpose(%x)
     CHECK: %s = Add(%x, %k_t)
     CHECK-COUNT-1: Transpose(
-    """)
+    """,
+    )
 
 
 RS_SRC = """
@@ -105,18 +116,22 @@ module @m {
 def test_reshapes_merge_and_fold() -> None:
     m, changed = check_pass(RS_SRC, ReshapeMerging())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: constant %k_r : f32<4> = dense<[1.0, 2.0, 3.0, 4.0]>
     CHECK: %r2_1 = Reshape(%x) {shape = [6, 4]}
     CHECK-NEXT: %s = Add(%r2_1, %k_r)
     CHECK-COUNT-1: Reshape(
-    """)
+    """,
+    )
 
 
 def test_reshape_with_other_users_stays() -> None:
-    src = RS_SRC.replace("placeholder %out : f32<6x4> output",
-                         "placeholder %out : f32<6x4> output\n  placeholder %o2 : f32<24> output"
-                         ).replace("Save(%s, %out)", "Save(%s, %out)\n    Save(%r1, %o2)")
+    src = RS_SRC.replace(
+        "placeholder %out : f32<6x4> output",
+        "placeholder %out : f32<6x4> output\n  placeholder %o2 : f32<24> output",
+    ).replace("Save(%s, %out)", "Save(%s, %out)\n    Save(%r1, %o2)")
     m, _ = check_pass(src, ReshapeMerging())
     check(text(m), "CHECK: %r1 = Reshape(%x)\nCHECK: = Reshape(%x) {shape = [6, 4]}")
 
@@ -148,13 +163,16 @@ module @m {
 def test_arithmetic_identities_and_chains() -> None:
     m, changed = check_pass(AR_SRC, ArithmeticSimplification())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: constant %c1_mul : f32<3> = dense<[2.0, 4.0, 6.0]>
     CHECK: constant %c1_add : f32<3> = dense<[-1.0, 0.0, 1.0]>
     CHECK: = Mul(%x, %c1_mul)
     CHECK-NEXT: = Add(%{{g.*}}, %c1_add)
     CHECK-NEXT: Save(
-    """)
+    """,
+    )
     assert len(m.main) == 3
 
 
@@ -194,13 +212,17 @@ module @m {
 """
     m, changed = check_pass(src, ArithmeticSimplification())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK: %conv_mul_add = Conv(%x, %w_scaled, %b_scaled_shifted)
     CHECK-NEXT: Save(%conv_mul_add, %out)
-    """)
+    """,
+    )
     # Not when the constant varies over H/W.
-    m, changed = check_pass(src.replace("%s : f32<4x1x1>", "%s : f32<1x6x6>"),
-                            ArithmeticSimplification())
+    m, changed = check_pass(
+        src.replace("%s : f32<4x1x1>", "%s : f32<1x6x6>"), ArithmeticSimplification()
+    )
     check(text(m), "CHECK: %conv = Conv\nCHECK: %m = Mul(%conv, %s)")
 
 
@@ -233,14 +255,17 @@ module @m {
 def test_concat_slice_cleanups() -> None:
     m, changed = check_pass(CS_SRC, ConcatSliceCleanup())
     assert changed
-    check(text(m), """
+    check(
+        text(m),
+        """
     CHECK-DAG: %outer_1 = Concat(%x, %y, %x, %x) {axis = -1}
     CHECK-DAG: %r = Relu(%x)
     CHECK-DAG: %part_1 = Slice(%y) {starts = [1, 0], ends = [2, 2], steps = [1, 1]}
     CHECK-DAG: %sp_1 = Slice(%outer_1) {starts = [0, 4], ends = [2, 14]
     CHECK-DAG: Save(%x, %out3)
     CHECK-NOT: Split
-    """)
+    """,
+    )
 
 
 def test_concat_of_adjacent_slices_is_the_tensor() -> None:
@@ -262,10 +287,13 @@ module @m {
     check(text(m), "CHECK: %d = Concat(%b, %a)\nCHECK: %s = Add(%x, %d)")
 
 
-@pytest.mark.parametrize("sl", [
-    "{starts = [0, 2], ends = [2, 4], steps = [1, 1]}",  # straddles two inputs
-    "{starts = [0, 0], ends = [2, 3], steps = [1, 2]}",  # strided, stays inside %x... but not whole
-])
+@pytest.mark.parametrize(
+    "sl",
+    [
+        "{starts = [0, 2], ends = [2, 4], steps = [1, 1]}",  # straddles two inputs
+        "{starts = [0, 0], ends = [2, 3], steps = [1, 2]}",  # strided, stays inside %x... but not whole
+    ],
+)
 def test_slice_of_concat_not_rewritten_when_straddling(sl: str) -> None:
     width = 2
     src = f"""

@@ -67,8 +67,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                          nn.BatchNorm2d(cout))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
@@ -81,8 +82,9 @@ class ResNetBlock(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8),
-                                  nn.ReLU(inplace=True))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True)
+        )
         self.layer1 = BasicBlock(8, 8, 1)
         self.layer2 = BasicBlock(8, 16, 2)
         self.pool = nn.AdaptiveAvgPool2d((1, 1))
@@ -100,10 +102,15 @@ class InvertedResidual(nn.Module):
         hidden = cin * expand
         self.use_res = stride == 1 and cin == cout
         self.block = nn.Sequential(
-            nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(inplace=True),
+            nn.Conv2d(cin, hidden, 1, bias=False),
+            nn.BatchNorm2d(hidden),
+            nn.ReLU6(inplace=True),
             nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
-            nn.BatchNorm2d(hidden), nn.ReLU6(inplace=True),
-            nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
+            nn.BatchNorm2d(hidden),
+            nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.block(x) if self.use_res else self.block(x)
@@ -115,8 +122,9 @@ class MobileNetV2Block(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8),
-                                  nn.ReLU6(inplace=True))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(inplace=True)
+        )
         self.ir1 = InvertedResidual(8, 8, 1, 4)
         self.ir2 = InvertedResidual(8, 16, 2, 4)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(16, 10))
@@ -158,8 +166,9 @@ class AttentionBlock(nn.Module):
         self.ln1 = nn.LayerNorm(dim)
         self.attn = SelfAttention(dim, heads, sdpa)
         self.ln2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim),
-                                 nn.Dropout(0.1))
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim), nn.Dropout(0.1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
@@ -191,9 +200,17 @@ class MlpFlattenDropout(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.5),
-                                 nn.Linear(32, 16), nn.ReLU(), nn.Dropout(0.5),
-                                 nn.Linear(16, 10), nn.LogSoftmax(dim=1))
+        self.net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(64, 32),
+            nn.ReLU(),
+            nn.Dropout(0.5),
+            nn.Linear(32, 16),
+            nn.ReLU(),
+            nn.Dropout(0.5),
+            nn.Linear(16, 10),
+            nn.LogSoftmax(dim=1),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -224,12 +241,22 @@ SPECS = [
     Spec("resnet_block", ResNetBlock, (1, 3, 16, 16)),
     Spec("mobilenetv2_block", MobileNetV2Block, (1, 3, 32, 32), opset=13),
     Spec("attention_block", AttentionBlock, (1, 8, 16)),
-    Spec("attention_sdpa_dynamic_batch", AttentionBlock, (1, 8, 16), kwargs={"sdpa": True},
-         dynamic_batch=True),
+    Spec(
+        "attention_sdpa_dynamic_batch",
+        AttentionBlock,
+        (1, 8, 16),
+        kwargs={"sdpa": True},
+        dynamic_batch=True,
+    ),
     Spec("attention_block_opset13_unfolded", AttentionBlock, (1, 8, 16), opset=13, fold=False),
     Spec("unet_decoder", UpsampleDecoder, (1, 3, 16, 16)),
-    Spec("unet_decoder_dynamic_batch_unfolded", UpsampleDecoder, (1, 3, 16, 16),
-         dynamic_batch=True, fold=False),
+    Spec(
+        "unet_decoder_dynamic_batch_unfolded",
+        UpsampleDecoder,
+        (1, 3, 16, 16),
+        dynamic_batch=True,
+        fold=False,
+    ),
     Spec("mlp_flatten_dropout", MlpFlattenDropout, (1, 1, 8, 8), opset=13),
 ]
 
@@ -274,9 +301,17 @@ def export(spec: Spec, out: Path, quiet: bool) -> None:
     kwargs = {}
     if spec.dynamic_batch:
         kwargs["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
-    torch.onnx.export(model, (torch.from_numpy(x),), str(path), input_names=["input"],
-                      output_names=["output"], opset_version=spec.opset, dynamo=False,
-                      do_constant_folding=spec.fold, **kwargs)
+    torch.onnx.export(
+        model,
+        (torch.from_numpy(x),),
+        str(path),
+        input_names=["input"],
+        output_names=["output"],
+        opset_version=spec.opset,
+        dynamo=False,
+        do_constant_folding=spec.fold,
+        **kwargs,
+    )
     proto = onnx.load(str(path))
     onnx.checker.check_model(proto, full_check=True)
 
@@ -284,8 +319,13 @@ def export(spec: Spec, out: Path, quiet: bool) -> None:
     np.savez(out / f"{spec.name}.expected.npz", output=expected)
 
     (got,) = _ort_run(path, {"input": x})
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5,
-                               err_msg=f"{spec.name}: onnxruntime disagrees with PyTorch")
+    np.testing.assert_allclose(
+        got,
+        expected,
+        rtol=1e-4,
+        atol=1e-5,
+        err_msg=f"{spec.name}: onnxruntime disagrees with PyTorch",
+    )
     if spec.dynamic_batch:  # the symbolic batch really is dynamic
         x3 = rng.standard_normal((3, *spec.input_shape[1:])).astype(np.float32)
         with torch.no_grad():
@@ -297,8 +337,10 @@ def export(spec: Spec, out: Path, quiet: bool) -> None:
         raise SystemExit(f"{path} is {size} bytes (> {MAX_BYTES}); shrink the model")
     if not quiet:
         ops = sorted({n.op_type for n in proto.graph.node})
-        print(f"{spec.name:32s} opset {spec.opset:2d} {size:7d} B  "
-              f"{len(proto.graph.node):3d} nodes  {' '.join(ops)}")
+        print(
+            f"{spec.name:32s} opset {spec.opset:2d} {size:7d} B  "
+            f"{len(proto.graph.node):3d} nodes  {' '.join(ops)}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

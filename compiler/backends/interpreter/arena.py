@@ -68,8 +68,9 @@ class NaivePlan:
 class ArenaInterpreter:
     """Executes `lir` over one numpy byte arena laid out by `plan` (see module docstring)."""
 
-    def __init__(self, lir: LIRFunction, plan: Any = None, *, poison: bool = False,
-                 check_plan: bool = True) -> None:
+    def __init__(
+        self, lir: LIRFunction, plan: Any = None, *, poison: bool = False, check_plan: bool = True
+    ) -> None:
         self.lir = lir
         self.plan = plan if plan is not None else NaivePlan(lir)
         self.poison = poison
@@ -88,12 +89,15 @@ class ArenaInterpreter:
         self._views: dict[tuple[int, bool], np.ndarray] = {}
         self._check_plan = check_plan
         self._ops: list[list[np.ndarray]] = [
-            [self._view(v, writable=m != "in") for v, m in ins.operands] for ins in lir.code]
+            [self._view(v, writable=m != "in") for v, m in ins.operands] for ins in lir.code
+        ]
         for w in lir.weights.values():
             if w.is_constant:
                 if w.data is None:
-                    raise ExecutionError(f"constant weight %{w.name} has no data (elided); "
-                                         "parse IR printed with_data=True to execute it")
+                    raise ExecutionError(
+                        f"constant weight %{w.name} has no data (elided); "
+                        "parse IR printed with_data=True to execute it"
+                    )
                 self._view(w, writable=True)[...] = w.data
         self.pc = 0
         self._last_inputs: dict[str, np.ndarray] | None = None
@@ -116,8 +120,10 @@ class ArenaInterpreter:
         assert t is not None, value.name
         region, start = self.address_of(value)
         if self._check_plan and start + t.size_bytes > self.region_end[region]:
-            raise ExecutionError(f"%{value.name} ({t}) at byte {start} overruns the {region} "
-                                 f"region (ends at {self.region_end[region]})")
+            raise ExecutionError(
+                f"%{value.name} ({t}) at byte {start} overruns the {region} "
+                f"region (ends at {self.region_end[region]})"
+            )
         arr = np.ndarray(t.shape, dtype=t.np_dtype, buffer=self.arena, offset=start)
         if not writable:
             arr.flags.writeable = False
@@ -152,23 +158,26 @@ class ArenaInterpreter:
         if not isinstance(inputs, Mapping):
             seq = list(inputs)
             if len(seq) != len(ins):
-                raise InputError(f"expected {len(ins)} inputs "
-                                 f"({', '.join(w.name for w in ins)}), got {len(seq)}")
+                raise InputError(
+                    f"expected {len(ins)} inputs ({', '.join(w.name for w in ins)}), got {len(seq)}"
+                )
             inputs = {w.name: a for w, a in zip(ins, seq)}
         unknown = set(inputs) - {w.name for w in ins}
         if unknown:
-            raise InputError(f"unknown inputs {sorted(unknown)}; the model's inputs are "
-                             f"{[w.name for w in ins]}")
+            raise InputError(
+                f"unknown inputs {sorted(unknown)}; the model's inputs are {[w.name for w in ins]}"
+            )
         for w in ins:
             if w.name not in inputs:
                 raise InputError(f"missing input '{w.name}' ({w.type})")
             a = np.asarray(inputs[w.name])
             if tuple(a.shape) != w.type_.shape:
-                raise InputError(f"input '{w.name}' has shape {list(a.shape)}, the model "
-                                 f"expects {list(w.type_.shape)}")
+                raise InputError(
+                    f"input '{w.name}' has shape {list(a.shape)}, the model "
+                    f"expects {list(w.type_.shape)}"
+                )
             self._view(w, writable=True)[...] = a.astype(w.type_.np_dtype, copy=False)
-        self._last_inputs = {w.name: np.array(inputs[w.name], dtype=w.type_.np_dtype)
-                             for w in ins}
+        self._last_inputs = {w.name: np.array(inputs[w.name], dtype=w.type_.np_dtype) for w in ins}
 
     def _poison(self, buf: LValue) -> None:
         v = self._view(buf, writable=True)
@@ -189,16 +198,24 @@ class ArenaInterpreter:
         except ExecutionError:
             raise
         except Exception as e:  # noqa: BLE001 - wrap any kernel failure with the instruction
-            raise ExecutionError(f"instruction {idx} failed: {format_instruction(ins)}: "
-                                 f"{type(e).__name__}: {e}") from e
+            raise ExecutionError(
+                f"instruction {idx} failed: {format_instruction(ins)}: {type(e).__name__}: {e}"
+            ) from e
         self.pc = idx + 1
-        written = [v.name for v, m in ins.operands if m in ("out", "inout")
-                   and ins.kind != "deallocactivation"]
+        written = [
+            v.name
+            for v, m in ins.operands
+            if m in ("out", "inout") and ins.kind != "deallocactivation"
+        ]
         return StepInfo(idx, ins, written)
 
-    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None, *,
-            until: int | None = None,
-            breakpoints: Iterable[Breakpoint] | None = None) -> Any:
+    def run(
+        self,
+        inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None,
+        *,
+        until: int | None = None,
+        breakpoints: Iterable[Breakpoint] | None = None,
+    ) -> Any:
         """Two uses.
 
         `run(inputs)`: reset, run the whole program, return the outputs by name (executors).
@@ -218,8 +235,9 @@ class ArenaInterpreter:
         while not self.done:
             if until is not None and self.pc >= until:
                 break
-            if not first and (self.pc in idxs or any(p(self.pc, self.lir.code[self.pc])
-                                                     for p in preds)):
+            if not first and (
+                self.pc in idxs or any(p(self.pc, self.lir.code[self.pc]) for p in preds)
+            ):
                 break
             last = self.step()
             first = False
@@ -268,8 +286,10 @@ class ArenaInterpreter:
                 src = src.copy()
             axis, offs = ins.attrs["axis"], ins.attrs["offsets"]
             for k in range(ins.attrs["count"]):
-                sl = tuple(slice(o + (k * n if d == axis else 0), o + (k * n if d == axis else 0) + n)
-                           for d, (o, n) in enumerate(zip(offs, src.shape)))
+                sl = tuple(
+                    slice(o + (k * n if d == axis else 0), o + (k * n if d == axis else 0) + n)
+                    for d, (o, n) in enumerate(zip(offs, src.shape))
+                )
                 dst[sl] = src
         else:
             graph_op = ins.graph_op
@@ -280,8 +300,9 @@ class ArenaInterpreter:
             try:
                 kernel = KERNELS[graph_op]
             except KeyError:
-                raise ExecutionError(f"no reference kernel for {graph_op} "
-                                     f"(instruction %{ins.name})") from None
+                raise ExecutionError(
+                    f"no reference kernel for {graph_op} (instruction %{ins.name})"
+                ) from None
             dests = [(a, m) for a, (v, m) in zip(ops, ins.operands) if m in ("out", "inout")]
             inputs = [a for a, (v, m) in zip(ops, ins.operands) if m == "in"]
             results = kernel(inputs, ins.attrs)
@@ -290,8 +311,10 @@ class ArenaInterpreter:
             for (dst, _), res in zip(dests, results):
                 res = np.asarray(res)
                 if tuple(res.shape) != dst.shape:
-                    raise ExecutionError(f"kernel {graph_op} returned shape {list(res.shape)}, "
-                                         f"the destination is {list(dst.shape)}")
+                    raise ExecutionError(
+                        f"kernel {graph_op} returned shape {list(res.shape)}, "
+                        f"the destination is {list(dst.shape)}"
+                    )
                 staged.append((dst, res.astype(dst.dtype, copy=True)))
             for dst, res in staged:
                 np.copyto(dst, res)
@@ -341,15 +364,22 @@ class ArenaExecutor:
         else:
             seq = list(inputs)
             if len(seq) != len(self.input_names):
-                raise InputError(f"expected {len(self.input_names)} inputs "
-                                 f"({', '.join(self.input_names)}), got {len(seq)}")
+                raise InputError(
+                    f"expected {len(self.input_names)} inputs "
+                    f"({', '.join(self.input_names)}), got {len(seq)}"
+                )
             named = dict(zip(self.input_names, seq))
         out = self.interpreter.run(named)
         return {n: out[n] for n in self.output_names}
 
 
-def run_lir(lir: LIRFunction, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
-            plan: Any = None, *, poison: bool = False) -> dict[str, np.ndarray]:
+def run_lir(
+    lir: LIRFunction,
+    inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+    plan: Any = None,
+    *,
+    poison: bool = False,
+) -> dict[str, np.ndarray]:
     """One-shot convenience: execute `lir` over `plan` (default: no reuse) and return outputs."""
     return ArenaInterpreter(lir, plan, poison=poison).run(inputs)
 

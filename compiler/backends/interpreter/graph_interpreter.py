@@ -18,9 +18,11 @@ from compiler.graph.types import TensorType
 from compiler.kernels.reference import evaluate
 
 
-def check_inputs(specs: Sequence[tuple[str, TensorType]],
-                 inputs: Mapping[str, Any] | Sequence[Any],
-                 aliases: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+def check_inputs(
+    specs: Sequence[tuple[str, TensorType]],
+    inputs: Mapping[str, Any] | Sequence[Any],
+    aliases: Mapping[str, str] | None = None,
+) -> dict[str, np.ndarray]:
     """Validate run-time inputs against (name, type) specs; return them keyed by spec name.
 
     `inputs` is a dict by name or a list in spec order. `aliases` maps other accepted names
@@ -35,33 +37,41 @@ def check_inputs(specs: Sequence[tuple[str, TensorType]],
         for key, value in inputs.items():
             name = key if key in names else aliases.get(key, key)
             if name not in names:
-                raise InputError(f"unknown input '{key}'; the model's inputs are: "
-                                 f"{', '.join(names) or 'none'}")
+                raise InputError(
+                    f"unknown input '{key}'; the model's inputs are: {', '.join(names) or 'none'}"
+                )
             if name in given:
                 raise InputError(f"input '{name}' is given twice (as '{key}' and another name)")
             given[name] = value
         missing = [n for n in names if n not in given]
         if missing:
-            raise InputError(f"missing input{'s' if len(missing) > 1 else ''} "
-                             f"{', '.join(repr(m) for m in missing)}; the model's inputs are: "
-                             f"{', '.join(names)}")
+            raise InputError(
+                f"missing input{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(repr(m) for m in missing)}; the model's inputs are: "
+                f"{', '.join(names)}"
+            )
     else:
         seq = list(inputs)
         if len(seq) != len(names):
-            raise InputError(f"expected {len(names)} input{'s' if len(names) != 1 else ''} "
-                             f"({', '.join(names) or 'none'}), got {len(seq)}")
+            raise InputError(
+                f"expected {len(names)} input{'s' if len(names) != 1 else ''} "
+                f"({', '.join(names) or 'none'}), got {len(seq)}"
+            )
         given = dict(zip(names, seq))
     out: dict[str, np.ndarray] = {}
     for name, t in specs:
         value = given[name]
         arr = value if isinstance(value, np.ndarray) else np.asarray(value)
         if arr.dtype != t.np_dtype:
-            raise InputError(f"input '{name}': expected element type {t.elem.value} "
-                             f"({t.np_dtype}), got {arr.dtype}",
-                             hint=f"convert it with .astype(np.{t.np_dtype})")
+            raise InputError(
+                f"input '{name}': expected element type {t.elem.value} "
+                f"({t.np_dtype}), got {arr.dtype}",
+                hint=f"convert it with .astype(np.{t.np_dtype})",
+            )
         if tuple(arr.shape) != t.shape:
-            raise InputError(f"input '{name}': expected shape {list(t.shape)} ({t}), "
-                             f"got {list(arr.shape)}")
+            raise InputError(
+                f"input '{name}': expected shape {list(t.shape)} ({t}), got {list(arr.shape)}"
+            )
         out[name] = arr
     return out
 
@@ -80,8 +90,9 @@ class GraphInterpreter:
     def run_node(self, node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         return evaluate(node, args)
 
-    def run(self, inputs: Mapping[str, Any] | Sequence[Any],
-            aliases: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+    def run(
+        self, inputs: Mapping[str, Any] | Sequence[Any], aliases: Mapping[str, str] | None = None
+    ) -> dict[str, np.ndarray]:
         bound = check_inputs(self.input_specs, inputs, aliases)
         nodes = self.function.nodes
         last_use: dict[int, int] = {}
@@ -102,8 +113,9 @@ class GraphInterpreter:
                 except CompilerError:
                     raise
                 except Exception as e:  # noqa: BLE001 - any kernel fault becomes an ExecutionError
-                    raise ExecutionError(f"node '{node.name}' ({node.op}): {type(e).__name__}: "
-                                         f"{e}") from e
+                    raise ExecutionError(
+                        f"node '{node.name}' ({node.op}): {type(e).__name__}: {e}"
+                    ) from e
                 for r, arr in zip(node.results, results):
                     if r.users:
                         env[id(r)] = arr
@@ -113,13 +125,15 @@ class GraphInterpreter:
             self.live_counts.append(len(env))
         missing = [n for n in self.output_names if n not in outputs]
         if missing:
-            raise ExecutionError(f"outputs {', '.join(missing)} were never saved by "
-                                 f"function @{self.function.name}")
+            raise ExecutionError(
+                f"outputs {', '.join(missing)} were never saved by function @{self.function.name}"
+            )
         return {n: outputs[n] for n in self.output_names}
 
     @staticmethod
-    def _load(v: Value, env: dict[int, np.ndarray], bound: dict[str, np.ndarray],
-              node: Node) -> np.ndarray:
+    def _load(
+        v: Value, env: dict[int, np.ndarray], bound: dict[str, np.ndarray], node: Node
+    ) -> np.ndarray:
         if isinstance(v, Constant):
             if v.data is None:
                 raise ExecutionError(f"node '{node.name}': constant %{v.name} has no data")
@@ -131,8 +145,10 @@ class GraphInterpreter:
         try:
             return env[id(v)]
         except KeyError:
-            raise ExecutionError(f"node '{node.name}': operand %{v.name} has no value "
-                                 "(not computed yet, or freed too early)") from None
+            raise ExecutionError(
+                f"node '{node.name}': operand %{v.name} has no value "
+                "(not computed yet, or freed too early)"
+            ) from None
 
 
 def _owned(arr: np.ndarray) -> np.ndarray:
@@ -142,8 +158,9 @@ def _owned(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def run_graph(module: Module, inputs: Mapping[str, Any] | Sequence[Any],
-              function: Function | None = None) -> dict[str, np.ndarray]:
+def run_graph(
+    module: Module, inputs: Mapping[str, Any] | Sequence[Any], function: Function | None = None
+) -> dict[str, np.ndarray]:
     """Run `module` on `inputs` (dict by input placeholder name, or a list in input order).
 
     Returns the outputs keyed by output placeholder name, in output order.

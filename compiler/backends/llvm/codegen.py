@@ -132,8 +132,11 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
             for j, ins in enumerate(cur[:-1]):
                 others = [u for u in _users(ins) if u is not cur[j + 1] and u is not ins]
                 out_v = ins.operands[0][0]
-                keep.append(bool(others) or getattr(out_v, "role", None) == "output"
-                            or not isinstance(view_root(out_v)[0], Instruction))
+                keep.append(
+                    bool(others)
+                    or getattr(out_v, "role", None) == "output"
+                    or not isinstance(view_root(out_v)[0], Instruction)
+                )
             keep.append(True)
             chains.append((cur, keep))
         cur = []
@@ -191,15 +194,17 @@ class CodeGen:
                 continue
             emitter = EMITTERS.get(ins.kind)
             if emitter is None:
-                raise CodegenError(f"no LLVM emitter for instruction kind '{ins.kind}'",
-                                   instruction=ins.name)
+                raise CodegenError(
+                    f"no LLVM emitter for instruction kind '{ins.kind}'", instruction=ins.name
+                )
             try:
                 em: Emitted = emitter(self.ctx, ins)
             except CodegenError:
                 raise
             except (ValueError, NotImplementedError, KeyError, TypeError, AssertionError) as e:
-                raise CodegenError(f"{ins.kind}: {type(e).__name__}: {e}",
-                                   instruction=ins.name) from e
+                raise CodegenError(
+                    f"{ins.kind}: {type(e).__name__}: {e}", instruction=ins.name
+                ) from e
             entry = f"instr_{idx}"
             instrs.append(InstrCode(idx, ins.name, ins.kind, entry, em.calls, em.strategy))
 
@@ -248,8 +253,15 @@ class CodeGen:
                 b.call(self.module.globals[ic.entry], list(fn.args))
                 order.append((ic.index,))
         b.ret_void()
-        return Program(self.module, instrs, list(self.sink.blobs), offsets, csize, order,
-                       len(self.sink.kernels))
+        return Program(
+            self.module,
+            instrs,
+            list(self.sink.blobs),
+            offsets,
+            csize,
+            order,
+            len(self.sink.kernels),
+        )
 
     def _wrapper(self, name: str, calls: list[Call], blob_offsets: list[int]) -> None:
         fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * 3), name)

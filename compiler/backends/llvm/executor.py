@@ -53,8 +53,15 @@ class LLVMExecutor(ArenaInterpreter):
 
     kind = "llvm"
 
-    def __init__(self, lir: LIRFunction, plan: Any = None, *, engine: JITEngine | None = None,
-                 fuse: bool = True, check_plan: bool = True) -> None:
+    def __init__(
+        self,
+        lir: LIRFunction,
+        plan: Any = None,
+        *,
+        engine: JITEngine | None = None,
+        fuse: bool = True,
+        check_plan: bool = True,
+    ) -> None:
         super().__init__(lir, plan, check_plan=check_plan)
         t0 = time.perf_counter()
         self.program: Program = generate(lir, self.plan, fuse=fuse)
@@ -63,25 +70,32 @@ class LLVMExecutor(ArenaInterpreter):
         ensure_libm_symbols()
         self.compiled: CompiledModule = (engine or default_engine()).compile(self.program.module)
         t2 = time.perf_counter()
-        self.timings = {"codegen_s": t1 - t0, "jit_s": t2 - t1,
-                        "from_disk": float(self.compiled.from_disk)}
+        self.timings = {
+            "codegen_s": t1 - t0,
+            "jit_s": t2 - t1,
+            "from_disk": float(self.compiled.from_disk),
+        }
         # The extended constant region: the plan's constants, then the packed blobs.
         csize = max(self.program.constant_size, 64)
         raw = np.empty(csize + 64, dtype=np.uint8)
         shift = (-raw.ctypes.data) % 64
         self._const_raw = raw
-        self.constants = raw[shift: shift + csize]
+        self.constants = raw[shift : shift + csize]
         # Only constants some kernel reads in place are copied (packed filters replace the rest).
         c0 = self.region_base["constant"]
         for start, size in self._constant_ranges():
-            self.constants[start: start + size] = self.arena[c0 + start: c0 + start + size]
+            self.constants[start : start + size] = self.arena[c0 + start : c0 + start + size]
         for blob, off in zip(self.program.blobs, self.program.blob_offsets):
-            self.constants[off: off + blob.nbytes] = blob.view(np.uint8).ravel()
+            self.constants[off : off + blob.nbytes] = blob.view(np.uint8).ravel()
         base = self.arena.ctypes.data
-        self._args = (self.constants.ctypes.data, base + self.region_base["mutable"],
-                      base + self.region_base["activations"])
-        self._entries = [self.compiled.cfunc(ic.entry) if ic.entry else None
-                         for ic in self.program.instrs]
+        self._args = (
+            self.constants.ctypes.data,
+            base + self.region_base["mutable"],
+            base + self.region_base["activations"],
+        )
+        self._entries = [
+            self.compiled.cfunc(ic.entry) if ic.entry else None for ic in self.program.instrs
+        ]
         self._run_all = self.compiled.cfunc("run_all")
         self._fn_text: dict[str, str] | None = None
         self._args = tuple(ctypes.c_void_p(a) for a in self._args)
@@ -111,12 +125,20 @@ class LLVMExecutor(ArenaInterpreter):
         if fn is not None:
             fn(*self._args)
         self.pc = idx + 1
-        written = [v.name for v, m in ins.operands if m in ("out", "inout")
-                   and ins.kind != "deallocactivation"]
+        written = [
+            v.name
+            for v, m in ins.operands
+            if m in ("out", "inout") and ins.kind != "deallocactivation"
+        ]
         return StepInfo(idx, ins, written)
 
-    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None, *,
-            until: int | None = None, breakpoints: Any = None) -> Any:
+    def run(
+        self,
+        inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None,
+        *,
+        until: int | None = None,
+        breakpoints: Any = None,
+    ) -> Any:
         """`run(inputs)`: the whole program in one call of `@run_all`, outputs by name.
         Otherwise: continue stepping (see ArenaInterpreter.run)."""
         if inputs is not None:
@@ -230,9 +252,17 @@ class LLVMModelExecutor:
         self.output_types = dict(out_specs)
 
     def _inputs(self, inputs: Any) -> Mapping[str, np.ndarray]:
-        if isinstance(inputs, Mapping) and not self.aliases and len(inputs) == len(self.input_types):
-            ok = all(isinstance(a := inputs.get(n), np.ndarray) and a.dtype == t.np_dtype
-                     and a.shape == t.shape for n, t in self.input_types.items())
+        if (
+            isinstance(inputs, Mapping)
+            and not self.aliases
+            and len(inputs) == len(self.input_types)
+        ):
+            ok = all(
+                isinstance(a := inputs.get(n), np.ndarray)
+                and a.dtype == t.np_dtype
+                and a.shape == t.shape
+                for n, t in self.input_types.items()
+            )
             if ok:
                 return inputs
         # Never cast silently: the graph interpreter's checks (dtype, shape, names).
@@ -243,7 +273,9 @@ class LLVMModelExecutor:
     def run(self, inputs: Any) -> dict[str, np.ndarray]:
         outs = self.executor.run(self._inputs(inputs))
         if len(outs) == len(self.output_names):
-            return outs if list(outs) == self.output_names else {n: outs[n] for n in self.output_names}
+            return (
+                outs if list(outs) == self.output_names else {n: outs[n] for n in self.output_names}
+            )
         return {n: outs[n] for n in self.output_names}
 
 

@@ -64,8 +64,15 @@ def _module_text(modules: ir.Module | str | Sequence[ir.Module | str]) -> str:
 class CompiledModule:
     """One JIT-compiled module: function addresses, ctypes callables, optimized IR and asm."""
 
-    def __init__(self, key: str, engine: llvm.ExecutionEngine, mod: llvm.ModuleRef,
-                 optimized_ir: str | None, cache_path: Path | None, from_disk: bool) -> None:
+    def __init__(
+        self,
+        key: str,
+        engine: llvm.ExecutionEngine,
+        mod: llvm.ModuleRef,
+        optimized_ir: str | None,
+        cache_path: Path | None,
+        from_disk: bool,
+    ) -> None:
         self.key = key
         self.from_disk = from_disk
         self._engine = engine

@@ -10,5 +10,15 @@ from compiler.lir.passes.base import (
     registered_lir_passes,
 )
 
-__all__ = ["LIRPass", "buffer_sharing", "copy_elim", "dead_store", "get_lir_pass", "lifetimes",
-           "peephole", "register_lir_pass", "registered_lir_passes", "weights"]
+__all__ = [
+    "LIRPass",
+    "buffer_sharing",
+    "copy_elim",
+    "dead_store",
+    "get_lir_pass",
+    "lifetimes",
+    "peephole",
+    "register_lir_pass",
+    "registered_lir_passes",
+    "weights",
+]

@@ -52,8 +52,9 @@ def _ensure_loaded() -> None:
     import compiler.lir.passes  # noqa: F401  (registers the built-in passes)
 
 
-def record(lir: LIRFunction, kind: str, name: str, op: str = "",
-           sources: tuple[str, ...] = ()) -> None:
+def record(
+    lir: LIRFunction, kind: str, name: str, op: str = "", sources: tuple[str, ...] = ()
+) -> None:
     """Append a provenance record to the function's journal (see PassEvent.provenance)."""
     lir.meta.setdefault("journal", []).append(ProvenanceRecord(kind, name, op, sources))
 

@@ -31,8 +31,7 @@ class BufferSharing(LIRPass):
                     if m != "in" or not is_activation(v) or v is out or v.type != out.type:
                         continue
                     a = acc[id(v)]
-                    if a.last != i or any(root_of(u) is v and u is not v
-                                          for u, _ in ins.operands):
+                    if a.last != i or any(root_of(u) is v and u is not v for u, _ in ins.operands):
                         continue  # dies later, or also read through a view here
                     # `v` lives on in `out`'s place: its own deallocs go, `out`'s become its.
                     for d in a.deallocs:

@@ -54,8 +54,15 @@ class CopyElimination(LIRPass):
                     break
         return changed
 
-    def _try(self, lir: LIRFunction, copy: Instruction, c: int, dst: LValue, src: LValue,
-             acc: dict[int, Access]) -> bool:
+    def _try(
+        self,
+        lir: LIRFunction,
+        copy: Instruction,
+        c: int,
+        dst: LValue,
+        src: LValue,
+        acc: dict[int, Access],
+    ) -> bool:
         if isinstance(dst, WeightVar) and dst.is_output and is_activation(src):
             a, w = acc[id(src)], acc[id(dst)]
             if a.first < 0 or a.last > c or w.accessed_in(a.first, c, exclude=c):
@@ -68,8 +75,9 @@ class CopyElimination(LIRPass):
             if b.first != c or src is dst:
                 return False
             a_dies = a.last == c
-            frozen = not a.written_in(c, max(a.last, b.last), exclude=None) and \
-                not b.written_in(c + 1, max(a.last, b.last))
+            frozen = not a.written_in(c, max(a.last, b.last), exclude=None) and not b.written_in(
+                c + 1, max(a.last, b.last)
+            )
             if not (a_dies or frozen):
                 return False
             erase(lir, copy)

@@ -43,11 +43,23 @@ class Peephole(LIRPass):
             inner = src.operand(0)
             assert inner.type is not None and view.type is not None
             # Views are contiguous, so offsets compose linearly (in elements of the root).
-            lin = int(np.ravel_multi_index(src.attrs["offsets"], inner.type.shape)) if inner.type.shape else 0
-            lin += int(np.ravel_multi_index(view.attrs["offsets"], src.type.shape)) if src.type.shape else 0
+            lin = (
+                int(np.ravel_multi_index(src.attrs["offsets"], inner.type.shape))
+                if inner.type.shape
+                else 0
+            )
+            lin += (
+                int(np.ravel_multi_index(view.attrs["offsets"], src.type.shape))
+                if src.type.shape
+                else 0
+            )
             if lin >= max(inner.type.numel, 1):
                 return False
-            offs = tuple(int(x) for x in np.unravel_index(lin, inner.type.shape)) if inner.type.shape else ()
+            offs = (
+                tuple(int(x) for x in np.unravel_index(lin, inner.type.shape))
+                if inner.type.shape
+                else ()
+            )
             view.set_operand(0, inner)
             view.attrs = {**view.attrs, "offsets": offs}
             record(lir, "replace", view.name, "tensorview", (inner.name,))

@@ -34,9 +34,12 @@ def _model(op, inputs, out_type=F, consts=(), opset=17, n_out=1, **attrs):
     outs = [f"y{i}" for i in range(n_out)]
     node = helper.make_node(op, names, outs, **attrs)
     graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in inputs],
+        [node],
+        "g",
+        [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in inputs],
         [helper.make_tensor_value_info(o, out_type, None) for o in outs],
-        [numpy_helper.from_array(a, n) for n, a in consts])
+        [numpy_helper.from_array(a, n) for n, a in consts],
+    )
     return _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
 
 
@@ -84,10 +87,27 @@ def check(model, data, *, rtol=1e-5, atol=1e-6, exact=False):
     return ex
 
 
-UNARY = [("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("Exp", {}), ("Abs", {}), ("Neg", {}),
-         ("Reciprocal", {}), ("Erf", {}), ("Floor", {}), ("Ceil", {}), ("Softplus", {}),
-         ("HardSwish", {}), ("Sign", {}), ("LeakyRelu", {"alpha": 0.3}), ("Elu", {"alpha": 0.7}),
-         ("Selu", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Log", {}), ("Sqrt", {})]
+UNARY = [
+    ("Relu", {}),
+    ("Sigmoid", {}),
+    ("Tanh", {}),
+    ("Exp", {}),
+    ("Abs", {}),
+    ("Neg", {}),
+    ("Reciprocal", {}),
+    ("Erf", {}),
+    ("Floor", {}),
+    ("Ceil", {}),
+    ("Softplus", {}),
+    ("HardSwish", {}),
+    ("Sign", {}),
+    ("LeakyRelu", {"alpha": 0.3}),
+    ("Elu", {"alpha": 0.7}),
+    ("Selu", {}),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+    ("Log", {}),
+    ("Sqrt", {}),
+]
 
 
 @pytest.mark.parametrize("op,attrs", UNARY, ids=[u[0] for u in UNARY])
@@ -100,7 +120,9 @@ def test_unary(op, attrs, shape):
 def test_gelu_and_clip():
     ins = [("x", F, (7, 19))]
     check(_model("Gelu", ins, opset=20), _data(ins))
-    check(_model("Clip", ins, consts=[("lo", np.float32(-0.5)), ("hi", np.float32(0.7))]), _data(ins))
+    check(
+        _model("Clip", ins, consts=[("lo", np.float32(-0.5)), ("hi", np.float32(0.7))]), _data(ins)
+    )
 
 
 BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"]
@@ -167,23 +189,36 @@ def test_conv(case, act):
     w = (rng.standard_normal((K, C // g, k, k)) * 0.2).astype(np.float32)
     bias = rng.standard_normal(K).astype(np.float32)
     x = [("x", F, (1, C, H, W))]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[st, st], pads=[pd] * 4,
-                              group=g)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[st, st], pads=[pd] * 4, group=g)
+    ]
     nodes.append(helper.make_node(act or "Identity", ["c"], ["y"]))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, C, H, W])],
-                              [helper.make_tensor_value_info("y", F, None)],
-                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b")],
+    )
     model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     check(model, _data(x), rtol=1e-4, atol=1e-4)
 
 
 def test_conv_runtime_weights_and_transpose():
     ins = [("x", F, (2, 4, 7, 6)), ("w", F, (6, 2, 3, 3)), ("b", F, (6,))]
-    check(_model("Conv", ins, pads=[1, 0, 1, 2], strides=[1, 2], group=2), _data(ins), rtol=1e-4,
-          atol=1e-5)
+    check(
+        _model("Conv", ins, pads=[1, 0, 1, 2], strides=[1, 2], group=2),
+        _data(ins),
+        rtol=1e-4,
+        atol=1e-5,
+    )
     ins = [("x", F, (1, 3, 5, 4)), ("w", F, (3, 2, 3, 3)), ("b", F, (2,))]
-    check(_model("ConvTranspose", ins, strides=[2, 2], pads=[1, 1, 0, 0]), _data(ins), rtol=1e-4,
-          atol=1e-5)
+    check(
+        _model("ConvTranspose", ins, strides=[2, 2], pads=[1, 1, 0, 0]),
+        _data(ins),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_matmul_variants():
@@ -200,8 +235,9 @@ def test_matmul_variants():
     w = rng.standard_normal((21, 40)).astype(np.float32)
     c = rng.standard_normal(21).astype(np.float32)
     ins = [("x", F, (3, 40))]
-    check(_model("Gemm", ins, consts=[("w", w), ("c", c)], transB=1), _data(ins), rtol=1e-4,
-          atol=1e-5)
+    check(
+        _model("Gemm", ins, consts=[("w", w), ("c", c)], transB=1), _data(ins), rtol=1e-4, atol=1e-5
+    )
 
 
 POOLS = [
@@ -237,8 +273,10 @@ def test_reductions_and_softmax():
         check(_model(op, ins, axis=1), _data(ins), rtol=1e-5)
         check(_model(op, ins, axis=-1), _data(ins), rtol=1e-5)
     rng = np.random.default_rng(3)
-    consts = [("s", rng.standard_normal(7).astype(np.float32)),
-              ("b", rng.standard_normal(7).astype(np.float32))]
+    consts = [
+        ("s", rng.standard_normal(7).astype(np.float32)),
+        ("b", rng.standard_normal(7).astype(np.float32)),
+    ]
     check(_model("LayerNormalization", ins, consts=consts, axis=-1), _data(ins), rtol=1e-5)
     ins4 = [("x", F, (2, 7, 3, 4))]
     check(_model("LRN", ins4, size=3), _data(ins4), rtol=1e-5)
@@ -248,19 +286,35 @@ def test_tensor_ops():
     ins = [("x", F, (2, 3, 5, 7))]
     d = _data(ins)
     check(_model("Transpose", ins, perm=[0, 3, 1, 2]), d, exact=True)
-    sl = [("s", np.array([1, 6], np.int64)), ("e", np.array([-1, 0], np.int64)),
-          ("a", np.array([2, 3], np.int64)), ("t", np.array([1, -2], np.int64))]
+    sl = [
+        ("s", np.array([1, 6], np.int64)),
+        ("e", np.array([-1, 0], np.int64)),
+        ("a", np.array([2, 3], np.int64)),
+        ("t", np.array([1, -2], np.int64)),
+    ]
     check(_model("Slice", ins, consts=sl), d, exact=True)
     for mode in ("constant", "reflect", "edge"):
         pads = [("p", np.array([0, 1, 2, 1, 0, 0, 1, 2], np.int64))]
         check(_model("Pad", ins, consts=pads, mode=mode), d, exact=True)
     check(_model("Tile", ins, consts=[("r", np.array([1, 2, 1, 3], np.int64))]), d, exact=True)
-    check(_model("Expand", [("x", F, (3, 1, 7))], consts=[("s", np.array([2, 3, 5, 7], np.int64))]),
-          _data([("x", F, (3, 1, 7))]), exact=True)
+    check(
+        _model("Expand", [("x", F, (3, 1, 7))], consts=[("s", np.array([2, 3, 5, 7], np.int64))]),
+        _data([("x", F, (3, 1, 7))]),
+        exact=True,
+    )
     ins2 = [("a", F, (2, 3, 5)), ("b", F, (2, 4, 5))]
     check(_model("Concat", ins2, axis=1), _data(ins2), exact=True)
-    check(_model("Split", [("x", F, (2, 7, 5))], n_out=2, axis=1,
-                 consts=[("s", np.array([3, 4], np.int64))]), _data([("x", F, (2, 7, 5))]), exact=True)
+    check(
+        _model(
+            "Split",
+            [("x", F, (2, 7, 5))],
+            n_out=2,
+            axis=1,
+            consts=[("s", np.array([3, 4], np.int64))],
+        ),
+        _data([("x", F, (2, 7, 5))]),
+        exact=True,
+    )
     idx = [("i", np.array([[0, -1], [2, 1]], np.int64))]
     check(_model("Gather", ins, consts=idx, axis=2), d, exact=True)
     gi = [("x", F, (6, 5)), ("i", I64, (4,))]
@@ -275,11 +329,17 @@ def test_tensor_ops():
 
 def test_fusion_stacks_elementwise_chain():
     ins = [("a", F, (3, 37)), ("b", F, (37,))]
-    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
-             helper.make_node("Sigmoid", ["r"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, list(s))
-                                           for n, t, s in ins],
-                              [helper.make_tensor_value_info("y", F, None)])
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r"]),
+        helper.make_node("Sigmoid", ["r"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in ins],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
     model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     ex = check(model, _data(ins))
     kinds = {tuple(ex.lir.code[i].kind for i in g) for g in ex.program.groups if len(g) > 1}
@@ -291,10 +351,17 @@ def test_fusion_stacks_elementwise_chain():
 
 
 def test_ir_and_assembly_of_an_instruction():
-    nodes = [helper.make_node("Exp", ["a"], ["e"]), helper.make_node("Transpose", ["e"], ["t"]),
-             helper.make_node("Softmax", ["t"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", F, [3, 37])],
-                              [helper.make_tensor_value_info("y", F, None)])
+    nodes = [
+        helper.make_node("Exp", ["a"], ["e"]),
+        helper.make_node("Transpose", ["e"], ["t"]),
+        helper.make_node("Softmax", ["t"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("a", F, [3, 37])],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
     model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     lir, plan = _lir_and_plan(compile_model(model))
     ex = LLVMExecutor(lir, plan)

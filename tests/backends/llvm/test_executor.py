@@ -79,7 +79,8 @@ def test_onnx_backend_defaults_to_llvm() -> None:
     (got,) = rep.run([inputs["input"]])
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     (got,) = onnx_backend.prepare(str(SAMPLES / "lenet.onnx"), executor="llvm").run(
-        [_io("lenet")[0]["input"]])
+        [_io("lenet")[0]["input"]]
+    )
     np.testing.assert_allclose(got, _io("lenet")[1], rtol=1e-4, atol=1e-5)
 
 
@@ -99,8 +100,9 @@ def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     assert list(tmp_path.glob("*.o"))
     inputs, expected = _io("lenet")
     feed = {lir.inputs()[0].name: inputs["input"]}
-    np.testing.assert_array_equal(first.run(feed)[lir.outputs()[0].name],
-                                  second.run(feed)[lir.outputs()[0].name])
+    np.testing.assert_array_equal(
+        first.run(feed)[lir.outputs()[0].name], second.run(feed)[lir.outputs()[0].name]
+    )
 
 
 def test_conformance_with_llvm_executor() -> None:
@@ -136,6 +138,8 @@ def test_conformance_with_llvm_executor() -> None:
     bad = [f"{n}: {s}: {details[n]}" for n, s in outcomes.items() if s in ("wrong", "crash")]
     assert not bad, "\n".join(bad)
     rate = sum(s == "pass" for s in outcomes.values()) / len(outcomes)
-    print(f"\nLLVM conformance: {rate:.1%} of {len(outcomes)} passed; refused: "
-          + ", ".join(n for n, s in outcomes.items() if s == "refused"))
+    print(
+        f"\nLLVM conformance: {rate:.1%} of {len(outcomes)} passed; refused: "
+        + ", ".join(n for n, s in outcomes.items() if s == "refused")
+    )
     assert rate >= conf.PASS_RATE

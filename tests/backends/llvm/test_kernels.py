@@ -23,15 +23,39 @@ def _addr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
-def _matmul(M, N, K, *, isa=None, packed=True, transpose_b=False, bias=None, act=None,
-            accumulate=False, seed=0):
+def _matmul(
+    M,
+    N,
+    K,
+    *,
+    isa=None,
+    packed=True,
+    transpose_b=False,
+    bias=None,
+    act=None,
+    accumulate=False,
+    seed=0,
+):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K), dtype=np.float32)
     bm = rng.standard_normal((N, K) if transpose_b else (K, N), dtype=np.float32)
     m = ir.Module()
-    emit_matmul(m, "mm", M, N, K, a_stride=K, b_stride=bm.shape[1], c_stride=N,
-                transpose_b=transpose_b, bias=bias, accumulate=accumulate, activation=act,
-                b_packed=packed, isa=isa)
+    emit_matmul(
+        m,
+        "mm",
+        M,
+        N,
+        K,
+        a_stride=K,
+        b_stride=bm.shape[1],
+        c_stride=N,
+        transpose_b=transpose_b,
+        bias=bias,
+        accumulate=accumulate,
+        activation=act,
+        b_packed=packed,
+        isa=isa,
+    )
     fn = JITEngine(disk_cache=False).compile(m).cfunc("mm")
     bsrc = pack_b_constant(bm, transpose_b=transpose_b, isa=isa) if packed else bm
     c = rng.standard_normal((M, N), dtype=np.float32)
@@ -52,8 +76,17 @@ def _matmul(M, N, K, *, isa=None, packed=True, transpose_b=False, bias=None, act
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
 
 
-SHAPES = [(1, 1, 1), (3, 17, 33), (17, 33, 100), (100, 3, 1), (1, 100, 17), (33, 1, 300),
-          (9, 40, 513), (16, 64, 64), (25, 70, 260)]
+SHAPES = [
+    (1, 1, 1),
+    (3, 17, 33),
+    (17, 33, 100),
+    (100, 3, 1),
+    (1, 100, 17),
+    (33, 1, 300),
+    (9, 40, 513),
+    (16, 64, 64),
+    (25, 70, 260),
+]
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -69,10 +102,15 @@ def test_matmul_transpose_b(packed):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize(("bias", "act", "acc"), [
-    ("row", "relu", False), ("col", None, True), (None, ("clip", -0.5, 1.5), True),
-    ("row", ("clip", 0.0, 6.0), False),
-])
+@pytest.mark.parametrize(
+    ("bias", "act", "acc"),
+    [
+        ("row", "relu", False),
+        ("col", None, True),
+        (None, ("clip", -0.5, 1.5), True),
+        ("row", ("clip", 0.0, 6.0), False),
+    ],
+)
 def test_matmul_epilogues(isa, bias, act, acc):
     # K > KC exercises the first/last K-block logic of the epilogue.
     _matmul(13, 35, 600, isa=isa, bias=bias, act=act, accumulate=acc)
@@ -104,10 +142,15 @@ def ref_conv(x, w, b, stride, pad, dil, group):
     for g in range(group):
         for r in range(r_):
             for s in range(s_):
-                patch = xp[:, g * cg:(g + 1) * cg, r * dh:r * dh + sh * (oh - 1) + 1:sh,
-                           s * dw:s * dw + sw * (ow - 1) + 1:sw]
-                out[:, g * kg:(g + 1) * kg] += np.einsum("nchw,kc->nkhw", patch,
-                                                         w[g * kg:(g + 1) * kg, :, r, s])
+                patch = xp[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    r * dh : r * dh + sh * (oh - 1) + 1 : sh,
+                    s * dw : s * dw + sw * (ow - 1) + 1 : sw,
+                ]
+                out[:, g * kg : (g + 1) * kg] += np.einsum(
+                    "nchw,kc->nkhw", patch, w[g * kg : (g + 1) * kg, :, r, s]
+                )
     if b is not None:
         out += b[None, :, None, None]
     return out
@@ -117,15 +160,48 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-def _conv(N, C, H, W, K, R, S, *, stride=1, pad=0, dil=1, group=1, bias=True, act=None, isa=None,
-          expect=None):
+def _conv(
+    N,
+    C,
+    H,
+    W,
+    K,
+    R,
+    S,
+    *,
+    stride=1,
+    pad=0,
+    dil=1,
+    group=1,
+    bias=True,
+    act=None,
+    isa=None,
+    expect=None,
+):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((N, C, H, W), dtype=np.float32)
     w = rng.standard_normal((K, C // group, R, S), dtype=np.float32)
     bv = rng.standard_normal(K, dtype=np.float32)
     m = ir.Module()
-    ck = emit_conv2d(m, "cv", N=N, C=C, H=H, W=W, K=K, R=R, S=S, weights=w, stride=stride, pad=pad,
-                     dilation=dil, group=group, bias=bias, activation=act, isa=isa)
+    ck = emit_conv2d(
+        m,
+        "cv",
+        N=N,
+        C=C,
+        H=H,
+        W=W,
+        K=K,
+        R=R,
+        S=S,
+        weights=w,
+        stride=stride,
+        pad=pad,
+        dilation=dil,
+        group=group,
+        bias=bias,
+        activation=act,
+        isa=isa,
+    )
     if expect:
         assert ck.strategy == expect
     fn = JITEngine(disk_cache=False).compile(m).cfunc("cv")
@@ -146,7 +222,9 @@ CONVS = [
     dict(N=1, C=6, H=13, W=12, K=9, R=3, S=2, dil=2, pad=1, group=3, act="relu"),
     dict(N=1, C=8, H=9, W=33, K=8, R=3, S=3, pad=1, group=8, expect="depthwise-direct"),
     dict(N=1, C=8, H=9, W=37, K=8, R=3, S=3, pad=1, stride=2, group=8, act=("clip", 0.0, 6.0)),
-    dict(N=2, C=6, H=11, W=19, K=12, R=5, S=5, stride=(2, 1), pad=(2, 1, 0, 3), dil=(1, 2), group=6),
+    dict(
+        N=2, C=6, H=11, W=19, K=12, R=5, S=5, stride=(2, 1), pad=(2, 1, 0, 3), dil=(1, 2), group=6
+    ),
     dict(N=1, C=7, H=9, W=10, K=7, R=3, S=3, stride=3, pad=2, group=7),
     dict(N=1, C=17, H=5, W=7, K=33, R=1, S=1, bias=False, expect="gemm-1x1"),
     dict(N=1, C=300, H=9, W=9, K=17, R=3, S=3, pad=1),
@@ -196,7 +274,10 @@ def test_jit_disk_cache_roundtrip(tmp_path):
     assert second.from_disk
     assert "define" in second.optimized_ir and "mm_cache:" in second.assembly("mm_cache")
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((5, 9), dtype=np.float32), rng.standard_normal((9, 7), dtype=np.float32)
+    a, b = (
+        rng.standard_normal((5, 9), dtype=np.float32),
+        rng.standard_normal((9, 7), dtype=np.float32),
+    )
     c = np.zeros((5, 7), dtype=np.float32)
     second.cfunc("mm_cache")(_addr(a), _addr(b), _addr(c))
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)

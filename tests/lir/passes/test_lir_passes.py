@@ -39,8 +39,11 @@ def test_registry_has_default_passes() -> None:
 
 # -- peephole -----------------------------------------------------------------------------------
 
+
 def test_peephole_self_copy_and_view_folding() -> None:
-    out = run_pass("peephole", """
+    out = run_pass(
+        "peephole",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %self = copy @out %a, @in %a
@@ -50,30 +53,42 @@ def test_peephole_self_copy_and_view_folding() -> None:
   %s = sigmoid @out %y, @in %same
   %n = neg @out %v2, @in %v2
   %a.d = deallocactivation @out %a
-""", changed=True)
-    check(out, """
+""",
+        changed=True,
+    )
+    check(
+        out,
+        """
 CHECK: relu @out %a, @in %x
 CHECK-NOT: copy
 CHECK: %v2 = tensorview @in %a {offsets = [1, 4]} : f32<2x2>
 CHECK-NOT: %same =
 CHECK: sigmoid @out %y, @in %a
-""")
+""",
+    )
 
 
 def test_peephole_keeps_copies_between_different_buffers() -> None:
-    out = run_pass("peephole", """
+    out = run_pass(
+        "peephole",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %c = copy @out %y, @in %a
   %a.d = deallocactivation @out %a
-""", changed=False)
+""",
+        changed=False,
+    )
     check(out, "CHECK: copy @out %y, @in %a")
 
 
 # -- dead-store-elimination -----------------------------------------------------------------------
 
+
 def test_dse_removes_unread_and_overwritten_stores() -> None:
-    out = run_pass("dead-store-elimination", """
+    out = run_pass(
+        "dead-store-elimination",
+        """
   %a = allocactivation : f32<2x8>
   %dead = relu @out %a, @in %x
   %b = allocactivation : f32<2x8>
@@ -82,17 +97,24 @@ def test_dse_removes_unread_and_overwritten_stores() -> None:
   %c = copy @out %y, @in %a
   %a.d = deallocactivation @out %a
   %b.d = deallocactivation @out %b
-""", changed=True)
-    check(out, """
+""",
+        changed=True,
+    )
+    check(
+        out,
+        """
 CHECK-NOT: %dead =
 CHECK-NOT: %unread =
 CHECK: %live = tanh @out %a
 CHECK: copy @out %y, @in %a
-""")
+""",
+    )
 
 
 def test_dse_keeps_output_writes_and_partial_writes() -> None:
-    out = run_pass("dead-store-elimination", """
+    out = run_pass(
+        "dead-store-elimination",
+        """
   %a = allocactivation : f32<2x8>
   %full = relu @out %a, @in %x
   %v = tensorview @in %a {offsets = [0, 0]} : f32<8>
@@ -100,31 +122,43 @@ def test_dse_keeps_output_writes_and_partial_writes() -> None:
   %c = copy @out %y, @in %a
   %w = sigmoid @out %y, @in %y
   %a.d = deallocactivation @out %a
-""", changed=False)
+""",
+        changed=False,
+    )
     check(out, "CHECK: %full = relu\nCHECK: %part = neg\nCHECK: %w = sigmoid @out %y")
 
 
 # -- copy-elimination -----------------------------------------------------------------------------
 
+
 def test_copy_elimination_writes_output_directly() -> None:
-    out = run_pass("copy-elimination", """
+    out = run_pass(
+        "copy-elimination",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %s = sigmoid @out %a, @in %a
   %c = copy @out %y, @in %a
   %a.d = deallocactivation @out %a
-""", changed=True)
-    check(out, """
+""",
+        changed=True,
+    )
+    check(
+        out,
+        """
 CHECK-NOT: allocactivation
 CHECK: %r = relu @out %y, @in %x
 CHECK: %s = sigmoid @out %y, @in %y
 CHECK-NOT: copy
 CHECK-NOT: deallocactivation
-""")
+""",
+    )
 
 
 def test_copy_elimination_not_when_source_read_after_copy() -> None:
-    out = run_pass("copy-elimination", """
+    out = run_pass(
+        "copy-elimination",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %c = copy @out %y, @in %a
@@ -132,23 +166,31 @@ def test_copy_elimination_not_when_source_read_after_copy() -> None:
   %t = tanh @out %b, @in %a
   %a.d = deallocactivation @out %a
   %b.d = deallocactivation @out %b
-""", changed=False)
+""",
+        changed=False,
+    )
     check(out, "CHECK: copy @out %y, @in %a")
 
 
 def test_copy_elimination_not_when_output_touched_during_source_life() -> None:
-    out = run_pass("copy-elimination", """
+    out = run_pass(
+        "copy-elimination",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %early = neg @out %y, @in %x
   %c = copy @out %y, @in %a
   %a.d = deallocactivation @out %a
-""", changed=False)
+""",
+        changed=False,
+    )
     check(out, "CHECK: copy @out %y, @in %a")
 
 
 def test_copy_elimination_merges_activations() -> None:
-    out = run_pass("copy-elimination", """
+    out = run_pass(
+        "copy-elimination",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %b = allocactivation : f32<2x8>
@@ -156,19 +198,27 @@ def test_copy_elimination_merges_activations() -> None:
   %a.d = deallocactivation @out %a
   %s = sigmoid @out %y, @in %b
   %b.d = deallocactivation @out %b
-""", changed=True)
-    check(out, """
+""",
+        changed=True,
+    )
+    check(
+        out,
+        """
 CHECK: %r = relu @out %a, @in %x
 CHECK-NOT: copy
 CHECK: %s = sigmoid @out %y, @in %a
 CHECK-COUNT-1: deallocactivation
-""")
+""",
+    )
 
 
 # -- buffer-sharing -------------------------------------------------------------------------------
 
+
 def test_buffer_sharing_reuses_dying_input() -> None:
-    out = run_pass("buffer-sharing", """
+    out = run_pass(
+        "buffer-sharing",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %b = allocactivation : f32<2x8>
@@ -176,17 +226,24 @@ def test_buffer_sharing_reuses_dying_input() -> None:
   %a.d = deallocactivation @out %a
   %c = copy @out %y, @in %b
   %b.d = deallocactivation @out %b
-""", changed=True)
-    check(out, """
+""",
+        changed=True,
+    )
+    check(
+        out,
+        """
 CHECK: %s = sigmoid @out %a, @in %a
 CHECK: copy @out %y, @in %a
 CHECK-COUNT-1: = allocactivation
 CHECK-COUNT-1: deallocactivation
-""")
+""",
+    )
 
 
 def test_buffer_sharing_not_when_input_used_later() -> None:
-    out = run_pass("buffer-sharing", """
+    out = run_pass(
+        "buffer-sharing",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %b = allocactivation : f32<2x8>
@@ -194,12 +251,16 @@ def test_buffer_sharing_not_when_input_used_later() -> None:
   %add = add @out %y, @in %a, @in %b
   %a.d = deallocactivation @out %a
   %b.d = deallocactivation @out %b
-""", changed=False)
+""",
+        changed=False,
+    )
     check(out, "CHECK: %s = sigmoid @out %b, @in %a")
 
 
 def test_buffer_sharing_not_for_non_elementwise_or_other_types() -> None:
-    out = run_pass("buffer-sharing", """
+    out = run_pass(
+        "buffer-sharing",
+        """
   %a = allocactivation : f32<2x8>
   %r = relu @out %a, @in %x
   %b = allocactivation : f32<2x8>
@@ -207,7 +268,9 @@ def test_buffer_sharing_not_for_non_elementwise_or_other_types() -> None:
   %a.d = deallocactivation @out %a
   %c = copy @out %y, @in %b
   %b.d = deallocactivation @out %b
-""", changed=False)
+""",
+        changed=False,
+    )
     check(out, "CHECK: softmax @out %b, @in %a")
 
 
@@ -226,28 +289,36 @@ LOOSE = """
 
 def test_hoist_dealloc() -> None:
     out = run_pass("hoist-dealloc", LOOSE, changed=True)
-    check(out, """
+    check(
+        out,
+        """
 CHECK: %s = sigmoid
 CHECK-NEXT: %a.d = deallocactivation
 CHECK-NEXT: %t = tanh
 CHECK-NEXT: %b.d = deallocactivation
-""")
+""",
+    )
     assert not get_lir_pass("hoist-dealloc")().run(parse_lir(out))
 
 
 def test_sink_alloc() -> None:
     out = run_pass("sink-alloc", LOOSE, changed=True)
-    check(out, """
+    check(
+        out,
+        """
 CHECK: %a = allocactivation
 CHECK-NEXT: %r = relu
 CHECK-NEXT: %b = allocactivation
 CHECK-NEXT: %s = sigmoid
-""")
+""",
+    )
     assert not get_lir_pass("sink-alloc")().run(parse_lir(out))
 
 
 def test_dead_alloc_elimination() -> None:
-    out = run_pass("dead-alloc-elimination", """
+    out = run_pass(
+        "dead-alloc-elimination",
+        """
   %dead = allocactivation : f32<2x8>
   %v = tensorview @in %dead {offsets = [0, 0]} : f32<16>
   %a = allocactivation : f32<2x8>
@@ -255,11 +326,14 @@ def test_dead_alloc_elimination() -> None:
   %c = copy @out %y, @in %a
   %dead.d = deallocactivation @out %dead
   %a.d = deallocactivation @out %a
-""", changed=True)
+""",
+        changed=True,
+    )
     check(out, "CHECK-NOT: %dead\nCHECK-NOT: %v =\nCHECK: %a = allocactivation")
 
 
 # -- make-weights-const ---------------------------------------------------------------------------
+
 
 def test_make_weights_const() -> None:
     lir = parse_lir("""function @main
@@ -277,12 +351,15 @@ code {
     assert get_lir_pass("make-weights-const")().run(lir)
     verify_lir(lir)
     text = print_lir(lir)
-    check(text, """
+    check(
+        text,
+        """
 CHECK: %x = weight mutable input
 CHECK: %y = weight mutable output
 CHECK: %scratch = weight const : f32<2x8>
 CHECK: %written = weight mutable : f32<2x8>
-""")
+""",
+    )
 
 
 @pytest.mark.parametrize("name", DEFAULT_LIR_PASSES)

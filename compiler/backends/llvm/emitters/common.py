@@ -32,8 +32,15 @@ VOID = ir.VoidType()
 
 def storage_type(elem: ElemKind) -> ir.Type:
     """LLVM type of an element in memory."""
-    return {ElemKind.F32: F32, ElemKind.F16: F16, ElemKind.I64: I64, ElemKind.I32: I32,
-            ElemKind.I8: I8, ElemKind.U8: I8, ElemKind.BOOL: I8}[elem]
+    return {
+        ElemKind.F32: F32,
+        ElemKind.F16: F16,
+        ElemKind.I64: I64,
+        ElemKind.I32: I32,
+        ElemKind.I8: I8,
+        ElemKind.U8: I8,
+        ElemKind.BOOL: I8,
+    }[elem]
 
 
 def compute_type(elem: ElemKind) -> ir.Type:
@@ -81,8 +88,9 @@ def byte_gep(b: ir.IRBuilder, base: ir.Value, off: int) -> ir.Value:
 
 
 @contextmanager
-def loop(b: ir.IRBuilder, start: int | ir.Value, stop: int | ir.Value, step: int = 1,
-         name: str = "i") -> Iterator[ir.Value]:
+def loop(
+    b: ir.IRBuilder, start: int | ir.Value, stop: int | ir.Value, step: int = 1, name: str = "i"
+) -> Iterator[ir.Value]:
     """``for (iv = start; iv < stop; iv += step)`` as a canonical counted loop."""
     start = c64(start) if isinstance(start, int) else start
     stop = c64(stop) if isinstance(stop, int) else stop
@@ -103,8 +111,9 @@ def loop(b: ir.IRBuilder, start: int | ir.Value, stop: int | ir.Value, step: int
     b.position_at_end(end)
 
 
-def loop_nest(b: ir.IRBuilder, shape: Sequence[int], body: Callable[[list[ir.Value]], None],
-              name: str = "d") -> None:
+def loop_nest(
+    b: ir.IRBuilder, shape: Sequence[int], body: Callable[[list[ir.Value]], None], name: str = "d"
+) -> None:
     """Nested loops over `shape` (row-major); `body(ivs)` emits the innermost body."""
     ivs: list[ir.Value] = []
 
@@ -125,7 +134,9 @@ def loop_nest(b: ir.IRBuilder, shape: Sequence[int], body: Callable[[list[ir.Val
     rec(0)
 
 
-def linear(b: ir.IRBuilder, ivs: Sequence[ir.Value], strides: Sequence[int], base: int = 0) -> ir.Value:
+def linear(
+    b: ir.IRBuilder, ivs: Sequence[ir.Value], strides: Sequence[int], base: int = 0
+) -> ir.Value:
     """base + sum(iv * stride) as an i64 (constant terms folded)."""
     acc: ir.Value | None = None
     for iv, s in zip(ivs, strides):
@@ -153,8 +164,9 @@ def broadcast_strides(src: Sequence[int], dst: Sequence[int]) -> tuple[int, ...]
     return tuple(0 if (s == 1 and d != 1) else st for s, d, st in zip(src, dst, cs))
 
 
-def collapse(shape: Sequence[int], strides_list: Sequence[Sequence[int]]
-             ) -> tuple[list[int], list[list[int]]]:
+def collapse(
+    shape: Sequence[int], strides_list: Sequence[Sequence[int]]
+) -> tuple[list[int], list[list[int]]]:
     """Merge adjacent dims that every operand walks contiguously; drop size-1 dims."""
     dims = [(n, [s[i] for s in strides_list]) for i, n in enumerate(shape) if n != 1]
     if not dims:
@@ -174,6 +186,7 @@ def collapse(shape: Sequence[int], strides_list: Sequence[Sequence[int]]
 
 # -- math ---------------------------------------------------------------------------------------
 
+
 def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
     fn = module.globals.get(name)
     if fn is None:
@@ -189,8 +202,21 @@ def call_intr(b: ir.IRBuilder, base: str, x: ir.Value, *more: ir.Value) -> ir.Va
 
 
 #: libm functions the generated code may call (resolved at JIT time, see jit_symbols).
-LIBM = ("expf", "logf", "tanhf", "expm1f", "log1pf", "powf", "erf", "tanh", "exp", "log",
-        "pow", "erff", "log1p")
+LIBM = (
+    "expf",
+    "logf",
+    "tanhf",
+    "expm1f",
+    "log1pf",
+    "powf",
+    "erf",
+    "tanh",
+    "exp",
+    "log",
+    "pow",
+    "erff",
+    "log1p",
+)
 
 
 def call_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
@@ -238,18 +264,29 @@ def fast_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     xc = b.select(b.fcmp_ordered("<", xc, const(F32, -4.0)), const(F32, -4.0), xc)
     x2 = b.fmul(xc, xc)
     p = const(F32, -2.72614225801306e-10)
-    for c in (2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-              -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02):
+    for c in (
+        2.77068142495902e-08,
+        -2.10102402082508e-06,
+        -5.69250639462346e-05,
+        -7.34990630326855e-04,
+        -2.95459980854025e-03,
+        -1.60960333262415e-02,
+    ):
         p = b.fadd(b.fmul(x2, p), const(F32, c))
     p = b.fmul(xc, p)
     q = const(F32, -1.45660718464996e-05)
-    for c in (-2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-              -1.42647390514189e-02):
+    for c in (
+        -2.13374055278905e-04,
+        -1.68282697438203e-03,
+        -7.37332916720468e-03,
+        -1.42647390514189e-02,
+    ):
         q = b.fadd(b.fmul(x2, q), const(F32, c))
     return b.select(is_nan(b, x), x, b.fdiv(p, q))
 
 
 # -- kernels ------------------------------------------------------------------------------------
+
 
 @dataclass
 class Arg:
@@ -286,8 +323,14 @@ class KernelSink:
         self._blob_keys: dict[Any, int] = {}
         self.kernel_of_name: dict[str, ir.Function] = {}
 
-    def kernel(self, key: Any, nargs: int, build: Callable[[ir.Function, ir.IRBuilder], None],
-               prefix: str = "k", noalias: Sequence[bool] | None = None) -> str:
+    def kernel(
+        self,
+        key: Any,
+        nargs: int,
+        build: Callable[[ir.Function, ir.IRBuilder], None],
+        prefix: str = "k",
+        noalias: Sequence[bool] | None = None,
+    ) -> str:
         """The name of the kernel for `key`, building `void name(ptr x nargs)` if new."""
         if key in self.kernels:
             return self.kernels[key]
@@ -334,8 +377,12 @@ class KernelSink:
     def global_table(self, data: np.ndarray, name_hint: str = "tab") -> ir.GlobalVariable:
         """A private constant global array holding `data` (i64 or f64 or f32)."""
         data = np.ascontiguousarray(data).ravel()
-        ety = {np.dtype(np.int64): I64, np.dtype(np.float64): F64, np.dtype(np.float32): F32,
-               np.dtype(np.int32): I32}[data.dtype]
+        ety = {
+            np.dtype(np.int64): I64,
+            np.dtype(np.float64): F64,
+            np.dtype(np.float32): F32,
+            np.dtype(np.int32): I32,
+        }[data.dtype]
         aty = ir.ArrayType(ety, max(1, data.size))
         vals = data.tolist() or [0]
         g = ir.GlobalVariable(self.module, aty, self.module.get_unique_name(name_hint))
@@ -363,7 +410,9 @@ class EmitContext:
             if v is None:
                 out.append(True)
                 continue
-            out.append(not any(self._alias(v, w) for j, w in enumerate(values) if j != i and w is not None))
+            out.append(
+                not any(self._alias(v, w) for j, w in enumerate(values) if j != i and w is not None)
+            )
         return tuple(out)
 
     @staticmethod
@@ -377,7 +426,7 @@ class EmitContext:
                 return np.asarray(root.data)
             flat = np.asarray(root.data).reshape(-1).view(np.uint8)
             t: TensorType = value.type
-            return flat[off: off + t.size_bytes].view(t.np_dtype).reshape(t.shape)
+            return flat[off : off + t.size_bytes].view(t.np_dtype).reshape(t.shape)
         return None
 
 

@@ -64,15 +64,41 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
         return _emit_shift_gemm(ctx, ins, out, x, w, bias, data, kact, act, act_args)
     if data is not None:
         packed, strat = _packed(data, C, K, at["group"])
-        key = ("conv", N, C, H, W, K, R, S, at["strides"], at["pads"], at["dilations"], at["group"],
-               kact)
+        key = (
+            "conv",
+            N,
+            C,
+            H,
+            W,
+            K,
+            R,
+            S,
+            at["strides"],
+            at["pads"],
+            at["dilations"],
+            at["group"],
+            kact,
+        )
         name = ctx.sink.kernels.get(key)
         if name is None:
-            kern = emit_conv2d(ctx.sink.module, ctx.sink.fresh_name("conv"), N=N, C=C, H=H, W=W,
-                               K=K, R=R, S=S, weights=data.astype(np.float32),
-                               stride=tuple(at["strides"]), pad=tuple(at["pads"]),
-                               dilation=tuple(at["dilations"]), group=at["group"], bias=True,
-                               activation=kact)
+            kern = emit_conv2d(
+                ctx.sink.module,
+                ctx.sink.fresh_name("conv"),
+                N=N,
+                C=C,
+                H=H,
+                W=W,
+                K=K,
+                R=R,
+                S=S,
+                weights=data.astype(np.float32),
+                stride=tuple(at["strides"]),
+                pad=tuple(at["pads"]),
+                dilation=tuple(at["dilations"]),
+                group=at["group"],
+                bias=True,
+                activation=kact,
+            )
             name = ctx.sink.adopt(key, kern.fn)
             _STRATEGY[key] = kern.strategy
         strat = _STRATEGY.get(key, strat)
@@ -96,8 +122,18 @@ def _use_pixel_rows(xs, ws, os_, at) -> bool:
     return at["group"] == 1 and npix <= 64 and ws[0] >= 64 and ws[1] * ws[2] * ws[3] >= 64
 
 
-def _emit_pixel_rows(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias: Any,
-                     data: np.ndarray, kact: Any, act: str, act_args: tuple) -> Emitted:
+def _emit_pixel_rows(
+    ctx: EmitContext,
+    ins: Any,
+    out: Any,
+    x: Any,
+    w: Any,
+    bias: Any,
+    data: np.ndarray,
+    kact: Any,
+    act: str,
+    act_args: tuple,
+) -> Emitted:
     """out^T[pix, K] = im2col^T[pix, C*R*S] @ W^T[C*R*S, K] (+ bias, activation), then transpose.
 
     The im2col rows are materialised in a scratch buffer (or read in place for a 1x1 stride-1
@@ -150,15 +186,25 @@ def _emit_pixel_rows(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias:
                         xc = gep(b, xn, b.mul(c, c64(H * W)), F32)
                         for r in range(R):
                             ih = b.add(b.mul(oh, c64(sh)), c64(r * dh - pt))
-                            okh = b.and_(b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H)))
+                            okh = b.and_(
+                                b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H))
+                            )
                             for s_ in range(S):
                                 iw = b.add(b.mul(ow, c64(sw)), c64(s_ * dw - pl))
-                                ok = b.and_(okh, b.and_(b.icmp_signed(">=", iw, c64(0)),
-                                                        b.icmp_signed("<", iw, c64(W))))
+                                ok = b.and_(
+                                    okh,
+                                    b.and_(
+                                        b.icmp_signed(">=", iw, c64(0)),
+                                        b.icmp_signed("<", iw, c64(W)),
+                                    ),
+                                )
                                 idx = b.select(ok, b.add(b.mul(ih, c64(W)), iw), c64(0))
                                 v = b.load(gep(b, xc, idx, F32), typ=F32)
                                 v = b.select(ok, v, ir.Constant(F32, 0.0))
-                                b.store(v, gep(b, row, b.add(b.mul(c, c64(R * S)), c64(r * S + s_)), F32))
+                                b.store(
+                                    v,
+                                    gep(b, row, b.add(b.mul(c, c64(R * S)), c64(r * S + s_)), F32),
+                                )
                 a_addr = strided_a(abuf, crs)
 
             def b_addr(bb, jp, k):
@@ -167,8 +213,9 @@ def _emit_pixel_rows(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias:
 
                 return kgep(bb, pw, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
 
-            ops = GemmOperands(a_addr=a_addr, b_addr=b_addr, c_base=cbuf, c_stride=K, bias_row=pb,
-                               activation=kact)
+            ops = GemmOperands(
+                a_addr=a_addr, b_addr=b_addr, c_base=cbuf, c_stride=K, bias_row=pb, activation=kact
+            )
             emit_gemm_body(b, cfg, npix, K, crs, ops)
             # out[n, k, pix] = C[pix, k]
             on = gep(b, po, b.mul(n, c64(K * npix)), F32)
@@ -184,16 +231,32 @@ def _emit_pixel_rows(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias:
 
 
 def _use_shift(xs, ws, at) -> bool:
-    return (at["group"] == 1 and tuple(at["strides"]) == (1, 1) and tuple(at["dilations"]) == (1, 1)
-            and ws[2] * ws[3] > 1 and xs[2] * xs[3] > 64 and ws[0] >= 4)
+    return (
+        at["group"] == 1
+        and tuple(at["strides"]) == (1, 1)
+        and tuple(at["dilations"]) == (1, 1)
+        and ws[2] * ws[3] > 1
+        and xs[2] * xs[3] > 64
+        and ws[0] >= 4
+    )
 
 
 #: Pixel columns per GEMM chunk of the padded-shift conv (its packed B block stays in L2).
 SHIFT_NC = 512
 
 
-def _emit_shift_gemm(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias: Any,
-                     data: np.ndarray, kact: Any, act: str, act_args: tuple) -> Emitted:
+def _emit_shift_gemm(
+    ctx: EmitContext,
+    ins: Any,
+    out: Any,
+    x: Any,
+    w: Any,
+    bias: Any,
+    data: np.ndarray,
+    kact: Any,
+    act: str,
+    act_args: tuple,
+) -> Emitted:
     """Stride-1 conv as one GEMM over the zero-padded input's pixel grid.
 
     On the padded grid (Hp x Wp), tap (r, s) of output pixel p reads input pixel p + r*Wp + s:
@@ -244,8 +307,12 @@ def _emit_shift_gemm(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias:
             # interior is ever written).
             with loop(b, 0, C, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
                 src = gep(b, xn, b.add(b.mul(c, c64(H * W)), b.mul(h, c64(W))), F32)
-                dst = gep(b, xpad, b.add(b.mul(c, c64(Hp * Wp)), b.add(b.mul(h, c64(Wp)),
-                                                                       c64(pt * Wp + pl))), F32)
+                dst = gep(
+                    b,
+                    xpad,
+                    b.add(b.mul(c, c64(Hp * Wp)), b.add(b.mul(h, c64(Wp)), c64(pt * Wp + pl))),
+                    F32,
+                )
                 with loop(b, 0, W, 1, "pw") as i:
                     b.store(b.load(gep(b, src, i, F32), typ=F32), gep(b, dst, i, F32))
 
@@ -257,8 +324,10 @@ def _emit_shift_gemm(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias:
                         k = bb.add(pc, kk)
                         c = bb.udiv(k, c64(R * S))
                         rs = bb.urem(k, c64(R * S))
-                        off = bb.add(bb.mul(c, c64(Hp * Wp)),
-                                     bb.add(bb.mul(bb.udiv(rs, c64(S)), c64(Wp)), bb.urem(rs, c64(S))))
+                        off = bb.add(
+                            bb.mul(c, c64(Hp * Wp)),
+                            bb.add(bb.mul(bb.udiv(rs, c64(S)), c64(Wp)), bb.urem(rs, c64(S))),
+                        )
                         src = gep(bb, xpad, bb.add(off, n0), F32)
                         dst = gep(bb, buf, bb.mul(kk, c64(nr)), F32)
                         vty = ir.VectorType(F32, vw)
@@ -267,23 +336,40 @@ def _emit_shift_gemm(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias:
                                 s0 = gep(bb, src, bb.mul(jp, c64(nr)), F32)
                                 d0 = gep(bb, dst, bb.mul(jp, c64(kc * nr)), F32)
                                 for v in range(nr // vw):
-                                    bb.store(bb.load(gep(bb, s0, v * vw, F32), typ=vty, align=4),
-                                             gep(bb, d0, v * vw, F32), align=4)
+                                    bb.store(
+                                        bb.load(gep(bb, s0, v * vw, F32), typ=vty, align=4),
+                                        gep(bb, d0, v * vw, F32),
+                                        align=4,
+                                    )
                         for j in range(ntail):
-                            bb.store(bb.load(gep(bb, src, npf * nr + j, F32), typ=F32),
-                                     gep(bb, dst, npf * kc * nr + j, F32))
+                            bb.store(
+                                bb.load(gep(bb, src, npf * nr + j, F32), typ=F32),
+                                gep(bb, dst, npf * kc * nr + j, F32),
+                            )
 
                 def b_addr(bb: ir.IRBuilder, jp: Any, k: Any) -> ir.Value:
-                    kl = k if kc == crs else bb.urem(k if isinstance(k, ir.Value) else c64(k), c64(kc))
+                    kl = (
+                        k
+                        if kc == crs
+                        else bb.urem(k if isinstance(k, ir.Value) else c64(k), c64(kc))
+                    )
                     jpv = jp if isinstance(jp, ir.Value) else c64(jp)
-                    return gep(bb, bbuf, bb.add(bb.mul(jpv, c64(kc * nr)), bb.mul(kl, c64(nr))), F32)
+                    return gep(
+                        bb, bbuf, bb.add(bb.mul(jpv, c64(kc * nr)), bb.mul(kl, c64(nr))), F32
+                    )
 
                 def b_pack(bb: ir.IRBuilder, pc: ir.Value, kcv: ir.Value) -> None:
                     fill(bb, bbuf, pc, kcv)
 
-                ops = GemmOperands(a_addr=panel_a(pw, crs, cfg.mr), b_addr=b_addr,
-                                   c_base=gep(b, cbuf, n0, F32), c_stride=ngrid, b_pack=b_pack,
-                                   bias_col=pbias, activation=kact)
+                ops = GemmOperands(
+                    a_addr=panel_a(pw, crs, cfg.mr),
+                    b_addr=b_addr,
+                    c_base=gep(b, cbuf, n0, F32),
+                    c_stride=ngrid,
+                    b_pack=b_pack,
+                    bias_col=pbias,
+                    activation=kact,
+                )
                 emit_gemm_body(b, cfg, K, ncols, crs, ops)
 
             nfull, rest = divmod(ngrid, nc_full)
@@ -318,8 +404,18 @@ def _direct_conv(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias: Any
     pt, pl = at["pads"][0], at["pads"][1]
     dh, dw = at["dilations"]
     act, act_args = at["activation"], at["act_args"]
-    key = ("dconv", x.type.shape, w.type.shape, out.type.shape, at["strides"], at["pads"],
-           at["dilations"], g, act, tuple(act_args))
+    key = (
+        "dconv",
+        x.type.shape,
+        w.type.shape,
+        out.type.shape,
+        at["strides"],
+        at["pads"],
+        at["dilations"],
+        g,
+        act,
+        tuple(act_args),
+    )
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         px, pw, po, pb = fn.args
@@ -335,17 +431,25 @@ def _direct_conv(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias: Any
                     wbase = b.mul(b.add(b.mul(k, c64(Cg)), c), c64(R * S))
                     for r in range(R):
                         ih = b.add(b.mul(oh, c64(sh)), c64(r * dh - pt))
-                        okh = b.and_(b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H)))
+                        okh = b.and_(
+                            b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H))
+                        )
                         for s in range(S):
                             iw = b.add(b.mul(ow, c64(sw)), c64(s * dw - pl))
-                            ok = b.and_(okh, b.and_(b.icmp_signed(">=", iw, c64(0)),
-                                                    b.icmp_signed("<", iw, c64(W))))
+                            ok = b.and_(
+                                okh,
+                                b.and_(
+                                    b.icmp_signed(">=", iw, c64(0)), b.icmp_signed("<", iw, c64(W))
+                                ),
+                            )
                             idx = b.select(ok, b.add(xbase, b.add(b.mul(ih, c64(W)), iw)), c64(0))
                             xv = b.load(gep(b, px, idx, F32), typ=F32)
                             xv = b.select(ok, xv, ir.Constant(F32, 0.0))
                             wv = b.load(gep(b, pw, b.add(wbase, c64(r * S + s)), F32), typ=F32)
                             b.store(b.fadd(b.load(acc_slot, typ=F32), b.fmul(xv, wv)), acc_slot)
-                o = b.add(b.mul(b.add(b.mul(n, c64(K)), k), c64(OH * OW)), b.add(b.mul(oh, c64(OW)), ow))
+                o = b.add(
+                    b.mul(b.add(b.mul(n, c64(K)), k), c64(OH * OW)), b.add(b.mul(oh, c64(OW)), ow)
+                )
                 v = fused_activation(b, b.load(acc_slot, typ=F32), act, act_args)
                 b.store(v, gep(b, po, o, F32))
 
@@ -369,8 +473,16 @@ def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
     sh, sw = at["strides"]
     pt, pl = at["pads"][0], at["pads"][1]
     dh, dw = at["dilations"]
-    key = ("convT", x.type.shape, w.type.shape, out.type.shape, at["strides"], at["pads"],
-           at["dilations"], g)
+    key = (
+        "convT",
+        x.type.shape,
+        w.type.shape,
+        out.type.shape,
+        at["strides"],
+        at["pads"],
+        at["dilations"],
+        g,
+    )
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         px, pw, po, pb = fn.args
@@ -383,19 +495,35 @@ def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
         with loop(b, 0, N, 1, "n2") as n, loop(b, 0, C, 1, "c") as c:
             gi = b.udiv(c, c64(Cg))
             with loop(b, 0, H, 1, "h") as h, loop(b, 0, W, 1, "w") as wi:
-                xv = b.load(gep(b, px, b.add(b.mul(b.add(b.mul(n, c64(C)), c), c64(H * W)),
-                                             b.add(b.mul(h, c64(W)), wi)), F32), typ=F32)
+                xv = b.load(
+                    gep(
+                        b,
+                        px,
+                        b.add(
+                            b.mul(b.add(b.mul(n, c64(C)), c), c64(H * W)),
+                            b.add(b.mul(h, c64(W)), wi),
+                        ),
+                        F32,
+                    ),
+                    typ=F32,
+                )
                 with loop(b, 0, Kg, 1, "kg") as kg:
                     k = b.add(b.mul(gi, c64(Kg)), kg)
                     obase = b.mul(b.add(b.mul(n, c64(K)), k), c64(OH * OW))
                     wbase = b.mul(b.add(b.mul(c, c64(Kg)), kg), c64(R * S))
                     for r in range(R):
                         oh = b.add(b.mul(h, c64(sh)), c64(r * dh - pt))
-                        okh = b.and_(b.icmp_signed(">=", oh, c64(0)), b.icmp_signed("<", oh, c64(OH)))
+                        okh = b.and_(
+                            b.icmp_signed(">=", oh, c64(0)), b.icmp_signed("<", oh, c64(OH))
+                        )
                         for s in range(S):
                             ow = b.add(b.mul(wi, c64(sw)), c64(s * dw - pl))
-                            ok = b.and_(okh, b.and_(b.icmp_signed(">=", ow, c64(0)),
-                                                    b.icmp_signed("<", ow, c64(OW))))
+                            ok = b.and_(
+                                okh,
+                                b.and_(
+                                    b.icmp_signed(">=", ow, c64(0)), b.icmp_signed("<", ow, c64(OW))
+                                ),
+                            )
                             oidx = b.select(ok, b.add(obase, b.add(b.mul(oh, c64(OW)), ow)), c64(0))
                             wv = b.load(gep(b, pw, b.add(wbase, c64(r * S + s)), F32), typ=F32)
                             optr = gep(b, po, oidx, F32)
@@ -403,8 +531,9 @@ def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
                             b.store(b.select(ok, b.fadd(cur, b.fmul(xv, wv)), cur), optr)
 
     name = ctx.sink.kernel(key, 4, build, "convT")
-    return Emitted([Call(name, [Arg(value=x), Arg(value=w), Arg(value=out), Arg(value=bias)])],
-                   "direct")
+    return Emitted(
+        [Call(name, [Arg(value=x), Arg(value=w), Arg(value=out), Arg(value=bias)])], "direct"
+    )
 
 
 __all__ = ["emit_conv", "emit_conv_transpose"]

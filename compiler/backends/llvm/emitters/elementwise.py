@@ -39,7 +39,9 @@ from compiler.backends.llvm.emitters.common import (
 )
 from compiler.graph.types import ElemKind
 
-Scalar = Callable[[ir.IRBuilder, list[ir.Value], list[ElemKind], ElemKind, dict[str, Any]], ir.Value]
+Scalar = Callable[
+    [ir.IRBuilder, list[ir.Value], list[ElemKind], ElemKind, dict[str, Any]], ir.Value
+]
 SCALAR: dict[str, Scalar] = {}
 
 
@@ -210,11 +212,14 @@ def _sign(b, xs, es, eo, at):
     x = xs[0]
     one, mone = const(x.type, 1), const(x.type, -1)
     if _isf(es[0]):
-        return b.select(b.fcmp_ordered(">", x, _z(x)), one,
-                        b.select(b.fcmp_ordered("<", x, _z(x)), mone, x))
+        return b.select(
+            b.fcmp_ordered(">", x, _z(x)), one, b.select(b.fcmp_ordered("<", x, _z(x)), mone, x)
+        )
     if _unsigned(es[0]):
         return b.select(b.icmp_unsigned(">", x, _z(x)), one, x)
-    return b.select(b.icmp_signed(">", x, _z(x)), one, b.select(b.icmp_signed("<", x, _z(x)), mone, x))
+    return b.select(
+        b.icmp_signed(">", x, _z(x)), one, b.select(b.icmp_signed("<", x, _z(x)), mone, x)
+    )
 
 
 @scalar("leakyrelu")
@@ -233,14 +238,18 @@ def _expm1_neg(b, x):
 def _elu(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.select(b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x)))
+    return b.select(
+        b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x))
+    )
 
 
 @scalar("selu")
 def _selu(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    inner = b.select(b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x)))
+    inner = b.select(
+        b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x))
+    )
     return b.fmul(const(F32, at["gamma"]), inner)
 
 
@@ -259,7 +268,9 @@ def _gelu(b, xs, es, eo, at):
     half = const(F64, 0.5)
     if at["approximate"] == "tanh":
         x3 = b.fmul(b.fmul(x, x), x)
-        inner = b.fmul(const(F64, math.sqrt(2.0 / math.pi)), b.fadd(x, b.fmul(const(F64, 0.044715), x3)))
+        inner = b.fmul(
+            const(F64, math.sqrt(2.0 / math.pi)), b.fadd(x, b.fmul(const(F64, 0.044715), x3))
+        )
         t = call_libm(b, "tanh", inner)
     else:
         t = call_libm(b, "erf", b.fdiv(x, const(F64, math.sqrt(2.0))))
@@ -421,6 +432,7 @@ def fused_activation(b: ir.IRBuilder, v: ir.Value, act: str, args: Sequence[floa
 
 # -- the loop -----------------------------------------------------------------------------------
 
+
 def _attr_key(attrs: dict[str, Any]) -> tuple:
     return tuple(sorted((k, v) for k, v in attrs.items()))
 
@@ -431,22 +443,36 @@ class Step:
     `sources[i]`: ("mem", arg index, strides) or ("prev", step index).
     """
 
-    def __init__(self, kind: str, attrs: dict[str, Any], in_elems: list[ElemKind], out_elem: ElemKind,
-                 sources: list[tuple], store_arg: int | None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        attrs: dict[str, Any],
+        in_elems: list[ElemKind],
+        out_elem: ElemKind,
+        sources: list[tuple],
+        store_arg: int | None,
+    ) -> None:
         self.kind, self.attrs, self.in_elems, self.out_elem = kind, attrs, in_elems, out_elem
         self.sources, self.store_arg = sources, store_arg
 
     def key(self) -> tuple:
-        return (self.kind, _attr_key(self.attrs), tuple(self.in_elems), self.out_elem,
-                tuple((s[0], s[1], tuple(s[2]) if len(s) > 2 else ()) for s in self.sources),
-                self.store_arg)
+        return (
+            self.kind,
+            _attr_key(self.attrs),
+            tuple(self.in_elems),
+            self.out_elem,
+            tuple((s[0], s[1], tuple(s[2]) if len(s) > 2 else ()) for s in self.sources),
+            self.store_arg,
+        )
 
 
 def is_elementwise(ins: Any) -> bool:
     return ins.kind in SCALAR and ins.graph_op is not None
 
 
-def emit_chain(ctx: EmitContext, chain: Sequence[Any], keep: Sequence[bool] | None = None) -> Emitted:
+def emit_chain(
+    ctx: EmitContext, chain: Sequence[Any], keep: Sequence[bool] | None = None
+) -> Emitted:
     """One loop computing every instruction of `chain` (each feeds the next via `@out`).
 
     `keep[j]`: whether step j's result is stored (the last always is). Operands shared between
@@ -504,7 +530,14 @@ def emit_chain(ctx: EmitContext, chain: Sequence[Any], keep: Sequence[bool] | No
         s.sources = new
     out_strides = tuple(cstrides[0])
     noalias = ctx.noalias_flags(args)
-    key = ("ew", tuple(cshape), out_strides, tuple(s.key() for s in steps), tuple(arg_elems), noalias)
+    key = (
+        "ew",
+        tuple(cshape),
+        out_strides,
+        tuple(s.key() for s in steps),
+        tuple(arg_elems),
+        noalias,
+    )
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         def body(ivs: list[ir.Value]) -> None:
@@ -532,7 +565,9 @@ def emit_chain(ctx: EmitContext, chain: Sequence[Any], keep: Sequence[bool] | No
 
     # Validate semantics before building (so unsupported cases raise cleanly).
     name = ctx.sink.kernel(key, len(args), build, "ew", noalias)
-    return Emitted([Call(name, [Arg(value=a) for a in args])], "fused" if len(chain) > 1 else "loop")
+    return Emitted(
+        [Call(name, [Arg(value=a) for a in args])], "fused" if len(chain) > 1 else "loop"
+    )
 
 
 def emit_elementwise(ctx: EmitContext, ins: Any) -> Emitted:
@@ -554,5 +589,13 @@ def activation_pass(ctx: EmitContext, ins: Any, dest: Any, act: str, args: Seque
     return Call(ctx.sink.kernel(key, 1, build, "act"), [Arg(value=dest)])
 
 
-__all__ = ["SCALAR", "activation_pass", "convert", "emit_chain", "emit_elementwise",
-           "fused_activation", "is_elementwise", "sigmoid"]
+__all__ = [
+    "SCALAR",
+    "activation_pass",
+    "convert",
+    "emit_chain",
+    "emit_elementwise",
+    "fused_activation",
+    "is_elementwise",
+    "sigmoid",
+]

@@ -40,15 +40,36 @@ def kernel_activation(act: str, args: tuple) -> Any:
     return None
 
 
-def _gemm(ctx: EmitContext, M: int, N: int, K: int, *, a_stride: int, b_stride: int,
-          c_stride: int, packed: bool, bias: str | None = None, activation: Any = None,
-          noalias: tuple[bool, ...] = ()) -> str:
+def _gemm(
+    ctx: EmitContext,
+    M: int,
+    N: int,
+    K: int,
+    *,
+    a_stride: int,
+    b_stride: int,
+    c_stride: int,
+    packed: bool,
+    bias: str | None = None,
+    activation: Any = None,
+    noalias: tuple[bool, ...] = (),
+) -> str:
     key = ("gemm", M, N, K, a_stride, b_stride, c_stride, packed, bias, activation, noalias)
     if key in ctx.sink.kernels:
         return ctx.sink.kernels[key]
-    fn = emit_matmul(ctx.sink.module, ctx.sink.fresh_name("gemm"), M, N, K, a_stride=a_stride,
-                     b_stride=b_stride, c_stride=c_stride, bias=bias, activation=activation,
-                     b_packed=packed)
+    fn = emit_matmul(
+        ctx.sink.module,
+        ctx.sink.fresh_name("gemm"),
+        M,
+        N,
+        K,
+        a_stride=a_stride,
+        b_stride=b_stride,
+        c_stride=c_stride,
+        bias=bias,
+        activation=activation,
+        b_packed=packed,
+    )
     for a, ok in zip(fn.args, noalias):
         if not ok:
             a.attributes.discard("noalias")
@@ -74,7 +95,9 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
         if data is not None:
             blob = ctx.sink.blob(pack_b_constant(data.reshape(K, N)), key=("packB", bm.name))
             name = _gemm(ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=True)
-            return Emitted([Call(name, [Arg(value=a), Arg(blob=blob), Arg(value=c)])], "gemm-packed")
+            return Emitted(
+                [Call(name, [Arg(value=a), Arg(blob=blob), Arg(value=c)])], "gemm-packed"
+            )
         name = _gemm(ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False)
         return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "gemm")
     # General batched case: one GEMM per output matrix, operands by broadcast batch strides.
@@ -89,8 +112,14 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
         callee = ctx.sink.module.globals[inner]
 
         def body(ivs):
-            b.call(callee, [gep(b, pa, linear(b, ivs, sa), F32), gep(b, pb, linear(b, ivs, sb), F32),
-                            gep(b, pc, linear(b, ivs, sc), F32)])
+            b.call(
+                callee,
+                [
+                    gep(b, pa, linear(b, ivs, sa), F32),
+                    gep(b, pb, linear(b, ivs, sb), F32),
+                    gep(b, pc, linear(b, ivs, sc), F32),
+                ],
+            )
 
         loop_nest(b, list(out_batch), body, "bt")
 
@@ -112,12 +141,32 @@ def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
     data = ctx.constant_data(w)
     if data is not None:
         blob = ctx.sink.blob(pack_b_constant(data), key=("packB", w.name))
-        name = _gemm(ctx, M, N, K, a_stride=K, b_stride=N, c_stride=N, packed=True, bias="row",
-                     activation=kact)
+        name = _gemm(
+            ctx,
+            M,
+            N,
+            K,
+            a_stride=K,
+            b_stride=N,
+            c_stride=N,
+            packed=True,
+            bias="row",
+            activation=kact,
+        )
         calls = [Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=c), Arg(value=bias)])]
     else:
-        name = _gemm(ctx, M, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False, bias="row",
-                     activation=kact)
+        name = _gemm(
+            ctx,
+            M,
+            N,
+            K,
+            a_stride=K,
+            b_stride=N,
+            c_stride=N,
+            packed=False,
+            bias="row",
+            activation=kact,
+        )
         calls = [Call(name, [Arg(value=x), Arg(value=w), Arg(value=c), Arg(value=bias)])]
     if act not in _KERNEL_ACTS:
         calls.append(activation_pass(ctx, ins, c, act, act_args))

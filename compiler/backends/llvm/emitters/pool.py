@@ -74,8 +74,17 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
     if not is_max:
         oh_, ow_, extra = _geometry(x.type.shape, at, dil)
         counts = _avg_counts(H, W, at, OH, OW, extra)
-    key = (ins.kind, x.type.shape, out.type.shape, at["kernel"], at["strides"], at["pads"], dil,
-           elem, counts.tobytes() if counts is not None else b"")
+    key = (
+        ins.kind,
+        x.type.shape,
+        out.type.shape,
+        at["kernel"],
+        at["strides"],
+        at["pads"],
+        dil,
+        elem,
+        counts.tobytes() if counts is not None else b"",
+    )
     ety = storage_type(elem)
     cty = compute_type(elem)
     if is_max:
@@ -110,7 +119,9 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
 
             def finish(ow, acc):
                 if ctab is not None:
-                    acc = b.fdiv(acc, b.load(gep(b, ctab, b.add(b.mul(oh, c64(OW)), ow), F32), typ=F32))
+                    acc = b.fdiv(
+                        acc, b.load(gep(b, ctab, b.add(b.mul(oh, c64(OW)), ow), F32), typ=F32)
+                    )
                 store_elem(b, acc, gep(b, orow, ow, ety), elem)
 
             def cols(lo, hi, checked):
@@ -124,8 +135,13 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
                             iw = b.add(iw0, c64(s_ * dw))
                             ok = ok_r
                             if checked:
-                                ok = b.and_(ok, b.and_(b.icmp_signed(">=", iw, c64(0)),
-                                                       b.icmp_signed("<", iw, c64(W))))
+                                ok = b.and_(
+                                    ok,
+                                    b.and_(
+                                        b.icmp_signed(">=", iw, c64(0)),
+                                        b.icmp_signed("<", iw, c64(W)),
+                                    ),
+                                )
                                 iw = b.select(ok, iw, c64(0))
                             v = load_elem(b, gep(b, xrow, iw, ety), elem)
                             acc = b.select(ok, combine(acc, v), acc)

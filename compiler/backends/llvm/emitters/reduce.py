@@ -129,14 +129,15 @@ def _fill(ctx: EmitContext, out: Any, value: float) -> Call:
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         with loop(b, 0, n, 1, "f") as i:
-            store_elem(b, const(compute_type(elem), value), gep(b, fn.args[0], i, storage_type(elem)),
-                       elem)
+            store_elem(
+                b, const(compute_type(elem), value), gep(b, fn.args[0], i, storage_type(elem)), elem
+            )
 
     return Call(ctx.sink.kernel(key, 1, build, "fill"), [Arg(value=out)])
 
 
 def _axis_split(shape, axis):
-    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
 
 
 @register("argmax", "argmin")
@@ -278,8 +279,9 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
             loop_nest(b, list(norm), body, "n")
 
     name = ctx.sink.kernel(key, 4, build, "layernorm")
-    return Emitted([Call(name, [Arg(value=out), Arg(value=x), Arg(value=scale), Arg(value=bias)])],
-                   "loop")
+    return Emitted(
+        [Call(name, [Arg(value=out), Arg(value=x), Arg(value=scale), Arg(value=bias)])], "loop"
+    )
 
 
 @register("batchnorm")
@@ -331,8 +333,9 @@ def emit_lrn(ctx: EmitContext, ins: Any) -> Emitted:
             acc = entry_alloca(b, F64)
             b.store(const(F64, 0.0), acc)
             with loop(b, c0, c1, 1, "q") as q:
-                v = b.fpext(b.load(gep(b, px, b.add(nb, b.add(b.mul(q, c64(inner)), p)), F32),
-                                   typ=F32), F64)
+                v = b.fpext(
+                    b.load(gep(b, px, b.add(nb, b.add(b.mul(q, c64(inner)), p)), F32), typ=F32), F64
+                )
                 b.store(b.fadd(b.load(acc, typ=F64), b.fmul(v, v)), acc)
             s = b.load(acc, typ=F64)
             d = b.fadd(const(F64, at["bias"]), b.fmul(const(F64, at["alpha"] / size), s))

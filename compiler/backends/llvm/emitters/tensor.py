@@ -38,9 +38,16 @@ from compiler.backends.llvm.emitters.common import (
 )
 
 
-def strided_copy(ctx: EmitContext, dst: Any, src: Any, shape: Sequence[int],
-                 dst_strides: Sequence[int], src_strides: Sequence[int], dst_off: int = 0,
-                 src_off: int = 0) -> Call | None:
+def strided_copy(
+    ctx: EmitContext,
+    dst: Any,
+    src: Any,
+    shape: Sequence[int],
+    dst_strides: Sequence[int],
+    src_strides: Sequence[int],
+    dst_off: int = 0,
+    src_off: int = 0,
+) -> Call | None:
     """dst[dst_off + i.dst_strides] = src[src_off + i.src_strides] for i over `shape` (elements)."""
     if any(n == 0 for n in shape):
         return None
@@ -82,7 +89,9 @@ def strided_copy(ctx: EmitContext, dst: Any, src: Any, shape: Sequence[int],
         loop_nest(b, cshape, body)
 
     name = ctx.sink.kernel(key, 2, build, "copy", (not overlap, not overlap))
-    return Call(name, [Arg(value=dst, offset=dst_off * size), Arg(value=src, offset=src_off * size)])
+    return Call(
+        name, [Arg(value=dst, offset=dst_off * size), Arg(value=src, offset=src_off * size)]
+    )
 
 
 def _emitted(*calls: Call | None, strategy: str = "strided-copy") -> Emitted:
@@ -107,8 +116,9 @@ def emit_extract(ctx: EmitContext, ins: Any) -> Emitted:
     dst, (src,) = _ops(ins)
     ss = contiguous_strides(src.type.shape)
     off = sum(o * s for o, s in zip(ins.attrs["offsets"], ss))
-    return _emitted(strided_copy(ctx, dst, src, dst.type.shape, contiguous_strides(dst.type.shape),
-                                 ss, 0, off))
+    return _emitted(
+        strided_copy(ctx, dst, src, dst.type.shape, contiguous_strides(dst.type.shape), ss, 0, off)
+    )
 
 
 @register("inserttensor")
@@ -119,9 +129,18 @@ def emit_insert(ctx: EmitContext, ins: Any) -> Emitted:
     axis, count = ins.attrs["axis"], ins.attrs["count"]
     shape = list(src.type.shape)
     n_ax = shape[axis] if shape else 1
-    return _emitted(strided_copy(ctx, dst, src, [count] + shape,
-                                 [n_ax * (ds[axis] if ds else 1)] + list(ds),
-                                 [0] + list(contiguous_strides(shape)), off, 0))
+    return _emitted(
+        strided_copy(
+            ctx,
+            dst,
+            src,
+            [count] + shape,
+            [n_ax * (ds[axis] if ds else 1)] + list(ds),
+            [0] + list(contiguous_strides(shape)),
+            off,
+            0,
+        )
+    )
 
 
 @register("concat")
@@ -133,8 +152,11 @@ def emit_concat(ctx: EmitContext, ins: Any) -> Emitted:
     calls = []
     pos = 0
     for s in srcs:
-        calls.append(strided_copy(ctx, dst, s, s.type.shape, ds, contiguous_strides(s.type.shape),
-                                  pos * ds[axis], 0))
+        calls.append(
+            strided_copy(
+                ctx, dst, s, s.type.shape, ds, contiguous_strides(s.type.shape), pos * ds[axis], 0
+            )
+        )
         pos += s.type.shape[axis]
     return _emitted(*calls)
 
@@ -144,8 +166,11 @@ def emit_transpose(ctx: EmitContext, ins: Any) -> Emitted:
     dst, (src,) = _ops(ins)
     ss = contiguous_strides(src.type.shape)
     perm = ins.attrs["perm"]
-    return _emitted(strided_copy(ctx, dst, src, dst.type.shape, contiguous_strides(dst.type.shape),
-                                 [ss[p] for p in perm]))
+    return _emitted(
+        strided_copy(
+            ctx, dst, src, dst.type.shape, contiguous_strides(dst.type.shape), [ss[p] for p in perm]
+        )
+    )
 
 
 @register("slice")
@@ -156,8 +181,11 @@ def emit_slice(ctx: EmitContext, ins: Any) -> Emitted:
     ss = contiguous_strides(src.type.shape)
     off = sum(s * st for s, st in zip(ins.attrs["starts"], ss))
     strides = [st * step for st, step in zip(ss, ins.attrs["steps"])]
-    return _emitted(strided_copy(ctx, dst, src, dst.type.shape, contiguous_strides(dst.type.shape),
-                                 strides, 0, off))
+    return _emitted(
+        strided_copy(
+            ctx, dst, src, dst.type.shape, contiguous_strides(dst.type.shape), strides, 0, off
+        )
+    )
 
 
 @register("broadcast")
@@ -165,8 +193,16 @@ def emit_broadcast(ctx: EmitContext, ins: Any) -> Emitted:
     from compiler.backends.llvm.emitters.common import broadcast_strides
 
     dst, (src,) = _ops(ins)
-    return _emitted(strided_copy(ctx, dst, src, dst.type.shape, contiguous_strides(dst.type.shape),
-                                 broadcast_strides(src.type.shape, dst.type.shape)))
+    return _emitted(
+        strided_copy(
+            ctx,
+            dst,
+            src,
+            dst.type.shape,
+            contiguous_strides(dst.type.shape),
+            broadcast_strides(src.type.shape, dst.type.shape),
+        )
+    )
 
 
 @register("tile")
@@ -188,8 +224,9 @@ def emit_tile(ctx: EmitContext, ins: Any) -> Emitted:
 _INVALID = -(1 << 40)
 
 
-def table_gather(ctx: EmitContext, ins: Any, dst: Any, src: Any, tables: list[np.ndarray],
-                 fill: float) -> Call:
+def table_gather(
+    ctx: EmitContext, ins: Any, dst: Any, src: Any, tables: list[np.ndarray], fill: float
+) -> Call:
     """dst[i] = src[sum_d T_d[i_d]], or `fill` when any T_d[i_d] is negative (out of the input)."""
     elem = dst.type.elem
     shape = dst.type.shape
@@ -265,8 +302,14 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
         raise unsupported(ins, "linear/cubic resize of integers")
     elem = dst.type.elem
     shape = dst.type.shape
-    key = ("resize", tuple(shape), elem, tuple(t.tobytes() for t in idx_tabs),
-           tuple(w.tobytes() if w is not None else b"" for w in w_tabs), tuple(ss))
+    key = (
+        "resize",
+        tuple(shape),
+        elem,
+        tuple(t.tobytes() for t in idx_tabs),
+        tuple(w.tobytes() if w is not None else b"" for w in w_tabs),
+        tuple(ss),
+    )
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         d, s = fn.args
@@ -286,7 +329,9 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
                 for k in range(taps[ax]):
                     pos = b.add(b.mul(iv, c64(taps[ax])), c64(k))
                     offs.append(b.load(gep(b, gi[ax], pos, I64), typ=I64))
-                    ws.append(b.load(gep(b, gw[ax], pos, F64), typ=F64) if gw[ax] is not None else None)
+                    ws.append(
+                        b.load(gep(b, gw[ax], pos, F64), typ=F64) if gw[ax] is not None else None
+                    )
                 per_axis.append((offs, ws))
             for combo in combos:
                 off = c64(0)
@@ -298,13 +343,18 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
                         w = ws[k] if w is None else b.fmul(w, ws[k])
                 v = b.fpext(load_elem(b, gep(b, s, off, storage_type(elem)), elem), F64)
                 acc = b.fadd(acc, v if w is None else b.fmul(v, w))
-            store_elem(b, b.fptrunc(acc, compute_type(elem)),
-                       gep(b, d, linear(b, ivs, os_), storage_type(elem)), elem)
+            store_elem(
+                b,
+                b.fptrunc(acc, compute_type(elem)),
+                gep(b, d, linear(b, ivs, os_), storage_type(elem)),
+                elem,
+            )
 
         loop_nest(b, list(shape), body)
 
-    return Emitted([Call(ctx.sink.kernel(key, 2, build, "resize"), [Arg(value=dst), Arg(value=src)])],
-                   "taps")
+    return Emitted(
+        [Call(ctx.sink.kernel(key, 2, build, "resize"), [Arg(value=dst), Arg(value=src)])], "taps"
+    )
 
 
 @register("gather")
@@ -314,7 +364,7 @@ def emit_gather(ctx: EmitContext, ins: Any) -> Emitted:
     dshape = data.type.shape
     pre = math.prod(dshape[:ax])
     n = dshape[ax]
-    post = math.prod(dshape[ax + 1:])
+    post = math.prod(dshape[ax + 1 :])
     ni = idx.type.numel
     elem = data.type.elem
     ety = int_of_size(elem.itemsize)
@@ -338,8 +388,15 @@ def emit_gather(ctx: EmitContext, ins: Any) -> Emitted:
                 v = b.load(gep(b, dp, b.add(src_base, q), ety), typ=ety)
                 b.store(v, gep(b, o, b.add(dst_base, q), ety))
 
-    return Emitted([Call(ctx.sink.kernel(key, 3, build, "gather"),
-                         [Arg(value=dst), Arg(value=data), Arg(value=idx)])], "loop")
+    return Emitted(
+        [
+            Call(
+                ctx.sink.kernel(key, 3, build, "gather"),
+                [Arg(value=dst), Arg(value=data), Arg(value=idx)],
+            )
+        ],
+        "loop",
+    )
 
 
 __all__ = ["strided_copy", "table_gather"]

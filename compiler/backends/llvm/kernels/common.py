@@ -89,7 +89,9 @@ def smax(b: ir.IRBuilder, x: ir.Value, y: Int) -> ir.Value:
 
 
 @contextmanager
-def loop(b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i") -> Iterator[ir.Value]:
+def loop(
+    b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i"
+) -> Iterator[ir.Value]:
     """``for (iv = start; iv < stop; iv += step)``; the body is emitted inside the ``with``."""
     pre = b.block
     header = b.append_basic_block(f"{name}.hdr")
@@ -110,7 +112,9 @@ def loop(b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i")
 
 def broadcast(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
     v = b.insert_element(ir.Constant(vec(n), ir.Undefined), x, ir.Constant(I32, 0))
-    return b.shuffle_vector(v, ir.Constant(vec(n), ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n))
+    return b.shuffle_vector(
+        v, ir.Constant(vec(n), ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n)
+    )
 
 
 def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
@@ -123,7 +127,9 @@ def _mask(n: int, valid: int) -> ir.Constant:
     return ir.Constant(ir.VectorType(I1, n), [1 if i < valid else 0 for i in range(n)])
 
 
-def load_vec(b: ir.IRBuilder, ptr: ir.Value, n: int, valid: int | None = None, align: int = 4) -> ir.Value:
+def load_vec(
+    b: ir.IRBuilder, ptr: ir.Value, n: int, valid: int | None = None, align: int = 4
+) -> ir.Value:
     """Vector load of ``n`` floats; only the first ``valid`` lanes are read (others are 0)."""
     if valid is None or valid >= n:
         return b.load(ptr, typ=vec(n), align=align)
@@ -134,8 +140,9 @@ def load_vec(b: ir.IRBuilder, ptr: ir.Value, n: int, valid: int | None = None, a
     return b.call(fn, [ptr, ir.Constant(I32, 4), _mask(n, valid), splat(0.0, n)])
 
 
-def store_vec(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int, valid: int | None = None,
-              align: int = 4) -> None:
+def store_vec(
+    b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int, valid: int | None = None, align: int = 4
+) -> None:
     if valid is None or valid >= n:
         b.store(v, ptr, align=align)
         return

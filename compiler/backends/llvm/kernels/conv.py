@@ -60,11 +60,15 @@ class ConvShape:
 
     @property
     def OH(self) -> int:
-        return (self.H + self.pad[0] + self.pad[2] - self.dilation[0] * (self.R - 1) - 1) // self.stride[0] + 1
+        return (
+            self.H + self.pad[0] + self.pad[2] - self.dilation[0] * (self.R - 1) - 1
+        ) // self.stride[0] + 1
 
     @property
     def OW(self) -> int:
-        return (self.W + self.pad[1] + self.pad[3] - self.dilation[1] * (self.S - 1) - 1) // self.stride[1] + 1
+        return (
+            self.W + self.pad[1] + self.pad[3] - self.dilation[1] * (self.S - 1) - 1
+        ) // self.stride[1] + 1
 
     @property
     def depthwise(self) -> bool:
@@ -121,7 +125,9 @@ def _im2col_fill(cfg: GemmConfig, s: ConvShape, x: ir.Value):
             dst_k = gep(b, buf, mul(b, kk, nr))
             # Output columns whose input column is inside the image: [ow_lo, ow_hi).
             ow_lo = smin(b, smax(b, b.sdiv(b.add(b.sub(i64(0), iw0), i64(sw - 1)), i64(sw)), 0), OW)
-            ow_hi = smax(b, smin(b, b.add(b.sdiv(b.sub(i64(W - 1), iw0), i64(sw)), i64(1)), OW), ow_lo)
+            ow_hi = smax(
+                b, smin(b, b.add(b.sdiv(b.sub(i64(W - 1), iw0), i64(sw)), i64(1)), OW), ow_lo
+            )
             with loop(b, 0, OH, 1, "oh") as oh:
                 ih = b.add(mul(b, oh, sh), ih0)
                 row_ok = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(H)))
@@ -147,8 +153,16 @@ def _im2col_fill(cfg: GemmConfig, s: ConvShape, x: ir.Value):
     return fill
 
 
-def _emit_depthwise(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, x: ir.Value, w: ir.Value,
-                    out: ir.Value, bias: ir.Value | None, activation: Activation) -> None:
+def _emit_depthwise(
+    b: ir.IRBuilder,
+    s: ConvShape,
+    cfg: GemmConfig,
+    x: ir.Value,
+    w: ir.Value,
+    out: ir.Value,
+    bias: ir.Value | None,
+    activation: Activation,
+) -> None:
     """Direct depthwise loop: out[n, k] = sum_rs w[k, r, s] * x[n, k // mult] (shifted)."""
     vw = cfg.vw
     mult = s.K // s.group
@@ -188,8 +202,12 @@ def _emit_depthwise(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, x: ir.Value,
                         ok_r, xrow = rows[r]
                         for sc in range(S):
                             iw = b.add(b.sub(mul(b, ow, sw), i64(pl)), i64(sc * dw))
-                            ok = b.and_(ok_r, b.and_(b.icmp_signed(">=", iw, i64(0)),
-                                                     b.icmp_signed("<", iw, i64(W))))
+                            ok = b.and_(
+                                ok_r,
+                                b.and_(
+                                    b.icmp_signed(">=", iw, i64(0)), b.icmp_signed("<", iw, i64(W))
+                                ),
+                            )
                             v = b.load(gep(b, xrow, smin(b, smax(b, iw, 0), W - 1)), typ=F32)
                             acc = fma(b, b.select(ok, v, zero_s), wv[r * S + sc], acc)
                     b.store(apply_activation(b, acc, activation), gep(b, orow, ow))
@@ -206,12 +224,20 @@ def _emit_depthwise(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, x: ir.Value,
                             if sw == 1:
                                 v = load_vec(b, p, vw)
                             else:
-                                lo = b.load(p, typ=ir.VectorType(F32, vw * sw), align=4) \
-                                    if sw == 2 else None
+                                lo = (
+                                    b.load(p, typ=ir.VectorType(F32, vw * sw), align=4)
+                                    if sw == 2
+                                    else None
+                                )
                                 if lo is not None:
-                                    v = b.shuffle_vector(lo, ir.Constant(lo.type, ir.Undefined),
-                                                         ir.Constant(ir.VectorType(ir.IntType(32), vw),
-                                                                     [i * sw for i in range(vw)]))
+                                    v = b.shuffle_vector(
+                                        lo,
+                                        ir.Constant(lo.type, ir.Undefined),
+                                        ir.Constant(
+                                            ir.VectorType(ir.IntType(32), vw),
+                                            [i * sw for i in range(vw)],
+                                        ),
+                                    )
                                 else:
                                     v = ir.Constant(vty, ir.Undefined)
                                     for i in range(vw):
@@ -223,11 +249,27 @@ def _emit_depthwise(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, x: ir.Value,
             scalar_cols(ow_lo + nvec_interior * vw, OW)
 
 
-def emit_conv2d(module: ir.Module, name: str, *, N: int, C: int, H: int, W: int, K: int, R: int,
-                S: int, weights: np.ndarray, stride: int | tuple[int, int] = 1,
-                pad: tuple[int, int, int, int] | int = 0, dilation: int | tuple[int, int] = 1,
-                group: int = 1, layout: str = "NCHW", bias: bool = True,
-                activation: Activation = None, isa: str | None = None) -> ConvKernel:
+def emit_conv2d(
+    module: ir.Module,
+    name: str,
+    *,
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    K: int,
+    R: int,
+    S: int,
+    weights: np.ndarray,
+    stride: int | tuple[int, int] = 1,
+    pad: tuple[int, int, int, int] | int = 0,
+    dilation: int | tuple[int, int] = 1,
+    group: int = 1,
+    layout: str = "NCHW",
+    bias: bool = True,
+    activation: Activation = None,
+    isa: str | None = None,
+) -> ConvKernel:
     """Emit ``void name(ptr x, ptr w_packed, ptr out [, ptr bias])`` for a float32 NCHW conv.
 
     ``weights``: the ONNX filter [K, C/group, R, S]; the returned ``packed_weights`` is what the
@@ -266,7 +308,11 @@ def emit_conv2d(module: ir.Module, name: str, *, N: int, C: int, H: int, W: int,
 
     def fill_any(bb: ir.IRBuilder, buf: ir.Value, pc: ir.Value, kcv: ir.Value) -> None:
         xg = bb.load(xg_slot, typ=ir.PointerType())
-        f = _strided_b_fill(cfg, npix, kgemm, xg, H * W, False) if pointwise else _im2col_fill(cfg, s, xg)
+        f = (
+            _strided_b_fill(cfg, npix, kgemm, xg, H * W, False)
+            if pointwise
+            else _im2col_fill(cfg, s, xg)
+        )
         f(bb, buf, pc, kcv)
 
     b_addr, b_pack = runtime_packed_b(module, name, cfg, npix, kgemm, fill_any)
@@ -275,10 +321,14 @@ def emit_conv2d(module: ir.Module, name: str, *, N: int, C: int, H: int, W: int,
         b.store(xg, xg_slot)
         og = gep(b, out, b.add(mul(b, n, K * npix), mul(b, g, kgr * npix)))
         ops = GemmOperands(
-            a_addr=panel_a(gep(b, w, mul(b, g, gw)), kgemm, cfg.mr), b_addr=b_addr, c_base=og,
-            c_stride=npix, b_pack=b_pack,
+            a_addr=panel_a(gep(b, w, mul(b, g, gw)), kgemm, cfg.mr),
+            b_addr=b_addr,
+            c_base=og,
+            c_stride=npix,
+            b_pack=b_pack,
             bias_col=gep(b, bptr, mul(b, g, kgr)) if bptr is not None else None,
-            activation=activation)
+            activation=activation,
+        )
         emit_gemm_body(b, cfg, kgr, npix, kgemm, ops)
     b.ret_void()
     return ConvKernel(fn, packed, s, strategy)

@@ -65,7 +65,9 @@ def gemm_config(isa: str | None = None) -> GemmConfig:
     raise ValueError(f"unknown isa {isa!r}")
 
 
-def pack_b_constant(b: np.ndarray, *, transpose_b: bool = False, isa: str | None = None) -> np.ndarray:
+def pack_b_constant(
+    b: np.ndarray, *, transpose_b: bool = False, isa: str | None = None
+) -> np.ndarray:
     """Pack a constant B[K, N] (or B[N, K] with ``transpose_b``) into ``[ceil(N/NR)][K][NR]``.
 
     The result is a contiguous float32 array; put it in the constant-weights region and pass its
@@ -137,18 +139,34 @@ def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.V
     return b.select(c, x, y)
 
 
-def _micro_kernel(b: ir.IRBuilder, cfg: GemmConfig, ops: GemmOperands, i0: Int, jp: Int, mr: int,
-                  ncols: int, pc: Int, kend: Int, first: bool | ir.Value, last: bool | ir.Value) -> None:
+def _micro_kernel(
+    b: ir.IRBuilder,
+    cfg: GemmConfig,
+    ops: GemmOperands,
+    i0: Int,
+    jp: Int,
+    mr: int,
+    ncols: int,
+    pc: Int,
+    kend: Int,
+    first: bool | ir.Value,
+    last: bool | ir.Value,
+) -> None:
     """C[i0:i0+mr, jp*NR : jp*NR+ncols] (+)= A[i0.., pc:kend] @ Bpanel[jp][pc:kend] + epilogue."""
     vw = cfg.vw
     nvec = math.ceil(ncols / vw)
     valid = [min(vw, ncols - v * vw) for v in range(nvec)]
     col0 = mul(b, jp, cfg.nr)
-    c_rows = [gep(b, ops.c_base, add(b, mul(b, add(b, i0, r), ops.c_stride), col0)) for r in range(mr)]
+    c_rows = [
+        gep(b, ops.c_base, add(b, mul(b, add(b, i0, r), ops.c_stride), col0)) for r in range(mr)
+    ]
     zero = splat(0.0, vw)
 
-    bias_r = [load_vec(b, gep(b, ops.bias_row, add(b, col0, v * vw)), vw, valid[v])
-              for v in range(nvec)] if ops.bias_row is not None else None
+    bias_r = (
+        [load_vec(b, gep(b, ops.bias_row, add(b, col0, v * vw)), vw, valid[v]) for v in range(nvec)]
+        if ops.bias_row is not None
+        else None
+    )
     init: list[list[ir.Value]] = []
     for r in range(mr):
         row = []
@@ -209,7 +227,9 @@ def _micro_kernel(b: ir.IRBuilder, cfg: GemmConfig, ops: GemmOperands, i0: Int, 
             store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
 
 
-def emit_gemm_body(b: ir.IRBuilder, cfg: GemmConfig, M: int, N: int, K: int, ops: GemmOperands) -> None:
+def emit_gemm_body(
+    b: ir.IRBuilder, cfg: GemmConfig, M: int, N: int, K: int, ops: GemmOperands
+) -> None:
     """Emit the blocked loop nest for C[M,N] = A[M,K] @ B[K,N] at the builder's position."""
     nr, mr = cfg.nr, cfg.mr
     npf, ntail = divmod(N, nr)
@@ -220,6 +240,7 @@ def emit_gemm_body(b: ir.IRBuilder, cfg: GemmConfig, M: int, N: int, K: int, ops
 
     def block(pc: Int, kend: Int, first: bool | ir.Value, last: bool | ir.Value) -> None:
         if mf:
+
             def mtile_loops(ic: Int, ie: Int) -> None:
                 if npf:
                     with loop(b, 0, npf, 1, "jp") as jp:
@@ -255,9 +276,14 @@ def emit_gemm_body(b: ir.IRBuilder, cfg: GemmConfig, M: int, N: int, K: int, ops
         block(pc, kend, first, last)
 
 
-def runtime_packed_b(module: ir.Module, name: str, cfg: GemmConfig, N: int, K: int,
-                     fill: Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]
-                     ) -> tuple[BAddr, BPack]:
+def runtime_packed_b(
+    module: ir.Module,
+    name: str,
+    cfg: GemmConfig,
+    N: int,
+    K: int,
+    fill: Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None],
+) -> tuple[BAddr, BPack]:
     """A scratch panel buffer ``[ceil(N/NR)][KC][NR]`` and its address function.
 
     ``fill(b, buf, pc, kc)`` must write rows [pc, pc+kc) of B into the buffer; lanes past N are
@@ -278,8 +304,9 @@ def runtime_packed_b(module: ir.Module, name: str, cfg: GemmConfig, N: int, K: i
     return addr, pack
 
 
-def _strided_b_fill(cfg: GemmConfig, N: int, K: int, base: ir.Value, b_stride: int, transpose: bool
-                    ) -> Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]:
+def _strided_b_fill(
+    cfg: GemmConfig, N: int, K: int, base: ir.Value, b_stride: int, transpose: bool
+) -> Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]:
     kc = min(cfg.kc, K)
     nr, vw = cfg.nr, cfg.vw
     npf, ntail = divmod(N, nr)
@@ -294,7 +321,9 @@ def _strided_b_fill(cfg: GemmConfig, N: int, K: int, base: ir.Value, b_stride: i
                         dst = gep(b, buf, b.add(mul(b, jp, kc * nr), mul(b, kk, nr)))
                         src = gep(b, src_row, mul(b, jp, nr))
                         for v in range(cfg.nv):
-                            store_vec(b, load_vec(b, gep(b, src, v * vw), vw), gep(b, dst, v * vw), vw)
+                            store_vec(
+                                b, load_vec(b, gep(b, src, v * vw), vw), gep(b, dst, v * vw), vw
+                            )
                 for j in range(ntail):
                     dst = gep(b, buf, add(b, npf * kc * nr + j, mul(b, kk, nr)))
                     b.store(b.load(gep(b, src_row, npf * nr + j), typ=F32), dst)
@@ -309,10 +338,23 @@ def _strided_b_fill(cfg: GemmConfig, N: int, K: int, base: ir.Value, b_stride: i
     return fill
 
 
-def emit_matmul(module: ir.Module, name: str, M: int, N: int, K: int, *, a_stride: int,
-                b_stride: int, c_stride: int, transpose_b: bool = False, bias: str | None = None,
-                accumulate: bool = False, activation: Activation = None, b_packed: bool = False,
-                isa: str | None = None) -> ir.Function:
+def emit_matmul(
+    module: ir.Module,
+    name: str,
+    M: int,
+    N: int,
+    K: int,
+    *,
+    a_stride: int,
+    b_stride: int,
+    c_stride: int,
+    transpose_b: bool = False,
+    bias: str | None = None,
+    accumulate: bool = False,
+    activation: Activation = None,
+    b_packed: bool = False,
+    isa: str | None = None,
+) -> ir.Function:
     """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
 
     Row-major float32, strides in elements. ``transpose_b``: B is given as [N, K] (FC weights).
@@ -327,17 +369,26 @@ def emit_matmul(module: ir.Module, name: str, M: int, N: int, K: int, *, a_strid
     fn, b = new_kernel(module, name, 4 if bias else 3)
     pa, pb, pcv = fn.args[:3]
     if b_packed:
+
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
             return gep(bb, pb, add(bb, mul(bb, jp, K * cfg.nr), mul(bb, k, cfg.nr)))
+
         b_pack = None
     else:
         b_addr, b_pack = runtime_packed_b(
-            module, name, cfg, N, K, _strided_b_fill(cfg, N, K, pb, b_stride, transpose_b))
+            module, name, cfg, N, K, _strided_b_fill(cfg, N, K, pb, b_stride, transpose_b)
+        )
     ops = GemmOperands(
-        a_addr=strided_a(pa, a_stride), b_addr=b_addr, c_base=pcv, c_stride=c_stride, b_pack=b_pack,
+        a_addr=strided_a(pa, a_stride),
+        b_addr=b_addr,
+        c_base=pcv,
+        c_stride=c_stride,
+        b_pack=b_pack,
         bias_row=fn.args[3] if bias == "row" else None,
         bias_col=fn.args[3] if bias == "col" else None,
-        accumulate=accumulate, activation=activation)
+        accumulate=accumulate,
+        activation=activation,
+    )
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
     emit_gemm_body(b, cfg, M, N, K, ops)
