@@ -173,6 +173,11 @@ CONVS = [
     ("3x3-stride2", 8, 15, 13, 24, 3, 2, 1, 1),
     ("5x5-nopad", 3, 14, 14, 6, 5, 1, 0, 1),
     ("stem-7x7s2", 3, 29, 31, 32, 7, 2, 3, 1),
+    ("stem-7x7s2-odd", 3, 23, 37, 64, 7, 2, 3, 1),
+    ("stem-7x7s2-chunks", 3, 61, 67, 64, 7, 2, 3, 1),  # row chunks + a tail chunk
+    ("stem-5x5s1", 4, 13, 17, 40, 5, 1, 2, 1),
+    ("stem-9x9s2", 2, 21, 19, 32, 9, 2, 4, 1),
+    ("stem-3x3s2", 3, 17, 15, 48, 3, 2, 1, 1),
     ("small-spatial-pixrows", 64, 7, 7, 64, 3, 1, 1, 1),
     ("small-1x1-pixrows", 80, 5, 5, 96, 1, 1, 0, 1),
     ("depthwise", 12, 10, 9, 12, 3, 1, 1, 12),
@@ -256,6 +261,27 @@ POOLS = [
 def test_pool(op, attrs):
     ins = [("x", F, (2, 3, 11, 13))]
     check(_model(op, ins, **attrs), _data(ins), rtol=1e-5)
+
+
+SEP_POOLS = [
+    # (H, W), kernel, strides, pads: the separable max-pool (row pass, then column pass)
+    ((11, 13), [3, 3], [1, 1], [1, 1, 1, 1]),
+    ((11, 13), [3, 3], [2, 2], [1, 1, 1, 1]),
+    ((29, 37), [3, 3], [1, 1], [1, 1, 1, 1]),  # vector body + overlapping tail
+    ((29, 37), [3, 3], [2, 2], [1, 1, 1, 1]),
+    ((40, 53), [3, 3], [2, 2], [0, 0, 0, 0]),
+    ((17, 35), [2, 3], [1, 2], [0, 1, 1, 0]),
+    ((9, 33), [3, 2], [3, 3], [1, 0, 0, 1]),
+]
+
+
+@pytest.mark.parametrize("hw,k,st,pads", SEP_POOLS, ids=[f"sep{i}" for i in range(len(SEP_POOLS))])
+def test_separable_maxpool(hw, k, st, pads):
+    ins = [("x", F, (1, 5, *hw))]
+    data = _data(ins)
+    data["x"][0, 1, 3, 4] = np.nan  # NaN propagates like the reference
+    data["x"][0, 2, 0, :] = -np.inf
+    check(_model("MaxPool", ins, kernel_shape=k, strides=st, pads=pads), data, exact=True)
 
 
 def test_reductions_and_softmax():

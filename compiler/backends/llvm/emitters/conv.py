@@ -33,6 +33,9 @@ from compiler.backends.llvm.emitters.matmul import _KERNEL_ACTS, kernel_activati
 from compiler.backends.llvm.kernels.conv import emit_conv2d, pack_conv_weights
 from compiler.graph.types import ElemKind
 
+#: Pixels per chunk of the im2col pixel-rows conv (patch rows + GEMM output stay in L2).
+PIXROWS_CHUNK = 448
+
 #: Strategy emit_conv2d chose for a kernel key (shared kernels report it too).
 _STRATEGY: dict[tuple, str] = {}
 
@@ -172,62 +175,182 @@ def _emit_pixel_rows(
             a.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         px, pw, po, pb = fn.args
-        cbuf = scratch(module, f"{name}.c", npix * K)
-        abuf = None if pointwise else scratch(module, f"{name}.a", npix * crs)
+        # im2col convs go in chunks of `tr` output rows (<= ~PIXROWS_CHUNK pixels), so the
+        # chunk's patch rows and GEMM output stay in L2 between im2col, GEMM and transpose.
+        tr = OH if pointwise else max(1, min(OH, PIXROWS_CHUNK // OW))
+        cbuf = scratch(module, f"{name}.c", tr * OW * K)
+        abuf = None if pointwise else scratch(module, f"{name}.a", tr * OW * crs)
+
+        def b_addr(bb, jp, k):
+            from compiler.backends.llvm.kernels.common import add, mul
+            from compiler.backends.llvm.kernels.common import gep as kgep
+
+            return kgep(bb, pw, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+
         with loop(b, 0, N, 1, "n") as n:
             xn = gep(b, px, b.mul(n, c64(C * H * W)), F32)
-            if pointwise:
-                a_addr = strided_a(xn, 1, H * W)
-            else:
-                # im2col^T rows: [pix][c*R*S + r*S + s], zeros in the padding.
-                with loop(b, 0, OH, 1, "oh") as oh, loop(b, 0, OW, 1, "ow") as ow:
-                    row = gep(b, abuf, b.mul(b.add(b.mul(oh, c64(OW)), ow), c64(crs)), F32)
-                    with loop(b, 0, C, 1, "c") as c:
-                        xc = gep(b, xn, b.mul(c, c64(H * W)), F32)
-                        for r in range(R):
-                            ih = b.add(b.mul(oh, c64(sh)), c64(r * dh - pt))
-                            okh = b.and_(
-                                b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H))
-                            )
-                            for s_ in range(S):
-                                iw = b.add(b.mul(ow, c64(sw)), c64(s_ * dw - pl))
-                                ok = b.and_(
-                                    okh,
-                                    b.and_(
-                                        b.icmp_signed(">=", iw, c64(0)),
-                                        b.icmp_signed("<", iw, c64(W)),
-                                    ),
-                                )
-                                idx = b.select(ok, b.add(b.mul(ih, c64(W)), iw), c64(0))
-                                v = b.load(gep(b, xc, idx, F32), typ=F32)
-                                v = b.select(ok, v, ir.Constant(F32, 0.0))
-                                b.store(
-                                    v,
-                                    gep(b, row, b.add(b.mul(c, c64(R * S)), c64(r * S + s_)), F32),
-                                )
-                a_addr = strided_a(abuf, crs)
-
-            def b_addr(bb, jp, k):
-                from compiler.backends.llvm.kernels.common import add, mul
-                from compiler.backends.llvm.kernels.common import gep as kgep
-
-                return kgep(bb, pw, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
-
-            ops = GemmOperands(
-                a_addr=a_addr, b_addr=b_addr, c_base=cbuf, c_stride=K, bias_row=pb, activation=kact
-            )
-            emit_gemm_body(b, cfg, npix, K, crs, ops)
-            # out[n, k, pix] = C[pix, k]
             on = gep(b, po, b.mul(n, c64(K * npix)), F32)
-            with loop(b, 0, K, 1, "tk") as k, loop(b, 0, npix, 1, "tp") as p:
-                v = b.load(gep(b, cbuf, b.add(b.mul(p, c64(K)), k), F32), typ=F32)
-                b.store(v, gep(b, on, b.add(b.mul(k, c64(npix)), p), F32))
+
+            def chunk(oh0: ir.Value, nrows: int) -> None:
+                m = nrows * OW
+                if pointwise:
+                    a_addr = strided_a(xn, 1, H * W)
+                else:
+                    _im2col_rows(b, xn, abuf, oh0, nrows, C, H, W, R, S, OW, sh, sw, pt, pl, dh, dw)
+                    a_addr = strided_a(abuf, crs)
+                ops = GemmOperands(
+                    a_addr=a_addr,
+                    b_addr=b_addr,
+                    c_base=cbuf,
+                    c_stride=K,
+                    bias_row=pb,
+                    activation=kact,
+                )
+                emit_gemm_body(b, cfg, m, K, crs, ops)
+                # out[n, k, oh0*OW + j] = C[j, k]
+                _transpose_out(b, cbuf, gep(b, on, b.mul(oh0, c64(OW)), F32), m, npix, K)
+
+            nfull, rest = divmod(OH, tr)
+            if nfull == 1:
+                chunk(c64(0), tr)
+            elif nfull:
+                with loop(b, 0, nfull * tr, tr, "ohc") as oh0:
+                    chunk(oh0, tr)
+            if rest:
+                chunk(c64(nfull * tr), rest)
         b.ret_void()
         name = ctx.sink.adopt(key, fn)
     calls.append(Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=out), Arg(value=bias)]))
     if act not in _KERNEL_ACTS:
         calls.append(activation_pass(ctx, ins, out, act, act_args))
     return Emitted(calls, "pixel-rows-gemm")
+
+
+def _transpose_out(
+    b: ir.IRBuilder, cbuf: ir.Value, on: ir.Value, m: int, ostride: int, K: int
+) -> None:
+    """on[k*ostride + p] = cbuf[p, k] for p < m, in blocks of TP pixels: each block's K x TP
+    reads stay in L1 and every output row gets TP contiguous stores."""
+    TP = 16
+    nfull = m // TP * TP
+    if nfull:
+        with loop(b, 0, nfull, TP, "tp") as p0, loop(b, 0, K, 1, "tk") as k:
+            src = gep(b, cbuf, b.add(b.mul(p0, c64(K)), k), F32)
+            dst = gep(b, on, b.add(b.mul(k, c64(ostride)), p0), F32)
+            for j in range(TP):
+                b.store(b.load(gep(b, src, j * K, F32), typ=F32), gep(b, dst, j, F32))
+    if nfull < m:
+        with loop(b, 0, K, 1, "tkr") as k, loop(b, nfull, m, 1, "tpr") as p:
+            v = b.load(gep(b, cbuf, b.add(b.mul(p, c64(K)), k), F32), typ=F32)
+            b.store(v, gep(b, on, b.add(b.mul(k, c64(ostride)), p), F32))
+
+
+def _tap_chunks(S: int) -> list[tuple[int, int]]:
+    """(offset, width) vector pieces covering S contiguous taps (overlapping at the end)."""
+    if S < 4:
+        return [(s_, 1) for s_ in range(S)]
+    v = 8 if S >= 8 else 4
+    offs = list(range(0, S - v + 1, v))
+    if offs[-1] + v < S:
+        offs.append(S - v)
+    return [(o, v) for o in offs]
+
+
+def _im2col_rows(
+    b: ir.IRBuilder,
+    xn: ir.Value,
+    abuf: ir.Value,
+    oh0: ir.Value,
+    nrows: int,
+    C: int,
+    H: int,
+    W: int,
+    R: int,
+    S: int,
+    OW: int,
+    sh: int,
+    sw: int,
+    pt: int,
+    pl: int,
+    dh: int,
+    dw: int,
+) -> None:
+    """im2col^T rows of output rows oh0 .. oh0+nrows-1: abuf[(oh-oh0)*OW + ow][c*R*S + r*S + s]
+    = x[c, oh*sh + r*dh - pt, ow*sw + s*dw - pl], zeros in the padding.
+
+    Output columns whose taps are all inside the row (and dw == 1) copy each (c, r) tap row with
+    unchecked vector loads/stores (a whole-row select zeroes padded rows); only the few border
+    columns use per-element checks.
+    """
+    crs = C * R * S
+    ow_lo = min(OW, max(0, -(-pl // sw)))
+    ow_hi = max(ow_lo, min(OW, (W - 1 - (S - 1) * dw + pl) // sw + 1))
+    chunks = _tap_chunks(S) if dw == 1 else [(s_, 1) for s_ in range(S)]
+    with loop(b, 0, nrows, 1, "oh") as ohl:
+        oh = b.add(oh0, ohl)
+        rows = []
+        for r in range(R):
+            ih = b.add(b.mul(oh, c64(sh)), c64(r * dh - pt))
+            okh = b.and_(b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H)))
+            ihc = b.select(okh, ih, c64(0))
+            rows.append((okh, b.mul(ihc, c64(W))))
+
+        def channels(body) -> None:
+            if C <= 4:
+                for c in range(C):
+                    body(c64(c))
+            else:
+                with loop(b, 0, C, 1, "c") as c:
+                    body(c)
+
+        def checked(lo: int, hi: int) -> None:
+            if lo >= hi:
+                return
+            with loop(b, lo, hi, 1, "owc") as ow:
+                row = gep(b, abuf, b.mul(b.add(b.mul(ohl, c64(OW)), ow), c64(crs)), F32)
+
+                def body(c: ir.Value) -> None:
+                    xc = gep(b, xn, b.mul(c, c64(H * W)), F32)
+                    for r, (okh, hoff) in enumerate(rows):
+                        for s_ in range(S):
+                            iw = b.add(b.mul(ow, c64(sw)), c64(s_ * dw - pl))
+                            ok = b.and_(
+                                okh,
+                                b.and_(
+                                    b.icmp_signed(">=", iw, c64(0)),
+                                    b.icmp_signed("<", iw, c64(W)),
+                                ),
+                            )
+                            idx = b.select(ok, b.add(hoff, iw), c64(0))
+                            v = b.load(gep(b, xc, idx, F32), typ=F32)
+                            v = b.select(ok, v, ir.Constant(F32, 0.0))
+                            b.store(
+                                v,
+                                gep(b, row, b.add(b.mul(c, c64(R * S)), c64(r * S + s_)), F32),
+                            )
+
+                channels(body)
+
+        checked(0, ow_lo)
+        if ow_lo < ow_hi:
+            with loop(b, ow_lo, ow_hi, 1, "owi") as ow:
+                row = gep(b, abuf, b.mul(b.add(b.mul(ohl, c64(OW)), ow), c64(crs)), F32)
+                iw0 = b.sub(b.mul(ow, c64(sw)), c64(pl))
+
+                def body(c: ir.Value) -> None:
+                    xc = gep(b, xn, b.add(b.mul(c, c64(H * W)), iw0), F32)
+                    dst_c = gep(b, row, b.mul(c, c64(R * S)), F32)
+                    for r, (okh, hoff) in enumerate(rows):
+                        src = gep(b, xc, hoff, F32)
+                        for off, v in chunks:
+                            ty = F32 if v == 1 else ir.VectorType(F32, v)
+                            val = b.load(gep(b, src, off * dw, F32), typ=ty, align=4)
+                            zero = ir.Constant(ty, 0.0 if v == 1 else [0.0] * v)
+                            val = b.select(okh, val, zero)
+                            b.store(val, gep(b, dst_c, r * S + off, F32), align=4)
+
+                channels(body)
+        checked(ow_hi, OW)
 
 
 def _use_shift(xs, ws, at) -> bool:

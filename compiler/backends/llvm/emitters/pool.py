@@ -74,6 +74,8 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
     if not is_max:
         oh_, ow_, extra = _geometry(x.type.shape, at, dil)
         counts = _avg_counts(H, W, at, OH, OW, extra)
+    if is_max and elem == ElemKind.F32 and _separable_ok(x.type.shape, OH, OW, at, dil):
+        return _emit_separable_max(ctx, out, x, at)
     key = (
         ins.kind,
         x.type.shape,
@@ -153,6 +155,125 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
 
     name = ctx.sink.kernel(key, 2, build, ins.kind)
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "window")
+
+
+#: Output columns per vector of the separable max-pool's column pass.
+_PV = 16
+
+
+def _separable_ok(xs, OH: int, OW: int, at: dict, dil) -> bool:
+    """The separable max-pool clamps out-of-range rows onto the nearest input row (a duplicate
+    inside the same window) and pads columns with -inf: valid when every window overlaps the
+    input in both dimensions and there is no dilation."""
+    _, _, H, W = xs
+    kh, kw = at["kernel"]
+    sh, sw = at["strides"]
+    pt, pl = at["pads"][0], at["pads"][1]
+    if tuple(dil) != (1, 1) or kh * kw < 2:
+        return False
+    rows_ok = all(0 <= o * sh - pt + kh - 1 and o * sh - pt <= H - 1 for o in range(OH))
+    cols_ok = all(0 <= o * sw - pl + kw - 1 and o * sw - pl <= W - 1 for o in range(OW))
+    return rows_ok and cols_ok
+
+
+def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted:
+    """Float max-pool as a row pass then a column pass, both vectorised along the width.
+
+    Per output row: vbuf[pl + iw] = max over the window's rows of x[ih, iw] (rows outside the
+    input are clamped onto the nearest input row, which lies in the same window), then
+    out[ow] = max over s of vbuf[ow*sw + s] (vbuf's padding columns hold -inf). Strided
+    columns are picked from wide loads with a shuffle. The max propagates NaN like numpy.
+    """
+    from compiler.backends.llvm.kernels.common import scratch
+
+    N, C, H, W = x.type.shape
+    _, _, OH, OW = out.type.shape
+    kh, kw = at["kernel"]
+    sh, sw = at["strides"]
+    pt, pl = at["pads"][0], at["pads"][1]
+    key = ("maxpool-sep", x.type.shape, out.type.shape, (kh, kw), (sh, sw), (pt, pl))
+    wn = (OW - 1) * sw + kw  # vbuf columns the column pass reads
+    wc = min(W, wn - pl)  # input columns the row pass writes
+    nbuf = wn + _PV * sw + 16
+    name = ctx.sink.kernels.get(key)
+    if name is None:
+        module = ctx.sink.module
+        name = ctx.sink.fresh_name("maxpool")
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 2), name)
+        for a in fn.args:
+            a.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        po, px = fn.args
+        vbuf = scratch(module, f"{name}.v", nbuf)
+        ninf = const(F32, -math.inf)
+        with loop(b, 0, nbuf, 1, "vi") as i:
+            b.store(ninf, gep(b, vbuf, i, F32))
+        vrow = gep(b, vbuf, pl, F32)
+
+        def vmax(vals):
+            acc = vals[0]
+            for v in vals[1:]:
+                acc = fmax_nan(b, acc, v)
+            return acc
+
+        def wide(lo_end: int, width: int, body) -> None:
+            """body(i, width) over [0, lo_end) in vectors of `width`; the tail is one
+            overlapping vector (idempotent stores) or scalars when lo_end < width."""
+            if lo_end >= width:
+                nfull = lo_end // width * width
+                with loop(b, 0, nfull, width, "wv") as i:
+                    body(i, width)
+                if nfull < lo_end:
+                    body(c64(lo_end - width), width)
+            elif lo_end > 0:
+                with loop(b, 0, lo_end, 1, "ws") as i:
+                    body(i, 1)
+
+        with loop(b, 0, N * C, 1, "nc") as nc, loop(b, 0, OH, 1, "oh") as oh:
+            xb = gep(b, px, b.mul(nc, c64(H * W)), F32)
+            orow = gep(b, po, b.add(b.mul(nc, c64(OH * OW)), b.mul(oh, c64(OW))), F32)
+            ih0 = b.sub(b.mul(oh, c64(sh)), c64(pt))
+            rows = []
+            for r in range(kh):
+                ih = b.add(ih0, c64(r))
+                ihc = b.select(b.icmp_signed("<", ih, c64(0)), c64(0), ih)
+                ihc = b.select(b.icmp_signed(">=", ihc, c64(H)), c64(H - 1), ihc)
+                rows.append(gep(b, xb, b.mul(ihc, c64(W)), F32))
+
+            def row_pass(i, width):
+                ty = F32 if width == 1 else ir.VectorType(F32, width)
+                vals = [b.load(gep(b, rp, i, F32), typ=ty, align=4) for rp in rows]
+                b.store(vmax(vals), gep(b, vrow, i, F32), align=4)
+
+            wide(wc, _PV, row_pass)
+
+            def col_pass(i, width):
+                base = b.mul(i, c64(sw))
+                vals = []
+                for s_ in range(kw):
+                    src = gep(b, vbuf, b.add(base, c64(s_)), F32)
+                    if width == 1:
+                        vals.append(b.load(src, typ=F32))
+                    elif sw == 1:
+                        vals.append(b.load(src, typ=ir.VectorType(F32, width), align=4))
+                    else:
+                        v = b.load(src, typ=ir.VectorType(F32, width * sw), align=4)
+                        vals.append(
+                            b.shuffle_vector(
+                                v,
+                                ir.Constant(v.type, None),
+                                ir.Constant(
+                                    ir.VectorType(ir.IntType(32), width),
+                                    [j * sw for j in range(width)],
+                                ),
+                            )
+                        )
+                b.store(vmax(vals), gep(b, orow, i, F32), align=4)
+
+            wide(OW, _PV, col_pass)
+        b.ret_void()
+        name = ctx.sink.adopt(key, fn)
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "separable")
 
 
 @register("globalavgpool", "globalmaxpool")
