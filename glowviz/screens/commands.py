@@ -27,6 +27,12 @@ def _debug_mode(screen, mode: str) -> None:
     screen.view("debugger").set_mode(mode)
 
 
+def _memory_compare_report(screen) -> None:
+    screen.action_show_view("memory")
+    screen.refresh_active_view()
+    screen.view("memory").action_open_report()
+
+
 def entries(app) -> Iterator[Entry]:
     """(text, callback, help) for every palette command of the current state."""
     screen = _main(app)
@@ -66,6 +72,8 @@ def entries(app) -> Iterator[Entry]:
     from glowviz.widgets.memory_view import allocator_names, scheduler_names
 
     mem = screen.view("memory")
+    yield ("Memory: compare with report…", partial(_memory_compare_report, screen),
+           "o: a glowviz.memory/1 JSON, an .onnx model or model.onnx:key=value,... side by side")
     for a in allocator_names():
         yield (f"Memory: compare with allocator {a}", partial(mem.compare, allocator=a), "")
     for s in scheduler_names():
@@ -104,5 +112,5 @@ class GlowvizCommands(Provider):
     async def discover(self) -> Hits:
         for text, cb, help_ in entries(self.app):
             if text.startswith(("View:", "Next", "Previous", "Theme:", "Open", "Help",
-                                "Export", "Debugger:")):
+                                "Export", "Debugger:", "Memory: compare with report")):
                 yield DiscoveryHit(text, cb, text=text, help=help_ or None)

@@ -188,8 +188,10 @@ class MainScreen(Screen):
         """Keys go to the view just shown (its table or text), not to the filter box."""
         from textual.widgets import DataTable, TextArea
 
-        for w in self.view(tab_id).query("DataTable, TextArea"):
-            if isinstance(w, DataTable | TextArea) and w.display:
+        from glowviz.widgets.node_list import NodeList
+
+        for w in self.view(tab_id).query("NodeList, DataTable, TextArea"):
+            if isinstance(w, NodeList | DataTable | TextArea) and w.display:
                 w.focus()
                 return
 

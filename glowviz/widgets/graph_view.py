@@ -1,5 +1,7 @@
-"""Graph view: the stage's values and nodes in a table, and the selected node's neighbourhood
-laid out by Graphviz (in a worker, cached by IR hash) and drawn with box characters."""
+"""Graph view: the stage's values and nodes in a virtualized list (NodeList: only the rows in
+view are drawn, so a ResNet-50 stage shows as fast as a small one), and the selected node's
+neighbourhood laid out by Graphviz (in a worker, cached by IR hash) and drawn with box
+characters."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from glowviz.session import CompileSession
 from glowviz.widgets.graph_layout import CATEGORY_STYLE, LayoutError, render_neighbourhood
+from glowviz.widgets.node_list import NodeList
 
 
 class GraphView(Vertical):
@@ -39,19 +42,14 @@ class GraphView(Vertical):
                     id="graph-search", classes="hidden")
         yield Static("", id="graph-info")
         with Horizontal():
-            yield DataTable(id="graph-table", cursor_type="row")
+            yield NodeList(id="graph-table", kind_styles=CATEGORY_STYLE)
             with VerticalScroll(id="graph-neigh-scroll"):
                 yield Static("", id="graph-neigh")
-
-    def on_mount(self) -> None:
-        t = self.query_one("#graph-table", DataTable)
-        for col in ("kind", "name", "type", "inputs", "users"):
-            t.add_column(col, key=col)
 
     def show(self, session: CompileSession, index: int) -> None:
         self.session, self.index = session, index
         rec = session.stages[index]
-        t = self.query_one("#graph-table", DataTable)
+        t = self.query_one("#graph-table", NodeList)
         if rec.ir_kind != "graph":
             t.clear()
             self.rows = []
@@ -69,47 +67,46 @@ class GraphView(Vertical):
             # An unchanged pass: the same graph; keep the table, the cursor and the layout.
             self.rows = rows
             return
-        t.clear()
         self.rows, self._shown_session = rows, session
         keep = self.selected_node
-        for r in self.rows:
-            t.add_row(Text(r["kind"], style=CATEGORY_STYLE.get(r["kind"], "")),
-                      Text(f"{r['name']}" + ("" if r["op"] in ("Placeholder", "Constant")
-                                             else f" ({r['op']})")),
-                      r["type"], Text(", ".join(r["inputs"]), overflow="ellipsis"),
-                      Text(", ".join(r["users"]), overflow="ellipsis"), key=r["name"])
         names = [r["name"] for r in self.rows]
         if keep in names:
-            t.move_cursor(row=names.index(keep))
+            cursor = names.index(keep)
         else:
-            first = next((k for k, r in enumerate(self.rows)
-                          if r["kind"] not in ("input", "output", "constant")), 0)
-            if self.rows:
-                t.move_cursor(row=first)
+            cursor = next((k for k, r in enumerate(self.rows)
+                           if r["kind"] not in ("input", "output", "constant")), 0)
+        if self.rows:
+            # Set before the rows so that the RowHighlighted from set_rows is not news and
+            # the neighbourhood is laid out once, below.
+            self.selected_node = names[cursor]
+        t.set_rows([(r["kind"],
+                     r["name"] + ("" if r["op"] in ("Placeholder", "Constant")
+                                  else f" ({r['op']})"),
+                     str(r["type"]), ", ".join(r["inputs"]), ", ".join(r["users"]))
+                    for r in self.rows], keys=names, cursor=cursor)
         self._layout()
 
     def select_node(self, name: str) -> bool:
         names = [r["name"] for r in self.rows]
         if name not in names:
             return False
-        t = self.query_one("#graph-table", DataTable)
+        t = self.query_one("#graph-table", NodeList)
         t.move_cursor(row=names.index(name))
         t.focus()
         return True
 
-    @on(DataTable.RowHighlighted, "#graph-table")
-    def _highlight(self, event: DataTable.RowHighlighted) -> None:
+    @on(NodeList.RowHighlighted, "#graph-table")
+    def _highlight(self, event: NodeList.RowHighlighted) -> None:
         event.stop()
-        if event.row_key is not None and event.row_key.value:
-            if event.row_key.value != self.selected_node:
-                self.selected_node = event.row_key.value
-                self._layout()
+        if event.key and event.key != self.selected_node:
+            self.selected_node = event.key
+            self._layout()
 
-    @on(DataTable.RowSelected, "#graph-table")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(NodeList.RowSelected, "#graph-table")
+    def _selected(self, event: NodeList.RowSelected) -> None:
         event.stop()
-        if event.row_key is not None and event.row_key.value:
-            self.post_message(self.NodeOpened(event.row_key.value))
+        if event.key:
+            self.post_message(self.NodeOpened(event.key))
 
     def _layout(self) -> None:
         if self.session is None or self.index is None or not self.selected_node:
@@ -161,7 +158,7 @@ class GraphView(Vertical):
         q = query.strip().lower()
         if not q or not self.rows:
             return False
-        t = self.query_one("#graph-table", DataTable)
+        t = self.query_one("#graph-table", NodeList)
         n = len(self.rows)
         start = t.cursor_row
         for k in range(1, n + 1):
@@ -177,5 +174,5 @@ class GraphView(Vertical):
             inp = self.query_one("#graph-search", Input)
             if not inp.has_class("hidden"):
                 inp.add_class("hidden")
-                self.query_one("#graph-table", DataTable).focus()
+                self.query_one("#graph-table", NodeList).focus()
                 event.stop()

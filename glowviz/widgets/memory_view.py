@@ -1,6 +1,9 @@
 """Memory view: the allocation map (offset × instruction index, one coloured block per buffer),
 peak / lower bound / gap, the buffers live at the peak, why the selected buffer sits where it
-does, and a comparison with another allocator or scheduler (recompiled in a worker)."""
+does, and a side-by-side comparison with a second plan: another allocator or scheduler (A/S,
+recompiled in a worker) or a second report (o: a glowviz.memory/1 JSON file, a model or a
+mem-diff spec, loaded in a worker). The comparison data comes from the session
+(`CompileSession.compare_memory_report`, `glowviz.session.memcompare`)."""
 
 from __future__ import annotations
 
@@ -37,11 +40,18 @@ def scheduler_names() -> list[str]:
         return ["child-mem-size", "topological"]
 
 
-def draw_map(data: dict, width: int, rows: int = MAP_ROWS, selected: str | None = None) -> Text:
-    """Offset (rows, top = 0) × instruction index (columns); each buffer a coloured block."""
+def map_top(data: dict) -> int:
+    """The highest byte the map of `data` shows."""
+    return max([data["peak_bytes"]] + [b["offset"] + b["size"] for b in data["buffers"]] + [1])
+
+
+def draw_map(data: dict, width: int, rows: int = MAP_ROWS, selected: str | None = None,
+             top: int | None = None) -> Text:
+    """Offset (rows, top = 0) × instruction index (columns); each buffer a coloured block.
+    `top` fixes the offset scale (two maps side by side share one)."""
     bufs = data["buffers"]
     n = max(1, data["n_instructions"])
-    top = max([data["peak_bytes"]] + [b["offset"] + b["size"] for b in bufs] + [1])
+    top = max(top or 0, map_top(data))
     per_row = top / rows
     grid: list[list[str | None]] = [[None] * width for _ in range(rows)]
     for k, b in enumerate(bufs):
@@ -70,7 +80,9 @@ def draw_map(data: dict, width: int, rows: int = MAP_ROWS, selected: str | None 
 
 class MemoryView(Vertical):
     BINDINGS = [Binding("A", "cycle_allocator", "Compare allocator", id="memory.allocator"),
-                Binding("S", "cycle_scheduler", "Compare scheduler", id="memory.scheduler")]
+                Binding("S", "cycle_scheduler", "Compare scheduler", id="memory.scheduler"),
+                Binding("o", "open_report", "Compare with report", id="memory.open_report"),
+                Binding("x", "close_compare", "Close comparison", id="memory.close_compare")]
 
     class BufferSelected(Message):
         def __init__(self, name: str) -> None:
@@ -83,12 +95,26 @@ class MemoryView(Vertical):
         self.data: dict | None = None
         self.selected: str | None = None
         self.compare_text: Text | None = None
+        #: The comparison shown (`CompileSession.compare_memory_with`'s data), or None.
+        self.comparison: dict | None = None
+        self.compare_error: str | None = None
+        self._cmp_selected: tuple[str | None, str | None] = (None, None)
+        self._last_spec = ""
         self._alloc_k = 0
         self._sched_k = 0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="memory-figures")
+        status = Static("", id="memory-compare-status")
+        status.display = False
+        yield status
         yield Static("", id="memory-map")
+        with Vertical(id="memory-compare-pane"):
+            yield Static("", id="cmp-figures")
+            with Horizontal(id="cmp-maps"):
+                yield Static("", id="cmp-map-base")
+                yield Static("", id="cmp-map-other")
+            yield DataTable(id="cmp-table", cursor_type="row")
         with Horizontal(id="memory-bottom"):
             yield DataTable(id="memory-table", cursor_type="row")
             with VerticalScroll(id="memory-side"):
@@ -96,6 +122,8 @@ class MemoryView(Vertical):
                 yield Static("", id="memory-compare")
 
     def show(self, session: CompileSession, index: int | None = None) -> None:
+        if session is not self.session and (self.comparison or self.compare_error):
+            self._close_compare()
         self.session = session
         data = session.memory_map()
         self.data = data
@@ -116,7 +144,8 @@ class MemoryView(Vertical):
             (f"   peak at instr {data['peak_instruction']}: "
              f"{', '.join(data['live_at_peak'][:6])}"
              f"{'…' if len(data['live_at_peak']) > 6 else ''}", "dim"),
-            ("\nA/S: compare with another allocator/scheduler", "dim")))
+            ("\nA/S: compare with another allocator/scheduler   o: compare with a report "
+             "(JSON, model or mem-diff spec)", "dim")))
         self._redraw_map()
         t.add_column("buffer", key="name")
         t.add_column("offset", key="offset")
@@ -135,7 +164,12 @@ class MemoryView(Vertical):
         if self.data and self.data.get("available"):
             width = max(20, (self.size.width or 110) - 12)
             self.query_one("#memory-map", Static).update(
-                draw_map(self.data, width, selected=self.selected))
+                crop_lines(draw_map(self.data, width, selected=self.selected), width + 10))
+        if self.comparison is not None:
+            self._draw_compare_maps()
+
+    def on_resize(self) -> None:
+        self._redraw_map()
 
     def select(self, name: str) -> bool:
         t = self.query_one("#memory-table", DataTable)
@@ -158,7 +192,7 @@ class MemoryView(Vertical):
             self._redraw_map()
             self.post_message(self.BufferSelected(name))
 
-    # -- comparison ---------------------------------------------------------------------------
+    # -- comparison with another allocator / scheduler ----------------------------------------
     def action_cycle_allocator(self) -> None:
         names = allocator_names()
         cur = getattr(self.session.options, "allocator", None) if self.session else None
@@ -176,6 +210,9 @@ class MemoryView(Vertical):
     def compare(self, allocator: str | None = None, scheduler: str | None = None) -> None:
         if self.session is None:
             return
+        what = " ".join(x for x in (f"allocator {allocator}" if allocator else "",
+                                    f"scheduler {scheduler}" if scheduler else "") if x)
+        self._set_status(Text(f"compiling with {what}…", style="dim"))
         self.query_one("#memory-compare", Static).update(
             Text(f"compiling with {allocator or ''}{scheduler or ''}…", style="dim"))
         self._compare_worker(self.session, allocator, scheduler)
@@ -183,16 +220,211 @@ class MemoryView(Vertical):
     @work(thread=True, exclusive=True, group="memory-compare")
     def _compare_worker(self, session: CompileSession, allocator: str | None,
                         scheduler: str | None) -> None:
+        cmp, error = None, None
         try:
             res = session.compare_memory(allocator, scheduler)
             text = compare_text(res)
+            cmp = res.get("comparison")
+            if cmp is None:
+                error = res.get("error") or res["other"].get("reason") or res["base"].get(
+                    "reason") or "no memory plan to compare"
         except Exception as e:  # noqa: BLE001
             text = Text(f"comparison failed: {type(e).__name__}: {e}", style="red")
+            error = f"{type(e).__name__}: {e}"
         self.app.call_from_thread(self._set_compare, text)
+        self.app.call_from_thread(self._compare_done, session, cmp, error)
 
     def _set_compare(self, text: Text) -> None:
         self.compare_text = text
         self.query_one("#memory-compare", Static).update(text)
+
+    # -- comparison with a second report ------------------------------------------------------
+    def action_open_report(self) -> None:
+        """Ask for a second report (JSON, model or mem-diff spec) and compare with it."""
+        from glowviz.screens.compare_report import CompareReportScreen
+
+        def chosen(spec: str | None) -> None:
+            if spec:
+                self.compare_report(spec)
+
+        self.app.push_screen(CompareReportScreen(self._last_spec), chosen)
+
+    def compare_report(self, spec: str) -> None:
+        if self.session is None:
+            return
+        self._last_spec = spec
+        self._set_status(Text(f"loading {spec}…", style="dim"))
+        self._report_worker(self.session, spec)
+
+    @work(thread=True, exclusive=True, group="memory-compare")
+    def _report_worker(self, session: CompileSession, spec: str) -> None:
+        cmp, error = None, None
+        try:
+            cmp = session.compare_memory_report(spec)
+        except Exception as e:  # noqa: BLE001 - shown as one line; the IDE keeps working
+            from compiler.errors import CompilerError
+
+            error = str(e) if isinstance(e, CompilerError) else f"{type(e).__name__}: {e}"
+        self.app.call_from_thread(self._compare_done, session, cmp, error)
+
+    def _compare_done(self, session: CompileSession, cmp: dict | None,
+                      error: str | None) -> None:
+        if session is not self.session:
+            return
+        if error is not None or cmp is None:
+            self._close_compare()
+            self.compare_error = " ".join(str(error or "no comparison").split())
+            self._set_status(Text("cannot compare: ", style="bold red")
+                             + Text(self.compare_error, style="red"))
+            if self.app.focused is None or self.app.focused.id == "cmp-table":
+                self.query_one("#memory-table", DataTable).focus()
+            return
+        self.compare_error = None
+        self.comparison = cmp
+        self._cmp_selected = (None, None)
+        self.add_class("comparing")
+        self._set_status(Text.assemble(
+            ("comparing with ", "bold"), (cmp["other"]["label"], "bold cyan"),
+            ("   x: close   o: another report", "dim")))
+        self.query_one("#cmp-figures", Static).update(compare_figures(cmp))
+        self._fill_compare_table(cmp)
+        self._draw_compare_maps()
+        self.query_one("#cmp-table", DataTable).focus()
+
+    def action_close_compare(self) -> None:
+        self._close_compare()
+        t = self.query_one("#memory-table", DataTable)
+        t.focus()
+
+    def _close_compare(self) -> None:
+        self.comparison, self.compare_error = None, None
+        self.remove_class("comparing")
+        self._set_status(Text(""))
+
+    def _set_status(self, text: Text) -> None:
+        status = self.query_one("#memory-compare-status", Static)
+        status.update(text)
+        status.display = bool(text.plain)
+
+    def _fill_compare_table(self, cmp: dict) -> None:
+        t = self.query_one("#cmp-table", DataTable)
+        t.clear(columns=True)
+        for label, key in (("change", "change"), ("buffer", "buffer"),
+                           ("size this", "old_size"), ("size other", "new_size"),
+                           ("live this", "old_live"), ("live other", "new_live"),
+                           ("@ this", "old_offset"), ("@ other", "new_offset")):
+            t.add_column(label, key=key)
+        for k, r in enumerate(cmp["rows"]):
+            t.add_row(*compare_row_cells(r), key=str(k))
+
+    @on(DataTable.RowHighlighted, "#cmp-table")
+    def _cmp_highlight(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        if self.comparison is None or event.row_key is None or event.row_key.value is None:
+            return
+        r = self.comparison["rows"][int(event.row_key.value)]
+        self._cmp_selected = (r["old"], r["new"])
+        self._draw_compare_maps()
+
+    def _draw_compare_maps(self) -> None:
+        cmp = self.comparison
+        if cmp is None:
+            return
+        base, other = cmp["base"]["map"], cmp["other"]["map"]
+        avail = (self.size.width or 110) - 4
+        width = avail // 2 - 11
+        left = self.query_one("#cmp-map-base", Static)
+        right = self.query_one("#cmp-map-other", Static)
+        if width < 16:
+            left.update(Text("(too narrow for the two allocation maps)", style="dim"))
+            right.update("")
+            return
+        top = max(map_top(base), map_top(other))
+        rows = 10
+        old, new = self._cmp_selected
+        for w, side, label, data, sel in ((left, "base", "this", base, old),
+                                          (right, "other", "other", other, new)):
+            t = Text(f"{label}: {cmp[side]['label']}\n", style="bold")
+            t.append_text(draw_map(data, width, rows, selected=sel, top=top))
+            w.update(crop_lines(t, width + 10))
+
+
+def crop_lines(text: Text, width: int) -> Text:
+    """`text` with every line cut to `width` cells (the maps must not wrap)."""
+    out = Text()
+    for k, line in enumerate(text.split("\n", include_separator=False)):
+        line.truncate(width, overflow="ellipsis")
+        if k:
+            out.append("\n")
+        out.append_text(line)
+    return out
+
+
+def _delta_style(d: int) -> str:
+    return "bold red" if d > 0 else "bold green" if d < 0 else "dim"
+
+
+def _signed(d: int) -> str:
+    return ("+" if d > 0 else "") + fmt_bytes(d)
+
+
+def compare_figures(cmp: dict) -> Text:
+    """Both sides' peak, lower bound, no-reuse and regions with deltas (growth red, shrink
+    green), and the buffer match summary."""
+    d = cmp["diff"]
+    t = Text(no_wrap=True)
+    t.append(f"{'figure':<20}{'this':>12}  {'other':>12}  delta\n", style="bold")
+
+    def line(label: str, x: dict) -> None:
+        t.append(f"{label:<20}{fmt_bytes(x['old']):>12}  {fmt_bytes(x['new']):>12}  ")
+        pct = "" if x["pct"] is None or x["delta"] == 0 else f" ({x['pct']:+.1f}%)"
+        t.append(f"{_signed(x['delta']) if x['delta'] else '='}{pct}", style=_delta_style(
+            x["delta"]))
+        t.append("\n")
+
+    line("peak", d["peak"])
+    line("lower bound", d["lower_bound"])
+    line("no reuse", d["no_reuse"])
+    for k, x in d["regions"].items():
+        line(f"region {k}", x)
+    b = d["buffers"]
+    t.append(f"buffers: {d['old']['buffers']} -> {d['new']['buffers']}, matched {b['matched']}; ")
+    for key, style in (("grew", "red"), ("shrank", "green"), ("appeared", "red"),
+                       ("vanished", "green"), ("longer", "yellow"), ("shorter", "green"),
+                       ("moved", "magenta")):
+        t.append(f"{key} {len(b[key])}", style=style if b[key] else "dim")
+        t.append("  ")
+    return t
+
+
+def compare_row_cells(r: dict) -> list[Text]:
+    """The cells of one changed buffer; the changed cells highlighted."""
+    tags = r["tags"]
+    tag_style = {"grew": "bold red", "appeared": "bold red", "longer": "bold yellow",
+                 "shrank": "bold green", "vanished": "bold green", "shorter": "green",
+                 "moved": "magenta"}
+    change = Text()
+    for k, tag in enumerate(tags):
+        change.append(("," if k else "") + tag, style=tag_style[tag])
+    name = r["new"] if r["old"] in (None, r["new"]) else (
+        r["old"] if r["new"] is None else f"{r['old']} → {r['new']}")
+    size_style = ("bold red" if (r["size_delta"] or 0) > 0 else "bold green") \
+        if "size" in r["changed"] else ""
+    live_style = ("bold yellow" if "longer" in tags or "appeared" in tags else "bold green") \
+        if "live" in r["changed"] else ""
+    off_style = "bold magenta" if "offset" in r["changed"] else ""
+
+    def cell(v: object, style: str, fmt=str) -> Text:
+        return Text("—", style="dim") if v is None else Text(fmt(v), style=style)
+
+    def live(side: str) -> object:
+        f = r.get(f"{side}_first")
+        return None if f is None else f"{f}–{r[f'{side}_last']}"
+
+    return [change, Text(name),
+            cell(r["old_size"], size_style, fmt_bytes), cell(r["new_size"], size_style, fmt_bytes),
+            cell(live("old"), live_style), cell(live("new"), live_style),
+            cell(r["old_offset"], off_style), cell(r["new_offset"], off_style)]
 
 
 def compare_text(res: dict) -> Text:

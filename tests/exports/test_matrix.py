@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from conftest import SAMPLE_MODELS, session_for
+from export_helpers import SAMPLE_MODELS, session_for
 
 from glowviz.exports.views import VIEW_FORMATS, render_view
 

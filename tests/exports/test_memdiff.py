@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MODELS
+from export_helpers import MODELS
 
 from glowviz.cli import main
 from glowviz.exports.memdiff import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import MODELS
+from export_helpers import MODELS
 
 from compiler.pipeline import CompileOptions
 from glowviz.exports.per_pass import format_per_pass, per_pass_memory

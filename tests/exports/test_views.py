@@ -8,7 +8,7 @@ import shutil
 import time
 
 import pytest
-from conftest import MODELS, check_golden, session_for
+from export_helpers import MODELS, check_golden, session_for
 
 from glowviz.cli import main
 from glowviz.exports.dot_graph import graph_data, graph_to_dot

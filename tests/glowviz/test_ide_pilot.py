@@ -8,7 +8,7 @@ import functools
 import json
 
 import pytest
-from conftest import ROOT, make_fake_session
+from ide_helpers import ROOT, make_fake_session
 from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp
@@ -61,6 +61,8 @@ async def test_every_view_renders():
             await pilot.pause()
             await _workers(app)
             assert main.query_one(TabbedContent).active == tab
+            # keys go to the view just shown, never to the pipeline's filter box
+            assert app.focused is not None and main.view(tab) in app.focused.ancestors_with_self
         assert main.view("schedule").data["peak"] == 2048
         assert main.view("memory").data["gap_bytes"] == 0
         assert main.view("lifetimes").buffers

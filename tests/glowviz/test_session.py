@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLES, make_fake_session
+from ide_helpers import SAMPLES, make_fake_session
 
 from glowviz.session import CompileSession, array_stats, slice_2d
 
@@ -141,7 +141,7 @@ def test_compare_arrays():
 
 
 def _compiled(name: str = "mlp.onnx") -> CompileSession:
-    from conftest import ROOT
+    from ide_helpers import ROOT
 
     s = CompileSession(str(ROOT / "sample_models" / name)).compile()
     if s.error is not None or s.low_level_reason:

@@ -3,7 +3,7 @@ accept a deliberate change)."""
 
 from __future__ import annotations
 
-from conftest import make_fake_session
+from ide_helpers import make_fake_session
 
 from glowviz.app import GlowvizApp
 

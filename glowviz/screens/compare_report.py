@@ -1,0 +1,43 @@
+"""The Memory view's "compare with report" prompt (key o): a path to a second memory report."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label
+
+
+class CompareReportScreen(ModalScreen[str | None]):
+    """Asks for a glowviz.memory/1 JSON file, an .onnx model or a mem-diff spec
+    (`model.onnx:scheduler=...,allocator=...,disable=PASS+PASS`); dismisses with it (or None)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="compare_report.cancel")]
+    DEFAULT_CSS = """
+    CompareReportScreen { align: center middle; }
+    CompareReportScreen > Vertical { width: 90; height: auto; border: thick $primary;
+                                     background: $surface; padding: 0 1; }
+    CompareReportScreen .hint { color: $text-muted; }
+    """
+
+    def __init__(self, value: str = "") -> None:
+        super().__init__()
+        self._value = value
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Compare the memory plan with a second report; Enter to load, Esc to cancel")
+            yield Label("a glowviz.memory/1 JSON file (glowviz mem --json), an .onnx model, or "
+                        "model.onnx:scheduler=…,allocator=…,disable=PASS+PASS", classes="hint")
+            yield Input(value=self._value, placeholder="report.json | model.onnx[:key=value,...]",
+                        id="compare-path")
+
+    @on(Input.Submitted, "#compare-path")
+    def _submit(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,41 @@
+"""A compile session: the pipeline run once through the observer, every stage kept for the views.
+
+Textual-free: the IDE and `glowviz export` share it. View data comes out as plain data
+(`graph_nodes`, `diff`, `schedule_data`, `lifetimes`, `memory_map`, `memory_report`,
+`compare_memory_report`); the debugger state lives here too (`Debugger`, over a small
+stepping-executor interface).
+
+Modules: `core` (stages, compile, errors), `views` (the view data, a mixin of the session),
+`memcompare` (the Memory view's side-by-side comparison data), `debugger` (stepping executors,
+breakpoints, comparison with the reference), `util` (shared helpers). Every public name is
+importable from `glowviz.session`.
+"""
+
+from __future__ import annotations
+
+from glowviz.session.core import (
+    DEFAULT_MODEL,
+    CompileSession,
+    ProgressFn,
+    SessionError,
+    StageRecord,
+    default_model_path,
+    ir_text,
+)
+from glowviz.session.debugger import (
+    ATOL,
+    RTOL,
+    ArenaStepper,
+    Debugger,
+    LLVMStepper,
+    SteppingExecutor,
+    array_stats,
+    compare_arrays,
+    slice_2d,
+)
+from glowviz.session.util import _get, _name_of, fmt_bytes
+
+__all__ = ["ATOL", "DEFAULT_MODEL", "RTOL", "ArenaStepper", "CompileSession", "Debugger",
+           "LLVMStepper", "ProgressFn", "SessionError", "StageRecord", "SteppingExecutor",
+           "_get", "_name_of", "array_stats", "compare_arrays", "default_model_path", "fmt_bytes",
+           "ir_text", "slice_2d"]

@@ -1,0 +1,274 @@
+"""The compile session core: the pipeline run once through the observer, every stage kept.
+
+`CompileSession` compiles (in a worker thread if wanted), records each `PassEvent` as a
+`StageRecord` and turns failures into a `SessionError`. The plain view data it serves lives in
+`glowviz.session.views` (a mixin), the debugger in `glowviz.session.debugger`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from glowviz.diff import GraphDiff
+from glowviz.session.util import fmt_bytes  # noqa: F401 - re-exported
+from glowviz.session.views import SessionViewData
+
+if TYPE_CHECKING:
+    from glowviz.session.debugger import Debugger, SteppingExecutor
+
+DEFAULT_MODEL = "sample_models/resnet_small.onnx"
+
+#: The low-level parts of the compiler; when one is missing the views say so.
+_LOW_LEVEL_MODULES = ("compiler.lir", "compiler.scheduling", "compiler.memory",
+                      "compiler.backends.interpreter")
+
+
+def default_model_path() -> str:
+    here = Path(__file__).resolve().parent.parent / DEFAULT_MODEL
+    return str(here if here.exists() else Path(DEFAULT_MODEL))
+
+
+@dataclass
+class SessionError:
+    """A compile failure as the IDE shows it: message, failing pass and node (where known)."""
+
+    message: str
+    kind: str = "CompilerError"
+    pass_name: str | None = None
+    node: str | None = None
+    stage: str | None = None
+    internal: bool = False  # not a CompilerError: a bug; the traceback is kept
+    traceback: str = ""
+
+    def headline(self) -> str:
+        where = []
+        if self.pass_name:
+            where.append(f"pass {self.pass_name}")
+        if self.node:
+            where.append(f"node {self.node}")
+        return f"{self.kind}" + (f" in {', '.join(where)}" if where else "") + f": {self.message}"
+
+
+@dataclass
+class StageRecord:
+    """One observed pass: what the pipeline reported, plus lazily computed text and hash."""
+
+    index: int
+    stage: str
+    pass_name: str
+    changed: bool
+    count_before: int
+    count_after: int
+    time_ms: float
+    ir_kind: str
+    ir: Any
+    provenance: list[Any] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    _text: str | None = field(default=None, repr=False)
+    _hash: str | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.stage}/{self.pass_name}"
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = ir_text(self.ir, self.ir_kind)
+        return self._text
+
+    @property
+    def ir_hash(self) -> str:
+        if self._hash is None:
+            self._hash = hashlib.sha1(self.text.encode()).hexdigest()[:16]
+        return self._hash
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "stage": self.stage, "pass": self.pass_name,
+                "changed": self.changed, "count_before": self.count_before,
+                "count_after": self.count_after, "time_ms": round(self.time_ms, 3),
+                "ir_kind": self.ir_kind}
+
+
+def ir_text(ir: Any, kind: str) -> str:
+    """The deterministic text of a graph Module or a low-level IR snapshot."""
+    if ir is None:
+        return ""
+    if kind == "graph":
+        from compiler.graph.printer import print_module
+
+        return print_module(ir)
+    for mod_name, fn_name in (("compiler.lir.printer", "print_lir"),
+                              ("compiler.lir.printer", "print_function"),
+                              ("compiler.lir.ir", "print_lir")):
+        try:
+            mod = __import__(mod_name, fromlist=[fn_name])
+            fn = getattr(mod, fn_name, None)
+            if fn is not None:
+                return fn(ir)
+        except Exception:  # noqa: BLE001 - a partial low-level IR must not break the view
+            continue
+    for meth in ("to_text", "print", "dump"):
+        f = getattr(ir, meth, None)
+        if callable(f):
+            try:
+                out = f()
+                if isinstance(out, str):
+                    return out
+            except Exception:  # noqa: BLE001
+                pass
+    return str(ir)
+
+
+ProgressFn = Callable[[StageRecord], None]
+
+
+class CompileSession(SessionViewData):
+    """One model compiled with one set of options; every stage kept."""
+
+    def __init__(self, model_path: str | None = None, options: Any = None, *,
+                 compile_fn: Callable[..., Any] | None = None) -> None:
+        self.model_path = model_path or default_model_path()
+        self.options = options
+        self._compile_fn = compile_fn
+        self.stages: list[StageRecord] = []
+        self.result: Any = None
+        self.error: SessionError | None = None
+        self.low_level_reason: str | None = None  # why schedule/LIR/memory are missing
+        self.done = False
+        self.time_ms = 0.0
+        self._diff_cache: dict[tuple[int, int], GraphDiff] = {}
+        self._lock = threading.Lock()
+        self.debugger: Debugger | None = None
+        self._debugger_lock = threading.Lock()
+        #: Builds the debugger's executor; None means LLVM (the interpreter if codegen fails).
+        self.executor_factory: Callable[[CompileSession], SteppingExecutor] | None = None
+        #: With `executor_factory`: the reference run in lock-step (None: no comparison).
+        self.reference_factory: Callable[[CompileSession], SteppingExecutor] | None = None
+        self._view_cache: dict[Any, Any] = {}
+
+    # -- compiling ----------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return Path(self.model_path).name
+
+    def _options(self) -> Any:
+        if self.options is None:
+            from compiler.pipeline import CompileOptions
+
+            self.options = CompileOptions()
+        return self.options
+
+    def compile(self, progress: ProgressFn | None = None) -> CompileSession:
+        """Run the pipeline (callable from a worker thread); `progress` gets each new stage."""
+        self.stages, self.result, self.error, self.done = [], None, None, False
+        self.low_level_reason = None
+        self._diff_cache.clear()
+        self._view_cache.clear()
+        self.debugger = None
+
+        def observe(ev: Any) -> None:
+            rec = StageRecord(ev.index, ev.stage, ev.pass_name, bool(ev.changed),
+                              int(ev.count_before), int(ev.count_after), float(ev.time_ms),
+                              ev.ir_kind, ev.ir, list(ev.provenance or []),
+                              dict(getattr(ev, "stats", None) or {}))
+            with self._lock:
+                self.stages.append(rec)
+            if progress is not None:
+                progress(rec)
+
+        try:
+            from compiler.errors import CompilerError
+        except Exception:  # noqa: BLE001
+            CompilerError = RuntimeError  # type: ignore[assignment,misc]  # noqa: N806
+        try:
+            compile_fn = self._compile_fn
+            if compile_fn is None:
+                from compiler.pipeline import compile_model as compile_fn
+            if not Path(self.model_path).exists():
+                raise FileNotFoundError(f"model file not found: {self.model_path}")
+            self.result = compile_fn(self.model_path, self._options(), observe)
+            self.time_ms = float(getattr(self.result, "time_ms", 0.0) or 0.0)
+            self._check_low_level()
+        except CompilerError as e:
+            self.error = SessionError(
+                getattr(e, "message", str(e)) if not getattr(e, "pass_name", None) else str(e),
+                type(e).__name__, getattr(e, "pass_name", None) or self._next_pass_guess(),
+                getattr(e, "node", None) or getattr(e, "instruction", None),
+                self.stages[-1].stage if self.stages else "import")
+        except ModuleNotFoundError as e:
+            missing = e.name or str(e)
+            if self.stages and any(missing.startswith(m) for m in _LOW_LEVEL_MODULES):
+                self.low_level_reason = f"low-level stages not built yet ({missing} missing)"
+            else:
+                self.error = SessionError(f"compiler part not available yet: {missing}",
+                                          "NotAvailable", self._next_pass_guess(), None,
+                                          internal=False)
+        except FileNotFoundError as e:
+            self.error = SessionError(str(e), "ModelLoadError", "import-onnx")
+        except Exception as e:  # noqa: BLE001 - an internal bug: show it, keep the IDE alive
+            self.error = SessionError(f"{type(e).__name__}: {e}", "InternalError",
+                                      self._next_pass_guess(), None, internal=True,
+                                      traceback=traceback.format_exc())
+        self.done = True
+        return self
+
+    def _next_pass_guess(self) -> str | None:
+        return None if not self.stages else f"after {self.stages[-1].pass_name}"
+
+    def _check_low_level(self) -> None:
+        r = self.result
+        if r is None:
+            return
+        if getattr(r, "stopped_after", None):
+            self.low_level_reason = f"pipeline stopped after {r.stopped_after}"
+        elif getattr(r, "plan", None) is None and getattr(r, "lir", None) is None:
+            opts = getattr(r, "options", None)
+            if opts is not None and not getattr(opts, "low_level", True):
+                self.low_level_reason = "low-level stages disabled (options.low_level=False)"
+            else:
+                self.low_level_reason = "low-level stages produced nothing"
+
+    # -- stages -------------------------------------------------------------------------------
+    def stage(self, i: int) -> StageRecord:
+        return self.stages[i]
+
+    def stage_index(self, name: str) -> int | None:
+        """The last stage whose pass or stage name (or label) is `name`."""
+        for rec in reversed(self.stages):
+            if name in (rec.pass_name, rec.stage, rec.label):
+                return self.stages.index(rec)
+        return None
+
+    def graph_stage_at_or_before(self, i: int) -> int | None:
+        for j in range(min(i, len(self.stages) - 1), -1, -1):
+            if self.stages[j].ir_kind == "graph":
+                return j
+        return None
+
+    def prefetch(self, i: int) -> None:
+        """Compute (and cache) what the views show for stage `i` (from a worker thread)."""
+        rec = self.stages[i]
+        rec.ir_hash  # noqa: B018 - computes the text and its hash
+        if rec.ir_kind == "graph":
+            self.graph_nodes(i)
+        self.diff_prev(i)
+
+    def stage_table(self) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.stages]
+
+    # -- debugger -----------------------------------------------------------------------------
+    def get_debugger(self) -> Debugger:
+        """The debugger (built once: JIT-compiles the LLVM kernels; call from a worker)."""
+        from glowviz.session.debugger import Debugger
+
+        with self._debugger_lock:
+            if self.debugger is None:
+                self.debugger = Debugger(self)
+            return self.debugger

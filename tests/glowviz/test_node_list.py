@@ -1,0 +1,193 @@
+"""NodeList, the virtualized list of the Graph view: only visible lines are rendered, the cursor
+moves with keys and the mouse, and it posts RowHighlighted / RowSelected."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from pathlib import Path
+
+from textual import on
+from textual.app import App, ComposeResult
+
+from glowviz.widgets.node_list import NodeList
+
+CSS = Path(__file__).resolve().parents[2] / "glowviz" / "widgets" / "node_list.tcss"
+N = 500
+HEIGHT = 12  # the list: a header line and 11 rows
+
+
+def run_async(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def make_rows(n: int = N) -> list[tuple[str, str, str, str, str]]:
+    return [("conv" if k % 2 else "activation", f"node{k} (Conv)", "f32<1x64x56x56>",
+             f"node{k - 1}, w{k}", f"node{k + 1}") for k in range(n)]
+
+
+class RecordingList(NodeList):
+    """Remembers which rows render_line drew."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.drawn: set[int] = set()
+
+    def render_line(self, y: int):
+        row = self.row_at(y)
+        if row is not None:
+            self.drawn.add(row)
+        return super().render_line(y)
+
+
+class ListApp(App):
+    CSS_PATH = str(CSS)
+    CSS = f"NodeList {{ height: {HEIGHT}; width: 100; }}"
+
+    def __init__(self, rows=None) -> None:
+        super().__init__()
+        self.initial = make_rows() if rows is None else rows
+        self.highlighted: list[str | None] = []
+        self.selected: list[str | None] = []
+
+    def compose(self) -> ComposeResult:
+        yield RecordingList(id="list", kind_styles={"conv": "bold cyan"})
+
+    def on_mount(self) -> None:
+        lst = self.query_one(NodeList)
+        lst.set_rows(self.initial, keys=[f"node{k}" for k in range(len(self.initial))])
+        lst.focus()
+
+    @on(NodeList.RowHighlighted, "#list")
+    def _hl(self, event: NodeList.RowHighlighted) -> None:
+        self.highlighted.append(event.key)
+
+    @on(NodeList.RowSelected, "#list")
+    def _sel(self, event: NodeList.RowSelected) -> None:
+        self.selected.append(event.key)
+
+
+def line_text(lst: NodeList, y: int) -> str:
+    return lst.render_line(y).text
+
+
+@run_async
+async def test_renders_only_the_visible_rows():
+    app = ListApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        lst = app.query_one(RecordingList)
+        assert lst.row_count == N
+        assert lst.virtual_size.height == N + 1  # the header line and the rows
+        assert lst.drawn and max(lst.drawn) < HEIGHT  # nothing below the fold was drawn
+        assert line_text(lst, 0).split()[:5] == ["kind", "name", "type", "inputs", "users"]
+        assert "node0 (Conv)" in line_text(lst, 1)
+        lst.drawn.clear()
+        await pilot.press("end")
+        await pilot.pause()
+        assert lst.cursor_row == N - 1
+        assert lst.scroll_y == lst.max_scroll_y > 0
+        assert lst.drawn and min(lst.drawn) >= N - HEIGHT  # only the last page was drawn
+        assert f"node{N - 1} (Conv)" in line_text(lst, HEIGHT - 1)
+        assert line_text(lst, 0).startswith(" kind")  # the header stays on top
+
+
+@run_async
+async def test_columns_fit_the_longest_cell_up_to_a_cap():
+    rows = make_rows(3) + [("io", "x" * 100, "f32<2>", "a, b", "")]
+    app = ListApp(rows)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        lst = app.query_one(NodeList)
+        assert lst.widths[0] == len("activation")
+        assert lst.widths[1] == NodeList.MAX_WIDTHS[1]
+        assert lst.widths[2] == len("f32<1x64x56x56>")
+        cut = line_text(lst, 4)
+        assert "x" * (NodeList.MAX_WIDTHS[1] - 1) + "…" in cut and "x" * 49 not in cut
+        assert lst.virtual_size.width == sum(w + 2 for w in lst.widths)
+
+
+@run_async
+async def test_cursor_keys_scroll_and_highlight_messages():
+    app = ListApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        lst = app.query_one(NodeList)
+        page = HEIGHT - 1
+        assert lst.cursor_row == 0
+        app.highlighted.clear()
+        await pilot.press("down", "down", "up")
+        await pilot.pause()
+        assert lst.cursor_row == 1
+        assert app.highlighted == ["node1", "node2", "node1"]
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert lst.cursor_row == 1 + page
+        assert lst.scroll_y == 2  # just enough to show the cursor row under the header
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert lst.cursor_row == 1 and lst.scroll_y == 1
+        await pilot.press("home")
+        await pilot.pause()
+        assert lst.cursor_row == 0 and lst.scroll_y == 0
+        await pilot.press("up")  # already at the top: nothing moves, nothing is posted
+        await pilot.pause()
+        assert lst.cursor_row == 0 and app.highlighted[-1] == "node0"
+        n = len(app.highlighted)
+        await pilot.press("end", "down")
+        await pilot.pause()
+        assert lst.cursor_row == N - 1 and app.highlighted[n:] == [f"node{N - 1}"]
+        lst.move_cursor(250)
+        await pilot.pause()
+        assert lst.cursor_key == "node250" and app.highlighted[-1] == "node250"
+        assert lst.row_at(250 - round(lst.scroll_y) + 1) == 250  # the cursor row is in view
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.selected == ["node250"]
+
+
+@run_async
+async def test_mouse_moves_the_cursor_then_selects():
+    app = ListApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        lst = app.query_one(NodeList)
+        await pilot.click(NodeList, offset=(5, 3))  # line 3: the third row
+        await pilot.pause()
+        assert lst.cursor_row == 2 and app.highlighted[-1] == "node2" and not app.selected
+        await pilot.click(NodeList, offset=(5, 3))  # a click on the cursor row selects it
+        await pilot.pause()
+        assert app.selected == ["node2"]
+        await pilot.click(NodeList, offset=(5, 0))  # the header: no move, no selection
+        await pilot.pause()
+        assert lst.cursor_row == 2 and app.selected == ["node2"]
+
+
+@run_async
+async def test_set_rows_keeps_or_resets_the_cursor():
+    app = ListApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        lst = app.query_one(NodeList)
+        lst.move_cursor(300)
+        await pilot.pause()
+        app.highlighted.clear()
+        rows = make_rows(400)
+        lst.set_rows(rows, keys=[f"node{k}" for k in range(400)], cursor=300)
+        await pilot.pause()
+        assert lst.cursor_row == 300 and app.highlighted == []  # same row: no news
+        lst.set_rows(rows[:10], keys=[f"node{k}" for k in range(10)], cursor=50)
+        await pilot.pause()
+        assert lst.cursor_row == 9 and app.highlighted == ["node9"]  # clamped
+        assert lst.scroll_y == 0
+        lst.clear()
+        await pilot.pause()
+        assert lst.row_count == 0 and lst.cursor_key is None
+        assert line_text(lst, 1).strip() == ""
+        await pilot.press("down", "enter")  # an empty list ignores keys
+        await pilot.pause()
+        assert app.selected == []
