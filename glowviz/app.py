@@ -14,12 +14,20 @@ from glowviz.session import CompileSession
 class GlowvizApp(App):
     TITLE = "glowviz"
     COMMANDS = App.COMMANDS | {GlowvizCommands}
-    BINDINGS = [Binding("q", "quit", "Quit", id="app.quit"),
-                Binding("question_mark", "help", "Help", id="app.help"),
-                Binding("ctrl+t", "cycle_theme", "Next theme", show=False, id="app.theme")]
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("ctrl+t", "cycle_theme", "Next theme", show=False, id="app.theme"),
+    ]
 
-    def __init__(self, model_path: str | None = None, options=None, *,
-                 session: CompileSession | None = None, theme: str | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str | None = None,
+        options=None,
+        *,
+        session: CompileSession | None = None,
+        theme: str | None = None,
+    ) -> None:
         super().__init__()
         self.session = session or CompileSession(model_path, options)
         self._specs = themes.load_themes()

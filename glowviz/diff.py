@@ -63,12 +63,19 @@ class GraphDiff:
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed or self.constants_added
-                    or self.constants_removed)
+        return not (
+            self.added
+            or self.removed
+            or self.changed
+            or self.constants_added
+            or self.constants_removed
+        )
 
     def summary(self) -> str:
-        s = (f"+{len(self.added)} added, -{len(self.removed)} removed, "
-             f"~{len(self.changed)} changed nodes")
+        s = (
+            f"+{len(self.added)} added, -{len(self.removed)} removed, "
+            f"~{len(self.changed)} changed nodes"
+        )
         if self.constants_added or self.constants_removed:
             s += f"; constants +{len(self.constants_added)} -{len(self.constants_removed)}"
         return s
@@ -77,8 +84,10 @@ class GraphDiff:
         return {
             "added": [n.name for n in self.added],
             "removed": [n.name for n in self.removed],
-            "changed": {c.name: {k: [str(v[0]), str(v[1])] for k, v in c.fields.items()}
-                        for c in self.changed},
+            "changed": {
+                c.name: {k: [str(v[0]), str(v[1])] for k, v in c.fields.items()}
+                for c in self.changed
+            },
             "provenance": list(self.provenance),
             "constants_added": list(self.constants_added),
             "constants_removed": list(self.constants_removed),
@@ -93,9 +102,13 @@ def summarize_nodes(module: Any) -> dict[str, NodeSummary]:
     for fn in module.functions:
         for n in fn.nodes:
             attrs = ", ".join(f"{k}={format_attr(v)}" for k, v in n.attrs.items())
-            out[n.name] = NodeSummary(n.name, n.op, attrs,
-                                      tuple(v.name for v in n.operands),
-                                      tuple(str(r.type) for r in n.results))
+            out[n.name] = NodeSummary(
+                n.name,
+                n.op,
+                attrs,
+                tuple(v.name for v in n.operands),
+                tuple(str(r.type) for r in n.results),
+            )
     return out
 
 
@@ -133,32 +146,44 @@ def side_by_side(a_lines: Sequence[str], b_lines: Sequence[str]) -> list[SideByS
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal":
             for k in range(i2 - i1):
-                rows.append(SideBySideRow("equal", i1 + k + 1, a_lines[i1 + k],
-                                          j1 + k + 1, b_lines[j1 + k]))
+                rows.append(
+                    SideBySideRow("equal", i1 + k + 1, a_lines[i1 + k], j1 + k + 1, b_lines[j1 + k])
+                )
             continue
         n = max(i2 - i1, j2 - j1)
         for k in range(n):
             li, ri = i1 + k, j1 + k
             has_l, has_r = li < i2, ri < j2
             t = "replace" if has_l and has_r else ("delete" if has_l else "insert")
-            rows.append(SideBySideRow(t, li + 1 if has_l else None,
-                                      a_lines[li] if has_l else "",
-                                      ri + 1 if has_r else None,
-                                      b_lines[ri] if has_r else ""))
+            rows.append(
+                SideBySideRow(
+                    t,
+                    li + 1 if has_l else None,
+                    a_lines[li] if has_l else "",
+                    ri + 1 if has_r else None,
+                    b_lines[ri] if has_r else "",
+                )
+            )
     return rows
 
 
-def text_diff(a_text: str, b_text: str, a_name: str = "before",
-              b_name: str = "after") -> tuple[list[str], list[SideBySideRow]]:
+def text_diff(
+    a_text: str, b_text: str, a_name: str = "before", b_name: str = "after"
+) -> tuple[list[str], list[SideBySideRow]]:
     a_lines, b_lines = a_text.splitlines(), b_text.splitlines()
     unified = list(difflib.unified_diff(a_lines, b_lines, a_name, b_name, lineterm=""))
     return unified, side_by_side(a_lines, b_lines)
 
 
-def diff_modules(before: Any, after: Any, *,
-                 records: Iterable[tuple[str, Any]] = (),
-                 before_text: str | None = None, after_text: str | None = None,
-                 names: tuple[str, str] = ("before", "after")) -> GraphDiff:
+def diff_modules(
+    before: Any,
+    after: Any,
+    *,
+    records: Iterable[tuple[str, Any]] = (),
+    before_text: str | None = None,
+    after_text: str | None = None,
+    names: tuple[str, str] = ("before", "after"),
+) -> GraphDiff:
     """Diff two graph Modules: nodes by name, constants by name, plus text and provenance."""
     a, b = summarize_nodes(before), summarize_nodes(after)
     d = GraphDiff()
@@ -180,8 +205,9 @@ def diff_modules(before: Any, after: Any, *,
     return d
 
 
-def diff_texts(before_text: str, after_text: str, *,
-               names: tuple[str, str] = ("before", "after")) -> GraphDiff:
+def diff_texts(
+    before_text: str, after_text: str, *, names: tuple[str, str] = ("before", "after")
+) -> GraphDiff:
     """A text-only diff (for low-level IR snapshots, which have no node summaries here)."""
     d = GraphDiff()
     d.unified, d.side_by_side = text_diff(before_text, after_text, *names)

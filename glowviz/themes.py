@@ -42,8 +42,14 @@ def load_theme_file(path: str | Path) -> ThemeSpec:
     with open(p, "rb") as f:
         data = tomllib.load(f)
     name = str(data.get("name", p.stem))
-    return ThemeSpec(name=name, label=str(data.get("label", name)), dark=bool(data.get("dark", True)),
-                     ui=dict(data.get("ui", {})), figure=dict(data.get("figure", {})), path=str(p))
+    return ThemeSpec(
+        name=name,
+        label=str(data.get("label", name)),
+        dark=bool(data.get("dark", True)),
+        ui=dict(data.get("ui", {})),
+        figure=dict(data.get("figure", {})),
+        path=str(p),
+    )
 
 
 def load_themes(directory: str | Path | None = None) -> dict[str, ThemeSpec]:
@@ -57,12 +63,15 @@ def load_themes(directory: str | Path | None = None) -> dict[str, ThemeSpec]:
             continue
         out[spec.name] = spec
     if DEFAULT_THEME in out:
-        out = {DEFAULT_THEME: out[DEFAULT_THEME], **{k: v for k, v in out.items() if k != DEFAULT_THEME}}
+        out = {
+            DEFAULT_THEME: out[DEFAULT_THEME],
+            **{k: v for k, v in out.items() if k != DEFAULT_THEME},
+        }
     return out
 
 
 def short_name(name: str) -> str:
-    return name[len(THEME_PREFIX):] if name.startswith(THEME_PREFIX) else name
+    return name[len(THEME_PREFIX) :] if name.startswith(THEME_PREFIX) else name
 
 
 def palette(name: str = DEFAULT_THEME, directory: str | Path | None = None) -> dict[str, Any]:
@@ -70,10 +79,20 @@ def palette(name: str = DEFAULT_THEME, directory: str | Path | None = None) -> d
     buffers (a list of colours). Falls back to the default theme, then to built-in values."""
     themes = load_themes(directory)
     spec = themes.get(short_name(name)) or themes.get(DEFAULT_THEME)
-    base = {"background": "#ffffff", "foreground": "#000000", "node_fill": "#ffffff",
-            "node_border": "#000000", "edge": "#444444", "highlight": "#d95f02",
-            "added": "#1b9e77", "removed": "#d62728", "changed": "#e6ab02", "peak": "#d62728",
-            "grid": "#dddddd", "buffers": ["#1b9e77", "#d95f02", "#7570b3", "#e7298a"]}
+    base = {
+        "background": "#ffffff",
+        "foreground": "#000000",
+        "node_fill": "#ffffff",
+        "node_border": "#000000",
+        "edge": "#444444",
+        "highlight": "#d95f02",
+        "added": "#1b9e77",
+        "removed": "#d62728",
+        "changed": "#e6ab02",
+        "peak": "#d62728",
+        "grid": "#dddddd",
+        "buffers": ["#1b9e77", "#d95f02", "#7570b3", "#e7298a"],
+    }
     if spec is not None:
         base.update(spec.figure)
         base.setdefault("primary", spec.ui.get("primary"))
@@ -84,10 +103,19 @@ def to_textual_theme(spec: ThemeSpec) -> Any:
     from textual.theme import Theme
 
     ui = spec.ui
-    keys = ("primary", "secondary", "warning", "error", "success", "accent", "foreground",
-            "background", "surface", "panel")
-    return Theme(name=spec.textual_name, dark=spec.dark,
-                 **{k: ui[k] for k in keys if k in ui})
+    keys = (
+        "primary",
+        "secondary",
+        "warning",
+        "error",
+        "success",
+        "accent",
+        "foreground",
+        "background",
+        "surface",
+        "panel",
+    )
+    return Theme(name=spec.textual_name, dark=spec.dark, **{k: ui[k] for k in keys if k in ui})
 
 
 def textual_themes(directory: str | Path | None = None) -> list[Any]:

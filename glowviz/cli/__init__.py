@@ -32,15 +32,21 @@ def parse_shape_args(items: list[str] | None) -> dict[str, tuple[int, ...]]:
             if any(d <= 0 for d in shapes[name]):
                 raise ValueError
         except ValueError:
-            raise CompilerError(f"bad --input-shape '{item}'",
-                                hint="expected NAME=DIMxDIMx..., e.g. input=1x3x224x224") from None
+            raise CompilerError(
+                f"bad --input-shape '{item}'",
+                hint="expected NAME=DIMxDIMx..., e.g. input=1x3x224x224",
+            ) from None
     return shapes
 
 
 def add_common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="path to an ONNX model")
-    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
-                   help="concrete shape for an input with symbolic dims (repeatable)")
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="concrete shape for an input with symbolic dims (repeatable)",
+    )
 
 
 def _load_commands(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser()
-        commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()
+        commands = (
+            set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()
+        )
         if not argv or (argv[0] not in commands and argv[0] not in ("-h", "--help", "--version")):
             return _open_ide(argv)
         args = parser.parse_args(argv)
@@ -107,11 +115,16 @@ def _open_ide(argv: list[str]) -> int:
     if not Path(model).exists():
         raise CompilerError(f"model file not found: {model}")
     if not sys.stdout.isatty() or not sys.stdin.isatty():
-        raise CompilerError("the IDE needs an interactive terminal",
-                            hint="use 'glowviz compile MODEL' for headless output")
+        raise CompilerError(
+            "the IDE needs an interactive terminal",
+            hint="use 'glowviz compile MODEL' for headless output",
+        )
     from compiler.pipeline import CompileOptions
     from glowviz.ide_cmd import open_ide
 
-    options = CompileOptions(input_shapes=parse_shape_args(args.input_shape),
-                             scheduler=args.scheduler, allocator=args.allocator)
+    options = CompileOptions(
+        input_shapes=parse_shape_args(args.input_shape),
+        scheduler=args.scheduler,
+        allocator=args.allocator,
+    )
     return open_ide(model, options)

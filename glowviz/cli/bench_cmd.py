@@ -20,26 +20,39 @@ from compiler.errors import CompilerError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="latency vs onnxruntime, GFLOP/s, compile times, profile",
-                       description="Run MODEL with the LLVM executor and onnxruntime (one thread, "
-                       "ORT_ENABLE_ALL) on the same inputs, alternating, and report medians, "
-                       "the ratio, GFLOP/s and compile times.")
+    p = sub.add_parser(
+        "bench",
+        help="latency vs onnxruntime, GFLOP/s, compile times, profile",
+        description="Run MODEL with the LLVM executor and onnxruntime (one thread, "
+        "ORT_ENABLE_ALL) on the same inputs, alternating, and report medians, "
+        "the ratio, GFLOP/s and compile times.",
+    )
     p.add_argument("model", help="path to an ONNX model")
-    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
-                   help="concrete shape for an input with symbolic dims (repeatable)")
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="concrete shape for an input with symbolic dims (repeatable)",
+    )
     p.add_argument("--executor", default="llvm", help="executor to time (default: llvm)")
-    p.add_argument("--vs", default="onnxruntime", choices=("onnxruntime", "none"),
-                   help="reference runtime timed in the same process (default: onnxruntime)")
+    p.add_argument(
+        "--vs",
+        default="onnxruntime",
+        choices=("onnxruntime", "none"),
+        help="reference runtime timed in the same process (default: onnxruntime)",
+    )
     p.add_argument("--batch", type=int, default=None, help="batch size (first input dim)")
     p.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
     p.add_argument("--reps", type=int, default=20, help="timed repetitions (default 20)")
     p.add_argument("--profile", action="store_true", help="per-instruction profile (top 10)")
-    p.add_argument("--no-compile-times", action="store_true",
-                   help="skip the cold/cached compile measurements")
+    p.add_argument(
+        "--no-compile-times", action="store_true", help="skip the cold/cached compile measurements"
+    )
     p.set_defaults(func=run)
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
 
 def _with_batch(proto: Any, batch: int) -> Any:
     """The model with every graph input's first dim set to `batch` (and value infos cleared)."""
@@ -118,8 +131,9 @@ def _compile(proto: Any, input_shapes: dict, kind: str) -> tuple[Any, Any, float
     from compiler.pipeline import CompileOptions, compile_model
 
     t0 = time.perf_counter()
-    result = compile_model(proto, CompileOptions(input_shapes=input_shapes,
-                                                 low_level=kind in LOW_LEVEL_EXECUTORS))
+    result = compile_model(
+        proto, CompileOptions(input_shapes=input_shapes, low_level=kind in LOW_LEVEL_EXECUTORS)
+    )
     t1 = time.perf_counter()
     ex = make_executor(result, kind)
     return result, ex, t1 - t0
@@ -169,17 +183,33 @@ def profile(executor: Any, inputs: dict[str, np.ndarray], runs: int = 5) -> list
         ins = lir.code[i]
         med = statistics.median(ts) / 1e9
         fl = instr_flops(ins)
-        rows.append({"index": i, "name": ins.name, "kind": ins.kind,
-                     "strategy": ex.strategy(i), "seconds": med,
-                     "shape": "x".join(map(str, ins.operands[0][0].type.shape)),
-                     "gflops": fl / med / 1e9 if fl and med else 0.0})
+        rows.append(
+            {
+                "index": i,
+                "name": ins.name,
+                "kind": ins.kind,
+                "strategy": ex.strategy(i),
+                "seconds": med,
+                "shape": "x".join(map(str, ins.operands[0][0].type.shape)),
+                "gflops": fl / med / 1e9 if fl and med else 0.0,
+            }
+        )
     rows.sort(key=lambda r: -r["seconds"])
     return rows
 
 
-def bench_model(model: str | Path | Any, *, input_shapes: dict | None = None, batch: int | None = None,
-                kind: str = "llvm", vs: str = "onnxruntime", threads: int = 1, reps: int = 20,
-                with_compile_times: bool = True, with_profile: bool = False) -> dict[str, Any]:
+def bench_model(
+    model: str | Path | Any,
+    *,
+    input_shapes: dict | None = None,
+    batch: int | None = None,
+    kind: str = "llvm",
+    vs: str = "onnxruntime",
+    threads: int = 1,
+    reps: int = 20,
+    with_compile_times: bool = True,
+    with_profile: bool = False,
+) -> dict[str, Any]:
     """Everything `glowviz bench` prints, as a dict."""
     from compiler.frontend import load_model
 
@@ -197,8 +227,12 @@ def bench_model(model: str | Path | Any, *, input_shapes: dict | None = None, ba
     sess = None
     if vs == "onnxruntime":
         sess = _ort_session(proto, threads)
-        ort_inputs = {i.name: inputs[executor.aliases.get(i.name, i.name)]
-                      if hasattr(executor, "aliases") else inputs[i.name] for i in sess.get_inputs()}
+        ort_inputs = {
+            i.name: inputs[executor.aliases.get(i.name, i.name)]
+            if hasattr(executor, "aliases")
+            else inputs[i.name]
+            for i in sess.get_inputs()
+        }
     # Warm up, then alternate.
     ours = executor.run(inputs)
     if sess is not None:
@@ -237,31 +271,45 @@ def bench_model(model: str | Path | Any, *, input_shapes: dict | None = None, ba
 
 
 def format_report(r: dict[str, Any]) -> str:
-    lines = [f"model            {r['model']}  ({r.get('instructions', '?')} instructions, "
-             f"{r.get('flops', 0) / 1e9:.2f} GFLOP)"]
+    lines = [
+        f"model            {r['model']}  ({r.get('instructions', '?')} instructions, "
+        f"{r.get('flops', 0) / 1e9:.2f} GFLOP)"
+    ]
     lines.append(f"llvm             {r['ours_s'] * 1e3:9.3f} ms (median)")
     if "ort_s" in r:
-        lines.append(f"onnxruntime      {r['ort_s'] * 1e3:9.3f} ms (median, 1 thread, ORT_ENABLE_ALL)")
+        lines.append(
+            f"onnxruntime      {r['ort_s'] * 1e3:9.3f} ms (median, 1 thread, ORT_ENABLE_ALL)"
+        )
         lines.append(f"ratio llvm/ort   {r['ratio']:9.3f}")
         lines.append(f"max rel. diff    {r['max_rel_diff']:.2e}")
     if "gflops" in r:
-        lines.append(f"GFLOP/s          {r['gflops']:9.1f}  ({r['pct_peak']:.1f}% of the "
-                     f"{r['peak_gflops']:.0f} GFLOP/s single-core FMA peak)"
-                     + (f"; onnxruntime {r['ort_gflops']:.1f}" if "ort_gflops" in r else ""))
+        lines.append(
+            f"GFLOP/s          {r['gflops']:9.1f}  ({r['pct_peak']:.1f}% of the "
+            f"{r['peak_gflops']:.0f} GFLOP/s single-core FMA peak)"
+            + (f"; onnxruntime {r['ort_gflops']:.1f}" if "ort_gflops" in r else "")
+        )
     lines.append(f"frontend+passes  {r['frontend_s']:9.3f} s")
     if "cold_s" in r:
-        lines.append(f"backend cold     {r['cold_s']:9.3f} s (codegen {r['cold_codegen_s']:.3f} s, "
-                     f"LLVM {r['cold_jit_s']:.3f} s)")
-        lines.append(f"backend cached   {r['cached_s']:9.3f} s (codegen {r['cached_codegen_s']:.3f} s, "
-                     f"LLVM {r['cached_jit_s']:.3f} s)")
+        lines.append(
+            f"backend cold     {r['cold_s']:9.3f} s (codegen {r['cold_codegen_s']:.3f} s, "
+            f"LLVM {r['cold_jit_s']:.3f} s)"
+        )
+        lines.append(
+            f"backend cached   {r['cached_s']:9.3f} s (codegen {r['cached_codegen_s']:.3f} s, "
+            f"LLVM {r['cached_jit_s']:.3f} s)"
+        )
     if r.get("profile"):
         tot = sum(p["seconds"] for p in r["profile"])
         lines.append(f"profile (stepped, {tot * 1e3:.3f} ms total; top 10):")
-        lines.append(f"  {'idx':>4} {'kind':<14} {'ms':>8} {'%':>5} {'GFLOP/s':>8}  strategy / name / dest")
+        lines.append(
+            f"  {'idx':>4} {'kind':<14} {'ms':>8} {'%':>5} {'GFLOP/s':>8}  strategy / name / dest"
+        )
         for p in r["profile"][:10]:
-            lines.append(f"  {p['index']:>4} {p['kind']:<14} {p['seconds'] * 1e3:8.3f} "
-                         f"{100 * p['seconds'] / tot:5.1f} {p['gflops']:8.1f}  {p['strategy']} "
-                         f"%{p['name']} <{p['shape']}>")
+            lines.append(
+                f"  {p['index']:>4} {p['kind']:<14} {p['seconds'] * 1e3:8.3f} "
+                f"{100 * p['seconds'] / tot:5.1f} {p['gflops']:8.1f}  {p['strategy']} "
+                f"%{p['name']} <{p['shape']}>"
+            )
     return "\n".join(lines)
 
 
@@ -276,12 +324,27 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             raise CompilerError("onnxruntime is not installed", hint="use --vs none") from None
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    r = bench_model(args.model, input_shapes=parse_shape_args(args.input_shape), batch=args.batch,
-                    kind=args.executor, vs=args.vs, threads=args.threads, reps=args.reps,
-                    with_compile_times=not args.no_compile_times, with_profile=args.profile)
+    r = bench_model(
+        args.model,
+        input_shapes=parse_shape_args(args.input_shape),
+        batch=args.batch,
+        kind=args.executor,
+        vs=args.vs,
+        threads=args.threads,
+        reps=args.reps,
+        with_compile_times=not args.no_compile_times,
+        with_profile=args.profile,
+    )
     print(format_report(r))
     return 0
 
 
-__all__ = ["add_parser", "bench_model", "compile_times", "format_report", "lir_flops", "profile",
-           "run"]
+__all__ = [
+    "add_parser",
+    "bench_model",
+    "compile_times",
+    "format_report",
+    "lir_flops",
+    "profile",
+    "run",
+]

@@ -14,21 +14,36 @@ from glowviz.cli import add_common_model_args, parse_shape_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compile", help="run the pipeline headless; print a table of stages",
-                       description="Run every stage and pass of the pipeline on MODEL and print "
-                       "one row per pass: stage, pass, changed, nodes/instructions before -> "
-                       "after, time.")
+    p = sub.add_parser(
+        "compile",
+        help="run the pipeline headless; print a table of stages",
+        description="Run every stage and pass of the pipeline on MODEL and print "
+        "one row per pass: stage, pass, changed, nodes/instructions before -> "
+        "after, time.",
+    )
     add_common_model_args(p)
-    p.add_argument("--print-after", metavar="PASS|all",
-                   help="print the IR after this pass (or stage, or 'all' passes)")
-    p.add_argument("--stop-after", metavar="PASS", help="stop the pipeline after this pass or stage")
-    p.add_argument("--dump-dir", metavar="DIR",
-                   help="write the IR after every pass to DIR/NNN-stage-pass.ir")
-    p.add_argument("--scheduler", default="child-mem-size",
-                   choices=["child-mem-size", "topological"])
+    p.add_argument(
+        "--print-after",
+        metavar="PASS|all",
+        help="print the IR after this pass (or stage, or 'all' passes)",
+    )
+    p.add_argument(
+        "--stop-after", metavar="PASS", help="stop the pipeline after this pass or stage"
+    )
+    p.add_argument(
+        "--dump-dir", metavar="DIR", help="write the IR after every pass to DIR/NNN-stage-pass.ir"
+    )
+    p.add_argument(
+        "--scheduler", default="child-mem-size", choices=["child-mem-size", "topological"]
+    )
     p.add_argument("--allocator", default="lower-bound")
-    p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
-                   help="skip a pass (repeatable)")
+    p.add_argument(
+        "--disable-pass",
+        action="append",
+        default=[],
+        metavar="PASS",
+        help="skip a pass (repeatable)",
+    )
     p.add_argument("--hide-unchanged", action="store_true", help="omit passes that changed nothing")
     p.add_argument("--verify", action="store_true", help="run the verifier after every pass")
     p.set_defaults(func=run)
@@ -64,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
 
     result = compile_model(args.model, options, observer)
     if args.stop_after and result.stopped_after is None:
-        raise CompilerError(f"--stop-after '{args.stop_after}' matched no pass or stage",
-                            hint="names: " + ", ".join(sorted(seen_names)))
+        raise CompilerError(
+            f"--stop-after '{args.stop_after}' matched no pass or stage",
+            hint="names: " + ", ".join(sorted(seen_names)),
+        )
     print(format_table(rows, hide_unchanged=args.hide_unchanged))
     total = sum(r.time_ms for r in rows)
     tail = f"stopped after {result.stopped_after}" if result.stopped_after else "done"
@@ -80,13 +97,25 @@ def format_table(rows: list[PassEvent], *, hide_unchanged: bool = False) -> str:
         if hide_unchanged and not r.changed:
             continue
         unit = "instrs" if r.ir_kind == "lir" else "nodes"
-        lines.append((str(r.index), r.stage, r.pass_name, "yes" if r.changed else "-",
-                      f"{r.count_before} -> {r.count_after} {unit}", f"{r.time_ms:.1f}"))
-    widths = [max(len(h), *(len(x[i]) for x in lines)) if lines else len(h)
-              for i, h in enumerate(header)]
+        lines.append(
+            (
+                str(r.index),
+                r.stage,
+                r.pass_name,
+                "yes" if r.changed else "-",
+                f"{r.count_before} -> {r.count_after} {unit}",
+                f"{r.time_ms:.1f}",
+            )
+        )
+    widths = [
+        max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(header)
+    ]
+
     def fmt(cols: tuple[str, ...]) -> str:
-        return "  ".join(c.rjust(w) if i in (0, 5) else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cols, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in (0, 5) else c.ljust(w) for i, (c, w) in enumerate(zip(cols, widths))
+        ).rstrip()
+
     out = [fmt(header), fmt(tuple("-" * w for w in widths))]
     out.extend(fmt(x) for x in lines)
     return "\n".join(out)

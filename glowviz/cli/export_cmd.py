@@ -34,31 +34,59 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from glowviz.exports.views import FORMATS, VIEWS
 
     p = sub.add_parser(
-        "export", help="export a view (graph, lir, schedule, lifetimes, memory) to a file",
+        "export",
+        help="export a view (graph, lir, schedule, lifetimes, memory) to a file",
         description="Compile MODEL and write one of the IDE's views as DOT, SVG, PDF, PNG, JSON "
         "(or LIR text), for papers and CI. Files are written atomically.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_common_model_args(p)
     p.add_argument("--view", required=True, choices=VIEWS)
-    p.add_argument("--stage", default="final", help="pass or stage name, NAME#K, @N or 'final' "
-                   "(default: final)")
-    p.add_argument("--format", dest="fmt", choices=FORMATS,
-                   help="output format (default: from the -o extension)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="output file ('-' writes text formats to stdout)")
-    p.add_argument("--theme", default=None, help=f"colour theme: {', '.join(theme_names())} "
-                   "(default: paper)")
-    p.add_argument("--compact", action="store_true",
-                   help="graph/lir: one-line nodes, constants folded (for large graphs)")
-    p.add_argument("--wide", action="store_true",
-                   help="figures: two-column width (7.16 in) instead of one column (3.5 in)")
+    p.add_argument(
+        "--stage",
+        default="final",
+        help="pass or stage name, NAME#K, @N or 'final' (default: final)",
+    )
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        choices=FORMATS,
+        help="output format (default: from the -o extension)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="output file ('-' writes text formats to stdout)",
+    )
+    p.add_argument(
+        "--theme", default=None, help=f"colour theme: {', '.join(theme_names())} (default: paper)"
+    )
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="graph/lir: one-line nodes, constants folded (for large graphs)",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="figures: two-column width (7.16 in) instead of one column (3.5 in)",
+    )
     p.add_argument("--no-edge-labels", action="store_true", help="graph: no shapes on edges")
     p.add_argument("--title", default=None, help="figure / graph title (default: automatic)")
-    p.add_argument("--scheduler", default="child-mem-size",
-                   choices=["child-mem-size", "topological"])
+    p.add_argument(
+        "--scheduler", default="child-mem-size", choices=["child-mem-size", "topological"]
+    )
     p.add_argument("--allocator", default="lower-bound")
-    p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
-                   help="skip a pass (repeatable)")
+    p.add_argument(
+        "--disable-pass",
+        action="append",
+        default=[],
+        metavar="PASS",
+        help="skip a pass (repeatable)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -73,8 +101,9 @@ def _format_of(args: argparse.Namespace) -> str:
         return ext
     if ext in ("gv",):
         return "dot"
-    raise CompilerError(f"cannot tell the format from '{args.output}'",
-                        hint=f"pass --format ({', '.join(FORMATS)})")
+    raise CompilerError(
+        f"cannot tell the format from '{args.output}'", hint=f"pass --format ({', '.join(FORMATS)})"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,13 +120,24 @@ def run(args: argparse.Namespace) -> int:
         from glowviz.exports.render import require_dot
 
         require_dot()  # fail before compiling
-    options = CompileOptions(input_shapes=parse_shape_args(args.input_shape),
-                             scheduler=args.scheduler, allocator=args.allocator,
-                             disabled_passes=frozenset(args.disable_pass))
+    options = CompileOptions(
+        input_shapes=parse_shape_args(args.input_shape),
+        scheduler=args.scheduler,
+        allocator=args.allocator,
+        disabled_passes=frozenset(args.disable_pass),
+    )
     session = compile_session(args.model, options)
-    data = render_view(session, args.view, fmt, stage=args.stage, theme=args.theme,
-                       compact=args.compact, wide=args.wide,
-                       edge_labels=not args.no_edge_labels, title=args.title)
+    data = render_view(
+        session,
+        args.view,
+        fmt,
+        stage=args.stage,
+        theme=args.theme,
+        compact=args.compact,
+        wide=args.wide,
+        edge_labels=not args.no_edge_labels,
+        title=args.title,
+    )
     if args.output == "-":
         sys.stdout.write(data.decode("utf-8"))
         return 0

@@ -18,20 +18,31 @@ from glowviz.cli import add_common_model_args, parse_shape_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("mem", help="memory report: regions, peak, lower bound, buffers",
-                       description="Compile MODEL and report where every byte lives: the three "
-                       "regions, the activation peak against its lower bound, and the buffers "
-                       "live at the peak with the reason each was placed where it is.")
+    p = sub.add_parser(
+        "mem",
+        help="memory report: regions, peak, lower bound, buffers",
+        description="Compile MODEL and report where every byte lives: the three "
+        "regions, the activation peak against its lower bound, and the buffers "
+        "live at the peak with the reason each was placed where it is.",
+    )
     add_common_model_args(p)
     p.add_argument("--json", metavar="FILE", help="also write the glowviz.memory/1 JSON report")
     p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
     p.add_argument("--scheduler", default="child-mem-size", choices=list(SCHEDULERS))
     p.add_argument("--top", type=int, default=15, help="buffers to list at the peak (default 15)")
-    p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
-                   help="skip a graph or low-level pass (repeatable), e.g. buffer-sharing")
-    p.add_argument("--per-pass", action="store_true",
-                   help="also print the peak and lower bound after every pass that can change "
-                   "memory, to find the pass behind a regression")
+    p.add_argument(
+        "--disable-pass",
+        action="append",
+        default=[],
+        metavar="PASS",
+        help="skip a graph or low-level pass (repeatable), e.g. buffer-sharing",
+    )
+    p.add_argument(
+        "--per-pass",
+        action="store_true",
+        help="also print the peak and lower bound after every pass that can change "
+        "memory, to find the pass behind a regression",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -39,8 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def build_report(result: CompileResult, args: argparse.Namespace) -> dict[str, Any]:
     if result.plan is None or result.lir is None:
         raise CompilerError("the pipeline stopped before memory planning; no memory report")
-    return memory_report(result.plan, result.lir, str(args.model), args.scheduler,
-                         args.allocator)
+    return memory_report(result.plan, result.lir, str(args.model), args.scheduler, args.allocator)
 
 
 def write_json(path: str | Path, data: Any) -> None:
@@ -60,9 +70,12 @@ def write_json(path: str | Path, data: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
-    options = CompileOptions(input_shapes=parse_shape_args(args.input_shape),
-                             scheduler=args.scheduler, allocator=args.allocator,
-                             disabled_passes=frozenset(args.disable_pass))
+    options = CompileOptions(
+        input_shapes=parse_shape_args(args.input_shape),
+        scheduler=args.scheduler,
+        allocator=args.allocator,
+        disabled_passes=frozenset(args.disable_pass),
+    )
     result = compile_model(args.model, options)
     report = build_report(result, args)
     print(format_report(report, top=args.top))

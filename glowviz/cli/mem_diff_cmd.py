@@ -28,20 +28,34 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("mem-diff", help="compare two memory reports (or models/configurations)",
-                       description="Compare the memory plans of OLD and NEW: peak and lower-bound "
-                       "deltas, buffers that grew, shrank, appeared or vanished, lifetimes that "
-                       "got longer, and what is live at each peak.",
-                       epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "mem-diff",
+        help="compare two memory reports (or models/configurations)",
+        description="Compare the memory plans of OLD and NEW: peak and lower-bound "
+        "deltas, buffers that grew, shrank, appeared or vanished, lifetimes that "
+        "got longer, and what is live at each peak.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
-    p.add_argument("--fail-above", type=float, metavar="PCT", default=None,
-                   help="exit 1 when the peak grew by more than PCT percent (default: never)")
-    p.add_argument("--json", action="store_true",
-                   help="print the glowviz.memdiff/1 JSON instead of text")
+    p.add_argument(
+        "--fail-above",
+        type=float,
+        metavar="PCT",
+        default=None,
+        help="exit 1 when the peak grew by more than PCT percent (default: never)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the glowviz.memdiff/1 JSON instead of text"
+    )
     p.add_argument("--top", type=int, default=10, help="rows per section (default 10)")
-    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
-                   help="concrete input shape for model sides (repeatable)")
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="concrete input shape for model sides (repeatable)",
+    )
     p.set_defaults(func=run)
     return p
 

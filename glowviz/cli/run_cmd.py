@@ -20,18 +20,28 @@ from glowviz.cli import add_common_model_args, parse_shape_args
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     kinds = sorted(set(EXECUTORS) | {"llvm"})
-    p = sub.add_parser("run", help="execute a model; --check compares with onnxruntime",
-                       description="Compile MODEL, run it on inputs from an .npz file (or random "
-                       "ones), print a summary of every output, optionally save them and compare "
-                       "them with onnxruntime.")
+    p = sub.add_parser(
+        "run",
+        help="execute a model; --check compares with onnxruntime",
+        description="Compile MODEL, run it on inputs from an .npz file (or random "
+        "ones), print a summary of every output, optionally save them and compare "
+        "them with onnxruntime.",
+    )
     add_common_model_args(p)
-    p.add_argument("--executor", default="interpreter", metavar="|".join(kinds),
-                   help="how to execute (default: interpreter)")
+    p.add_argument(
+        "--executor",
+        default="interpreter",
+        metavar="|".join(kinds),
+        help="how to execute (default: interpreter)",
+    )
     p.add_argument("--inputs", metavar="IN.npz", help="inputs by input name (default: random)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to this file")
-    p.add_argument("--check", action="store_true",
-                   help="compare with onnxruntime (1 thread); exit 1 on mismatch")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with onnxruntime (1 thread); exit 1 on mismatch",
+    )
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of --check")
     p.set_defaults(func=run)
@@ -55,8 +65,9 @@ def load_inputs(path: str, names: list[str], onnx_names: dict[str, str]) -> dict
         with np.load(p, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError) as e:
-        raise CompilerError(f"cannot read inputs file '{path}': {e}",
-                            hint="expected an .npz written by numpy.savez") from None
+        raise CompilerError(
+            f"cannot read inputs file '{path}': {e}", hint="expected an .npz written by numpy.savez"
+        ) from None
     out: dict[str, np.ndarray] = {}
     for name in names:
         onnx_name = onnx_names.get(name, name)
@@ -65,13 +76,15 @@ def load_inputs(path: str, names: list[str], onnx_names: dict[str, str]) -> dict
                 out[name] = arrays.pop(key)
                 break
         else:
-            raise InputError(f"inputs file '{path}' has no array for input '{onnx_name}'",
-                             hint=f"it holds: {', '.join(sorted(arrays)) or 'nothing'}")
+            raise InputError(
+                f"inputs file '{path}' has no array for input '{onnx_name}'",
+                hint=f"it holds: {', '.join(sorted(arrays)) or 'nothing'}",
+            )
     if arrays:
-        raise InputError(f"inputs file '{path}' has arrays for unknown inputs: "
-                         f"{', '.join(sorted(arrays))}",
-                         hint=f"the model's inputs are: "
-                         f"{', '.join(onnx_names.get(n, n) for n in names)}")
+        raise InputError(
+            f"inputs file '{path}' has arrays for unknown inputs: {', '.join(sorted(arrays))}",
+            hint=f"the model's inputs are: {', '.join(onnx_names.get(n, n) for n in names)}",
+        )
     return out
 
 
@@ -115,8 +128,9 @@ def _ort_session(model: str, so: Any) -> Any:
 
         proto = onnx.load(model)
         proto.ir_version = int(found.group(1))
-        return ort.InferenceSession(proto.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(
+            proto.SerializeToString(), so, providers=["CPUExecutionProvider"]
+        )
 
 
 def run_onnxruntime(model: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -130,11 +144,14 @@ def run_onnxruntime(model: str, feeds: dict[str, np.ndarray]) -> dict[str, np.nd
         names = [o.name for o in sess.get_outputs()]
         return dict(zip(names, sess.run(None, feeds)))
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own unrelated types
-        raise CompilerError(f"onnxruntime could not run '{model}': {str(e).splitlines()[0]}") \
-            from None
+        raise CompilerError(
+            f"onnxruntime could not run '{model}': {str(e).splitlines()[0]}"
+        ) from None
 
 
-def compare(ours: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[bool, float, float]:
+def compare(
+    ours: np.ndarray, ref: np.ndarray, rtol: float, atol: float
+) -> tuple[bool, float, float]:
     """(ok, max abs error, max relative error)."""
     if ours.shape != ref.shape:
         return False, float("inf"), float("inf")
@@ -155,10 +172,12 @@ def compare(ours: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tupl
 def run(args: argparse.Namespace) -> int:
     kind = args.executor
     if kind not in EXECUTORS:
-        raise CompilerError(f"unknown executor '{kind}'; known executors: "
-                            f"{', '.join(sorted(EXECUTORS))}")
-    options = CompileOptions(input_shapes=parse_shape_args(args.input_shape),
-                             low_level=kind in LOW_LEVEL_EXECUTORS)
+        raise CompilerError(
+            f"unknown executor '{kind}'; known executors: {', '.join(sorted(EXECUTORS))}"
+        )
+    options = CompileOptions(
+        input_shapes=parse_shape_args(args.input_shape), low_level=kind in LOW_LEVEL_EXECUTORS
+    )
     result = compile_model(args.model, options)
     ex = make_executor(result, kind)
     meta: dict[str, Any] = result.module.meta
@@ -186,10 +205,15 @@ def run(args: argparse.Namespace) -> int:
             failed = True
             continue
         ok, abs_err, rel_err = compare(ours, ref[name], args.rtol, args.atol)
-        shape_note = "" if ours.shape == ref[name].shape else \
-            f" (shape {list(ours.shape)} vs onnxruntime {list(ref[name].shape)})"
-        print(f"check {name}: {'ok' if ok else 'MISMATCH'} max_abs_err={abs_err:.3g} "
-              f"max_rel_err={rel_err:.3g}{shape_note}")
+        shape_note = (
+            ""
+            if ours.shape == ref[name].shape
+            else f" (shape {list(ours.shape)} vs onnxruntime {list(ref[name].shape)})"
+        )
+        print(
+            f"check {name}: {'ok' if ok else 'MISMATCH'} max_abs_err={abs_err:.3g} "
+            f"max_rel_err={rel_err:.3g}{shape_note}"
+        )
         failed |= not ok
     print(f"check: {'FAILED' if failed else 'passed'} (rtol={args.rtol:g}, atol={args.atol:g})")
     return 1 if failed else 0

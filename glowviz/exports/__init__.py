@@ -15,5 +15,15 @@ from glowviz.exports.views import (
     resolve_stage,
 )
 
-__all__ = ["FORMATS", "VIEWS", "VIEW_FORMATS", "ExportError", "atomic_write", "compile_session",
-           "have_dot", "render_dot", "render_view", "resolve_stage"]
+__all__ = [
+    "FORMATS",
+    "VIEWS",
+    "VIEW_FORMATS",
+    "ExportError",
+    "atomic_write",
+    "compile_session",
+    "have_dot",
+    "render_dot",
+    "render_view",
+    "resolve_stage",
+]

@@ -52,13 +52,18 @@ def _is_default(spec: Any, value: Any) -> bool:
 def graph_data(module: Module, *, stage: str | None = None) -> dict[str, Any]:
     """The graph view as plain data (`glowviz.export.graph/1`): placeholders, constants, nodes
     (op, category, operands with their sources, results, attributes) and edges."""
-    placeholders = [{"name": p.name, "type": str(p.type),
-                     "role": "output" if p.is_output else "input"}
-                    for p in module.placeholders.values()]
+    placeholders = [
+        {"name": p.name, "type": str(p.type), "role": "output" if p.is_output else "input"}
+        for p in module.placeholders.values()
+    ]
     constants = []
     for c in sorted(module.constants.values(), key=lambda c: c.name):
-        entry: dict[str, Any] = {"name": c.name, "type": str(c.type), "bytes": c.type.size_bytes,
-                                 "users": sorted({u.name for u in c.user_nodes()})}
+        entry: dict[str, Any] = {
+            "name": c.name,
+            "type": str(c.type),
+            "bytes": c.type.size_bytes,
+            "users": sorted({u.name for u in c.user_nodes()}),
+        }
         if c.data is not None and c.type.numel <= INLINE_LIMIT:
             entry["value"] = format_constant_data(c, False)
         entry["digest"] = c.digest if c.data is not None or c._digest else None
@@ -78,25 +83,46 @@ def graph_data(module: Module, *, stage: str | None = None) -> dict[str, Any]:
                 ref = _value_ref(v)
                 operands.append({"operand": pname, "type": str(v.type), **ref})
                 writes = isinstance(v, Placeholder) and v.is_output
-                edges.append({"from": n.name if writes else ref["node"],
-                              "from_port": 0 if writes else ref["port"],
-                              "to": v.name if writes else n.name, "to_port": i,
-                              "kind": "write" if writes else ref["kind"],
-                              "shape": _shape(v.type), "type": str(v.type)})
-            nodes.append({
-                "name": n.name, "op": n.op, "category": opdef.category,
-                "operands": operands,
-                "results": [{"name": r.name, "type": str(r.type), "bytes": r.type.size_bytes}
-                            for r in n.results],
-                "attrs": {k: format_attr(v) for k, v in n.attrs.items()},
-                "default_attrs": sorted(k for k, v in n.attrs.items() if k in opdef.attrs
-                                        and _is_default(opdef.attrs[k], v)),
-                "origin": list(n.meta.get("origin", ())),
-            })
+                edges.append(
+                    {
+                        "from": n.name if writes else ref["node"],
+                        "from_port": 0 if writes else ref["port"],
+                        "to": v.name if writes else n.name,
+                        "to_port": i,
+                        "kind": "write" if writes else ref["kind"],
+                        "shape": _shape(v.type),
+                        "type": str(v.type),
+                    }
+                )
+            nodes.append(
+                {
+                    "name": n.name,
+                    "op": n.op,
+                    "category": opdef.category,
+                    "operands": operands,
+                    "results": [
+                        {"name": r.name, "type": str(r.type), "bytes": r.type.size_bytes}
+                        for r in n.results
+                    ],
+                    "attrs": {k: format_attr(v) for k, v in n.attrs.items()},
+                    "default_attrs": sorted(
+                        k
+                        for k, v in n.attrs.items()
+                        if k in opdef.attrs and _is_default(opdef.attrs[k], v)
+                    ),
+                    "origin": list(n.meta.get("origin", ())),
+                }
+            )
         functions.append({"name": fn.name, "nodes": nodes})
-    return {"schema": "glowviz.export.graph/1", "module": module.name, "stage": stage,
-            "placeholders": placeholders, "constants": constants, "functions": functions,
-            "edges": edges}
+    return {
+        "schema": "glowviz.export.graph/1",
+        "module": module.name,
+        "stage": stage,
+        "placeholders": placeholders,
+        "constants": constants,
+        "functions": functions,
+        "edges": edges,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,8 +132,13 @@ def graph_data(module: Module, *, stage: str | None = None) -> dict[str, Any]:
 
 def _h(s: Any) -> str:
     """Escape text for an HTML-like label."""
-    return (str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;"))
+    return (
+        str(s)
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+    )
 
 
 def _q(s: str) -> str:
@@ -126,14 +157,18 @@ def _node_id(name: str) -> str:
 def _node_html(n: dict[str, Any], fill: str, pal: Palette) -> str:
     ports_in = "".join(
         f'<TD PORT="i{i}" BGCOLOR="{fill}"><FONT POINT-SIZE="9">{_h(o["operand"])}</FONT></TD>'
-        for i, o in enumerate(n["operands"]))
+        for i, o in enumerate(n["operands"])
+    )
     ports_out = "".join(
         f'<TD PORT="o{i}" BGCOLOR="{fill}"><FONT POINT-SIZE="9">{_h(r["type"])}</FONT></TD>'
-        for i, r in enumerate(n["results"]))
+        for i, r in enumerate(n["results"])
+    )
     rows = []
     if ports_in:
-        rows.append(f'<TR><TD BORDER="0" CELLPADDING="0"><TABLE BORDER="0" CELLBORDER="1" '
-                    f'CELLSPACING="0" CELLPADDING="2"><TR>{ports_in}</TR></TABLE></TD></TR>')
+        rows.append(
+            f'<TR><TD BORDER="0" CELLPADDING="0"><TABLE BORDER="0" CELLBORDER="1" '
+            f'CELLSPACING="0" CELLPADDING="2"><TR>{ports_in}</TR></TABLE></TD></TR>'
+        )
     title = f'<B>{_h(n["op"])}</B><BR/><FONT POINT-SIZE="10">{_h(n["name"])}</FONT>'
     rows.append(f'<TR><TD BGCOLOR="{fill}" CELLPADDING="4">{title}</TD></TR>')
     hidden = set(n.get("default_attrs", ()))
@@ -143,33 +178,53 @@ def _node_html(n: dict[str, Any], fill: str, pal: Palette) -> str:
         lines = "<BR/>".join(f"{_h(k)} = {_h(_cut(v))}" for k, v in shown)
         if len(attrs) > ATTR_LINES:
             lines += f"<BR/>… {len(attrs) - ATTR_LINES} more"
-        rows.append(f'<TR><TD BGCOLOR="{fill}" ALIGN="LEFT" BALIGN="LEFT">'
-                    f'<FONT POINT-SIZE="9">{lines}</FONT></TD></TR>')
+        rows.append(
+            f'<TR><TD BGCOLOR="{fill}" ALIGN="LEFT" BALIGN="LEFT">'
+            f'<FONT POINT-SIZE="9">{lines}</FONT></TD></TR>'
+        )
     if ports_out:
-        rows.append(f'<TR><TD BORDER="0" CELLPADDING="0"><TABLE BORDER="0" CELLBORDER="1" '
-                    f'CELLSPACING="0" CELLPADDING="2"><TR>{ports_out}</TR></TABLE></TD></TR>')
-    return ('<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0" '
-            f'COLOR="{pal.foreground}">' + "".join(rows) + "</TABLE>>")
+        rows.append(
+            f'<TR><TD BORDER="0" CELLPADDING="0"><TABLE BORDER="0" CELLBORDER="1" '
+            f'CELLSPACING="0" CELLPADDING="2"><TR>{ports_out}</TR></TABLE></TD></TR>'
+        )
+    return (
+        '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0" '
+        f'COLOR="{pal.foreground}">' + "".join(rows) + "</TABLE>>"
+    )
 
 
-def graph_to_dot(module: Module | dict[str, Any], *, theme: str | Palette | None = None,
-                 compact: bool = False, edge_labels: bool = True,
-                 title: str | None = None) -> str:
+def graph_to_dot(
+    module: Module | dict[str, Any],
+    *,
+    theme: str | Palette | None = None,
+    compact: bool = False,
+    edge_labels: bool = True,
+    title: str | None = None,
+) -> str:
     """DOT text of a graph-IR module (or of `graph_data(module)`)."""
     data = module if isinstance(module, dict) else graph_data(module)
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
     if compact:
         edge_labels = False
     out: list[str] = [f"digraph {_q(data['module'])} {{"]
-    label = title if title is not None else (
-        data["module"] + (f" — after {data['stage']}" if data.get("stage") else ""))
-    out.append(f'  graph [rankdir=TB, bgcolor="{pal.background}", fontcolor="{pal.foreground}", '
-               f'fontname="{pal.dot_font}", fontsize=14, labelloc=t, label={_q(label)}, '
-               f'nodesep={0.15 if compact else 0.3}, ranksep={0.25 if compact else 0.45}];')
-    out.append(f'  node [fontname="{pal.dot_font}", fontcolor="{pal.foreground}", '
-               f'color="{pal.foreground}", penwidth=1];')
-    out.append(f'  edge [fontname="{pal.dot_font}", fontsize=8, color="{pal.edge}", '
-               f'fontcolor="{pal.muted}", arrowsize=0.6];')
+    label = (
+        title
+        if title is not None
+        else (data["module"] + (f" — after {data['stage']}" if data.get("stage") else ""))
+    )
+    out.append(
+        f'  graph [rankdir=TB, bgcolor="{pal.background}", fontcolor="{pal.foreground}", '
+        f'fontname="{pal.dot_font}", fontsize=14, labelloc=t, label={_q(label)}, '
+        f"nodesep={0.15 if compact else 0.3}, ranksep={0.25 if compact else 0.45}];"
+    )
+    out.append(
+        f'  node [fontname="{pal.dot_font}", fontcolor="{pal.foreground}", '
+        f'color="{pal.foreground}", penwidth=1];'
+    )
+    out.append(
+        f'  edge [fontname="{pal.dot_font}", fontsize=8, color="{pal.edge}", '
+        f'fontcolor="{pal.muted}", arrowsize=0.6];'
+    )
 
     folded: set[str] = set()
     consts = {c["name"]: c for c in data["constants"]}
@@ -183,25 +238,29 @@ def graph_to_dot(module: Module | dict[str, Any], *, theme: str | Palette | None
         text = f"{p['role']} %{p['name']}\n{p['type']}"
         if compact:
             text = f"{p['role']} %{p['name']} : {p['type']}"
-        out.append(f"  {_node_id(p['name'])} [shape={shape}, style=filled, "
-                   f'fillcolor="{ph_fill}", fontcolor="{pal.text_on(ph_fill)}", fontsize={9 if compact else 11}, '
-                   f"label={_q(text)}];")
+        out.append(
+            f"  {_node_id(p['name'])} [shape={shape}, style=filled, "
+            f'fillcolor="{ph_fill}", fontcolor="{pal.text_on(ph_fill)}", fontsize={9 if compact else 11}, '
+            f"label={_q(text)}];"
+        )
     c_fill = pal.category("constant")
     for c in data["constants"]:
         if c["name"] in folded:
             continue
         detail = c.get("value") or (f"#{c['digest']}" if c.get("digest") else "")
         text = f"%{c['name']}\n{c['type']}" + (f"\n{_cut(detail, 32)}" if detail else "")
-        out.append(f"  {_node_id(c['name'])} [shape=box, style=\"filled,rounded\", "
-                   f'fillcolor="{c_fill}", fontcolor="{pal.text_on(c_fill)}", '
-                   f'color="{pal.muted}", fontsize=8, height=0.3, '
-                   f"margin=\"0.05,0.02\", label={_q(text)}];")
+        out.append(
+            f'  {_node_id(c["name"])} [shape=box, style="filled,rounded", '
+            f'fillcolor="{c_fill}", fontcolor="{pal.text_on(c_fill)}", '
+            f'color="{pal.muted}", fontsize=8, height=0.3, '
+            f'margin="0.05,0.02", label={_q(text)}];'
+        )
 
     for fi, fn in enumerate(data["functions"]):
         indent = "  "
         if len(data["functions"]) > 1:
             out.append(f"  subgraph {_q('cluster_' + fn['name'])} {{")
-            out.append(f"    label={_q('@' + fn['name'])}; color=\"{pal.muted}\";")
+            out.append(f'    label={_q("@" + fn["name"])}; color="{pal.muted}";')
             indent = "    "
         for n in fn["nodes"]:
             fill = pal.category(n["category"])
@@ -211,13 +270,17 @@ def graph_to_dot(module: Module | dict[str, Any], *, theme: str | Palette | None
                 text = f"{n['op']} %{n['name']}" + (f" : {types}" if types else "")
                 if consts_here:
                     text += " [" + ", ".join(consts_here) + "]"
-                out.append(f"{indent}{_node_id(n['name'])} [shape=box, style=filled, "
-                           f'fillcolor="{fill}", fontcolor="{pal.text_on(fill)}", fontsize=9, height=0.25, '
-                           f'margin="0.06,0.02", label={_q(text)}];')
+                out.append(
+                    f"{indent}{_node_id(n['name'])} [shape=box, style=filled, "
+                    f'fillcolor="{fill}", fontcolor="{pal.text_on(fill)}", fontsize=9, height=0.25, '
+                    f'margin="0.06,0.02", label={_q(text)}];'
+                )
             else:
-                out.append(f"{indent}{_node_id(n['name'])} [shape=plain, "
-                           f'fontcolor="{pal.text_on(fill)}", '
-                           f"label={_node_html(n, fill, pal)}];")
+                out.append(
+                    f"{indent}{_node_id(n['name'])} [shape=plain, "
+                    f'fontcolor="{pal.text_on(fill)}", '
+                    f"label={_node_html(n, fill, pal)}];"
+                )
         if len(data["functions"]) > 1:
             out.append("  }")
         del fi

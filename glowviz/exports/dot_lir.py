@@ -29,17 +29,32 @@ def lir_data(fn: Any, *, stage: str | None = None) -> dict[str, Any]:
     from compiler.graph.printer import format_attr
     from compiler.lir.printer import format_instruction
 
-    weights = [{"name": w.name, "type": str(w.type), "mutability": w.mutability,
-                "role": w.role} for w in fn.weights.values()]
+    weights = [
+        {"name": w.name, "type": str(w.type), "mutability": w.mutability, "role": w.role}
+        for w in fn.weights.values()
+    ]
     instrs = []
     for i, ins in enumerate(fn.code):
-        instrs.append({"index": i, "name": ins.name, "kind": ins.kind, "category": _category(ins),
-                       "operands": [{"value": v.name, "mode": m} for v, m in ins.operands],
-                       "attrs": {k: format_attr(v) for k, v in ins.attrs.items()},
-                       "type": str(ins.type) if ins.type is not None else None,
-                       "node": ins.meta.get("node"), "text": format_instruction(ins)})
-    return {"schema": "glowviz.export.lir/1", "function": fn.name, "stage": stage,
-            "weights": weights, "instructions": instrs}
+        instrs.append(
+            {
+                "index": i,
+                "name": ins.name,
+                "kind": ins.kind,
+                "category": _category(ins),
+                "operands": [{"value": v.name, "mode": m} for v, m in ins.operands],
+                "attrs": {k: format_attr(v) for k, v in ins.attrs.items()},
+                "type": str(ins.type) if ins.type is not None else None,
+                "node": ins.meta.get("node"),
+                "text": format_instruction(ins),
+            }
+        )
+    return {
+        "schema": "glowviz.export.lir/1",
+        "function": fn.name,
+        "stage": stage,
+        "weights": weights,
+        "instructions": instrs,
+    }
 
 
 def _weight_label(w: dict[str, Any], kind: str) -> str:
@@ -52,29 +67,41 @@ def lir_text(fn: Any) -> str:
     return print_lir(fn)
 
 
-def lir_to_dot(fn: Any, *, theme: str | Palette | None = None, compact: bool = False,
-               title: str | None = None) -> str:
+def lir_to_dot(
+    fn: Any, *, theme: str | Palette | None = None, compact: bool = False, title: str | None = None
+) -> str:
     data = fn if isinstance(fn, dict) else lir_data(fn)
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
     out = [f"digraph {_q('@' + data['function'])} {{"]
-    label = title if title is not None else (
-        "@" + data["function"] + (f" — after {data['stage']}" if data.get("stage") else ""))
-    out.append(f'  graph [rankdir=TB, bgcolor="{pal.background}", fontcolor="{pal.foreground}", '
-               f'fontname="{pal.dot_font}", fontsize=14, labelloc=t, label={_q(label)}, '
-               f'nodesep=0.2, ranksep={0.15 if compact else 0.3}];')
-    out.append(f'  node [fontname="{pal.dot_font}", fontcolor="{pal.foreground}", '
-               f'color="{pal.foreground}", penwidth=1];')
-    out.append(f'  edge [fontname="{pal.dot_font}", fontsize=7, color="{pal.edge}", '
-               f'fontcolor="{pal.muted}", arrowsize=0.5];')
+    label = (
+        title
+        if title is not None
+        else ("@" + data["function"] + (f" — after {data['stage']}" if data.get("stage") else ""))
+    )
+    out.append(
+        f'  graph [rankdir=TB, bgcolor="{pal.background}", fontcolor="{pal.foreground}", '
+        f'fontname="{pal.dot_font}", fontsize=14, labelloc=t, label={_q(label)}, '
+        f"nodesep=0.2, ranksep={0.15 if compact else 0.3}];"
+    )
+    out.append(
+        f'  node [fontname="{pal.dot_font}", fontcolor="{pal.foreground}", '
+        f'color="{pal.foreground}", penwidth=1];'
+    )
+    out.append(
+        f'  edge [fontname="{pal.dot_font}", fontsize=7, color="{pal.edge}", '
+        f'fontcolor="{pal.muted}", arrowsize=0.5];'
+    )
     defined = {w["name"] for w in data["weights"]}
     if not compact:
         for w in data["weights"]:
             kind = "const" if w["mutability"] == "constant" else (w["role"] or "mutable")
             fill = pal.category("constant" if kind == "const" else "placeholder")
-            out.append(f"  {_q(w['name'])} [shape=box, style=\"filled,rounded\", "
-                       f'fillcolor="{fill}", fontcolor="{pal.text_on(fill)}", '
-                       f'color="{pal.muted}", fontsize=8, height=0.3, '
-                       f"label={_q(_weight_label(w, kind))}];")
+            out.append(
+                f'  {_q(w["name"])} [shape=box, style="filled,rounded", '
+                f'fillcolor="{fill}", fontcolor="{pal.text_on(fill)}", '
+                f'color="{pal.muted}", fontsize=8, height=0.3, '
+                f"label={_q(_weight_label(w, kind))}];"
+            )
     for ins in data["instructions"]:
         fill = pal.category(ins["category"])
         nid = _q(ins["name"])
@@ -82,24 +109,36 @@ def lir_to_dot(fn: Any, *, theme: str | Palette | None = None, compact: bool = F
             text = f"{ins['index']} {ins['kind']} %{ins['name']}"
             if ins["type"]:
                 text += f" : {ins['type']}"
-            out.append(f"  {nid} [shape=box, style=filled, fillcolor=\"{fill}\", "
-                       f'fontcolor="{pal.text_on(fill)}", fontsize=9, '
-                       f'height=0.22, margin="0.06,0.02", label={_q(text)}];')
+            out.append(
+                f'  {nid} [shape=box, style=filled, fillcolor="{fill}", '
+                f'fontcolor="{pal.text_on(fill)}", fontsize=9, '
+                f'height=0.22, margin="0.06,0.02", label={_q(text)}];'
+            )
         else:
-            ops = "<BR/>".join(f"@{_h(o['mode'])} %{_h(_cut(o['value'], 40))}"
-                               for o in ins["operands"])
-            head = (f'<FONT POINT-SIZE="9">{ins["index"]}</FONT>  <B>{_h(ins["kind"])}</B> '
-                    f'%{_h(ins["name"])}')
+            ops = "<BR/>".join(
+                f"@{_h(o['mode'])} %{_h(_cut(o['value'], 40))}" for o in ins["operands"]
+            )
+            head = (
+                f'<FONT POINT-SIZE="9">{ins["index"]}</FONT>  <B>{_h(ins["kind"])}</B> '
+                f"%{_h(ins['name'])}"
+            )
             rows = [f'<TR><TD BGCOLOR="{fill}">{head}</TD></TR>']
             if ops:
-                rows.append(f'<TR><TD BGCOLOR="{fill}" ALIGN="LEFT" BALIGN="LEFT">'
-                            f'<FONT POINT-SIZE="8">{ops}</FONT></TD></TR>')
+                rows.append(
+                    f'<TR><TD BGCOLOR="{fill}" ALIGN="LEFT" BALIGN="LEFT">'
+                    f'<FONT POINT-SIZE="8">{ops}</FONT></TD></TR>'
+                )
             if ins["type"]:
-                rows.append(f'<TR><TD BGCOLOR="{fill}"><FONT POINT-SIZE="8">{_h(ins["type"])}'
-                            f"</FONT></TD></TR>")
-            out.append(f"  {nid} [shape=plain, fontcolor=\"{pal.text_on(fill)}\", label=<<TABLE BORDER=\"1\" CELLBORDER=\"0\" "
-                       f'CELLSPACING="0" CELLPADDING="3" COLOR="{pal.foreground}">'
-                       + "".join(rows) + "</TABLE>>];")
+                rows.append(
+                    f'<TR><TD BGCOLOR="{fill}"><FONT POINT-SIZE="8">{_h(ins["type"])}'
+                    f"</FONT></TD></TR>"
+                )
+            out.append(
+                f'  {nid} [shape=plain, fontcolor="{pal.text_on(fill)}", label=<<TABLE BORDER="1" CELLBORDER="0" '
+                f'CELLSPACING="0" CELLPADDING="3" COLOR="{pal.foreground}">'
+                + "".join(rows)
+                + "</TABLE>>];"
+            )
         defined.add(ins["name"])
     # Program order: a heavy invisible chain keeps instructions top to bottom.
     names = [ins["name"] for ins in data["instructions"]]
@@ -117,8 +156,10 @@ def lir_to_dot(fn: Any, *, theme: str | Palette | None = None, compact: bool = F
                 out.append(f"  {_q(v)} -> {_q(ins['name'])} [constraint=false];")
             else:
                 colour = pal.peak
-                out.append(f"  {_q(ins['name'])} -> {_q(v)} [constraint=false, color=\"{colour}\", "
-                           f"style={'bold' if o['mode'] == 'inout' else 'solid'}];")
+                out.append(
+                    f'  {_q(ins["name"])} -> {_q(v)} [constraint=false, color="{colour}", '
+                    f"style={'bold' if o['mode'] == 'inout' else 'solid'}];"
+                )
     out.append("}")
     return "\n".join(out) + "\n"
 

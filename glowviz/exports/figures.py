@@ -24,8 +24,18 @@ FIGURE_FORMATS = ("svg", "pdf", "png")
 PNG_DPI = 200
 
 #: Category order in legends (op-table categories; "other" last).
-_CATEGORY_ORDER = ("conv", "matmul", "activation", "elementwise", "norm", "pool", "tensor",
-                   "reduction", "io", "other")
+_CATEGORY_ORDER = (
+    "conv",
+    "matmul",
+    "activation",
+    "elementwise",
+    "norm",
+    "pool",
+    "tensor",
+    "reduction",
+    "io",
+    "other",
+)
 
 
 def _unit(max_bytes: float) -> tuple[float, str]:
@@ -79,10 +89,21 @@ def _legend(ax: Any, pal: Palette, handles: list[Any], ncol: int = 2) -> None:
     """The legend above the plot area, so it never hides data."""
     if not handles:
         return
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=ncol,
-              frameon=False, labelcolor=pal.foreground, borderaxespad=0.0, borderpad=0.2,
-              handlelength=1.6, handletextpad=0.4, labelspacing=0.25, columnspacing=1.0,
-              prop={"family": pal.font, "size": 5.5})
+    ax.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.01),
+        ncol=ncol,
+        frameon=False,
+        labelcolor=pal.foreground,
+        borderaxespad=0.0,
+        borderpad=0.2,
+        handlelength=1.6,
+        handletextpad=0.4,
+        labelspacing=0.25,
+        columnspacing=1.0,
+        prop={"family": pal.font, "size": 5.5},
+    )
 
 
 def _byte_axis(axis: Any, max_bytes: float) -> tuple[float, str]:
@@ -112,14 +133,21 @@ def _category_color(pal: Palette, category: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def schedule_figure(data: dict[str, Any], *, theme: str | Palette | None = None,
-                    wide: bool = False, title: str | None = None) -> Figure:
+def schedule_figure(
+    data: dict[str, Any],
+    *,
+    theme: str | Palette | None = None,
+    wide: bool = False,
+    title: str | None = None,
+) -> Figure:
     """Live activation bytes after every schedule step, one line per scheduler, peaks marked."""
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
     fig, ax = _new_figure(pal, wide)
     series = data["series"]
-    top = max([s["peak_bytes"] for s in series] + [data.get("planned_peak_bytes") or 0,
-                                                   data.get("lower_bound_bytes") or 0, 1])
+    top = max(
+        [s["peak_bytes"] for s in series]
+        + [data.get("planned_peak_bytes") or 0, data.get("lower_bound_bytes") or 0, 1]
+    )
     div, unit = _byte_axis(ax.yaxis, top)
     styles = ("-", "--", ":", "-.")
     handles = []
@@ -127,21 +155,43 @@ def schedule_figure(data: dict[str, Any], *, theme: str | Palette | None = None,
         xs = list(range(len(s["live_bytes"])))
         color = pal.series[k % len(pal.series)]
         used = " (used)" if s["scheduler"] == data.get("scheduler") else ""
-        (line,) = ax.step(xs, [v / div for v in s["live_bytes"]], where="post", color=color, lw=1.0,
-                          ls=styles[k % len(styles)],
-                          label=f"{s['scheduler']}{used}: peak {_fmt_bytes(s['peak_bytes'])}")
+        (line,) = ax.step(
+            xs,
+            [v / div for v in s["live_bytes"]],
+            where="post",
+            color=color,
+            lw=1.0,
+            ls=styles[k % len(styles)],
+            label=f"{s['scheduler']}{used}: peak {_fmt_bytes(s['peak_bytes'])}",
+        )
         handles.append(line)
         if s["peak_step"] >= 0:
-            ax.plot([s["peak_step"]], [s["peak_bytes"] / div], marker="v", ms=3.5, color=color,
-                    zorder=5)
+            ax.plot(
+                [s["peak_step"]], [s["peak_bytes"] / div], marker="v", ms=3.5, color=color, zorder=5
+            )
     lb = data.get("lower_bound_bytes")
     planned = data.get("planned_peak_bytes")
     if planned:
-        handles.append(ax.axhline(planned / div, color=pal.peak, lw=0.8, ls="-", alpha=0.9,
-                                  label=f"planned arena {_fmt_bytes(planned)}"))
+        handles.append(
+            ax.axhline(
+                planned / div,
+                color=pal.peak,
+                lw=0.8,
+                ls="-",
+                alpha=0.9,
+                label=f"planned arena {_fmt_bytes(planned)}",
+            )
+        )
     if lb:
-        handles.append(ax.axhline(lb / div, color=pal.lower_bound, lw=0.8, ls=(0, (1, 1.5)),
-                                  label=f"lower bound (LIR) {_fmt_bytes(lb)}"))
+        handles.append(
+            ax.axhline(
+                lb / div,
+                color=pal.lower_bound,
+                lw=0.8,
+                ls=(0, (1, 1.5)),
+                label=f"lower bound (LIR) {_fmt_bytes(lb)}",
+            )
+        )
     ax.set_xlabel("schedule step (node index)")
     ax.set_ylabel(f"live activations ({unit})")
     ax.set_ylim(0, top / div * 1.05)
@@ -153,14 +203,23 @@ def schedule_figure(data: dict[str, Any], *, theme: str | Palette | None = None,
     return fig
 
 
-def lifetimes_figure(data: dict[str, Any], *, theme: str | Palette | None = None,
-                     wide: bool = False, title: str | None = None) -> Figure:
+def lifetimes_figure(
+    data: dict[str, Any],
+    *,
+    theme: str | Palette | None = None,
+    wide: bool = False,
+    title: str | None = None,
+) -> Figure:
     """One horizontal bar per activation buffer over [first, last], coloured by the category of
     the op that produced it; the peak instruction marked; buffers live there outlined."""
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
     bufs = sorted(data["buffers"], key=lambda b: (b["first"], b["last"], b["name"]))
     n_rows = len(bufs)
-    height = min(6.0, max(2.2, 0.9 + 0.06 * n_rows)) if not wide else min(6.0, max(2.6, 0.9 + 0.05 * n_rows))
+    height = (
+        min(6.0, max(2.2, 0.9 + 0.06 * n_rows))
+        if not wide
+        else min(6.0, max(2.6, 0.9 + 0.05 * n_rows))
+    )
     fig, ax = _new_figure(pal, wide, height)
     live = set(data.get("live_at_peak", []))
     cats: dict[str, None] = {}
@@ -168,15 +227,29 @@ def lifetimes_figure(data: dict[str, Any], *, theme: str | Palette | None = None
     for row, b in enumerate(bufs):
         style = _buffer_style(pal, b.get("category", "other"), row)
         cats.setdefault(b.get("category", "other"), None)
-        ax.add_patch(Rectangle((b["first"] - 0.4, row - bar_h / 2), b["last"] - b["first"] + 0.8,
-                               bar_h, edgecolor=pal.peak if b["name"] in live else pal.edge,
-                               linewidth=0.9 if b["name"] in live else 0.3, **style))
+        ax.add_patch(
+            Rectangle(
+                (b["first"] - 0.4, row - bar_h / 2),
+                b["last"] - b["first"] + 0.8,
+                bar_h,
+                edgecolor=pal.peak if b["name"] in live else pal.edge,
+                linewidth=0.9 if b["name"] in live else 0.3,
+                **style,
+            )
+        )
     peak_at = data.get("peak_instruction", -1)
     handles: list[Any] = []
     if peak_at is not None and peak_at >= 0:
-        handles.append(ax.axvline(peak_at, color=pal.peak, lw=0.8, ls="--",
-                                  label=f"peak at #{peak_at}: {_fmt_bytes(data['peak_bytes'])}"
-                                        f" (lower bound {_fmt_bytes(data['lower_bound_bytes'])})"))
+        handles.append(
+            ax.axvline(
+                peak_at,
+                color=pal.peak,
+                lw=0.8,
+                ls="--",
+                label=f"peak at #{peak_at}: {_fmt_bytes(data['peak_bytes'])}"
+                f" (lower bound {_fmt_bytes(data['lower_bound_bytes'])})",
+            )
+        )
     n = max(data.get("n_instructions", 0), max((b["last"] + 1 for b in bufs), default=1))
     ax.set_xlim(-1, n)
     ax.set_ylim(n_rows - 0.5 + 0.5, -0.5 - 0.5)
@@ -190,20 +263,32 @@ def lifetimes_figure(data: dict[str, Any], *, theme: str | Palette | None = None
     ax.set_xlabel("instruction index")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
     ax.grid(True, axis="x", color=pal.muted, alpha=0.2, lw=0.4)
-    handles += [Patch(edgecolor=pal.edge, linewidth=0.3, label=c,
-                      **_category_color(pal, c)) for c in _sorted_categories(cats)]
+    handles += [
+        Patch(edgecolor=pal.edge, linewidth=0.3, label=c, **_category_color(pal, c))
+        for c in _sorted_categories(cats)
+    ]
     _legend(ax, pal, handles, ncol=3 if wide else 2)
     _finish(fig, ax, pal, title)
     return fig
 
 
 def _sorted_categories(cats: dict[str, None]) -> list[str]:
-    return sorted(cats, key=lambda c: (_CATEGORY_ORDER.index(c) if c in _CATEGORY_ORDER
-                                       else len(_CATEGORY_ORDER), c))
+    return sorted(
+        cats,
+        key=lambda c: (
+            _CATEGORY_ORDER.index(c) if c in _CATEGORY_ORDER else len(_CATEGORY_ORDER),
+            c,
+        ),
+    )
 
 
-def memory_figure(data: dict[str, Any], *, theme: str | Palette | None = None,
-                  wide: bool = False, title: str | None = None) -> Figure:
+def memory_figure(
+    data: dict[str, Any],
+    *,
+    theme: str | Palette | None = None,
+    wide: bool = False,
+    title: str | None = None,
+) -> Figure:
     """The memory map: each buffer a rectangle [first, last] x [offset, offset + size]; the arena
     size (peak) and the lower bound as horizontal lines; the peak instruction as a vertical one."""
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
@@ -217,27 +302,45 @@ def memory_figure(data: dict[str, Any], *, theme: str | Palette | None = None,
     for k, b in enumerate(bufs):
         cat = b.get("category", "other")
         cats.setdefault(cat, None)
-        ax.add_patch(Rectangle((b["first"] - 0.45, b["offset"] / div), b["last"] - b["first"] + 0.9,
-                               b["size"] / div, linewidth=0.7 if b["name"] in live else 0.3,
-                               edgecolor=pal.peak if b["name"] in live else pal.edge,
-                               **_buffer_style(pal, cat, k)))
+        ax.add_patch(
+            Rectangle(
+                (b["first"] - 0.45, b["offset"] / div),
+                b["last"] - b["first"] + 0.9,
+                b["size"] / div,
+                linewidth=0.7 if b["name"] in live else 0.3,
+                edgecolor=pal.peak if b["name"] in live else pal.edge,
+                **_buffer_style(pal, cat, k),
+            )
+        )
     handles: list[Any] = [
-        ax.axhline(peak / div, color=pal.peak, lw=0.9, ls="-", label=f"peak (arena) {_fmt_bytes(peak)}"),
-        ax.axhline(lb / div, color=pal.lower_bound, lw=0.9, ls=(0, (1, 1.2)),
-                   label=f"lower bound {_fmt_bytes(lb)}"),
+        ax.axhline(
+            peak / div, color=pal.peak, lw=0.9, ls="-", label=f"peak (arena) {_fmt_bytes(peak)}"
+        ),
+        ax.axhline(
+            lb / div,
+            color=pal.lower_bound,
+            lw=0.9,
+            ls=(0, (1, 1.2)),
+            label=f"lower bound {_fmt_bytes(lb)}",
+        ),
     ]
     peak_at = data.get("peak_instruction", -1)
     if peak_at is not None and peak_at >= 0:
-        handles.append(ax.axvline(peak_at, color=pal.peak, lw=0.6, ls="--",
-                                  label=f"peak instruction #{peak_at}"))
+        handles.append(
+            ax.axvline(
+                peak_at, color=pal.peak, lw=0.6, ls="--", label=f"peak instruction #{peak_at}"
+            )
+        )
     n = max(data.get("n_instructions", 0), max((b["last"] + 1 for b in bufs), default=1))
     ax.set_xlim(-1, n)
     ax.set_ylim(0, top / div * 1.04)
     ax.set_xlabel("instruction index")
     ax.set_ylabel(f"offset in activations ({unit})")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
-    handles += [Patch(edgecolor=pal.edge, linewidth=0.3, label=c, **_category_color(pal, c))
-                for c in _sorted_categories(cats)]
+    handles += [
+        Patch(edgecolor=pal.edge, linewidth=0.3, label=c, **_category_color(pal, c))
+        for c in _sorted_categories(cats)
+    ]
     _legend(ax, pal, handles, ncol=3 if wide else 2)
     _finish(fig, ax, pal, title)
     return fig
@@ -258,12 +361,18 @@ def figure_bytes(fig: Figure, fmt: str, *, dpi: int = PNG_DPI) -> bytes:
         "png": {"Software": None},
     }[fmt]
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "glowviz", "svg.fonttype": "path",
-                                "pdf.fonttype": 42}):
-        fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata,
-                    facecolor=fig.get_facecolor())
+    with matplotlib.rc_context(
+        {"svg.hashsalt": "glowviz", "svg.fonttype": "path", "pdf.fonttype": 42}
+    ):
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata, facecolor=fig.get_facecolor())
     return buf.getvalue()
 
 
-__all__ = ["FIGURES", "FIGURE_FORMATS", "figure_bytes", "lifetimes_figure", "memory_figure",
-           "schedule_figure"]
+__all__ = [
+    "FIGURES",
+    "FIGURE_FORMATS",
+    "figure_bytes",
+    "lifetimes_figure",
+    "memory_figure",
+    "schedule_figure",
+]

@@ -66,42 +66,82 @@ def live_profile(buffers: list[dict[str, Any]], n: int) -> list[int]:
     return out
 
 
-def memory_data(plan: Any, lir: Any = None, *, model: str = "", stage: str | None = None,
-                scheduler: str = "", allocator: str | None = None) -> dict[str, Any]:
+def memory_data(
+    plan: Any,
+    lir: Any = None,
+    *,
+    model: str = "",
+    stage: str | None = None,
+    scheduler: str = "",
+    allocator: str | None = None,
+) -> dict[str, Any]:
     """`glowviz.export.memory/1` from a compiler.memory MemoryPlan (and the LIR it plans)."""
     buffers = []
     for b in plan.buffers:
         if getattr(b, "region", "activations") != "activations":
             continue
-        buffers.append({"name": b.name, "size": int(b.size), "offset": int(b.offset),
-                        "first": int(b.first), "last": int(b.last),
-                        "producer": b.producer, "node": getattr(b, "producer_node", "") or "",
-                        "category": _category_of_instruction(lir, b.producer),
-                        "users": list(b.users), "reason": b.reason})
+        buffers.append(
+            {
+                "name": b.name,
+                "size": int(b.size),
+                "offset": int(b.offset),
+                "first": int(b.first),
+                "last": int(b.last),
+                "producer": b.producer,
+                "node": getattr(b, "producer_node", "") or "",
+                "category": _category_of_instruction(lir, b.producer),
+                "users": list(b.users),
+                "reason": b.reason,
+            }
+        )
     n = len(lir.code) if lir is not None else max((b["last"] for b in buffers), default=-1) + 1
     live = live_profile(buffers, n)
     peak_at = int(getattr(plan, "peak_instruction", -1))
     if peak_at < 0 and live:
         peak_at = live.index(max(live))
-    at_peak = sorted((b for b in buffers if b["first"] <= peak_at <= b["last"]),
-                     key=lambda b: (-b["size"], b["name"]))
-    return {"schema": MEMORY_SCHEMA, "model": model, "stage": stage, "scheduler": scheduler,
-            "allocator": allocator or plan.allocator, "alignment": int(plan.alignment),
-            "peak_bytes": int(plan.peak_bytes), "lower_bound_bytes": int(plan.lower_bound_bytes),
-            "no_reuse_bytes": int(plan.no_reuse_bytes), "peak_instruction": peak_at,
-            "n_instructions": n, "live_at_peak": [b["name"] for b in at_peak],
-            "live_bytes": live, "buffers": buffers}
+    at_peak = sorted(
+        (b for b in buffers if b["first"] <= peak_at <= b["last"]),
+        key=lambda b: (-b["size"], b["name"]),
+    )
+    return {
+        "schema": MEMORY_SCHEMA,
+        "model": model,
+        "stage": stage,
+        "scheduler": scheduler,
+        "allocator": allocator or plan.allocator,
+        "alignment": int(plan.alignment),
+        "peak_bytes": int(plan.peak_bytes),
+        "lower_bound_bytes": int(plan.lower_bound_bytes),
+        "no_reuse_bytes": int(plan.no_reuse_bytes),
+        "peak_instruction": peak_at,
+        "n_instructions": n,
+        "live_at_peak": [b["name"] for b in at_peak],
+        "live_bytes": live,
+        "buffers": buffers,
+    }
 
 
 def schedule_series(sched: Any) -> dict[str, Any]:
     live = [int(x) for x in sched.live_bytes]
     peak = max(live, default=0)
-    return {"scheduler": sched.kind, "order": [n.name for n in sched.order], "live_bytes": live,
-            "peak_bytes": peak, "peak_step": live.index(peak) if live else -1}
+    return {
+        "scheduler": sched.kind,
+        "order": [n.name for n in sched.order],
+        "live_bytes": live,
+        "peak_bytes": peak,
+        "peak_step": live.index(peak) if live else -1,
+    }
 
 
-def schedule_data(module: Any, used: Any, *, model: str = "", stage: str | None = None,
-                  plan: Any = None, schedulers: tuple[str, ...] | None = None) -> dict[str, Any]:
+def schedule_data(
+    module: Any,
+    used: Any,
+    *,
+    model: str = "",
+    stage: str | None = None,
+    plan: Any = None,
+    schedulers: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
     """`glowviz.export.schedule/1`: the schedule used, plus every other scheduler on the same
     graph (recomputed with compiler.scheduling; cheap: no IRGen or planning)."""
     from compiler.scheduling import SCHEDULERS, schedule
@@ -114,11 +154,23 @@ def schedule_data(module: Any, used: Any, *, model: str = "", stage: str | None 
             continue
         for fn in module.functions[:1]:
             series.append(schedule_series(schedule(fn, kind)))
-    return {"schema": SCHEDULE_SCHEMA, "model": model, "stage": stage,
-            "scheduler": used.kind if used is not None else None, "series": series,
-            "planned_peak_bytes": int(plan.peak_bytes) if plan is not None else None,
-            "lower_bound_bytes": int(plan.lower_bound_bytes) if plan is not None else None}
+    return {
+        "schema": SCHEDULE_SCHEMA,
+        "model": model,
+        "stage": stage,
+        "scheduler": used.kind if used is not None else None,
+        "series": series,
+        "planned_peak_bytes": int(plan.peak_bytes) if plan is not None else None,
+        "lower_bound_bytes": int(plan.lower_bound_bytes) if plan is not None else None,
+    }
 
 
-__all__ = ["MEMORY_SCHEMA", "SCHEDULE_SCHEMA", "dumps", "live_profile", "memory_data",
-           "schedule_data", "schedule_series"]
+__all__ = [
+    "MEMORY_SCHEMA",
+    "SCHEDULE_SCHEMA",
+    "dumps",
+    "live_profile",
+    "memory_data",
+    "schedule_data",
+    "schedule_series",
+]

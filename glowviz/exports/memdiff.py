@@ -48,8 +48,9 @@ def validate_report(data: Any, source: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise MemDiffInputError(f"{source}: not a glowviz.memory/1 report (a JSON object)")
     if data.get("schema") != REPORT_SCHEMA:
-        raise MemDiffInputError(f"{source}: schema is {data.get('schema')!r}, "
-                                f"expected {REPORT_SCHEMA!r}")
+        raise MemDiffInputError(
+            f"{source}: schema is {data.get('schema')!r}, expected {REPORT_SCHEMA!r}"
+        )
     for key in ("peak_bytes", "lower_bound_bytes", "no_reuse_bytes"):
         if not isinstance(data.get(key), int):
             raise MemDiffInputError(f"{source}: '{key}' missing or not an integer")
@@ -57,10 +58,12 @@ def validate_report(data: Any, source: str) -> dict[str, Any]:
     if not isinstance(bufs, list):
         raise MemDiffInputError(f"{source}: 'buffers' missing or not a list")
     for i, b in enumerate(bufs):
-        if not isinstance(b, dict) or not isinstance(b.get("name"), str) or not all(
-                isinstance(b.get(k), int) for k in _BUFFER_KEYS[1:]):
-            raise MemDiffInputError(f"{source}: buffers[{i}] needs name, size, offset, first, "
-                                    "last")
+        if (
+            not isinstance(b, dict)
+            or not isinstance(b.get("name"), str)
+            or not all(isinstance(b.get(k), int) for k in _BUFFER_KEYS[1:])
+        ):
+            raise MemDiffInputError(f"{source}: buffers[{i}] needs name, size, offset, first, last")
     return data
 
 
@@ -74,15 +77,16 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq or key not in CONFIG_KEYS:
-            raise MemDiffInputError(f"bad configuration '{item}' in '{spec}'",
-                                    hint=f"keys: {', '.join(CONFIG_KEYS)}; e.g. "
-                                    "model.onnx:scheduler=topological,allocator=first-fit")
+            raise MemDiffInputError(
+                f"bad configuration '{item}' in '{spec}'",
+                hint=f"keys: {', '.join(CONFIG_KEYS)}; e.g. "
+                "model.onnx:scheduler=topological,allocator=first-fit",
+            )
         config[key] = value.strip()
     return path, config
 
 
-def load_side(spec: str, input_shapes: dict[str, tuple[int, ...]] | None = None
-              ) -> dict[str, Any]:
+def load_side(spec: str, input_shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
     """A report dict for one side (with a `source` key added for the diff)."""
     path, config = split_spec(spec)
     p = Path(path)
@@ -103,8 +107,9 @@ def load_side(spec: str, input_shapes: dict[str, tuple[int, ...]] | None = None
     return {**report, "source": spec}
 
 
-def report_for_model(path: str, config: dict[str, str],
-                     input_shapes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+def report_for_model(
+    path: str, config: dict[str, str], input_shapes: dict[str, tuple[int, ...]]
+) -> dict[str, Any]:
     from compiler.memory.report import memory_report
     from compiler.pipeline import CompileOptions, compile_model
     from glowviz.cli import parse_shape_args
@@ -151,18 +156,30 @@ def _peak_info(report: dict[str, Any]) -> tuple[int, list[str]]:
                 best, at = acc, i
     live = report.get("live_at_peak")
     if not isinstance(live, list):
-        live = [b["name"] for b in sorted((b for b in bufs if b["first"] <= at <= b["last"]),
-                                          key=lambda b: (-b["size"], b["name"]))]
+        live = [
+            b["name"]
+            for b in sorted(
+                (b for b in bufs if b["first"] <= at <= b["last"]),
+                key=lambda b: (-b["size"], b["name"]),
+            )
+        ]
     return at, live
 
 
 def _side(report: dict[str, Any]) -> dict[str, Any]:
     at, live = _peak_info(report)
-    return {"source": report.get("source", ""), "model": report.get("model", ""),
-            "scheduler": report.get("scheduler", ""), "allocator": report.get("allocator", ""),
-            "peak_bytes": report["peak_bytes"], "lower_bound_bytes": report["lower_bound_bytes"],
-            "no_reuse_bytes": report["no_reuse_bytes"], "peak_instruction": at,
-            "live_at_peak": live, "buffers": len(report["buffers"])}
+    return {
+        "source": report.get("source", ""),
+        "model": report.get("model", ""),
+        "scheduler": report.get("scheduler", ""),
+        "allocator": report.get("allocator", ""),
+        "peak_bytes": report["peak_bytes"],
+        "lower_bound_bytes": report["lower_bound_bytes"],
+        "no_reuse_bytes": report["no_reuse_bytes"],
+        "peak_instruction": at,
+        "live_at_peak": live,
+        "buffers": len(report["buffers"]),
+    }
 
 
 def _index_by(side: dict[str, dict[str, Any]], key: str) -> dict[str, list[str]]:
@@ -174,9 +191,11 @@ def _index_by(side: dict[str, dict[str, Any]], key: str) -> dict[str, list[str]]
     return out
 
 
-def match_buffers(old: list[dict[str, Any]], new: list[dict[str, Any]]
-                  ) -> tuple[list[tuple[dict[str, Any], dict[str, Any], str]],
-                             list[dict[str, Any]], list[dict[str, Any]]]:
+def match_buffers(
+    old: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> tuple[
+    list[tuple[dict[str, Any], dict[str, Any], str]], list[dict[str, Any]], list[dict[str, Any]]
+]:
     """(matched (old, new, how), vanished, appeared)."""
     pairs: list[tuple[dict[str, Any], dict[str, Any], str]] = []
     left = {b["name"]: b for b in old}
@@ -193,56 +212,92 @@ def match_buffers(old: list[dict[str, Any]], new: list[dict[str, Any]]
 
 
 def _buf(b: dict[str, Any]) -> dict[str, Any]:
-    return {"name": b["name"], "size": b["size"], "first": b["first"], "last": b["last"],
-            "producer": b.get("producer", "")}
+    return {
+        "name": b["name"],
+        "size": b["size"],
+        "first": b["first"],
+        "last": b["last"],
+        "producer": b.get("producer", ""),
+    }
 
 
-def diff_reports(old: dict[str, Any], new: dict[str, Any],
-                 fail_above: float | None = None) -> dict[str, Any]:
+def diff_reports(
+    old: dict[str, Any], new: dict[str, Any], fail_above: float | None = None
+) -> dict[str, Any]:
     pairs, vanished, appeared = match_buffers(old["buffers"], new["buffers"])
     changes = []
     for a, b, how in pairs:
-        changes.append({"old": a["name"], "new": b["name"], "matched_by": how,
-                        "old_size": a["size"], "new_size": b["size"],
-                        "size_delta": b["size"] - a["size"],
-                        "old_first": a["first"], "old_last": a["last"],
-                        "new_first": b["first"], "new_last": b["last"],
-                        "lifetime_delta": (b["last"] - b["first"]) - (a["last"] - a["first"]),
-                        "old_offset": a["offset"], "new_offset": b["offset"],
-                        "producer": b.get("producer") or a.get("producer", "")})
+        changes.append(
+            {
+                "old": a["name"],
+                "new": b["name"],
+                "matched_by": how,
+                "old_size": a["size"],
+                "new_size": b["size"],
+                "size_delta": b["size"] - a["size"],
+                "old_first": a["first"],
+                "old_last": a["last"],
+                "new_first": b["first"],
+                "new_last": b["last"],
+                "lifetime_delta": (b["last"] - b["first"]) - (a["last"] - a["first"]),
+                "old_offset": a["offset"],
+                "new_offset": b["offset"],
+                "producer": b.get("producer") or a.get("producer", ""),
+            }
+        )
     by = {"name": 0, "producer": 0, "instruction": 0}
     for _, _, how in pairs:
         by[how] += 1
-    grew = sorted((c for c in changes if c["size_delta"] > 0),
-                  key=lambda c: (-c["size_delta"], c["new"]))
-    shrank = sorted((c for c in changes if c["size_delta"] < 0),
-                    key=lambda c: (c["size_delta"], c["new"]))
-    longer = sorted((c for c in changes if c["lifetime_delta"] > 0),
-                    key=lambda c: (-c["lifetime_delta"], c["new"]))
-    shorter = sorted((c for c in changes if c["lifetime_delta"] < 0),
-                     key=lambda c: (c["lifetime_delta"], c["new"]))
-    moved = sorted((c for c in changes if c["old_offset"] != c["new_offset"]),
-                   key=lambda c: (-(c["new_offset"] + c["new_size"]), c["new"]))
+    grew = sorted(
+        (c for c in changes if c["size_delta"] > 0), key=lambda c: (-c["size_delta"], c["new"])
+    )
+    shrank = sorted(
+        (c for c in changes if c["size_delta"] < 0), key=lambda c: (c["size_delta"], c["new"])
+    )
+    longer = sorted(
+        (c for c in changes if c["lifetime_delta"] > 0),
+        key=lambda c: (-c["lifetime_delta"], c["new"]),
+    )
+    shorter = sorted(
+        (c for c in changes if c["lifetime_delta"] < 0),
+        key=lambda c: (c["lifetime_delta"], c["new"]),
+    )
+    moved = sorted(
+        (c for c in changes if c["old_offset"] != c["new_offset"]),
+        key=lambda c: (-(c["new_offset"] + c["new_size"]), c["new"]),
+    )
     peak = _delta(old["peak_bytes"], new["peak_bytes"])
     regions_old, regions_new = old.get("regions") or {}, new.get("regions") or {}
-    regions = {k: _delta(int(regions_old.get(k, 0)), int(regions_new.get(k, 0)))
-               for k in ("constant", "mutable", "activations")
-               if k in regions_old or k in regions_new}
+    regions = {
+        k: _delta(int(regions_old.get(k, 0)), int(regions_new.get(k, 0)))
+        for k in ("constant", "mutable", "activations")
+        if k in regions_old or k in regions_new
+    }
     regressed = False
     if fail_above is not None and peak["delta"] > 0:
         regressed = peak["pct"] is None or peak["pct"] > fail_above
     return {
-        "schema": SCHEMA, "old": _side(old), "new": _side(new), "peak": peak,
+        "schema": SCHEMA,
+        "old": _side(old),
+        "new": _side(new),
+        "peak": peak,
         "lower_bound": _delta(old["lower_bound_bytes"], new["lower_bound_bytes"]),
         "no_reuse": _delta(old["no_reuse_bytes"], new["no_reuse_bytes"]),
         "regions": regions,
-        "buffers": {"matched": len(pairs), "matched_by": by, "grew": grew, "shrank": shrank,
-                    "longer": longer, "shorter": shorter, "moved": moved,
-                    "appeared": sorted((_buf(b) for b in appeared),
-                                       key=lambda b: (-b["size"], b["name"])),
-                    "vanished": sorted((_buf(b) for b in vanished),
-                                       key=lambda b: (-b["size"], b["name"]))},
-        "threshold_pct": fail_above, "regressed": regressed, "exit_code": 1 if regressed else 0,
+        "buffers": {
+            "matched": len(pairs),
+            "matched_by": by,
+            "grew": grew,
+            "shrank": shrank,
+            "longer": longer,
+            "shorter": shorter,
+            "moved": moved,
+            "appeared": sorted((_buf(b) for b in appeared), key=lambda b: (-b["size"], b["name"])),
+            "vanished": sorted((_buf(b) for b in vanished), key=lambda b: (-b["size"], b["name"])),
+        },
+        "threshold_pct": fail_above,
+        "regressed": regressed,
+        "exit_code": 1 if regressed else 0,
     }
 
 
@@ -269,11 +324,13 @@ def _d(d: dict[str, Any]) -> str:
 
 def format_diff(diff: dict[str, Any], top: int = 10) -> str:
     o, n = diff["old"], diff["new"]
-    lines = [f"old: {o['source']}  ({o['scheduler']}, {o['allocator']})",
-             f"new: {n['source']}  ({n['scheduler']}, {n['allocator']})",
-             f"peak         {_d(diff['peak'])}",
-             f"lower bound  {_d(diff['lower_bound'])}",
-             f"no reuse     {_d(diff['no_reuse'])}"]
+    lines = [
+        f"old: {o['source']}  ({o['scheduler']}, {o['allocator']})",
+        f"new: {n['source']}  ({n['scheduler']}, {n['allocator']})",
+        f"peak         {_d(diff['peak'])}",
+        f"lower bound  {_d(diff['lower_bound'])}",
+        f"no reuse     {_d(diff['no_reuse'])}",
+    ]
     gap_o = o["peak_bytes"] - o["lower_bound_bytes"]
     gap_n = n["peak_bytes"] - n["lower_bound_bytes"]
     lines.append(f"gap to bound {_b(gap_o):>11} -> {_b(gap_n):>11}")
@@ -283,9 +340,12 @@ def format_diff(diff: dict[str, Any], top: int = 10) -> str:
         lines.append(f"{label} peak at instruction {side['peak_instruction']}; live: {shown}")
     b = diff["buffers"]
     mb = ", ".join(f"{k} {v}" for k, v in b["matched_by"].items() if v)
-    lines.append(f"buffers: {o['buffers']} -> {n['buffers']}; matched {b['matched']}"
-                 + (f" (by {mb})" if mb else "") + f", appeared {len(b['appeared'])}, "
-                 f"vanished {len(b['vanished'])}")
+    lines.append(
+        f"buffers: {o['buffers']} -> {n['buffers']}; matched {b['matched']}"
+        + (f" (by {mb})" if mb else "")
+        + f", appeared {len(b['appeared'])}, "
+        f"vanished {len(b['vanished'])}"
+    )
 
     def section(title: str, rows: list[str], total: int) -> None:
         if rows:
@@ -297,33 +357,79 @@ def format_diff(diff: dict[str, Any], top: int = 10) -> str:
     def name(c: dict[str, Any]) -> str:
         return c["new"] if c["old"] == c["new"] else f"{c['old']} -> {c['new']}"
 
-    section("grew", [f"%{name(c)}  {_b(c['old_size'])} -> {_b(c['new_size'])} "
-                     f"(+{_b(c['size_delta'])})" for c in b["grew"]], len(b["grew"]))
-    section("shrank", [f"%{name(c)}  {_b(c['old_size'])} -> {_b(c['new_size'])} "
-                       f"({_b(c['size_delta'])})" for c in b["shrank"]], len(b["shrank"]))
-    section("lived longer", [f"%{name(c)}  [{c['old_first']}, {c['old_last']}] -> "
-                             f"[{c['new_first']}, {c['new_last']}] (+{c['lifetime_delta']} "
-                             "instructions)" for c in b["longer"]], len(b["longer"]))
-    section("moved (offset changed; highest end first)",
-            [f"%{name(c)}  @{c['old_offset']} -> @{c['new_offset']}  "
-             f"(ends at {_b(c['new_offset'] + c['new_size'])})" for c in b["moved"]],
-            len(b["moved"]))
-    section("appeared", [f"%{x['name']}  {_b(x['size'])}  [{x['first']}, {x['last']}]"
-                         f"  from {x['producer'] or '?'}" for x in b["appeared"]],
-            len(b["appeared"]))
-    section("vanished", [f"%{x['name']}  {_b(x['size'])}  [{x['first']}, {x['last']}]"
-                         f"  from {x['producer'] or '?'}" for x in b["vanished"]],
-            len(b["vanished"]))
+    section(
+        "grew",
+        [
+            f"%{name(c)}  {_b(c['old_size'])} -> {_b(c['new_size'])} (+{_b(c['size_delta'])})"
+            for c in b["grew"]
+        ],
+        len(b["grew"]),
+    )
+    section(
+        "shrank",
+        [
+            f"%{name(c)}  {_b(c['old_size'])} -> {_b(c['new_size'])} ({_b(c['size_delta'])})"
+            for c in b["shrank"]
+        ],
+        len(b["shrank"]),
+    )
+    section(
+        "lived longer",
+        [
+            f"%{name(c)}  [{c['old_first']}, {c['old_last']}] -> "
+            f"[{c['new_first']}, {c['new_last']}] (+{c['lifetime_delta']} "
+            "instructions)"
+            for c in b["longer"]
+        ],
+        len(b["longer"]),
+    )
+    section(
+        "moved (offset changed; highest end first)",
+        [
+            f"%{name(c)}  @{c['old_offset']} -> @{c['new_offset']}  "
+            f"(ends at {_b(c['new_offset'] + c['new_size'])})"
+            for c in b["moved"]
+        ],
+        len(b["moved"]),
+    )
+    section(
+        "appeared",
+        [
+            f"%{x['name']}  {_b(x['size'])}  [{x['first']}, {x['last']}]"
+            f"  from {x['producer'] or '?'}"
+            for x in b["appeared"]
+        ],
+        len(b["appeared"]),
+    )
+    section(
+        "vanished",
+        [
+            f"%{x['name']}  {_b(x['size'])}  [{x['first']}, {x['last']}]"
+            f"  from {x['producer'] or '?'}"
+            for x in b["vanished"]
+        ],
+        len(b["vanished"]),
+    )
     t = diff["threshold_pct"]
     if t is None:
         lines.append("no threshold (--fail-above): exit 0")
     elif diff["regressed"]:
-        lines.append(f"REGRESSION: peak grew {_d(diff['peak']).split('  ')[-1]} "
-                     f"> {t:g}% threshold: exit 1")
+        lines.append(
+            f"REGRESSION: peak grew {_d(diff['peak']).split('  ')[-1]} > {t:g}% threshold: exit 1"
+        )
     else:
         lines.append(f"ok: peak change within {t:g}% threshold: exit 0")
     return "\n".join(lines)
 
 
-__all__ = ["CONFIG_KEYS", "SCHEMA", "MemDiffInputError", "diff_reports", "format_diff",
-           "load_side", "match_buffers", "split_spec", "validate_report"]
+__all__ = [
+    "CONFIG_KEYS",
+    "SCHEMA",
+    "MemDiffInputError",
+    "diff_reports",
+    "format_diff",
+    "load_side",
+    "match_buffers",
+    "split_spec",
+    "validate_report",
+]

@@ -18,8 +18,20 @@ from compiler.errors import CompilerError
 DEFAULT_THEME = "paper"
 
 #: Op categories of the graph op table (compiler/graph/ops.py), plus the two value kinds.
-CATEGORIES = ("conv", "matmul", "activation", "elementwise", "norm", "pool", "tensor",
-              "reduction", "io", "other", "constant", "placeholder")
+CATEGORIES = (
+    "conv",
+    "matmul",
+    "activation",
+    "elementwise",
+    "norm",
+    "pool",
+    "tensor",
+    "reduction",
+    "io",
+    "other",
+    "constant",
+    "placeholder",
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +64,7 @@ def luminance(colour: str) -> float:
     if len(c) == 3:
         c = "".join(ch * 2 for ch in c)
     try:
-        rgb = [int(c[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+        rgb = [int(c[i : i + 2], 16) / 255 for i in (0, 2, 4)]
     except ValueError:
         return 1.0
     lin = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in rgb]
@@ -60,45 +72,150 @@ def luminance(colour: str) -> float:
 
 
 _LIGHT_CATS = {
-    "conv": "#aecbfa", "matmul": "#d7aefb", "activation": "#fdd663", "elementwise": "#ccebc5",
-    "norm": "#a8dadc", "pool": "#b5e3f5", "tensor": "#e8e8e8", "reduction": "#f4c7a1",
-    "io": "#c9c9c9", "other": "#eeeeee", "constant": "#f5f5f5", "placeholder": "#fff2cc",
+    "conv": "#aecbfa",
+    "matmul": "#d7aefb",
+    "activation": "#fdd663",
+    "elementwise": "#ccebc5",
+    "norm": "#a8dadc",
+    "pool": "#b5e3f5",
+    "tensor": "#e8e8e8",
+    "reduction": "#f4c7a1",
+    "io": "#c9c9c9",
+    "other": "#eeeeee",
+    "constant": "#f5f5f5",
+    "placeholder": "#fff2cc",
 }
 _DARK_CATS = {
-    "conv": "#1f4e8c", "matmul": "#5b2a86", "activation": "#8a6d0b", "elementwise": "#2d6a36",
-    "norm": "#1b6b70", "pool": "#1d5f7a", "tensor": "#444a52", "reduction": "#7a4419",
-    "io": "#3a3a3a", "other": "#3a3f45", "constant": "#2a2e33", "placeholder": "#6b5a12",
+    "conv": "#1f4e8c",
+    "matmul": "#5b2a86",
+    "activation": "#8a6d0b",
+    "elementwise": "#2d6a36",
+    "norm": "#1b6b70",
+    "pool": "#1d5f7a",
+    "tensor": "#444a52",
+    "reduction": "#7a4419",
+    "io": "#3a3a3a",
+    "other": "#3a3f45",
+    "constant": "#2a2e33",
+    "placeholder": "#6b5a12",
 }
 # Paper: light fills whose luminances differ, so categories stay apart in greyscale print.
 _PAPER_CATS = {
-    "conv": "#9ecae1", "matmul": "#c2a5cf", "activation": "#fee391", "elementwise": "#e5f5e0",
-    "norm": "#a1d99b", "pool": "#deebf7", "tensor": "#f0f0f0", "reduction": "#fdae6b",
-    "io": "#d9d9d9", "other": "#ffffff", "constant": "#ffffff", "placeholder": "#fff7bc",
+    "conv": "#9ecae1",
+    "matmul": "#c2a5cf",
+    "activation": "#fee391",
+    "elementwise": "#e5f5e0",
+    "norm": "#a1d99b",
+    "pool": "#deebf7",
+    "tensor": "#f0f0f0",
+    "reduction": "#fdae6b",
+    "io": "#d9d9d9",
+    "other": "#ffffff",
+    "constant": "#ffffff",
+    "placeholder": "#fff7bc",
 }
 _HC_CATS = {
-    "conv": "#0050ff", "matmul": "#b000ff", "activation": "#ffd000", "elementwise": "#00c000",
-    "norm": "#00d0d0", "pool": "#00a0ff", "tensor": "#808080", "reduction": "#ff7000",
-    "io": "#ffffff", "other": "#c0c0c0", "constant": "#000000", "placeholder": "#ffff00",
+    "conv": "#0050ff",
+    "matmul": "#b000ff",
+    "activation": "#ffd000",
+    "elementwise": "#00c000",
+    "norm": "#00d0d0",
+    "pool": "#00a0ff",
+    "tensor": "#808080",
+    "reduction": "#ff7000",
+    "io": "#ffffff",
+    "other": "#c0c0c0",
+    "constant": "#000000",
+    "placeholder": "#ffff00",
 }
 
-_TABLEAU = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
-            "#ff9da7", "#9c755f", "#bab0ac")
+_TABLEAU = (
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
 
 BUILTIN: dict[str, Palette] = {
-    "light": Palette("light", "#ffffff", "#1f2328", "#8c959f", "#57606a", "#cf222e", "#0969da",
-                     _LIGHT_CATS, ("#0969da", "#bf8700", "#1a7f37"), _TABLEAU),
-    "dark": Palette("dark", "#0d1117", "#e6edf3", "#7d8590", "#8b949e", "#ff7b72", "#79c0ff",
-                    _DARK_CATS, ("#79c0ff", "#e3b341", "#56d364"),
-                    ("#388bfd", "#d29922", "#3fb950", "#f85149", "#39c5cf", "#e3b341", "#a371f7",
-                     "#db61a2", "#9e6a03", "#6e7681")),
-    "high-contrast": Palette("high-contrast", "#000000", "#ffffff", "#ffffff", "#ffffff",
-                             "#ff3030", "#00ffff", _HC_CATS, ("#00ffff", "#ffff00", "#00ff00"),
-                             ("#0050ff", "#ffd000", "#00c000", "#ff3030", "#00d0d0", "#ff00ff",
-                              "#ff7000", "#ffffff", "#b000ff", "#808080")),
-    "paper": Palette("paper", "#ffffff", "#000000", "#555555", "#333333", "#000000", "#555555",
-                     _PAPER_CATS, ("#000000", "#777777", "#bbbbbb"),
-                     ("#d9d9d9", "#969696", "#f0f0f0", "#636363", "#bdbdbd", "#ffffff"),
-                     ("", "//", "..", "xx", "\\\\", "++"), font="DejaVu Serif", dot_font="Times"),
+    "light": Palette(
+        "light",
+        "#ffffff",
+        "#1f2328",
+        "#8c959f",
+        "#57606a",
+        "#cf222e",
+        "#0969da",
+        _LIGHT_CATS,
+        ("#0969da", "#bf8700", "#1a7f37"),
+        _TABLEAU,
+    ),
+    "dark": Palette(
+        "dark",
+        "#0d1117",
+        "#e6edf3",
+        "#7d8590",
+        "#8b949e",
+        "#ff7b72",
+        "#79c0ff",
+        _DARK_CATS,
+        ("#79c0ff", "#e3b341", "#56d364"),
+        (
+            "#388bfd",
+            "#d29922",
+            "#3fb950",
+            "#f85149",
+            "#39c5cf",
+            "#e3b341",
+            "#a371f7",
+            "#db61a2",
+            "#9e6a03",
+            "#6e7681",
+        ),
+    ),
+    "high-contrast": Palette(
+        "high-contrast",
+        "#000000",
+        "#ffffff",
+        "#ffffff",
+        "#ffffff",
+        "#ff3030",
+        "#00ffff",
+        _HC_CATS,
+        ("#00ffff", "#ffff00", "#00ff00"),
+        (
+            "#0050ff",
+            "#ffd000",
+            "#00c000",
+            "#ff3030",
+            "#00d0d0",
+            "#ff00ff",
+            "#ff7000",
+            "#ffffff",
+            "#b000ff",
+            "#808080",
+        ),
+    ),
+    "paper": Palette(
+        "paper",
+        "#ffffff",
+        "#000000",
+        "#555555",
+        "#333333",
+        "#000000",
+        "#555555",
+        _PAPER_CATS,
+        ("#000000", "#777777", "#bbbbbb"),
+        ("#d9d9d9", "#969696", "#f0f0f0", "#636363", "#bdbdbd", "#ffffff"),
+        ("", "//", "..", "xx", "\\\\", "++"),
+        font="DejaVu Serif",
+        dot_font="Times",
+    ),
 }
 
 
@@ -116,8 +233,7 @@ def load_palette(name: str | None = None) -> Palette:
     name = themes.short_name(name or DEFAULT_THEME)
     specs = themes.load_themes()
     if name not in BUILTIN and name not in specs:
-        raise CompilerError(f"unknown theme '{name}'",
-                            hint=f"themes: {', '.join(theme_names())}")
+        raise CompilerError(f"unknown theme '{name}'", hint=f"themes: {', '.join(theme_names())}")
     spec = specs.get(name)
     base = BUILTIN.get(name) or BUILTIN["dark" if spec is not None and spec.dark else "light"]
     base = replace(base, name=name)

@@ -51,8 +51,11 @@ def per_pass_memory(model: Any, options: Any = None) -> list[dict[str, Any]]:
                 if ev.stage != "import":
                     continue
             if prev is not None and not ev.changed and prev["ir_kind"] == "graph":
-                peak, lb, n_instr = prev["peak_bytes"], prev["lower_bound_bytes"], \
-                    prev["instructions"]
+                peak, lb, n_instr = (
+                    prev["peak_bytes"],
+                    prev["lower_bound_bytes"],
+                    prev["instructions"],
+                )
             else:
                 ctx = PipelineContext(disabled=options.disabled_passes)
                 low = run_low_level(ev.ir.clone(), options, ctx)
@@ -70,10 +73,19 @@ def per_pass_memory(model: Any, options: Any = None) -> list[dict[str, Any]]:
         # Deltas compare rows of the same method only: the first LIR row (irgen, before any
         # LIR optimisation) starts a new series rather than "regressing" from the graph rows.
         same = prev is not None and prev["method"] == method
-        row = {"index": ev.index, "stage": ev.stage, "pass": ev.pass_name,
-               "ir_kind": ev.ir_kind, "changed": bool(ev.changed), "nodes": nodes,
-               "instructions": n_instr, "peak_bytes": int(peak), "lower_bound_bytes": int(lb),
-               "delta_bytes": int(peak - prev["peak_bytes"]) if same else 0, "method": method}
+        row = {
+            "index": ev.index,
+            "stage": ev.stage,
+            "pass": ev.pass_name,
+            "ir_kind": ev.ir_kind,
+            "changed": bool(ev.changed),
+            "nodes": nodes,
+            "instructions": n_instr,
+            "peak_bytes": int(peak),
+            "lower_bound_bytes": int(lb),
+            "delta_bytes": int(peak - prev["peak_bytes"]) if same else 0,
+            "method": method,
+        }
         rows.append(row)
         prev = row
     return rows
@@ -91,29 +103,46 @@ def format_per_pass(rows: list[dict[str, Any]], *, only_changes: bool = False) -
         if only_changes and r["delta_bytes"] == 0:
             continue
         d = r["delta_bytes"]
-        body.append((str(r["index"]), r["stage"], r["pass"], "yes" if r["changed"] else "-",
-                     str(r["instructions"]), _kib(r["peak_bytes"]), _kib(r["lower_bound_bytes"]),
-                     ("+" if d > 0 else "") + _kib(d) if d else "0"))
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
-              for i, h in enumerate(header)]
+        body.append(
+            (
+                str(r["index"]),
+                r["stage"],
+                r["pass"],
+                "yes" if r["changed"] else "-",
+                str(r["instructions"]),
+                _kib(r["peak_bytes"]),
+                _kib(r["lower_bound_bytes"]),
+                ("+" if d > 0 else "") + _kib(d) if d else "0",
+            )
+        )
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
+    ]
     right = {0, 4, 5, 6, 7}
 
     def fmt(cols: tuple[str, ...]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cols, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cols, widths))
+        ).rstrip()
 
     lines = [fmt(header), fmt(tuple("-" * w for w in widths)), *(fmt(b) for b in body)]
     if rows:
         worst = max(rows, key=lambda r: r["delta_bytes"])
         best = min(rows, key=lambda r: r["delta_bytes"])
         if worst["delta_bytes"] > 0:
-            lines.append(f"largest increase: {worst['stage']}/{worst['pass']} (#{worst['index']}) "
-                         f"+{_kib(worst['delta_bytes'])} KiB")
+            lines.append(
+                f"largest increase: {worst['stage']}/{worst['pass']} (#{worst['index']}) "
+                f"+{_kib(worst['delta_bytes'])} KiB"
+            )
         if best["delta_bytes"] < 0:
-            lines.append(f"largest decrease: {best['stage']}/{best['pass']} (#{best['index']}) "
-                         f"{_kib(best['delta_bytes'])} KiB")
-    lines.append("graph rows: the graph after the pass through the full low-level pipeline; "
-                 "LIR rows: that snapshot planned as-is")
+            lines.append(
+                f"largest decrease: {best['stage']}/{best['pass']} (#{best['index']}) "
+                f"{_kib(best['delta_bytes'])} KiB"
+            )
+    lines.append(
+        "graph rows: the graph after the pass through the full low-level pipeline; "
+        "LIR rows: that snapshot planned as-is"
+    )
     return "\n".join(lines)
 
 

@@ -46,8 +46,10 @@ def check_combination(view: str, fmt: str) -> None:
     if view not in VIEWS:
         raise ExportError(f"unknown view '{view}'", hint=f"views: {', '.join(VIEWS)}")
     if fmt not in VIEW_FORMATS[view]:
-        raise ExportError(f"the {view} view cannot be exported as {fmt}",
-                          hint=f"formats for {view}: {', '.join(VIEW_FORMATS[view])}")
+        raise ExportError(
+            f"the {view} view cannot be exported as {fmt}",
+            hint=f"formats for {view}: {', '.join(VIEW_FORMATS[view])}",
+        )
 
 
 def compile_session(model: str, options: Any) -> Any:
@@ -79,6 +81,7 @@ _OCCURRENCE = re.compile(r"^(?P<name>.+)#(?P<k>\d+)$")
 def resolve_stage(stages: list[Any], name: str, *, want: str | None = None) -> Stage:
     """The stage record called `name`. `want` ("graph" | "lir") restricts `final` and plain
     names to stages of that IR kind (a plain name's last occurrence of that kind)."""
+
     def as_stage(r: Any) -> Stage:
         return Stage(r.index, r.stage, r.pass_name, r.ir_kind, r.ir)
 
@@ -119,9 +122,11 @@ def resolve_stage(stages: list[Any], name: str, *, want: str | None = None) -> S
     repeated = [f"{n}#1..#{c}" for n, c in counts.items() if c > 1]
     raise ExportError(
         f"unknown stage '{name}'",
-        hint="valid: " + ", ".join(stage_names(stages))
+        hint="valid: "
+        + ", ".join(stage_names(stages))
         + (f"; repeated passes: {', '.join(repeated)}" if repeated else "")
-        + f"; or @0..@{stages[-1].index}")
+        + f"; or @0..@{stages[-1].index}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,8 +151,10 @@ def plan_for_stage(session: Any, st: Stage) -> tuple[Any, Any, Any]:
     last = session.stages[-1]
     if st.index == last.index or st.stage == "memory":
         if result.plan is None:
-            raise ExportError("this compile has no memory plan",
-                              hint=session.low_level_reason or "the pipeline stopped early")
+            raise ExportError(
+                "this compile has no memory plan",
+                hint=session.low_level_reason or "the pipeline stopped early",
+            )
         return result.schedule, result.lir, result.plan
     if st.ir_kind == "lir":
         lir = st.ir.clone()
@@ -163,16 +170,18 @@ def view_data(session: Any, view: str, stage: str = "final") -> tuple[dict[str, 
     if view == "graph":
         st = resolve_stage(session.stages, stage, want="graph")
         if st.ir_kind != "graph":
-            raise ExportError(f"stage '{stage}' ({st.label}) holds low-level IR, not a graph",
-                              hint="use --view lir, or a graph stage such as "
-                              "'post-lower-opt' or 'final'")
+            raise ExportError(
+                f"stage '{stage}' ({st.label}) holds low-level IR, not a graph",
+                hint="use --view lir, or a graph stage such as 'post-lower-opt' or 'final'",
+            )
         return st.ir, st
     if view == "lir":
         st = resolve_stage(session.stages, stage, want="lir")
         if st.ir_kind != "lir":
-            raise ExportError(f"stage '{stage}' ({st.label}) is a graph stage, not low-level IR",
-                              hint="use --view graph, or a low-level stage such as 'irgen', "
-                              "'lir-opt' or 'final'")
+            raise ExportError(
+                f"stage '{stage}' ({st.label}) is a graph stage, not low-level IR",
+                hint="use --view graph, or a low-level stage such as 'irgen', 'lir-opt' or 'final'",
+            )
         return st.ir, st
     st = resolve_stage(session.stages, stage)
     model = session.model_name
@@ -181,13 +190,23 @@ def view_data(session: Any, view: str, stage: str = "final") -> tuple[dict[str, 
     if view == "schedule":
         module = st.ir if st.ir_kind == "graph" else session.result.module
         return schedule_data(module, sched, model=model, stage=st.label, plan=plan), st
-    return memory_data(plan, lir, model=model, stage=st.label, scheduler=opts.scheduler,
-                       allocator=opts.allocator), st
+    return memory_data(
+        plan, lir, model=model, stage=st.label, scheduler=opts.scheduler, allocator=opts.allocator
+    ), st
 
 
-def render_view(session: Any, view: str, fmt: str, *, stage: str = "final",
-                theme: str | None = None, compact: bool = False, wide: bool = False,
-                edge_labels: bool = True, title: str | None = None) -> bytes:
+def render_view(
+    session: Any,
+    view: str,
+    fmt: str,
+    *,
+    stage: str = "final",
+    theme: str | None = None,
+    compact: bool = False,
+    wide: bool = False,
+    edge_labels: bool = True,
+    title: str | None = None,
+) -> bytes:
     """The export file's bytes."""
     from glowviz.exports import figures
     from glowviz.exports.dot_graph import graph_data, graph_to_dot
@@ -202,8 +221,7 @@ def render_view(session: Any, view: str, fmt: str, *, stage: str = "final",
         gdata = graph_data(data, stage=st.label)
         if fmt == "json":
             return dumps(gdata).encode()
-        dot = graph_to_dot(gdata, theme=pal, compact=compact, edge_labels=edge_labels,
-                           title=title)
+        dot = graph_to_dot(gdata, theme=pal, compact=compact, edge_labels=edge_labels, title=title)
         return dot.encode() if fmt == "dot" else render_dot(dot, fmt)
     if view == "lir":
         if fmt == "txt":
@@ -220,5 +238,16 @@ def render_view(session: Any, view: str, fmt: str, *, stage: str = "final",
     return figures.figure_bytes(fig, fmt)
 
 
-__all__ = ["FORMATS", "VIEWS", "VIEW_FORMATS", "Stage", "check_combination", "compile_session",
-           "plan_for_stage", "render_view", "resolve_stage", "stage_names", "view_data"]
+__all__ = [
+    "FORMATS",
+    "VIEWS",
+    "VIEW_FORMATS",
+    "Stage",
+    "check_combination",
+    "compile_session",
+    "plan_for_stage",
+    "render_view",
+    "resolve_stage",
+    "stage_names",
+    "view_data",
+]

@@ -54,48 +54,69 @@ def entries(app) -> Iterator[Entry]:
     for name in app.glowviz_theme_names():
         yield (f"Theme: {name}", partial(app.set_glowviz_theme, name), "switch theme (remembered)")
     if importlib.util.find_spec("glowviz.exports") is not None:
-        yield ("Export current view…", app.action_export_view,
-               "write the current view as a file (glowviz.exports)")
+        yield (
+            "Export current view…",
+            app.action_export_view,
+            "write the current view as a file (glowviz.exports)",
+        )
     dbg = screen.view("debugger")
-    for label, act in (("step", dbg.action_step), ("next", dbg.action_next),
-                       ("continue", dbg.action_cont), ("restart", dbg.action_restart),
-                       ("run to first divergence (LLVM vs interpreter)", dbg.action_divergence),
-                       ("toggle breakpoint on selected instruction",
-                        dbg.action_toggle_breakpoint),
-                       ("show values (LLVM vs interpreter)", partial(_debug_mode, screen,
-                                                                     "values")),
-                       ("show LLVM IR of the selected instruction",
-                        partial(_debug_mode, screen, "llvm")),
-                       ("show assembly of the selected instruction",
-                        partial(_debug_mode, screen, "asm"))):
+    for label, act in (
+        ("step", dbg.action_step),
+        ("next", dbg.action_next),
+        ("continue", dbg.action_cont),
+        ("restart", dbg.action_restart),
+        ("run to first divergence (LLVM vs interpreter)", dbg.action_divergence),
+        ("toggle breakpoint on selected instruction", dbg.action_toggle_breakpoint),
+        ("show values (LLVM vs interpreter)", partial(_debug_mode, screen, "values")),
+        ("show LLVM IR of the selected instruction", partial(_debug_mode, screen, "llvm")),
+        ("show assembly of the selected instruction", partial(_debug_mode, screen, "asm")),
+    ):
         yield (f"Debugger: {label}", act, "")
     from glowviz.widgets.memory_view import allocator_names, scheduler_names
 
     mem = screen.view("memory")
-    yield ("Memory: compare with report…", partial(_memory_compare_report, screen),
-           "o: a glowviz.memory/1 JSON, an .onnx model or model.onnx:key=value,... side by side")
+    yield (
+        "Memory: compare with report…",
+        partial(_memory_compare_report, screen),
+        "o: a glowviz.memory/1 JSON, an .onnx model or model.onnx:key=value,... side by side",
+    )
     for a in allocator_names():
         yield (f"Memory: compare with allocator {a}", partial(mem.compare, allocator=a), "")
     for s in scheduler_names():
         yield (f"Memory: compare with scheduler {s}", partial(mem.compare, scheduler=s), "")
     for i, rec in enumerate(session.stages):
-        yield (f"Go to pass: {i} {rec.label}", partial(screen.goto_stage, i),
-               f"{'changed' if rec.changed else 'unchanged'} {rec.count_before}→{rec.count_after}")
+        yield (
+            f"Go to pass: {i} {rec.label}",
+            partial(screen.goto_stage, i),
+            f"{'changed' if rec.changed else 'unchanged'} {rec.count_before}→{rec.count_after}",
+        )
     if screen.index is not None and screen.index < len(session.stages):
         for row in session.graph_nodes(screen.index):
-            yield (f"Go to node: {row['name']} ({row['op']})",
-                   partial(screen.goto_node, row["name"]), row["type"])
+            yield (
+                f"Go to node: {row['name']} ({row['op']})",
+                partial(screen.goto_node, row["name"]),
+                row["type"],
+            )
     if session.done:
         lt = session.lifetimes()
         for b in lt.get("buffers", []):
-            yield (f"Go to buffer: {b['name']}", partial(screen.goto_buffer, b["name"]),
-                   f"{b['size']} B at {b['offset']}")
-            yield (f"Break on write to buffer: {b['name']}",
-                   partial(app.break_on_write, b["name"]), "debugger breakpoint")
+            yield (
+                f"Go to buffer: {b['name']}",
+                partial(screen.goto_buffer, b["name"]),
+                f"{b['size']} B at {b['offset']}",
+            )
+            yield (
+                f"Break on write to buffer: {b['name']}",
+                partial(app.break_on_write, b["name"]),
+                "debugger breakpoint",
+            )
         instrs = session.instructions()
         for ins in instrs:
-            yield (f"Go to instruction: #{ins['index']} {ins['text'][:70]}",
-                   partial(screen.goto_instruction, ins["index"]), "")
+            yield (
+                f"Go to instruction: #{ins['index']} {ins['text'][:70]}",
+                partial(screen.goto_instruction, ins["index"]),
+                "",
+            )
         for kind in sorted({ins["kind"] for ins in instrs}):
             yield (f"Break on op: {kind}", partial(app.break_on_op, kind), "debugger breakpoint")
     yield ("Quit", app.exit, "q")
@@ -111,6 +132,17 @@ class GlowvizCommands(Provider):
 
     async def discover(self) -> Hits:
         for text, cb, help_ in entries(self.app):
-            if text.startswith(("View:", "Next", "Previous", "Theme:", "Open", "Help",
-                                "Export", "Debugger:", "Memory: compare with report")):
+            if text.startswith(
+                (
+                    "View:",
+                    "Next",
+                    "Previous",
+                    "Theme:",
+                    "Open",
+                    "Help",
+                    "Export",
+                    "Debugger:",
+                    "Memory: compare with report",
+                )
+            ):
                 yield DiscoveryHit(text, cb, text=text, help=help_ or None)

@@ -28,11 +28,19 @@ class CompareReportScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Compare the memory plan with a second report; Enter to load, Esc to cancel")
-            yield Label("a glowviz.memory/1 JSON file (glowviz mem --json), an .onnx model, or "
-                        "model.onnx:scheduler=…,allocator=…,disable=PASS+PASS", classes="hint")
-            yield Input(value=self._value, placeholder="report.json | model.onnx[:key=value,...]",
-                        id="compare-path")
+            yield Label(
+                "Compare the memory plan with a second report; Enter to load, Esc to cancel"
+            )
+            yield Label(
+                "a glowviz.memory/1 JSON file (glowviz mem --json), an .onnx model, or "
+                "model.onnx:scheduler=…,allocator=…,disable=PASS+PASS",
+                classes="hint",
+            )
+            yield Input(
+                value=self._value,
+                placeholder="report.json | model.onnx[:key=value,...]",
+                id="compare-path",
+            )
 
     @on(Input.Submitted, "#compare-path")
     def _submit(self, event: Input.Submitted) -> None:

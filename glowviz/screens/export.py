@@ -6,9 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 #: tab id -> (export view, format)
-TAB_EXPORTS = {"graph": ("graph", "svg"), "diff": ("graph", "svg"), "ir": ("lir", "txt"),
-               "schedule": ("schedule", "svg"), "lifetimes": ("lifetimes", "svg"),
-               "memory": ("memory", "svg"), "debugger": ("lir", "txt")}
+TAB_EXPORTS = {
+    "graph": ("graph", "svg"),
+    "diff": ("graph", "svg"),
+    "ir": ("lir", "txt"),
+    "schedule": ("schedule", "svg"),
+    "lifetimes": ("lifetimes", "svg"),
+    "memory": ("memory", "svg"),
+    "debugger": ("lir", "txt"),
+}
 
 
 def export_current_view(app) -> None:
@@ -24,8 +30,11 @@ def export_current_view(app) -> None:
     rec = session.stages[main.index]
     if tab == "ir" and rec.ir_kind == "graph":
         view = "graph"
-    stage = f"@{main.index}" if view in ("graph", "lir") and rec.ir_kind == (
-        "graph" if view == "graph" else "lir") else "final"
+    stage = (
+        f"@{main.index}"
+        if view in ("graph", "lir") and rec.ir_kind == ("graph" if view == "graph" else "lir")
+        else "final"
+    )
     out = Path("glowviz-exports") / f"{Path(session.model_path).stem}-{view}-{main.index}.{fmt}"
     theme = themes.short_name(app.theme)
 

@@ -22,10 +22,16 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
     from glowviz.widgets.memory_view import MemoryView
 
     groups = []
-    for title, cls in (("Application", type(app)), ("Workspace", MainScreen),
-                       ("Graph view", GraphView), ("Diff view", DiffView), ("IR view", IRView),
-                       ("Lifetimes view", LifetimesView), ("Memory view", MemoryView),
-                       ("Debugger view (when focused)", DebuggerView)):
+    for title, cls in (
+        ("Application", type(app)),
+        ("Workspace", MainScreen),
+        ("Graph view", GraphView),
+        ("Diff view", DiffView),
+        ("IR view", IRView),
+        ("Lifetimes view", LifetimesView),
+        ("Memory view", MemoryView),
+        ("Debugger view (when focused)", DebuggerView),
+    ):
         rows = []
         for b in cls.BINDINGS:
             if isinstance(b, Binding):
@@ -33,9 +39,19 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
             else:
                 rows.append((b[0], b[2] if len(b) > 2 else b[1]))
         groups.append((title, rows))
-    groups.append(("Everywhere", [("ctrl+p", "command palette: every action, go to pass / node "
-                                   "/ buffer / instruction, themes, export, open model"),
-                                  ("tab / shift+tab", "move focus")]))
+    groups.append(
+        (
+            "Everywhere",
+            [
+                (
+                    "ctrl+p",
+                    "command palette: every action, go to pass / node "
+                    "/ buffer / instruction, themes, export, open model",
+                ),
+                ("tab / shift+tab", "move focus"),
+            ],
+        )
+    )
     return groups
 
 

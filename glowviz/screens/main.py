@@ -27,9 +27,15 @@ _HERE = Path(__file__).resolve().parent
 _WIDGETS = _HERE.parent / "widgets"
 
 #: (tab id, title, view class); the order of the tabs and of the 1..7 keys.
-VIEWS = (("graph", "Graph", GraphView), ("diff", "Diff", DiffView), ("ir", "IR", IRView),
-         ("schedule", "Schedule", ScheduleView), ("lifetimes", "Lifetimes", LifetimesView),
-         ("memory", "Memory", MemoryView), ("debugger", "Debugger", DebuggerView))
+VIEWS = (
+    ("graph", "Graph", GraphView),
+    ("diff", "Diff", DiffView),
+    ("ir", "IR", IRView),
+    ("schedule", "Schedule", ScheduleView),
+    ("lifetimes", "Lifetimes", LifetimesView),
+    ("memory", "Memory", MemoryView),
+    ("debugger", "Debugger", DebuggerView),
+)
 
 
 class MainScreen(Screen):
@@ -40,8 +46,10 @@ class MainScreen(Screen):
         Binding("u", "toggle_unchanged", "Hide unchanged", id="stage.hide_unchanged"),
         Binding("ctrl+f", "focus_filter", "Filter passes", show=False, id="stage.filter"),
         Binding("ctrl+o", "open_model", "Open model", show=False, id="app.open"),
-        *[Binding(str(k + 1), f"show_view('{v[0]}')", v[1], show=False, id=f"view.{v[0]}")
-          for k, v in enumerate(VIEWS)],
+        *[
+            Binding(str(k + 1), f"show_view('{v[0]}')", v[1], show=False, id=f"view.{v[0]}")
+            for k, v in enumerate(VIEWS)
+        ],
     ]
 
     def __init__(self, session: CompileSession) -> None:
@@ -125,8 +133,10 @@ class MainScreen(Screen):
         bar.add_class("hidden")
         self.query_one(ErrorPane).show_error(session.error, len(session.stages))
         if session.error is not None:
-            self.set_status(f"FAILED: {session.error.kind}"
-                            + (f" in {session.error.pass_name}" if session.error.pass_name else ""))
+            self.set_status(
+                f"FAILED: {session.error.kind}"
+                + (f" in {session.error.pass_name}" if session.error.pass_name else "")
+            )
         else:
             extra = f"; {session.low_level_reason}" if session.low_level_reason else ""
             self.set_status(f"{len(session.stages)} stages in {session.time_ms:.0f} ms{extra}")

@@ -14,8 +14,10 @@ from textual.widgets import Input, Label, OptionList
 
 def sample_models() -> list[str]:
     root = Path(__file__).resolve().parents[2] / "sample_models"
-    return sorted(str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(p)
-                  for p in root.glob("*.onnx"))
+    return sorted(
+        str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(p)
+        for p in root.glob("*.onnx")
+    )
 
 
 class OpenModelScreen(ModalScreen[str | None]):

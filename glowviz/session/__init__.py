@@ -35,7 +35,24 @@ from glowviz.session.debugger import (
 )
 from glowviz.session.util import _get, _name_of, fmt_bytes
 
-__all__ = ["ATOL", "DEFAULT_MODEL", "RTOL", "ArenaStepper", "CompileSession", "Debugger",
-           "LLVMStepper", "ProgressFn", "SessionError", "StageRecord", "SteppingExecutor",
-           "_get", "_name_of", "array_stats", "compare_arrays", "default_model_path", "fmt_bytes",
-           "ir_text", "slice_2d"]
+__all__ = [
+    "ATOL",
+    "DEFAULT_MODEL",
+    "RTOL",
+    "ArenaStepper",
+    "CompileSession",
+    "Debugger",
+    "LLVMStepper",
+    "ProgressFn",
+    "SessionError",
+    "StageRecord",
+    "SteppingExecutor",
+    "_get",
+    "_name_of",
+    "array_stats",
+    "compare_arrays",
+    "default_model_path",
+    "fmt_bytes",
+    "ir_text",
+    "slice_2d",
+]

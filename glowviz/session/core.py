@@ -25,8 +25,12 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "sample_models/resnet_small.onnx"
 
 #: The low-level parts of the compiler; when one is missing the views say so.
-_LOW_LEVEL_MODULES = ("compiler.lir", "compiler.scheduling", "compiler.memory",
-                      "compiler.backends.interpreter")
+_LOW_LEVEL_MODULES = (
+    "compiler.lir",
+    "compiler.scheduling",
+    "compiler.memory",
+    "compiler.backends.interpreter",
+)
 
 
 def default_model_path() -> str:
@@ -90,10 +94,16 @@ class StageRecord:
         return self._hash
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "stage": self.stage, "pass": self.pass_name,
-                "changed": self.changed, "count_before": self.count_before,
-                "count_after": self.count_after, "time_ms": round(self.time_ms, 3),
-                "ir_kind": self.ir_kind}
+        return {
+            "index": self.index,
+            "stage": self.stage,
+            "pass": self.pass_name,
+            "changed": self.changed,
+            "count_before": self.count_before,
+            "count_after": self.count_after,
+            "time_ms": round(self.time_ms, 3),
+            "ir_kind": self.ir_kind,
+        }
 
 
 def ir_text(ir: Any, kind: str) -> str:
@@ -104,9 +114,11 @@ def ir_text(ir: Any, kind: str) -> str:
         from compiler.graph.printer import print_module
 
         return print_module(ir)
-    for mod_name, fn_name in (("compiler.lir.printer", "print_lir"),
-                              ("compiler.lir.printer", "print_function"),
-                              ("compiler.lir.ir", "print_lir")):
+    for mod_name, fn_name in (
+        ("compiler.lir.printer", "print_lir"),
+        ("compiler.lir.printer", "print_function"),
+        ("compiler.lir.ir", "print_lir"),
+    ):
         try:
             mod = __import__(mod_name, fromlist=[fn_name])
             fn = getattr(mod, fn_name, None)
@@ -132,8 +144,13 @@ ProgressFn = Callable[[StageRecord], None]
 class CompileSession(SessionViewData):
     """One model compiled with one set of options; every stage kept."""
 
-    def __init__(self, model_path: str | None = None, options: Any = None, *,
-                 compile_fn: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str | None = None,
+        options: Any = None,
+        *,
+        compile_fn: Callable[..., Any] | None = None,
+    ) -> None:
         self.model_path = model_path or default_model_path()
         self.options = options
         self._compile_fn = compile_fn
@@ -174,10 +191,19 @@ class CompileSession(SessionViewData):
         self.debugger = None
 
         def observe(ev: Any) -> None:
-            rec = StageRecord(ev.index, ev.stage, ev.pass_name, bool(ev.changed),
-                              int(ev.count_before), int(ev.count_after), float(ev.time_ms),
-                              ev.ir_kind, ev.ir, list(ev.provenance or []),
-                              dict(getattr(ev, "stats", None) or {}))
+            rec = StageRecord(
+                ev.index,
+                ev.stage,
+                ev.pass_name,
+                bool(ev.changed),
+                int(ev.count_before),
+                int(ev.count_after),
+                float(ev.time_ms),
+                ev.ir_kind,
+                ev.ir,
+                list(ev.provenance or []),
+                dict(getattr(ev, "stats", None) or {}),
+            )
             with self._lock:
                 self.stages.append(rec)
             if progress is not None:
@@ -199,23 +225,34 @@ class CompileSession(SessionViewData):
         except CompilerError as e:
             self.error = SessionError(
                 getattr(e, "message", str(e)) if not getattr(e, "pass_name", None) else str(e),
-                type(e).__name__, getattr(e, "pass_name", None) or self._next_pass_guess(),
+                type(e).__name__,
+                getattr(e, "pass_name", None) or self._next_pass_guess(),
                 getattr(e, "node", None) or getattr(e, "instruction", None),
-                self.stages[-1].stage if self.stages else "import")
+                self.stages[-1].stage if self.stages else "import",
+            )
         except ModuleNotFoundError as e:
             missing = e.name or str(e)
             if self.stages and any(missing.startswith(m) for m in _LOW_LEVEL_MODULES):
                 self.low_level_reason = f"low-level stages not built yet ({missing} missing)"
             else:
-                self.error = SessionError(f"compiler part not available yet: {missing}",
-                                          "NotAvailable", self._next_pass_guess(), None,
-                                          internal=False)
+                self.error = SessionError(
+                    f"compiler part not available yet: {missing}",
+                    "NotAvailable",
+                    self._next_pass_guess(),
+                    None,
+                    internal=False,
+                )
         except FileNotFoundError as e:
             self.error = SessionError(str(e), "ModelLoadError", "import-onnx")
         except Exception as e:  # noqa: BLE001 - an internal bug: show it, keep the IDE alive
-            self.error = SessionError(f"{type(e).__name__}: {e}", "InternalError",
-                                      self._next_pass_guess(), None, internal=True,
-                                      traceback=traceback.format_exc())
+            self.error = SessionError(
+                f"{type(e).__name__}: {e}",
+                "InternalError",
+                self._next_pass_guess(),
+                None,
+                internal=True,
+                traceback=traceback.format_exc(),
+            )
         self.done = True
         return self
 

@@ -115,14 +115,21 @@ def compare_arrays(got: Any, ref: Any, rtol: float = RTOL, atol: float = ATOL) -
     a = np.asarray(got)
     b = np.asarray(ref)
     if a.shape != b.shape:
-        return {"abs": float("inf"), "rel": float("inf"), "ok": False,
-                "why": f"shape {a.shape} vs {b.shape}"}
+        return {
+            "abs": float("inf"),
+            "rel": float("inf"),
+            "ok": False,
+            "why": f"shape {a.shape} vs {b.shape}",
+        }
     if a.size == 0:
         return {"abs": 0.0, "rel": 0.0, "ok": True}
     if a.dtype.kind not in "fiub" or b.dtype.kind not in "fiub":
         same = bool(np.array_equal(a, b))
-        return {"abs": 0.0 if same else float("inf"), "rel": 0.0 if same else float("inf"),
-                "ok": same}
+        return {
+            "abs": 0.0 if same else float("inf"),
+            "rel": 0.0 if same else float("inf"),
+            "ok": same,
+        }
     fa, fb = a.astype(np.float64), b.astype(np.float64)
     nan_a, nan_b = np.isnan(fa), np.isnan(fb)
     nan_mismatch = int((nan_a != nan_b).sum())
@@ -134,11 +141,16 @@ def compare_arrays(got: Any, ref: Any, rtol: float = RTOL, atol: float = ATOL) -
         rel = diff / np.maximum(mag, atol / rtol if rtol > 0 else atol)
         bad = diff > atol + rtol * mag
     worst = int(np.argmax(diff))
-    out = {"abs": float(diff.max()), "rel": float(rel.max()),
-           "ok": not bool(bad.any()) and nan_mismatch == 0,
-           "n_bad": int(bad.sum()) + nan_mismatch, "size": int(a.size),
-           "worst_index": tuple(int(x) for x in np.unravel_index(worst, a.shape)),
-           "got": float(fa.flat[worst]), "want": float(fb.flat[worst])}
+    out = {
+        "abs": float(diff.max()),
+        "rel": float(rel.max()),
+        "ok": not bool(bad.any()) and nan_mismatch == 0,
+        "n_bad": int(bad.sum()) + nan_mismatch,
+        "size": int(a.size),
+        "worst_index": tuple(int(x) for x in np.unravel_index(worst, a.shape)),
+        "got": float(fa.flat[worst]),
+        "want": float(fb.flat[worst]),
+    }
     if nan_mismatch:
         out["why"] = f"{nan_mismatch} NaN mismatches"
     return out
@@ -153,8 +165,12 @@ class Debugger:
     (`fallback_error` says why) and there is no reference.
     """
 
-    def __init__(self, session: CompileSession, executor: SteppingExecutor | None = None,
-                 reference: SteppingExecutor | None = None) -> None:
+    def __init__(
+        self,
+        session: CompileSession,
+        executor: SteppingExecutor | None = None,
+        reference: SteppingExecutor | None = None,
+    ) -> None:
         self.session = session
         self.instrs = session.instructions()
         self.breakpoints: set[int] = set()
@@ -181,8 +197,10 @@ class Debugger:
             self.restart()
 
     def _make_executors(self) -> None:
-        lir, plan = (getattr(self.session.result, "lir", None),
-                     getattr(self.session.result, "plan", None))
+        lir, plan = (
+            getattr(self.session.result, "lir", None),
+            getattr(self.session.result, "plan", None),
+        )
         if lir is None or plan is None:
             self.reason_unavailable = self.session._unavailable("low-level IR / memory plan")
             return
@@ -281,7 +299,7 @@ class Debugger:
         rng = np.random.default_rng(0)
         out = {}
         module = getattr(self.session.result, "module", None)
-        for ph in (module.inputs() if module is not None else []):
+        for ph in module.inputs() if module is not None else []:
             out[ph.name] = rng.standard_normal(ph.type.shape).astype(ph.type.np_dtype)
         return out
 
@@ -395,13 +413,16 @@ class Debugger:
                 k = self.last_index
                 worst = max(bad, key=lambda r: r["abs"])
                 self.divergence = {"index": k, "name": self.instrs[k]["name"], **worst}
-                self.stop_reason = (f"diverged at #{k} {self.instrs[k]['kind']}: "
-                                    f"%{worst['name']} abs {worst['abs']:.3g} "
-                                    f"rel {worst['rel']:.3g} "
-                                    f"(rtol {self.rtol:g}, atol {self.atol:g})")
+                self.stop_reason = (
+                    f"diverged at #{k} {self.instrs[k]['kind']}: "
+                    f"%{worst['name']} abs {worst['abs']:.3g} "
+                    f"rel {worst['rel']:.3g} "
+                    f"(rtol {self.rtol:g}, atol {self.atol:g})"
+                )
                 return True
-        self.stop_reason = (f"no divergence, {n} instructions "
-                            f"(rtol {self.rtol:g}, atol {self.atol:g})")
+        self.stop_reason = (
+            f"no divergence, {n} instructions (rtol {self.rtol:g}, atol {self.atol:g})"
+        )
         return False
 
     def operands(self, k: int | None = None) -> list[dict[str, Any]]:
@@ -416,8 +437,12 @@ class Debugger:
         ops = self.instrs[k]["operands"] or [(self.instrs[k]["name"], "def")]
         for name, mode in ops:
             b = bufs.get(name) or bufs.get(self._roots.get(name, name), {})
-            row: dict[str, Any] = {"name": name, "mode": mode,
-                                   "offset": b.get("offset"), "size": b.get("size")}
+            row: dict[str, Any] = {
+                "name": name,
+                "mode": mode,
+                "offset": b.get("offset"),
+                "size": b.get("size"),
+            }
             try:
                 arr = np.asarray(self.executor.read(name)) if self.executor else None
             except Exception as e:  # noqa: BLE001

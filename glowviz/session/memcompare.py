@@ -28,40 +28,65 @@ def map_from_report(report: dict[str, Any]) -> dict[str, Any]:
     """A `glowviz.memory/1` report as the data the Memory view's map renderer draws."""
     from glowviz.exports.memdiff import _peak_info
 
-    bufs = [{"name": b["name"], "size": int(b["size"]), "offset": int(b["offset"]),
-             "first": int(b["first"]), "last": int(b["last"]),
-             "producer": b.get("producer") or ""} for b in report["buffers"]]
+    bufs = [
+        {
+            "name": b["name"],
+            "size": int(b["size"]),
+            "offset": int(b["offset"]),
+            "first": int(b["first"]),
+            "last": int(b["last"]),
+            "producer": b.get("producer") or "",
+        }
+        for b in report["buffers"]
+    ]
     n = max((b["last"] for b in bufs), default=0) + 1
     if isinstance(report.get("instructions"), int):
         n = max(n, report["instructions"])
     at, live = _peak_info(report)
-    return {"available": True, "buffers": bufs, "n_instructions": n,
-            "peak_bytes": int(report["peak_bytes"]),
-            "lower_bound_bytes": int(report["lower_bound_bytes"]),
-            "no_reuse_bytes": int(report["no_reuse_bytes"]),
-            "peak_instruction": max(0, at), "live_at_peak": list(live),
-            "regions": dict(report.get("regions") or {})}
+    return {
+        "available": True,
+        "buffers": bufs,
+        "n_instructions": n,
+        "peak_bytes": int(report["peak_bytes"]),
+        "lower_bound_bytes": int(report["lower_bound_bytes"]),
+        "no_reuse_bytes": int(report["no_reuse_bytes"]),
+        "peak_instruction": max(0, at),
+        "live_at_peak": list(live),
+        "regions": dict(report.get("regions") or {}),
+    }
 
 
-def report_from_map(data: dict[str, Any], model: str, regions: dict[str, int] | None = None
-                    ) -> dict[str, Any]:
+def report_from_map(
+    data: dict[str, Any], model: str, regions: dict[str, int] | None = None
+) -> dict[str, Any]:
     """A `glowviz.memory/1` report built from `CompileSession.memory_map()` (used when the plan
     is not the compiler's MemoryPlan, e.g. a test pipeline's)."""
     from pathlib import Path
 
-    return {"schema": "glowviz.memory/1", "model": Path(model).name,
-            "scheduler": str(data.get("scheduler", "")),
-            "allocator": str(data.get("allocator", "")),
-            "regions": dict(regions or {"activations": data["peak_bytes"]}),
-            "peak_bytes": int(data["peak_bytes"]),
-            "lower_bound_bytes": int(data["lower_bound_bytes"]),
-            "no_reuse_bytes": int(data["no_reuse_bytes"]),
-            "buffers": [{"name": b["name"], "size": b["size"], "offset": b["offset"],
-                         "first": b["first"], "last": b["last"], "producer": b["producer"]}
-                        for b in data["buffers"]],
-            "instructions": int(data["n_instructions"]),
-            "peak_instruction": int(data["peak_instruction"]),
-            "live_at_peak": list(data["live_at_peak"])}
+    return {
+        "schema": "glowviz.memory/1",
+        "model": Path(model).name,
+        "scheduler": str(data.get("scheduler", "")),
+        "allocator": str(data.get("allocator", "")),
+        "regions": dict(regions or {"activations": data["peak_bytes"]}),
+        "peak_bytes": int(data["peak_bytes"]),
+        "lower_bound_bytes": int(data["lower_bound_bytes"]),
+        "no_reuse_bytes": int(data["no_reuse_bytes"]),
+        "buffers": [
+            {
+                "name": b["name"],
+                "size": b["size"],
+                "offset": b["offset"],
+                "first": b["first"],
+                "last": b["last"],
+                "producer": b["producer"],
+            }
+            for b in data["buffers"]
+        ],
+        "instructions": int(data["n_instructions"]),
+        "peak_instruction": int(data["peak_instruction"]),
+        "live_at_peak": list(data["live_at_peak"]),
+    }
 
 
 def session_report(session: Any) -> dict[str, Any]:
@@ -78,13 +103,15 @@ def session_report(session: Any) -> dict[str, Any]:
         from compiler.memory.report import memory_report
 
         if isinstance(plan, MemoryPlan):
-            return memory_report(plan, lir, session.model_path, data["scheduler"],
-                                 data["allocator"])
+            return memory_report(
+                plan, lir, session.model_path, data["scheduler"], data["allocator"]
+            )
     except ModuleNotFoundError:
         pass
     regions = _get(plan, "region_sizes", default=None)
-    return report_from_map(data, session.model_path,
-                           {k: int(v) for k, v in regions.items()} if regions else None)
+    return report_from_map(
+        data, session.model_path, {k: int(v) for k, v in regions.items()} if regions else None
+    )
 
 
 def side_label(report: dict[str, Any]) -> str:
@@ -105,13 +132,25 @@ def buffer_rows(diff: dict[str, Any]) -> list[dict[str, Any]]:
     rows: dict[tuple[str | None, str | None], dict[str, Any]] = {}
     for tag in ("grew", "shrank", "longer", "shorter", "moved"):
         for c in b[tag]:
-            row = rows.setdefault((c["old"], c["new"]), {
-                "old": c["old"], "new": c["new"], "tags": [], "changed": [],
-                "old_size": c["old_size"], "new_size": c["new_size"],
-                "old_first": c["old_first"], "old_last": c["old_last"],
-                "new_first": c["new_first"], "new_last": c["new_last"],
-                "old_offset": c["old_offset"], "new_offset": c["new_offset"],
-                "size_delta": c["size_delta"], "producer": c.get("producer", "")})
+            row = rows.setdefault(
+                (c["old"], c["new"]),
+                {
+                    "old": c["old"],
+                    "new": c["new"],
+                    "tags": [],
+                    "changed": [],
+                    "old_size": c["old_size"],
+                    "new_size": c["new_size"],
+                    "old_first": c["old_first"],
+                    "old_last": c["old_last"],
+                    "new_first": c["new_first"],
+                    "new_last": c["new_last"],
+                    "old_offset": c["old_offset"],
+                    "new_offset": c["new_offset"],
+                    "size_delta": c["size_delta"],
+                    "producer": c.get("producer", ""),
+                },
+            )
             row["tags"].append(tag)
             field = {"grew": "size", "shrank": "size", "moved": "offset"}.get(tag, "live")
             if field not in row["changed"]:
@@ -120,18 +159,31 @@ def buffer_rows(diff: dict[str, Any]) -> list[dict[str, Any]]:
     for tag, side in (("appeared", "new"), ("vanished", "old")):
         for x in b[tag]:
             other = "old" if side == "new" else "new"
-            out.append({side: x["name"], other: None, "tags": [tag],
-                        "changed": ["size", "live", "offset"],
-                        f"{side}_size": x["size"], f"{other}_size": None,
-                        f"{side}_first": x["first"], f"{side}_last": x["last"],
-                        f"{other}_first": None, f"{other}_last": None,
-                        f"{side}_offset": x.get("offset"), f"{other}_offset": None,
-                        "size_delta": x["size"] if side == "new" else -x["size"],
-                        "producer": x.get("producer", "")})
+            out.append(
+                {
+                    side: x["name"],
+                    other: None,
+                    "tags": [tag],
+                    "changed": ["size", "live", "offset"],
+                    f"{side}_size": x["size"],
+                    f"{other}_size": None,
+                    f"{side}_first": x["first"],
+                    f"{side}_last": x["last"],
+                    f"{other}_first": None,
+                    f"{other}_last": None,
+                    f"{side}_offset": x.get("offset"),
+                    f"{other}_offset": None,
+                    "size_delta": x["size"] if side == "new" else -x["size"],
+                    "producer": x.get("producer", ""),
+                }
+            )
 
     def key(r: dict[str, Any]) -> tuple[int, int, str]:
-        return (min(TAG_ORDER.index(t) for t in r["tags"]), -abs(r["size_delta"] or 0),
-                r["new"] or r["old"] or "")
+        return (
+            min(TAG_ORDER.index(t) for t in r["tags"]),
+            -abs(r["size_delta"] or 0),
+            r["new"] or r["old"] or "",
+        )
 
     return sorted(out, key=key)
 
@@ -148,12 +200,27 @@ def compare_reports(base: dict[str, Any], other: dict[str, Any]) -> dict[str, An
         for side in ("old", "new"):
             if r[side] is not None and r.get(f"{side}_offset") is None:
                 r[f"{side}_offset"] = offsets.get((side, r[side]))
-    return {"base": {"label": side_label(base), "source": base.get("source", ""),
-                     "map": map_from_report(base)},
-            "other": {"label": side_label(other), "source": other.get("source", ""),
-                      "map": map_from_report(other)},
-            "diff": diff, "rows": rows}
+    return {
+        "base": {
+            "label": side_label(base),
+            "source": base.get("source", ""),
+            "map": map_from_report(base),
+        },
+        "other": {
+            "label": side_label(other),
+            "source": other.get("source", ""),
+            "map": map_from_report(other),
+        },
+        "diff": diff,
+        "rows": rows,
+    }
 
 
-__all__ = ["buffer_rows", "compare_reports", "map_from_report", "report_from_map",
-           "session_report", "side_label"]
+__all__ = [
+    "buffer_rows",
+    "compare_reports",
+    "map_from_report",
+    "report_from_map",
+    "session_report",
+    "side_label",
+]

@@ -39,9 +39,17 @@ class SessionViewData:
         m = rec.ir
         rows: list[dict[str, Any]] = []
         for p in m.placeholders.values():
-            rows.append({"kind": "output" if p.is_output else "input", "name": p.name,
-                         "op": "Placeholder", "type": str(p.type), "inputs": [],
-                         "users": [u.name for u in p.user_nodes()], "attrs": {}})
+            rows.append(
+                {
+                    "kind": "output" if p.is_output else "input",
+                    "name": p.name,
+                    "op": "Placeholder",
+                    "type": str(p.type),
+                    "inputs": [],
+                    "users": [u.name for u in p.user_nodes()],
+                    "attrs": {},
+                }
+            )
         for fn in m.functions:
             for n in fn.nodes:
                 users: list[str] = []
@@ -51,14 +59,29 @@ class SessionViewData:
                     category = n.opdef.category
                 except Exception:  # noqa: BLE001
                     category = "other"
-                rows.append({"kind": category, "name": n.name, "op": n.op,
-                             "type": ", ".join(str(r.type) for r in n.results),
-                             "inputs": [v.name for v in n.operands], "users": users,
-                             "attrs": {k: format_attr(v) for k, v in n.attrs.items()}})
+                rows.append(
+                    {
+                        "kind": category,
+                        "name": n.name,
+                        "op": n.op,
+                        "type": ", ".join(str(r.type) for r in n.results),
+                        "inputs": [v.name for v in n.operands],
+                        "users": users,
+                        "attrs": {k: format_attr(v) for k, v in n.attrs.items()},
+                    }
+                )
         for c in m.constants.values():
-            rows.append({"kind": "constant", "name": c.name, "op": "Constant",
-                         "type": str(c.type), "inputs": [],
-                         "users": [u.name for u in c.user_nodes()], "attrs": {}})
+            rows.append(
+                {
+                    "kind": "constant",
+                    "name": c.name,
+                    "op": "Constant",
+                    "type": str(c.type),
+                    "inputs": [],
+                    "users": [u.name for u in c.user_nodes()],
+                    "attrs": {},
+                }
+            )
         return rows
 
     def node_detail(self, i: int, name: str) -> dict[str, Any] | None:
@@ -94,12 +117,14 @@ class SessionViewData:
             for r in rec.provenance:
                 if r.node == name or name in r.sources:
                     src = " + ".join(r.sources)
-                    out.append(f"{rec.pass_name}: {r.kind} {r.node}"
-                               + (f" <- {src}" if src else ""))
+                    out.append(
+                        f"{rec.pass_name}: {r.kind} {r.node}" + (f" <- {src}" if src else "")
+                    )
         return out
 
-    def neighbourhood(self, i: int, name: str, radius: int = 2,
-                      limit: int = 40) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    def neighbourhood(
+        self, i: int, name: str, radius: int = 2, limit: int = 40
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
         """Nodes within `radius` edges of `name` (constants left out), and the edges among them."""
         rows = {r["name"]: r for r in self.graph_nodes(i) if r["kind"] != "constant"}
         if name not in rows:
@@ -125,12 +150,21 @@ class SessionViewData:
         if key not in self._diff_cache:
             ra, rb = self.stages[a], self.stages[b]
             lo, hi = sorted((a, b))
-            records = [(self.stages[k].pass_name, r) for k in range(lo + 1, hi + 1)
-                       for r in self.stages[k].provenance]
+            records = [
+                (self.stages[k].pass_name, r)
+                for k in range(lo + 1, hi + 1)
+                for r in self.stages[k].provenance
+            ]
             names = (ra.label, rb.label)
             if ra.ir_kind == rb.ir_kind == "graph":
-                d = diff_modules(ra.ir, rb.ir, records=records, before_text=ra.text,
-                                 after_text=rb.text, names=names)
+                d = diff_modules(
+                    ra.ir,
+                    rb.ir,
+                    records=records,
+                    before_text=ra.text,
+                    after_text=rb.text,
+                    names=names,
+                )
             else:
                 d = diff_texts(ra.text, rb.text, names=names)
             self._diff_cache[key] = d
@@ -200,33 +234,48 @@ class SessionViewData:
             for k in range(max(0, b["first"]), min(n, b["last"] + 1)):
                 live[k] += b["size"]
         peak_at = max(range(len(live)), key=lambda k: live[k]) if live else 0
-        at_peak = sorted((b for b in acts if b["first"] <= peak_at <= b["last"]),
-                         key=lambda b: -b["size"])
-        return {"available": True, "peak_bytes": peak, "lower_bound_bytes": lb,
-                "no_reuse_bytes": int(_get(plan, "no_reuse_bytes", default=0) or 0),
-                "gap_bytes": peak - lb, "gap_pct": (100.0 * (peak - lb) / lb) if lb else 0.0,
-                "buffers": acts, "all_buffers": bufs, "live_bytes": live,
-                "peak_instruction": peak_at, "live_at_peak": [b["name"] for b in at_peak],
-                "n_instructions": n,
-                "allocator": getattr(self.options, "allocator", "?"),
-                "scheduler": getattr(self.options, "scheduler", "?")}
+        at_peak = sorted(
+            (b for b in acts if b["first"] <= peak_at <= b["last"]), key=lambda b: -b["size"]
+        )
+        return {
+            "available": True,
+            "peak_bytes": peak,
+            "lower_bound_bytes": lb,
+            "no_reuse_bytes": int(_get(plan, "no_reuse_bytes", default=0) or 0),
+            "gap_bytes": peak - lb,
+            "gap_pct": (100.0 * (peak - lb) / lb) if lb else 0.0,
+            "buffers": acts,
+            "all_buffers": bufs,
+            "live_bytes": live,
+            "peak_instruction": peak_at,
+            "live_at_peak": [b["name"] for b in at_peak],
+            "n_instructions": n,
+            "allocator": getattr(self.options, "allocator", "?"),
+            "scheduler": getattr(self.options, "scheduler", "?"),
+        }
 
-    def compare_memory(self, allocator: str | None = None,
-                       scheduler: str | None = None) -> dict[str, Any]:
+    def compare_memory(
+        self, allocator: str | None = None, scheduler: str | None = None
+    ) -> dict[str, Any]:
         """Recompile with another allocator/scheduler; the two memory figures side by side."""
         import dataclasses
 
         base = self._options()
-        opts = dataclasses.replace(base, allocator=allocator or base.allocator,
-                                   scheduler=scheduler or base.scheduler)
+        opts = dataclasses.replace(
+            base, allocator=allocator or base.allocator, scheduler=scheduler or base.scheduler
+        )
         other = type(self)(self.model_path, opts, compile_fn=self._compile_fn).compile()
         mine, theirs = self.memory_map(), other.memory_map()
-        return {"base": {"allocator": base.allocator, "scheduler": base.scheduler, **_figs(mine)},
-                "other": {"allocator": opts.allocator, "scheduler": opts.scheduler,
-                          **_figs(theirs)},
-                "error": other.error.headline() if other.error else None,
-                "comparison": (self.compare_memory_with(other.memory_report())
-                               if mine.get("available") and theirs.get("available") else None)}
+        return {
+            "base": {"allocator": base.allocator, "scheduler": base.scheduler, **_figs(mine)},
+            "other": {"allocator": opts.allocator, "scheduler": opts.scheduler, **_figs(theirs)},
+            "error": other.error.headline() if other.error else None,
+            "comparison": (
+                self.compare_memory_with(other.memory_report())
+                if mine.get("available") and theirs.get("available")
+                else None
+            ),
+        }
 
     def memory_report(self) -> dict[str, Any]:
         """The `glowviz.memory/1` report of the final memory plan (raises without a plan)."""
@@ -276,15 +325,26 @@ class SessionViewData:
                     v, mode = o
                     ops.append((_name_of(v), str(getattr(mode, "value", mode))))
                 else:
-                    ops.append((_name_of(_get(o, "value", default=o)),
-                                str(_get(o, "mode", "kind", default=""))))
+                    ops.append(
+                        (
+                            _name_of(_get(o, "value", default=o)),
+                            str(_get(o, "mode", "kind", default="")),
+                        )
+                    )
             kind = str(_get(ins, "kind", "op", "opcode", default=type(ins).__name__))
             try:
                 text = _instr_text(ins)
             except Exception:  # noqa: BLE001
                 text = f"{kind} " + ", ".join(f"@{m} %{n}" for n, m in ops)
-            out.append({"index": k, "name": _name_of(_get(ins, "name", default=f"i{k}")),
-                        "kind": kind, "operands": ops, "text": text})
+            out.append(
+                {
+                    "index": k,
+                    "name": _name_of(_get(ins, "name", default=f"i{k}")),
+                    "kind": kind,
+                    "operands": ops,
+                    "text": text,
+                }
+            )
         return out
 
 
@@ -300,22 +360,28 @@ def _instr_text(ins: Any) -> str:
 def _figs(m: dict[str, Any]) -> dict[str, Any]:
     if not m.get("available"):
         return {"available": False, "reason": m.get("reason")}
-    return {"available": True, "peak_bytes": m["peak_bytes"],
-            "lower_bound_bytes": m["lower_bound_bytes"], "no_reuse_bytes": m["no_reuse_bytes"]}
+    return {
+        "available": True,
+        "peak_bytes": m["peak_bytes"],
+        "lower_bound_bytes": m["lower_bound_bytes"],
+        "no_reuse_bytes": m["no_reuse_bytes"],
+    }
 
 
 def _buffer_dict(b: Any) -> dict[str, Any]:
     users = _get(b, "users", default=()) or ()
-    return {"name": _name_of(_get(b, "name", default="?")),
-            "size": int(_get(b, "size", default=0) or 0),
-            "offset": int(_get(b, "offset", default=0) or 0),
-            "region": str(_get(b, "region", default="activations") or "activations"),
-            "first": int(_get(b, "first", default=0) or 0),
-            "last": int(_get(b, "last", default=0) or 0),
-            "producer": _name_of(_get(b, "producer", default="") or ""),
-            "users": [_name_of(u) for u in users],
-            "reason": str(_get(b, "reason", default="") or ""),
-            "shape": str(_get(b, "type", "shape", default="") or "")}
+    return {
+        "name": _name_of(_get(b, "name", default="?")),
+        "size": int(_get(b, "size", default=0) or 0),
+        "offset": int(_get(b, "offset", default=0) or 0),
+        "region": str(_get(b, "region", default="activations") or "activations"),
+        "first": int(_get(b, "first", default=0) or 0),
+        "last": int(_get(b, "last", default=0) or 0),
+        "producer": _name_of(_get(b, "producer", default="") or ""),
+        "users": [_name_of(u) for u in users],
+        "reason": str(_get(b, "reason", default="") or ""),
+        "shape": str(_get(b, "type", "shape", default="") or ""),
+    }
 
 
 def _schedule_dict(sched: Any) -> dict[str, Any]:
@@ -325,10 +391,18 @@ def _schedule_dict(sched: Any) -> dict[str, Any]:
     peak_index = _get(sched, "peak_step", default=None)
     if peak_index is None or peak_index < 0:
         peak_index = max(range(len(live)), key=lambda k: live[k]) if live else None
-    peak = live[peak_index] if peak_index is not None else int(
-        _get(sched, "peak_bytes", "peak", default=0) or 0)
-    return {"available": True, "order": order, "live_bytes": live, "peak_index": peak_index,
-            "peak": peak}
+    peak = (
+        live[peak_index]
+        if peak_index is not None
+        else int(_get(sched, "peak_bytes", "peak", default=0) or 0)
+    )
+    return {
+        "available": True,
+        "order": order,
+        "live_bytes": live,
+        "peak_index": peak_index,
+        "peak": peak,
+    }
 
 
 def _compute_schedule(module: Any, name: str) -> Any:

@@ -18,8 +18,9 @@ def hbar(value: float, maximum: float, width: int, style: str = "") -> Text:
     return Text(s.ljust(width), style=style)
 
 
-def span_bar(first: int, last: int, total: int, width: int, style: str = "",
-             marker: int | None = None) -> Text:
+def span_bar(
+    first: int, last: int, total: int, width: int, style: str = "", marker: int | None = None
+) -> Text:
     """A bar over [first, last] of `total` slots, scaled to `width` columns."""
     total = max(total, 1)
     cells = [" "] * width

@@ -29,13 +29,15 @@ BOOKKEEPING = ("allocactivation", "deallocactivation", "tensorview")
 
 
 class DebuggerView(Vertical):
-    BINDINGS = [Binding("s", "step", "Step", id="debug.step"),
-                Binding("n", "next", "Next", id="debug.next"),
-                Binding("c", "cont", "Continue", id="debug.continue"),
-                Binding("b", "toggle_breakpoint", "Breakpoint", id="debug.breakpoint"),
-                Binding("d", "divergence", "Run to divergence", id="debug.divergence"),
-                Binding("i", "cycle_mode", "Values/IR/asm", id="debug.code"),
-                Binding("r", "restart", "Restart", id="debug.restart")]
+    BINDINGS = [
+        Binding("s", "step", "Step", id="debug.step"),
+        Binding("n", "next", "Next", id="debug.next"),
+        Binding("c", "cont", "Continue", id="debug.continue"),
+        Binding("b", "toggle_breakpoint", "Breakpoint", id="debug.breakpoint"),
+        Binding("d", "divergence", "Run to divergence", id="debug.divergence"),
+        Binding("i", "cycle_mode", "Values/IR/asm", id="debug.code"),
+        Binding("r", "restart", "Restart", id="debug.restart"),
+    ]
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -75,7 +77,8 @@ class DebuggerView(Vertical):
             self._attach_debugger(session, session.debugger)
             return
         self.query_one("#debug-status", Static).update(
-            Text("preparing the debugger: JIT-compiling the LLVM kernels…", style="bold"))
+            Text("preparing the debugger: JIT-compiling the LLVM kernels…", style="bold")
+        )
         self._build(session)
 
     @work(thread=True, exclusive=True, group="debugger-build")
@@ -85,7 +88,8 @@ class DebuggerView(Vertical):
         except Exception as e:  # noqa: BLE001 - shown, not fatal
             msg = f"debugger failed: {type(e).__name__}: {e}"
             self.app.call_from_thread(
-                self.query_one("#debug-status", Static).update, Text(msg, style="bold red"))
+                self.query_one("#debug-status", Static).update, Text(msg, style="bold red")
+            )
             return
         self.app.call_from_thread(self._attach_debugger, session, dbg)
 
@@ -100,8 +104,12 @@ class DebuggerView(Vertical):
         t.clear()
         self._gutter = {}
         for ins in dbg.instrs:
-            t.add_row("  ", Text(str(ins["index"]), style="dim"),
-                      Text(ins["text"], no_wrap=True), key=str(ins["index"]))
+            t.add_row(
+                "  ",
+                Text(str(ins["index"]), style="dim"),
+                Text(ins["text"], no_wrap=True),
+                key=str(ins["index"]),
+            )
         self.refresh_state()
 
     # -- rendering ----------------------------------------------------------------------------
@@ -148,13 +156,16 @@ class DebuggerView(Vertical):
         assert dbg is not None
         out = Text.assemble(("debugger ", "bold"))
         if dbg.fallback_error:
-            out.append(f"[{dbg.executor_name} — FALLBACK, LLVM codegen failed: "
-                       f"{dbg.fallback_error}]", style="bold yellow")
+            out.append(
+                f"[{dbg.executor_name} — FALLBACK, LLVM codegen failed: {dbg.fallback_error}]",
+                style="bold yellow",
+            )
         else:
             out.append(f"[{dbg.executor_name}]", style="bold green")
         if dbg.reference is not None:
-            out.append(f" vs {getattr(dbg.reference, 'name', 'reference')} in lock-step",
-                       style="dim")
+            out.append(
+                f" vs {getattr(dbg.reference, 'name', 'reference')} in lock-step", style="dim"
+            )
         out.append("  ")
         out.append("finished" if dbg.finished else f"pc {dbg.pc}/{len(dbg.instrs)}", "bold")
         reason_style = "bold red" if dbg.divergence or "error" in dbg.stop_reason else ""
@@ -168,8 +179,11 @@ class DebuggerView(Vertical):
             extra.append("on writes: " + ", ".join(sorted(dbg.write_breakpoints)))
         if extra:
             out.append("\nbreakpoints " + "; ".join(extra), style="red")
-        out.append("\ns/n step  c continue  b breakpoint  d run to divergence  "
-                   "i values/LLVM IR/asm  r restart", style="dim")
+        out.append(
+            "\ns/n step  c continue  b breakpoint  d run to divergence  "
+            "i values/LLVM IR/asm  r restart",
+            style="dim",
+        )
         return out
 
     def _refresh_side(self) -> None:
@@ -200,8 +214,9 @@ class DebuggerView(Vertical):
         k = dbg.last_index
         if k is None:
             k = min(dbg.pc, len(dbg.instrs) - 1)
-            parts.append(Text(f"#{k} {dbg.instrs[k]['kind']} (next, not yet executed)",
-                              style="bold"))
+            parts.append(
+                Text(f"#{k} {dbg.instrs[k]['kind']} (next, not yet executed)", style="bold")
+            )
         else:
             head = Text(f"#{k} {dbg.instrs[k]['kind']} (just executed)", style="bold")
             strat = dbg.strategy(k)
@@ -210,8 +225,11 @@ class DebuggerView(Vertical):
             parts.append(head)
             written = dbg.written_buffers()
             if written:
-                parts.append(Text.assemble(("wrote ", "dim"),
-                                           *[(f" {n} ", "bold reverse yellow") for n in written]))
+                parts.append(
+                    Text.assemble(
+                        ("wrote ", "dim"), *[(f" {n} ", "bold reverse yellow") for n in written]
+                    )
+                )
             parts.append(self._comparison())
         rows = dbg.operands(k)
         txt = Text()
@@ -224,22 +242,29 @@ class DebuggerView(Vertical):
             off = "-" if r.get("offset") is None else str(r["offset"])
             txt.append(f"  offset {off}  {r.get('shape', '-')} {r.get('dtype', '')}\n")
             if "min" in r:
-                txt.append(f"        min {_f(r['min'])}  max {_f(r['max'])}  "
-                           f"mean {_f(r['mean'])}  ")
+                txt.append(
+                    f"        min {_f(r['min'])}  max {_f(r['max'])}  mean {_f(r['mean'])}  "
+                )
             if "nan" in r:
-                txt.append(f"nan {r['nan']} inf {r['inf']}",
-                           style="bold red" if r["nan"] or r["inf"] else "dim")
+                txt.append(
+                    f"nan {r['nan']} inf {r['inf']}",
+                    style="bold red" if r["nan"] or r["inf"] else "dim",
+                )
             if "min" in r or "nan" in r:
                 txt.append("\n")
         parts.append(txt)
-        arr_row = next((r for r in rows if "array" in r and "out" in r["mode"]), None) or \
-            next((r for r in rows if "array" in r), None)
+        arr_row = next((r for r in rows if "array" in r and "out" in r["mode"]), None) or next(
+            (r for r in rows if "array" in r), None
+        )
         if arr_row is not None:
             width = self.query_one("#debug-side-scroll").size.width or 60
             vals = slice_2d(arr_row["array"], max_cols=max(2, min(8, (width - 2) // 8)))
-            s = Table(title=f"{arr_row['name']} [0, …, :8, :{len(vals[0]) if vals else 0}]",
-                      title_justify="left",
-                      show_header=False, box=None)
+            s = Table(
+                title=f"{arr_row['name']} [0, …, :8, :{len(vals[0]) if vals else 0}]",
+                title_justify="left",
+                show_header=False,
+                box=None,
+            )
             for _ in range(len(vals[0]) if vals and vals[0] else 0):
                 s.add_column(justify="right", no_wrap=True)
             for line in vals:
@@ -247,14 +272,18 @@ class DebuggerView(Vertical):
             parts.append(s)
         errs = [r for r in rows if "error" in r]
         if errs:
-            parts.append(Text("; ".join(f"{r['name']}: {r['error']}" for r in errs),
-                              style="dim"))
+            parts.append(Text("; ".join(f"{r['name']}: {r['error']}" for r in errs), style="dim"))
         if rows and rows[0].get("size") is not None:
             parts.append(Text(f"buffer size {fmt_bytes(rows[0]['size'])}", style="dim"))
         if not dbg.finished and dbg.last_index is not None:
             nxt = dbg.instrs[dbg.pc]
-            parts.append(Text.assemble(("next ", "dim"), (f"#{dbg.pc} ", "bold green"),
-                                       Text(nxt["text"][:200], style="")))
+            parts.append(
+                Text.assemble(
+                    ("next ", "dim"),
+                    (f"#{dbg.pc} ", "bold green"),
+                    Text(nxt["text"][:200], style=""),
+                )
+            )
         return Group(*parts)
 
     def _comparison(self) -> Text:
@@ -262,17 +291,20 @@ class DebuggerView(Vertical):
         assert dbg is not None
         ref = getattr(dbg.reference, "name", None)
         if ref is None:
-            why = "no reference executor" + (" (the interpreter is the primary)"
-                                             if dbg.fallback_error else "")
+            why = "no reference executor" + (
+                " (the interpreter is the primary)" if dbg.fallback_error else ""
+            )
             return Text(why, style="dim")
         cmp = dbg.comparison
         if cmp is None:
-            return Text(f"{dbg.executor_name} vs {ref}: not compared (step with s/n/d)",
-                        style="dim")
+            return Text(
+                f"{dbg.executor_name} vs {ref}: not compared (step with s/n/d)", style="dim"
+            )
         if not cmp:
             return Text(f"{dbg.executor_name} vs {ref}: wrote nothing", style="dim")
-        out = Text(f"{dbg.executor_name} vs {ref}  (rtol {dbg.rtol:g}, atol {dbg.atol:g})\n",
-                   style="bold")
+        out = Text(
+            f"{dbg.executor_name} vs {ref}  (rtol {dbg.rtol:g}, atol {dbg.atol:g})\n", style="bold"
+        )
         for r in cmp:
             ok = r.get("ok", True)
             out.append("  ✓ " if ok else "  ✗ ", style="green" if ok else "bold red")
@@ -280,18 +312,25 @@ class DebuggerView(Vertical):
             if "error" in r:
                 out.append(f"  {r['error']}\n", style="dim")
                 continue
-            out.append(f"  max abs err {r['abs']:.3g}  max rel err {r['rel']:.3g}",
-                       style="" if ok else "bold red")
+            out.append(
+                f"  max abs err {r['abs']:.3g}  max rel err {r['rel']:.3g}",
+                style="" if ok else "bold red",
+            )
             if not ok:
-                out.append(f"\n    {r.get('n_bad', '?')}/{r.get('size', '?')} elements off; "
-                           f"worst at {r.get('worst_index')}: {dbg.executor_name} "
-                           f"{_f(r.get('got'))}, {ref} {_f(r.get('want'))}", style="red")
+                out.append(
+                    f"\n    {r.get('n_bad', '?')}/{r.get('size', '?')} elements off; "
+                    f"worst at {r.get('worst_index')}: {dbg.executor_name} "
+                    f"{_f(r.get('got'))}, {ref} {_f(r.get('want'))}",
+                    style="red",
+                )
                 if r.get("why"):
                     out.append(f" ({r['why']})", style="red")
             rs = r.get("ref_stats", {})
             if "min" in rs:
-                out.append(f"\n    {ref}: min {_f(rs['min'])} max {_f(rs['max'])} "
-                           f"mean {_f(rs['mean'])}", style="dim")
+                out.append(
+                    f"\n    {ref}: min {_f(rs['min'])} max {_f(rs['max'])} mean {_f(rs['mean'])}",
+                    style="dim",
+                )
             out.append("\n")
         return out
 
@@ -338,8 +377,14 @@ class DebuggerView(Vertical):
         if strat:
             head.append(f"  kernel: {strat}", style="dim")
         head.append(f"  {len(lines)} lines", style="dim")
-        syn = Syntax(shown, LEXERS[mode], theme="monokai" if dark else "friendly",
-                     line_numbers=False, word_wrap=False, background_color="default")
+        syn = Syntax(
+            shown,
+            LEXERS[mode],
+            theme="monokai" if dark else "friendly",
+            line_numbers=False,
+            word_wrap=False,
+            background_color="default",
+        )
         parts: list[RenderableType] = [head, syn]
         if more > 0:
             parts.append(Text(f"… {more} more lines", style="dim"))
@@ -355,8 +400,12 @@ class DebuggerView(Vertical):
     # -- actions ------------------------------------------------------------------------------
     def _ready(self) -> bool:
         if self.dbg is None or not self.dbg.available:
-            self.notify("debugger not available" if self.dbg is not None
-                        else "debugger still being prepared", severity="warning")
+            self.notify(
+                "debugger not available"
+                if self.dbg is not None
+                else "debugger still being prepared",
+                severity="warning",
+            )
             return False
         return not self.busy
 
@@ -367,8 +416,12 @@ class DebuggerView(Vertical):
         if mode != "values" and dbg is not None and dbg.instrs:
             # On a bookkeeping instruction (no code), show the one just executed instead.
             k, last = self._selected(), dbg.last_index
-            if (k < len(dbg.instrs) and dbg.instrs[k]["kind"] in BOOKKEEPING and
-                    last is not None and dbg.instrs[last]["kind"] not in BOOKKEEPING):
+            if (
+                k < len(dbg.instrs)
+                and dbg.instrs[k]["kind"] in BOOKKEEPING
+                and last is not None
+                and dbg.instrs[last]["kind"] not in BOOKKEEPING
+            ):
                 self.query_one("#debug-table", DataTable).move_cursor(row=last)
         if self.dbg is not None and self.dbg.available:
             self._refresh_side()
@@ -412,7 +465,8 @@ class DebuggerView(Vertical):
             return
         self.busy = True
         self.query_one("#debug-status", Static).update(
-            Text("running to the first divergence…", style="bold"))
+            Text("running to the first divergence…", style="bold")
+        )
         self._run(lambda d: d.run_to_divergence(), notify=True)
 
     def action_restart(self) -> None:
@@ -432,8 +486,9 @@ class DebuggerView(Vertical):
         self.busy = False
         self.refresh_state()
         if notify and self.dbg is not None:
-            self.notify(self.dbg.stop_reason,
-                        severity="warning" if self.dbg.divergence else "information")
+            self.notify(
+                self.dbg.stop_reason, severity="warning" if self.dbg.divergence else "information"
+            )
 
     def action_toggle_breakpoint(self) -> None:
         if self.dbg is None or not self.dbg.instrs:

@@ -17,8 +17,10 @@ TAG_STYLE = {"delete": "red", "insert": "green", "replace": "yellow"}
 
 
 class DiffView(Vertical):
-    BINDINGS = [Binding("f", "toggle_full", "Full/context", id="diff.full"),
-                Binding("a", "pin_base", "Pin base", id="diff.pin")]
+    BINDINGS = [
+        Binding("f", "toggle_full", "Full/context", id="diff.full"),
+        Binding("a", "pin_base", "Pin base", id="diff.pin"),
+    ]
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -53,15 +55,22 @@ class DiffView(Vertical):
         base = self.base if self.base is not None and self.base != index else None
         if base is None:
             d = session.diff_prev(index)
-            prev = next((j for j in range(index - 1, -1, -1)
-                         if session.stages[j].ir_kind == rec.ir_kind), None)
+            prev = next(
+                (j for j in range(index - 1, -1, -1) if session.stages[j].ir_kind == rec.ir_kind),
+                None,
+            )
         else:
             d, prev = session.diff(base, index), base
         self._columns()
         if d is None or prev is None:
             self.current, self.pair = None, None
-            summary.update(Text(f"{rec.label}: the first {rec.ir_kind} stage, nothing before it "
-                                "to compare with", style="dim"))
+            summary.update(
+                Text(
+                    f"{rec.label}: the first {rec.ir_kind} stage, nothing before it "
+                    "to compare with",
+                    style="dim",
+                )
+            )
             return
         self.current, self.pair = d, (prev, index)
         summary.update(self._summary(session, prev, index, d))
@@ -110,16 +119,22 @@ class DiffView(Vertical):
             if k not in keep:
                 continue
             if last >= 0 and k != last + 1:
-                t.add_row(Text("…", style="dim"), Text("⋯", style="dim"), Text("…", style="dim"),
-                          Text("⋯", style="dim"))
+                t.add_row(
+                    Text("…", style="dim"),
+                    Text("⋯", style="dim"),
+                    Text("…", style="dim"),
+                    Text("⋯", style="dim"),
+                )
             last = k
             st = TAG_STYLE.get(r.tag, "")
             lst = "red" if r.tag in ("delete", "replace") else ""
             rst = "green" if r.tag in ("insert", "replace") else ""
-            t.add_row(Text(str(r.left_no or ""), style="dim"),
-                      Text(r.left, style=lst or ("" if st else "dim"), no_wrap=True),
-                      Text(str(r.right_no or ""), style="dim"),
-                      Text(r.right, style=rst or ("" if st else "dim"), no_wrap=True))
+            t.add_row(
+                Text(str(r.left_no or ""), style="dim"),
+                Text(r.left, style=lst or ("" if st else "dim"), no_wrap=True),
+                Text(str(r.right_no or ""), style="dim"),
+                Text(r.right, style=rst or ("" if st else "dim"), no_wrap=True),
+            )
         if not rows or (not keep and not self.full):
             t.add_row("", Text("(IR text identical)", style="dim"), "", "")
 

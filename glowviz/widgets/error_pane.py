@@ -26,8 +26,11 @@ class ErrorPane(Static):
         if err.node:
             t.append("node: ", style="dim")
             t.append(err.node, style="bold")
-        t.append(f"\n{n_stages} stages before the failure are kept: step through them on the left."
-                 "  ctrl+o: open another model", style="dim")
+        t.append(
+            f"\n{n_stages} stages before the failure are kept: step through them on the left."
+            "  ctrl+o: open another model",
+            style="dim",
+        )
         if err.internal and err.traceback:
             t.append("\n" + "\n".join(err.traceback.strip().splitlines()[-6:]), style="dim")
         self.update(t)

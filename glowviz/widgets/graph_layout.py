@@ -15,9 +15,19 @@ from rich.text import Text
 
 X_PER_INCH = 10.0  # one character column = 0.1 inch
 Y_PER_INCH = 5.0  # one row = 0.2 inch
-CATEGORY_STYLE = {"conv": "bold cyan", "matmul": "bold cyan", "activation": "green",
-                  "elementwise": "yellow", "pool": "magenta", "norm": "blue", "tensor": "white",
-                  "reduction": "magenta", "io": "dim", "input": "bold green", "output": "bold red"}
+CATEGORY_STYLE = {
+    "conv": "bold cyan",
+    "matmul": "bold cyan",
+    "activation": "green",
+    "elementwise": "yellow",
+    "pool": "magenta",
+    "norm": "blue",
+    "tensor": "white",
+    "reduction": "magenta",
+    "io": "dim",
+    "input": "bold green",
+    "output": "bold red",
+}
 
 
 class LayoutError(Exception):
@@ -29,8 +39,11 @@ def _q(s: str) -> str:
 
 
 def dot_source(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> str:
-    lines = ["digraph g {", "rankdir=TB; nodesep=0.3; ranksep=0.4;",
-             "node [shape=box fixedsize=true height=0.6 fontsize=10];"]
+    lines = [
+        "digraph g {",
+        "rankdir=TB; nodesep=0.3; ranksep=0.4;",
+        "node [shape=box fixedsize=true height=0.6 fontsize=10];",
+    ]
     for n in nodes:
         w = (len(n["name"]) + len(n["op"]) + 5) / X_PER_INCH
         lines.append(f"{_q(n['name'])} [width={w:.2f}];")
@@ -43,10 +56,13 @@ def dot_source(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> str
 def run_dot(src: str, timeout: float = 10.0) -> str:
     exe = shutil.which("dot")
     if exe is None:
-        raise LayoutError("Graphviz `dot` not found: install Graphviz (apt install graphviz, "
-                          "brew install graphviz) to see the neighbourhood layout")
-    proc = subprocess.run([exe, "-Tplain"], input=src, capture_output=True, text=True,
-                          timeout=timeout)
+        raise LayoutError(
+            "Graphviz `dot` not found: install Graphviz (apt install graphviz, "
+            "brew install graphviz) to see the neighbourhood layout"
+        )
+    proc = subprocess.run(
+        [exe, "-Tplain"], input=src, capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise LayoutError(f"dot failed: {proc.stderr.strip()[:200]}")
     return proc.stdout
@@ -68,8 +84,14 @@ def _tokens(line: str) -> list[str]:
     return out
 
 
-def parse_plain(text: str) -> tuple[float, float, dict[str, tuple[float, float, float, float]],
-                                    list[tuple[str, str, list[tuple[float, float]]]]]:
+def parse_plain(
+    text: str,
+) -> tuple[
+    float,
+    float,
+    dict[str, tuple[float, float, float, float]],
+    list[tuple[str, str, list[tuple[float, float]]]],
+]:
     width = height = 0.0
     nodes: dict[str, tuple[float, float, float, float]] = {}
     edges: list[tuple[str, str, list[tuple[float, float]]]] = []
@@ -116,8 +138,10 @@ def draw(nodes: list[dict[str, Any]], plain: str, selected: str) -> Text:
             ca, cb = cell(xa, ya), cell(xb, yb)
             steps = max(abs(cb[0] - ca[0]), abs(cb[1] - ca[1]), 1)
             for k in range(steps + 1):
-                p = (ca[0] + round((cb[0] - ca[0]) * k / steps),
-                     ca[1] + round((cb[1] - ca[1]) * k / steps))
+                p = (
+                    ca[0] + round((cb[0] - ca[0]) * k / steps),
+                    ca[1] + round((cb[1] - ca[1]) * k / steps),
+                )
                 if not samples or samples[-1] != p:
                     samples.append(p)
         last = None
@@ -126,7 +150,7 @@ def draw(nodes: list[dict[str, Any]], plain: str, selected: str) -> Text:
                 continue
             nx = samples[k + 1][0] if k + 1 < len(samples) else xx
             px = samples[k - 1][0] if k else xx
-            dx = (nx - px)
+            dx = nx - px
             ch = "│" if dx == 0 else ("╲" if dx > 0 else "╱")
             if owner.get((xx, yy), e_k) != e_k and grid[yy][xx] != ch:
                 ch = "┼"
@@ -174,8 +198,13 @@ def _cached(key: tuple[str, str, int], src: str) -> str:
     return run_dot(src)
 
 
-def render_neighbourhood(ir_hash: str, selected: str, nodes: list[dict[str, Any]],
-                         edges: list[tuple[str, str]], radius: int = 2) -> Text:
+def render_neighbourhood(
+    ir_hash: str,
+    selected: str,
+    nodes: list[dict[str, Any]],
+    edges: list[tuple[str, str]],
+    radius: int = 2,
+) -> Text:
     """The neighbourhood drawn as text (raises LayoutError when `dot` is missing or fails)."""
     if not nodes:
         return Text("(no node selected)", style="dim")

@@ -19,9 +19,11 @@ from glowviz.widgets.node_list import NodeList
 
 
 class GraphView(Vertical):
-    BINDINGS = [Binding("slash", "search", "Search", id="graph.search"),
-                Binding("plus", "radius(1)", "Wider", show=False, id="graph.wider"),
-                Binding("minus", "radius(-1)", "Narrower", show=False, id="graph.narrower")]
+    BINDINGS = [
+        Binding("slash", "search", "Search", id="graph.search"),
+        Binding("plus", "radius(1)", "Wider", show=False, id="graph.wider"),
+        Binding("minus", "radius(-1)", "Narrower", show=False, id="graph.narrower"),
+    ]
 
     class NodeOpened(Message):
         def __init__(self, name: str) -> None:
@@ -38,8 +40,11 @@ class GraphView(Vertical):
         self.radius = 2
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search nodes (name or op), Enter: next match, Esc: close",
-                    id="graph-search", classes="hidden")
+        yield Input(
+            placeholder="search nodes (name or op), Enter: next match, Esc: close",
+            id="graph-search",
+            classes="hidden",
+        )
         yield Static("", id="graph-info")
         with Horizontal():
             yield NodeList(id="graph-table", kind_styles=CATEGORY_STYLE)
@@ -54,15 +59,24 @@ class GraphView(Vertical):
             t.clear()
             self.rows = []
             self.query_one("#graph-info", Static).update(
-                Text(f"{rec.label} is a low-level IR stage: see the IR and Debugger views",
-                     style="dim"))
+                Text(
+                    f"{rec.label} is a low-level IR stage: see the IR and Debugger views",
+                    style="dim",
+                )
+            )
             self.query_one("#graph-neigh", Static).update("")
             return
         rows = session.graph_nodes(index)
         n_nodes = sum(1 for r in rows if r["kind"] not in ("input", "output", "constant"))
         self.query_one("#graph-info", Static).update(
-            Text.assemble((rec.label, "bold"), " │ ", f"{n_nodes} nodes, {len(rows)} values",
-                          " │ ", ("Enter: details  /: search  +/-: radius", "dim")))
+            Text.assemble(
+                (rec.label, "bold"),
+                " │ ",
+                f"{n_nodes} nodes, {len(rows)} values",
+                " │ ",
+                ("Enter: details  /: search  +/-: radius", "dim"),
+            )
+        )
         if rows == self.rows and t.row_count == len(rows) and self._shown_session is session:
             # An unchanged pass: the same graph; keep the table, the cursor and the layout.
             self.rows = rows
@@ -73,17 +87,32 @@ class GraphView(Vertical):
         if keep in names:
             cursor = names.index(keep)
         else:
-            cursor = next((k for k, r in enumerate(self.rows)
-                           if r["kind"] not in ("input", "output", "constant")), 0)
+            cursor = next(
+                (
+                    k
+                    for k, r in enumerate(self.rows)
+                    if r["kind"] not in ("input", "output", "constant")
+                ),
+                0,
+            )
         if self.rows:
             # Set before the rows so that the RowHighlighted from set_rows is not news and
             # the neighbourhood is laid out once, below.
             self.selected_node = names[cursor]
-        t.set_rows([(r["kind"],
-                     r["name"] + ("" if r["op"] in ("Placeholder", "Constant")
-                                  else f" ({r['op']})"),
-                     str(r["type"]), ", ".join(r["inputs"]), ", ".join(r["users"]))
-                    for r in self.rows], keys=names, cursor=cursor)
+        t.set_rows(
+            [
+                (
+                    r["kind"],
+                    r["name"] + ("" if r["op"] in ("Placeholder", "Constant") else f" ({r['op']})"),
+                    str(r["type"]),
+                    ", ".join(r["inputs"]),
+                    ", ".join(r["users"]),
+                )
+                for r in self.rows
+            ],
+            keys=names,
+            cursor=cursor,
+        )
         self._layout()
 
     def select_node(self, name: str) -> bool:
@@ -120,12 +149,14 @@ class GraphView(Vertical):
         if not nodes:
             row = next((r for r in self.rows if r["name"] == name), None)
             users = ", ".join(row["users"]) if row else ""
-            text = Text(f"{name}: a weight or placeholder; used by {users or 'nothing'}",
-                        style="dim")
+            text = Text(
+                f"{name}: a weight or placeholder; used by {users or 'nothing'}", style="dim"
+            )
         else:
             try:
-                text = render_neighbourhood(session.stages[index].ir_hash, name, nodes, edges,
-                                            radius)
+                text = render_neighbourhood(
+                    session.stages[index].ir_hash, name, nodes, edges, radius
+                )
             except LayoutError as e:
                 text = Text(str(e), style="bold red")
             except Exception as e:  # noqa: BLE001 - layout trouble must not kill the view

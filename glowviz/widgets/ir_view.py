@@ -22,8 +22,13 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("gv.lineno", re.compile(r"^\s*(\d+)(?= )")),
     ("gv.attr", re.compile(r"(?:(?<=\{)|(?<=, ))([A-Za-z_]\w*)(?= = )")),
     ("gv.op", re.compile(r"(?<== )([A-Za-z_]\w*)(?=[( ]|$)|^\s*(?:\d+\s+)?([A-Z]\w*)(?=\()")),
-    ("gv.keyword", re.compile(r"^\s*(module|function|declare|placeholder|constant)\b"
-                              r"|\b(weight|const|mutable|input|output|dense|elided)\b")),
+    (
+        "gv.keyword",
+        re.compile(
+            r"^\s*(module|function|declare|placeholder|constant)\b"
+            r"|\b(weight|const|mutable|input|output|dense|elided)\b"
+        ),
+    ),
     ("gv.string", re.compile(r'"[^"]*"')),
     ("gv.symbol", re.compile(r"@[A-Za-z_][\w.\-]*")),
     ("gv.mode", re.compile(r"@(?:inout|in|out)\b")),
@@ -74,16 +79,18 @@ class IRTextArea(TextArea):
         def c(name: str, fallback: str) -> str:
             return getattr(t, name, None) or fallback
 
-        return {"gv.value": Style(color=c("primary", "#5fafff")),
-                "gv.op": Style(color=c("accent", "#ffaf5f"), bold=True),
-                "gv.type": Style(color=c("secondary", "#87d7af")),
-                "gv.attr": Style(color=c("warning", "#ffd75f"), italic=True),
-                "gv.number": Style(color="#d787d7" if dark else "#875fd7"),
-                "gv.string": Style(color=c("success", "#87d787")),
-                "gv.mode": Style(color=c("error", "#ff6b6b"), bold=True),
-                "gv.symbol": Style(color=c("primary", "#5fafff"), bold=True),
-                "gv.keyword": Style(color="#87afd7" if dark else "#005f87", bold=True),
-                "gv.lineno": Style(dim=True)}
+        return {
+            "gv.value": Style(color=c("primary", "#5fafff")),
+            "gv.op": Style(color=c("accent", "#ffaf5f"), bold=True),
+            "gv.type": Style(color=c("secondary", "#87d7af")),
+            "gv.attr": Style(color=c("warning", "#ffd75f"), italic=True),
+            "gv.number": Style(color="#d787d7" if dark else "#875fd7"),
+            "gv.string": Style(color=c("success", "#87d787")),
+            "gv.mode": Style(color=c("error", "#ff6b6b"), bold=True),
+            "gv.symbol": Style(color=c("primary", "#5fafff"), bold=True),
+            "gv.keyword": Style(color="#87afd7" if dark else "#005f87", bold=True),
+            "gv.lineno": Style(dim=True),
+        }
 
     def _apply_ir_theme(self) -> None:
         base = TextAreaTheme.get_builtin_theme("css")
@@ -129,9 +136,11 @@ def word_at(line: str, col: int) -> str | None:
 
 
 class IRView(Vertical):
-    BINDINGS = [Binding("g", "goto_definition", "Go to def", id="ir.goto"),
-                Binding("enter", "goto_definition", "Go to def", show=False, id="ir.goto2"),
-                Binding("backspace", "go_back", "Back", id="ir.back")]
+    BINDINGS = [
+        Binding("g", "goto_definition", "Go to def", id="ir.goto"),
+        Binding("enter", "goto_definition", "Go to def", show=False, id="ir.goto2"),
+        Binding("backspace", "go_back", "Back", id="ir.back"),
+    ]
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -140,8 +149,7 @@ class IRView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="ir-info")
-        yield IRTextArea("", id="ir-text", read_only=True, show_line_numbers=True,
-                         soft_wrap=False)
+        yield IRTextArea("", id="ir-text", read_only=True, show_line_numbers=True, soft_wrap=False)
 
     def show(self, session: CompileSession, index: int) -> None:
         rec = session.stages[index]
@@ -152,7 +160,8 @@ class IRView(Vertical):
         lines = self.text.count("\n")
         self.query_one("#ir-info", Static).update(
             f"[b]{rec.label}[/b]  {rec.ir_kind} IR, {lines} lines, hash {rec.ir_hash}  "
-            "[dim]g/Enter: go to definition  Backspace: back[/dim]")
+            "[dim]g/Enter: go to definition  Backspace: back[/dim]"
+        )
 
     def goto_value(self, name: str) -> bool:
         line = definition_line(self.text, name)
@@ -172,8 +181,9 @@ class IRView(Vertical):
             return
         word = word_at(lines[row], col)
         if not word or not self.goto_value(word):
-            self.notify(f"no definition of {word or 'the word under the cursor'}",
-                        severity="warning")
+            self.notify(
+                f"no definition of {word or 'the word under the cursor'}", severity="warning"
+            )
 
     def action_go_back(self) -> None:
         if self.history:

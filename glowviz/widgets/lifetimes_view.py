@@ -49,22 +49,34 @@ class LifetimesView(Vertical):
             info.update(Text(f"not available: {data.get('reason')}", style="bold yellow"))
             return
         self.buffers, self.n = data["buffers"], data["n_instructions"]
-        info.update(Text.assemble(("lifetimes: ", "bold"), f"{len(self.buffers)} buffers over "
-                                  f"{self.n} instructions  sorted by ", (self.sort, "bold"),
-                                  ("   o: change sort", "dim")))
+        info.update(
+            Text.assemble(
+                ("lifetimes: ", "bold"),
+                f"{len(self.buffers)} buffers over {self.n} instructions  sorted by ",
+                (self.sort, "bold"),
+                ("   o: change sort", "dim"),
+            )
+        )
         width = max(20, (self.size.width or 100) - 50)
         t.add_column("buffer", key="name")
         t.add_column("size", key="size", width=9)
         t.add_column("live", key="live", width=9)
         t.add_column(f"0 … {self.n - 1}", key="bar", width=width)
-        key = {"start": lambda b: (b["first"], b["last"], b["name"]),
-               "size": lambda b: (-b["size"], b["first"]),
-               "name": lambda b: b["name"]}[self.sort]
+        key = {
+            "start": lambda b: (b["first"], b["last"], b["name"]),
+            "size": lambda b: (-b["size"], b["first"]),
+            "name": lambda b: b["name"],
+        }[self.sort]
         order = sorted(range(len(self.buffers)), key=lambda k: key(self.buffers[k]))
         for k in order:
             b = self.buffers[k]
-            t.add_row(b["name"], fmt_bytes(b["size"]), f"{b['first']}–{b['last']}",
-                      span_bar(b["first"], b["last"], self.n, width, colour(k)), key=b["name"])
+            t.add_row(
+                b["name"],
+                fmt_bytes(b["size"]),
+                f"{b['first']}–{b['last']}",
+                span_bar(b["first"], b["last"], self.n, width, colour(k)),
+                key=b["name"],
+            )
         if self.selected:
             self.select(self.selected)
 
@@ -100,8 +112,10 @@ def buffer_card(b: dict) -> Text:
     t.append(f"{b['name']}", style="bold")
     if b.get("shape"):
         t.append(f"  {b['shape']}")
-    t.append(f"  {fmt_bytes(b['size'])} at offset {b['offset']} ({b['region']})  "
-             f"live {b['first']}–{b['last']}\n")
+    t.append(
+        f"  {fmt_bytes(b['size'])} at offset {b['offset']} ({b['region']})  "
+        f"live {b['first']}–{b['last']}\n"
+    )
     t.append("producer: ", style="dim")
     t.append(f"{b['producer'] or '?'}   ")
     t.append("users: ", style="dim")

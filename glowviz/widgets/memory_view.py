@@ -45,8 +45,13 @@ def map_top(data: dict) -> int:
     return max([data["peak_bytes"]] + [b["offset"] + b["size"] for b in data["buffers"]] + [1])
 
 
-def draw_map(data: dict, width: int, rows: int = MAP_ROWS, selected: str | None = None,
-             top: int | None = None) -> Text:
+def draw_map(
+    data: dict,
+    width: int,
+    rows: int = MAP_ROWS,
+    selected: str | None = None,
+    top: int | None = None,
+) -> Text:
     """Offset (rows, top = 0) × instruction index (columns); each buffer a coloured block.
     `top` fixes the offset scale (two maps side by side share one)."""
     bufs = data["buffers"]
@@ -73,16 +78,20 @@ def draw_map(data: dict, width: int, rows: int = MAP_ROWS, selected: str | None 
             ch = "┃" if c == peak_col and st is None else " "
             t.append(ch, style=st or ("red" if c == peak_col else ""))
         t.append("\n")
-    t.append(" " * 10 + "0".ljust(max(1, peak_col)) + "▲peak" + f"  (instr {n - 1} at right)",
-             style="dim")
+    t.append(
+        " " * 10 + "0".ljust(max(1, peak_col)) + "▲peak" + f"  (instr {n - 1} at right)",
+        style="dim",
+    )
     return t
 
 
 class MemoryView(Vertical):
-    BINDINGS = [Binding("A", "cycle_allocator", "Compare allocator", id="memory.allocator"),
-                Binding("S", "cycle_scheduler", "Compare scheduler", id="memory.scheduler"),
-                Binding("o", "open_report", "Compare with report", id="memory.open_report"),
-                Binding("x", "close_compare", "Close comparison", id="memory.close_compare")]
+    BINDINGS = [
+        Binding("A", "cycle_allocator", "Compare allocator", id="memory.allocator"),
+        Binding("S", "cycle_scheduler", "Compare scheduler", id="memory.scheduler"),
+        Binding("o", "open_report", "Compare with report", id="memory.open_report"),
+        Binding("x", "close_compare", "Close comparison", id="memory.close_compare"),
+    ]
 
     class BufferSelected(Message):
         def __init__(self, name: str) -> None:
@@ -134,18 +143,34 @@ class MemoryView(Vertical):
             figs.update(Text(f"not available: {data.get('reason')}", style="bold yellow"))
             self.query_one("#memory-map", Static).update("")
             return
-        figs.update(Text.assemble(
-            ("memory: ", "bold"), f"allocator {data['allocator']}, scheduler {data['scheduler']}  ",
-            "peak ", (fmt_bytes(data["peak_bytes"]), "bold red"),
-            "  lower bound ", (fmt_bytes(data["lower_bound_bytes"]), "bold"),
-            "  gap ", (f"{fmt_bytes(data['gap_bytes'])} ({data['gap_pct']:.1f}%)",
-                       "bold green" if data["gap_bytes"] == 0 else "bold yellow"),
-            "  no reuse ", fmt_bytes(data["no_reuse_bytes"]),
-            (f"   peak at instr {data['peak_instruction']}: "
-             f"{', '.join(data['live_at_peak'][:6])}"
-             f"{'…' if len(data['live_at_peak']) > 6 else ''}", "dim"),
-            ("\nA/S: compare with another allocator/scheduler   o: compare with a report "
-             "(JSON, model or mem-diff spec)", "dim")))
+        figs.update(
+            Text.assemble(
+                ("memory: ", "bold"),
+                f"allocator {data['allocator']}, scheduler {data['scheduler']}  ",
+                "peak ",
+                (fmt_bytes(data["peak_bytes"]), "bold red"),
+                "  lower bound ",
+                (fmt_bytes(data["lower_bound_bytes"]), "bold"),
+                "  gap ",
+                (
+                    f"{fmt_bytes(data['gap_bytes'])} ({data['gap_pct']:.1f}%)",
+                    "bold green" if data["gap_bytes"] == 0 else "bold yellow",
+                ),
+                "  no reuse ",
+                fmt_bytes(data["no_reuse_bytes"]),
+                (
+                    f"   peak at instr {data['peak_instruction']}: "
+                    f"{', '.join(data['live_at_peak'][:6])}"
+                    f"{'…' if len(data['live_at_peak']) > 6 else ''}",
+                    "dim",
+                ),
+                (
+                    "\nA/S: compare with another allocator/scheduler   o: compare with a report "
+                    "(JSON, model or mem-diff spec)",
+                    "dim",
+                ),
+            )
+        )
         self._redraw_map()
         t.add_column("buffer", key="name")
         t.add_column("offset", key="offset")
@@ -153,10 +178,15 @@ class MemoryView(Vertical):
         t.add_column("live", key="live")
         t.add_column("peak", key="peak", width=4)
         at_peak = set(data["live_at_peak"])
-        for b in (sorted(data["buffers"], key=lambda b: (b["offset"], b["first"]))):
-            t.add_row(Text("■ ", style=colour(data["buffers"].index(b))) + Text(b["name"]),
-                      str(b["offset"]), fmt_bytes(b["size"]), f"{b['first']}–{b['last']}",
-                      Text("●", style="red") if b["name"] in at_peak else "", key=b["name"])
+        for b in sorted(data["buffers"], key=lambda b: (b["offset"], b["first"])):
+            t.add_row(
+                Text("■ ", style=colour(data["buffers"].index(b))) + Text(b["name"]),
+                str(b["offset"]),
+                fmt_bytes(b["size"]),
+                f"{b['first']}–{b['last']}",
+                Text("●", style="red") if b["name"] in at_peak else "",
+                key=b["name"],
+            )
         if self.selected:
             self.select(self.selected)
 
@@ -164,7 +194,8 @@ class MemoryView(Vertical):
         if self.data and self.data.get("available"):
             width = max(20, (self.size.width or 110) - 12)
             self.query_one("#memory-map", Static).update(
-                crop_lines(draw_map(self.data, width, selected=self.selected), width + 10))
+                crop_lines(draw_map(self.data, width, selected=self.selected), width + 10)
+            )
         if self.comparison is not None:
             self._draw_compare_maps()
 
@@ -210,24 +241,36 @@ class MemoryView(Vertical):
     def compare(self, allocator: str | None = None, scheduler: str | None = None) -> None:
         if self.session is None:
             return
-        what = " ".join(x for x in (f"allocator {allocator}" if allocator else "",
-                                    f"scheduler {scheduler}" if scheduler else "") if x)
+        what = " ".join(
+            x
+            for x in (
+                f"allocator {allocator}" if allocator else "",
+                f"scheduler {scheduler}" if scheduler else "",
+            )
+            if x
+        )
         self._set_status(Text(f"compiling with {what}…", style="dim"))
         self.query_one("#memory-compare", Static).update(
-            Text(f"compiling with {allocator or ''}{scheduler or ''}…", style="dim"))
+            Text(f"compiling with {allocator or ''}{scheduler or ''}…", style="dim")
+        )
         self._compare_worker(self.session, allocator, scheduler)
 
     @work(thread=True, exclusive=True, group="memory-compare")
-    def _compare_worker(self, session: CompileSession, allocator: str | None,
-                        scheduler: str | None) -> None:
+    def _compare_worker(
+        self, session: CompileSession, allocator: str | None, scheduler: str | None
+    ) -> None:
         cmp, error = None, None
         try:
             res = session.compare_memory(allocator, scheduler)
             text = compare_text(res)
             cmp = res.get("comparison")
             if cmp is None:
-                error = res.get("error") or res["other"].get("reason") or res["base"].get(
-                    "reason") or "no memory plan to compare"
+                error = (
+                    res.get("error")
+                    or res["other"].get("reason")
+                    or res["base"].get("reason")
+                    or "no memory plan to compare"
+                )
         except Exception as e:  # noqa: BLE001
             text = Text(f"comparison failed: {type(e).__name__}: {e}", style="red")
             error = f"{type(e).__name__}: {e}"
@@ -267,15 +310,15 @@ class MemoryView(Vertical):
             error = str(e) if isinstance(e, CompilerError) else f"{type(e).__name__}: {e}"
         self.app.call_from_thread(self._compare_done, session, cmp, error)
 
-    def _compare_done(self, session: CompileSession, cmp: dict | None,
-                      error: str | None) -> None:
+    def _compare_done(self, session: CompileSession, cmp: dict | None, error: str | None) -> None:
         if session is not self.session:
             return
         if error is not None or cmp is None:
             self._close_compare()
             self.compare_error = " ".join(str(error or "no comparison").split())
-            self._set_status(Text("cannot compare: ", style="bold red")
-                             + Text(self.compare_error, style="red"))
+            self._set_status(
+                Text("cannot compare: ", style="bold red") + Text(self.compare_error, style="red")
+            )
             if self.app.focused is None or self.app.focused.id == "cmp-table":
                 self.query_one("#memory-table", DataTable).focus()
             return
@@ -283,9 +326,13 @@ class MemoryView(Vertical):
         self.comparison = cmp
         self._cmp_selected = (None, None)
         self.add_class("comparing")
-        self._set_status(Text.assemble(
-            ("comparing with ", "bold"), (cmp["other"]["label"], "bold cyan"),
-            ("   x: close   o: another report", "dim")))
+        self._set_status(
+            Text.assemble(
+                ("comparing with ", "bold"),
+                (cmp["other"]["label"], "bold cyan"),
+                ("   x: close   o: another report", "dim"),
+            )
+        )
         self.query_one("#cmp-figures", Static).update(compare_figures(cmp))
         self._fill_compare_table(cmp)
         self._draw_compare_maps()
@@ -309,10 +356,16 @@ class MemoryView(Vertical):
     def _fill_compare_table(self, cmp: dict) -> None:
         t = self.query_one("#cmp-table", DataTable)
         t.clear(columns=True)
-        for label, key in (("change", "change"), ("buffer", "buffer"),
-                           ("size this", "old_size"), ("size other", "new_size"),
-                           ("live this", "old_live"), ("live other", "new_live"),
-                           ("@ this", "old_offset"), ("@ other", "new_offset")):
+        for label, key in (
+            ("change", "change"),
+            ("buffer", "buffer"),
+            ("size this", "old_size"),
+            ("size other", "new_size"),
+            ("live this", "old_live"),
+            ("live other", "new_live"),
+            ("@ this", "old_offset"),
+            ("@ other", "new_offset"),
+        ):
             t.add_column(label, key=key)
         for k, r in enumerate(cmp["rows"]):
             t.add_row(*compare_row_cells(r), key=str(k))
@@ -342,8 +395,10 @@ class MemoryView(Vertical):
         top = max(map_top(base), map_top(other))
         rows = 10
         old, new = self._cmp_selected
-        for w, side, label, data, sel in ((left, "base", "this", base, old),
-                                          (right, "other", "other", other, new)):
+        for w, side, label, data, sel in (
+            (left, "base", "this", base, old),
+            (right, "other", "other", other, new),
+        ):
             t = Text(f"{label}: {cmp[side]['label']}\n", style="bold")
             t.append_text(draw_map(data, width, rows, selected=sel, top=top))
             w.update(crop_lines(t, width + 10))
@@ -378,8 +433,9 @@ def compare_figures(cmp: dict) -> Text:
     def line(label: str, x: dict) -> None:
         t.append(f"{label:<20}{fmt_bytes(x['old']):>12}  {fmt_bytes(x['new']):>12}  ")
         pct = "" if x["pct"] is None or x["delta"] == 0 else f" ({x['pct']:+.1f}%)"
-        t.append(f"{_signed(x['delta']) if x['delta'] else '='}{pct}", style=_delta_style(
-            x["delta"]))
+        t.append(
+            f"{_signed(x['delta']) if x['delta'] else '='}{pct}", style=_delta_style(x["delta"])
+        )
         t.append("\n")
 
     line("peak", d["peak"])
@@ -389,9 +445,15 @@ def compare_figures(cmp: dict) -> Text:
         line(f"region {k}", x)
     b = d["buffers"]
     t.append(f"buffers: {d['old']['buffers']} -> {d['new']['buffers']}, matched {b['matched']}; ")
-    for key, style in (("grew", "red"), ("shrank", "green"), ("appeared", "red"),
-                       ("vanished", "green"), ("longer", "yellow"), ("shorter", "green"),
-                       ("moved", "magenta")):
+    for key, style in (
+        ("grew", "red"),
+        ("shrank", "green"),
+        ("appeared", "red"),
+        ("vanished", "green"),
+        ("longer", "yellow"),
+        ("shorter", "green"),
+        ("moved", "magenta"),
+    ):
         t.append(f"{key} {len(b[key])}", style=style if b[key] else "dim")
         t.append("  ")
     return t
@@ -400,18 +462,33 @@ def compare_figures(cmp: dict) -> Text:
 def compare_row_cells(r: dict) -> list[Text]:
     """The cells of one changed buffer; the changed cells highlighted."""
     tags = r["tags"]
-    tag_style = {"grew": "bold red", "appeared": "bold red", "longer": "bold yellow",
-                 "shrank": "bold green", "vanished": "bold green", "shorter": "green",
-                 "moved": "magenta"}
+    tag_style = {
+        "grew": "bold red",
+        "appeared": "bold red",
+        "longer": "bold yellow",
+        "shrank": "bold green",
+        "vanished": "bold green",
+        "shorter": "green",
+        "moved": "magenta",
+    }
     change = Text()
     for k, tag in enumerate(tags):
         change.append(("," if k else "") + tag, style=tag_style[tag])
-    name = r["new"] if r["old"] in (None, r["new"]) else (
-        r["old"] if r["new"] is None else f"{r['old']} → {r['new']}")
-    size_style = ("bold red" if (r["size_delta"] or 0) > 0 else "bold green") \
-        if "size" in r["changed"] else ""
-    live_style = ("bold yellow" if "longer" in tags or "appeared" in tags else "bold green") \
-        if "live" in r["changed"] else ""
+    name = (
+        r["new"]
+        if r["old"] in (None, r["new"])
+        else (r["old"] if r["new"] is None else f"{r['old']} → {r['new']}")
+    )
+    size_style = (
+        ("bold red" if (r["size_delta"] or 0) > 0 else "bold green")
+        if "size" in r["changed"]
+        else ""
+    )
+    live_style = (
+        ("bold yellow" if "longer" in tags or "appeared" in tags else "bold green")
+        if "live" in r["changed"]
+        else ""
+    )
     off_style = "bold magenta" if "offset" in r["changed"] else ""
 
     def cell(v: object, style: str, fmt=str) -> Text:
@@ -421,10 +498,16 @@ def compare_row_cells(r: dict) -> list[Text]:
         f = r.get(f"{side}_first")
         return None if f is None else f"{f}–{r[f'{side}_last']}"
 
-    return [change, Text(name),
-            cell(r["old_size"], size_style, fmt_bytes), cell(r["new_size"], size_style, fmt_bytes),
-            cell(live("old"), live_style), cell(live("new"), live_style),
-            cell(r["old_offset"], off_style), cell(r["new_offset"], off_style)]
+    return [
+        change,
+        Text(name),
+        cell(r["old_size"], size_style, fmt_bytes),
+        cell(r["new_size"], size_style, fmt_bytes),
+        cell(live("old"), live_style),
+        cell(live("new"), live_style),
+        cell(r["old_offset"], off_style),
+        cell(r["new_offset"], off_style),
+    ]
 
 
 def compare_text(res: dict) -> Text:
@@ -433,16 +516,20 @@ def compare_text(res: dict) -> Text:
         r = res[key]
         t.append(f"{r['allocator']} / {r['scheduler']}: ", style="bold" if key == "base" else "")
         if r.get("available"):
-            t.append(f"peak {fmt_bytes(r['peak_bytes'])}, lower bound "
-                     f"{fmt_bytes(r['lower_bound_bytes'])}\n")
+            t.append(
+                f"peak {fmt_bytes(r['peak_bytes'])}, lower bound "
+                f"{fmt_bytes(r['lower_bound_bytes'])}\n"
+            )
         else:
             t.append(f"not available: {r.get('reason')}\n", style="yellow")
     b, o = res["base"], res["other"]
     if b.get("available") and o.get("available"):
         d = o["peak_bytes"] - b["peak_bytes"]
         pct = 100.0 * d / b["peak_bytes"] if b["peak_bytes"] else 0.0
-        t.append(f"difference: {'+' if d >= 0 else ''}{fmt_bytes(d)} ({pct:+.1f}%)",
-                 style="red" if d > 0 else "green")
+        t.append(
+            f"difference: {'+' if d >= 0 else ''}{fmt_bytes(d)} ({pct:+.1f}%)",
+            style="red" if d > 0 else "green",
+        )
     if res.get("error"):
         t.append(f"\n{res['error']}", style="red")
     return t

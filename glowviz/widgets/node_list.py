@@ -71,9 +71,15 @@ class NodeList(ScrollView, can_focus=True):
         def control(self) -> NodeList:
             return self.node_list
 
-    def __init__(self, *, kind_styles: Mapping[str, str] | None = None, name: str | None = None,
-                 id: str | None = None, classes: str | None = None,
-                 disabled: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        kind_styles: Mapping[str, str] | None = None,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
         self.rows: list[Row] = []
         self.keys: list[str] = []
@@ -92,8 +98,9 @@ class NodeList(ScrollView, can_focus=True):
     def cursor_key(self) -> str | None:
         return self.keys[self.cursor_row] if 0 <= self.cursor_row < len(self.keys) else None
 
-    def set_rows(self, rows: Sequence[Row], keys: Sequence[str] | None = None,
-                 cursor: int = 0) -> None:
+    def set_rows(
+        self, rows: Sequence[Row], keys: Sequence[str] | None = None, cursor: int = 0
+    ) -> None:
         """Replace the rows (keys default to the name column) and put the cursor on `cursor`.
 
         Posts RowHighlighted if the row under the cursor is not the one it was before."""
@@ -216,7 +223,9 @@ class NodeList(ScrollView, can_focus=True):
         self.refresh()
 
     # -- drawing ------------------------------------------------------------------------------
-    def _cells(self, values: Sequence[str], style: Style, kind_style: Style | None) -> list[Segment]:
+    def _cells(
+        self, values: Sequence[str], style: Style, kind_style: Style | None
+    ) -> list[Segment]:
         pad = " " * self.PADDING
         segments = []
         for col, (value, width) in enumerate(zip(values, self.widths, strict=False)):

@@ -12,8 +12,16 @@ from textual.widgets import Checkbox, DataTable, Input, Label
 from glowviz.session import StageRecord
 
 PASS_WIDTH = 30
-STAGE_ABBR = {"import": "imp", "graph-opt": "opt", "lower": "low", "post-lower-opt": "post",
-              "schedule": "sched", "irgen": "irgen", "lir-opt": "lir", "memory": "mem"}
+STAGE_ABBR = {
+    "import": "imp",
+    "graph-opt": "opt",
+    "lower": "low",
+    "post-lower-opt": "post",
+    "schedule": "sched",
+    "irgen": "irgen",
+    "lir-opt": "lir",
+    "memory": "mem",
+}
 
 
 class PipelinePane(Vertical):
@@ -61,12 +69,17 @@ class PipelinePane(Vertical):
     def _row(self, i: int, rec: StageRecord) -> list:
         mark = Text("●", style="bold green") if rec.changed else Text("·", style="dim")
         style = "" if rec.changed else "dim"
-        label = Text(f"{STAGE_ABBR.get(rec.stage, rec.stage)}/", style="dim") + \
-            Text(rec.pass_name, style=style)
+        label = Text(f"{STAGE_ABBR.get(rec.stage, rec.stage)}/", style="dim") + Text(
+            rec.pass_name, style=style
+        )
         label.truncate(PASS_WIDTH, overflow="ellipsis")
-        return [Text(str(i), style="dim"), label, mark,
-                Text(f"{rec.count_before}→{rec.count_after}", style=style),
-                Text(f"{rec.time_ms:.1f}", style="dim")]
+        return [
+            Text(str(i), style="dim"),
+            label,
+            mark,
+            Text(f"{rec.count_before}→{rec.count_after}", style=style),
+            Text(f"{rec.time_ms:.1f}", style="dim"),
+        ]
 
     def add_record(self, rec: StageRecord) -> None:
         self.records.append(rec)

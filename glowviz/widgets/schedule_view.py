@@ -36,14 +36,19 @@ class ScheduleView(Vertical):
         alt_name, alt = next(iter(alts.items()), (None, None))
         peak = data["peak"]
         top = max([peak] + ([alt["peak"]] if alt else []))
-        head = Text.assemble(("schedule: ", "bold"), f"{data.get('scheduler')}  ",
-                             f"{len(data['order'])} steps  peak ",
-                             (fmt_bytes(peak), "bold red"),
-                             f" at step {data['peak_index']}")
+        head = Text.assemble(
+            ("schedule: ", "bold"),
+            f"{data.get('scheduler')}  ",
+            f"{len(data['order'])} steps  peak ",
+            (fmt_bytes(peak), "bold red"),
+            f" at step {data['peak_index']}",
+        )
         if alt:
             diff = alt["peak"] - peak
-            head.append(f"   |   {alt_name}: peak {fmt_bytes(alt['peak'])} "
-                        f"({'+' if diff >= 0 else ''}{fmt_bytes(diff)})")
+            head.append(
+                f"   |   {alt_name}: peak {fmt_bytes(alt['peak'])} "
+                f"({'+' if diff >= 0 else ''}{fmt_bytes(diff)})"
+            )
         elif data.get("alternatives_error"):
             head.append(f"   (no comparison: {data['alternatives_error']})", style="dim")
         info.update(head)
@@ -64,11 +69,19 @@ class ScheduleView(Vertical):
                 if k < len(d["order"]):
                     live = d["live_bytes"][k] if k < len(d["live_bytes"]) else 0
                     is_peak = k == d["peak_index"]
-                    row += [Text(d["order"][k], style="bold red" if is_peak else ""),
-                            Text(fmt_bytes(live) + (" ◀" if is_peak else ""),
-                                 style="bold red" if is_peak else ""),
-                            hbar(live, top, BAR, "red" if is_peak else
-                                 ("cyan" if name_key == "node" else "magenta"))]
+                    row += [
+                        Text(d["order"][k], style="bold red" if is_peak else ""),
+                        Text(
+                            fmt_bytes(live) + (" ◀" if is_peak else ""),
+                            style="bold red" if is_peak else "",
+                        ),
+                        hbar(
+                            live,
+                            top,
+                            BAR,
+                            "red" if is_peak else ("cyan" if name_key == "node" else "magenta"),
+                        ),
+                    ]
                 else:
                     row += ["", "", ""]
             t.add_row(*row)

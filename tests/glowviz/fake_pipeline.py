@@ -62,9 +62,13 @@ def _nothing(m: Module) -> bool:
     return False
 
 
-PASSES = [("graph-opt", "fold-batchnorm", _fold_bn), ("graph-opt", "dce", _nothing),
-          ("graph-opt", "fuse-activations", _fuse_relu), ("lower", "lower-cpu", _nothing),
-          ("post-lower-opt", "cse", _nothing)]
+PASSES = [
+    ("graph-opt", "fold-batchnorm", _fold_bn),
+    ("graph-opt", "dce", _nothing),
+    ("graph-opt", "fuse-activations", _fuse_relu),
+    ("lower", "lower-cpu", _nothing),
+    ("post-lower-opt", "cse", _nothing),
+]
 
 
 @dataclass
@@ -133,21 +137,43 @@ def fake_low_level() -> tuple[FakeSchedule, FakeLIR, FakePlan]:
         FakeInstr("relu1", "relu", [("relu1", "out"), ("conv1_bn", "in")]),
         FakeInstr("d0", "deallocactivation", [("conv1_bn", "out")]),
         FakeInstr("a2", "allocactivation", [("conv2_relu", "out")]),
-        FakeInstr("conv2_relu", "convolution", [("conv2_relu", "out"), ("relu1", "in"),
-                                                ("w2", "in")]),
-        FakeInstr("add1", "elementadd", [("conv2_relu", "out"), ("conv2_relu", "in"),
-                                        ("relu1", "in")]),
+        FakeInstr(
+            "conv2_relu", "convolution", [("conv2_relu", "out"), ("relu1", "in"), ("w2", "in")]
+        ),
+        FakeInstr(
+            "add1", "elementadd", [("conv2_relu", "out"), ("conv2_relu", "in"), ("relu1", "in")]
+        ),
         FakeInstr("pool", "avgpool", [("output", "out"), ("conv2_relu", "in")]),
     ]
     sz = 4 * 4 * 8 * 8
-    bufs = [FakeBuffer("conv1_bn", sz, 0, 0, 4, "conv1_bn", ["relu1"], "first fit at 0"),
-            FakeBuffer("relu1", sz, sz, 2, 7, "relu1", ["conv2_relu", "add1"],
-                       "conv1_bn still live: placed after it"),
-            FakeBuffer("conv2_relu", sz, 0, 5, 8, "conv2_relu", ["add1", "pool"],
-                       "reuses conv1_bn's space (freed at #4)")]
+    bufs = [
+        FakeBuffer("conv1_bn", sz, 0, 0, 4, "conv1_bn", ["relu1"], "first fit at 0"),
+        FakeBuffer(
+            "relu1",
+            sz,
+            sz,
+            2,
+            7,
+            "relu1",
+            ["conv2_relu", "add1"],
+            "conv1_bn still live: placed after it",
+        ),
+        FakeBuffer(
+            "conv2_relu",
+            sz,
+            0,
+            5,
+            8,
+            "conv2_relu",
+            ["add1", "pool"],
+            "reuses conv1_bn's space (freed at #4)",
+        ),
+    ]
     plan = FakePlan(bufs, 2 * sz, 2 * sz, 3 * sz)
-    sched = FakeSchedule(["conv1_bn", "relu1", "conv2_relu", "add1", "pool", "save"],
-                         [sz, 2 * sz, 2 * sz, 2 * sz, sz, 0])
+    sched = FakeSchedule(
+        ["conv1_bn", "relu1", "conv2_relu", "add1", "pool", "save"],
+        [sz, 2 * sz, 2 * sz, 2 * sz, sz, 0],
+    )
     return sched, FakeLIR(ins), plan
 
 
@@ -192,9 +218,11 @@ class FakeExecutor:
         ins = self.instrs[k]
         if ins["kind"] in ("allocactivation", "deallocactivation"):
             return f"; %{ins['name']} ({ins['kind']}) generates no code\n"
-        return (f"define void @instr_{k}(ptr %constant, ptr %mutable, ptr %activations) {{\n"
-                f"entry:\n  tail call fastcc void @{ins['kind']}(ptr %activations)\n"
-                f"  ret void\n}}\n")
+        return (
+            f"define void @instr_{k}(ptr %constant, ptr %mutable, ptr %activations) {{\n"
+            f"entry:\n  tail call fastcc void @{ins['kind']}(ptr %activations)\n"
+            f"  ret void\n}}\n"
+        )
 
     def assembly(self, k: int) -> str:
         return f"instr_{k}:\n\tmovq\t%rsi, %rax\n\tjmpq\t*%r8\n"
@@ -218,21 +246,38 @@ def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> Fa
 
     m = build_module()
     idx = 0
-    observer(PassEvent(idx, "import", "import-onnx", "graph", m.clone(), True, 0.5, 0,
-                       m.node_count(), []))
+    observer(
+        PassEvent(
+            idx, "import", "import-onnx", "graph", m.clone(), True, 0.5, 0, m.node_count(), []
+        )
+    )
     for stage, name, fn in PASSES:
         idx += 1
         before = m.node_count()
         m.main.journal.clear()
         t0 = time.perf_counter()
         changed = fn(m)
-        observer(PassEvent(idx, stage, name, "graph", m.clone(), changed,
-                           0.1 + 0 * (time.perf_counter() - t0), before, m.node_count(),
-                           list(m.main.journal)))
+        observer(
+            PassEvent(
+                idx,
+                stage,
+                name,
+                "graph",
+                m.clone(),
+                changed,
+                0.1 + 0 * (time.perf_counter() - t0),
+                before,
+                m.node_count(),
+                list(m.main.journal),
+            )
+        )
     sched, lir, plan = fake_low_level()
     idx += 1
-    observer(PassEvent(idx, "irgen", "irgen", "lir", lir, True, 0.2, m.node_count(),
-                       len(lir.instructions)))
+    observer(
+        PassEvent(
+            idx, "irgen", "irgen", "lir", lir, True, 0.2, m.node_count(), len(lir.instructions)
+        )
+    )
     return FakeResult(m, options, sched, lir, plan)
 
 
@@ -240,7 +285,9 @@ def fake_failing_compile(model: Any, options: Any, observer: Any = None, **_: An
     from compiler.errors import PassError
 
     m = build_module()
-    observer(PassEvent(0, "import", "import-onnx", "graph", m.clone(), True, 0.5, 0,
-                       m.node_count(), []))
-    raise PassError("cannot fold BatchNorm with a non-constant scale", pass_name="fold-batchnorm",
-                    node="bn1")
+    observer(
+        PassEvent(0, "import", "import-onnx", "graph", m.clone(), True, 0.5, 0, m.node_count(), [])
+    )
+    raise PassError(
+        "cannot fold BatchNorm with a non-constant scale", pass_name="fold-batchnorm", node="bn1"
+    )

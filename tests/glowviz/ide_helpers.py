@@ -24,8 +24,11 @@ def _config_dir(tmp_path, monkeypatch):
 
 
 def make_fake_session(failing: bool = False) -> CompileSession:
-    s = CompileSession(str(ROOT / "sample_models" / "resnet_small.onnx"), None,
-                       compile_fn=fake_failing_compile if failing else fake_compile)
+    s = CompileSession(
+        str(ROOT / "sample_models" / "resnet_small.onnx"),
+        None,
+        compile_fn=fake_failing_compile if failing else fake_compile,
+    )
     s.executor_factory = FakeExecutor
     s.reference_factory = FakeReference
     return s

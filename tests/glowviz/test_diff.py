@@ -62,7 +62,11 @@ def test_erase_without_creation_is_listed():
 def test_side_by_side_alignment():
     rows = side_by_side(["a", "b", "c"], ["a", "x", "c", "d"])
     assert [(r.tag, r.left, r.right) for r in rows] == [
-        ("equal", "a", "a"), ("replace", "b", "x"), ("equal", "c", "c"), ("insert", "", "d")]
+        ("equal", "a", "a"),
+        ("replace", "b", "x"),
+        ("equal", "c", "c"),
+        ("insert", "", "d"),
+    ]
     assert rows[-1].left_no is None and rows[-1].right_no == 4
 
 

@@ -240,9 +240,17 @@ async def test_palette_and_help():
     async with app.run_test(size=SIZE) as pilot:
         await _ready(app, pilot)
         texts = [e[0] for e in entries(app)]
-        for prefix in ("Go to pass:", "Go to node:", "Go to buffer:", "Go to instruction:",
-                       "Theme:", "Break on op:", "Break on write to buffer:", "Open model",
-                       "View: Memory"):
+        for prefix in (
+            "Go to pass:",
+            "Go to node:",
+            "Go to buffer:",
+            "Go to instruction:",
+            "Theme:",
+            "Break on op:",
+            "Break on write to buffer:",
+            "Open model",
+            "View: Memory",
+        ):
             assert any(t.startswith(prefix) for t in texts), prefix
         await pilot.press("ctrl+p")
         await pilot.pause()

@@ -99,8 +99,10 @@ async def test_compare_with_a_report_without_buffer_sharing(tmp_path):
         assert peak["delta"] > 0
         figs = view.query_one("#cmp-figures").render()
         assert "peak" in str(figs) and "+" in str(figs)
-        assert any("red" in str(span.style) and "+" in str(figs)[span.start:span.end]
-                   for span in figs.spans)
+        assert any(
+            "red" in str(span.style) and "+" in str(figs)[span.start : span.end]
+            for span in figs.spans
+        )
         # the buffer table: at least one changed buffer, its change highlighted
         table = view.query_one("#cmp-table", DataTable)
         assert table.row_count == len(cmp["rows"]) >= 1

@@ -26,8 +26,16 @@ def run_async(fn):
 
 
 def make_rows(n: int = N) -> list[tuple[str, str, str, str, str]]:
-    return [("conv" if k % 2 else "activation", f"node{k} (Conv)", "f32<1x64x56x56>",
-             f"node{k - 1}, w{k}", f"node{k + 1}") for k in range(n)]
+    return [
+        (
+            "conv" if k % 2 else "activation",
+            f"node{k} (Conv)",
+            "f32<1x64x56x56>",
+            f"node{k - 1}, w{k}",
+            f"node{k + 1}",
+        )
+        for k in range(n)
+    ]
 
 
 class RecordingList(NodeList):

@@ -27,8 +27,9 @@ def test_session_on_sample_model(model):
         d = s.diff_prev(i)
         assert d is None or d.summary()
     last = seen[-1]
-    node = next(r["name"] for r in s.graph_nodes(last) if r["kind"] not in
-                ("input", "output", "constant"))
+    node = next(
+        r["name"] for r in s.graph_nodes(last) if r["kind"] not in ("input", "output", "constant")
+    )
     assert s.node_detail(last, node)["name"] == node
     nodes, edges = s.neighbourhood(last, node)
     assert any(n["name"] == node for n in nodes)
@@ -157,8 +158,11 @@ def test_debugger_steps_llvm_with_the_interpreter_in_lock_step():
     assert d.finished and "no divergence" in d.stop_reason
     d.restart()
     assert d.pc == 0 and d.reference.pc == 0
-    k = next(i for i, ins in enumerate(d.instrs) if ins["kind"] not in
-             ("allocactivation", "deallocactivation", "tensorview"))
+    k = next(
+        i
+        for i, ins in enumerate(d.instrs)
+        if ins["kind"] not in ("allocactivation", "deallocactivation", "tensorview")
+    )
     assert "define" in d.code("llvm", k) and d.code("asm", k).strip()
 
 
