@@ -18,10 +18,10 @@ import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
 
 from compiler.backends.llvm.jit import JITEngine  # noqa: E402
-from compiler.backends.llvm.kernels.common import I64, PTR, VOID, fma, i64, splat, vec  # noqa: E402
 from compiler.backends.llvm.kernels.conv import emit_conv2d  # noqa: E402
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant  # noqa: E402
-from compiler.backends.llvm.target import default_isa, host_cpu, vector_width_f32  # noqa: E402
+from compiler.backends.llvm.peak import fma_peak_gflops  # noqa: E402
+from compiler.backends.llvm.target import default_isa, host_cpu  # noqa: E402
 
 GEMMS = [
     (512, 512, 512),
@@ -56,41 +56,8 @@ def median_time(fn, reps: int) -> float:
 
 
 def measure_peak(isa: str, reps: int) -> float:
-    """Single-core FMA peak: NACC independent vector accumulators in a counted loop."""
-    vw = vector_width_f32(isa)
-    nacc, iters = 12, 2_000_000
-    m = ir.Module()
-    fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64]), "peak")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    pre = b.block
-    body = b.append_basic_block("body")
-    end = b.append_basic_block("end")
-    x = b.load(fn.args[0], typ=vec(vw), align=4)
-    y = splat(0.999, vw)
-    b.branch(body)
-    b.position_at_end(body)
-    k = b.phi(I64)
-    k.add_incoming(i64(0), pre)
-    accs = []
-    for j in range(nacc):
-        p = b.phi(vec(vw))
-        p.add_incoming(splat(float(j), vw), pre)
-        accs.append(p)
-    for p in accs:
-        p.add_incoming(fma(b, p, y, x), body)
-    nxt = b.add(k, i64(1))
-    k.add_incoming(nxt, body)
-    b.cbranch(b.icmp_signed("<", nxt, fn.args[1]), body, end)
-    b.position_at_end(end)
-    s = accs[0]
-    for p in accs[1:]:
-        s = b.fadd(s, p)
-    b.store(s, fn.args[0], align=4)
-    b.ret_void()
-    f = JITEngine(disk_cache=False).compile(m).cfunc("peak")
-    buf = np.ones(vw, dtype=np.float32)
-    t = median_time(lambda: f(buf.ctypes.data, iters), max(5, reps // 4))
-    return 2 * vw * nacc * iters / t / 1e9
+    """Single-core FMA peak for `isa` (compiler/backends/llvm/peak.py owns the probe)."""
+    return fma_peak_gflops(reps=max(5, reps // 4), isa=isa)
 
 
 def bench_gemm(isa: str, reps: int) -> list[tuple]:

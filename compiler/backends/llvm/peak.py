@@ -1,5 +1,5 @@
 """Single-core float32 FMA peak of the host, measured with a JIT-compiled FMA loop (the same
-probe as benchmarks/bench_kernels.py), for "% of peak" figures in `glowviz bench`.
+probe benchmarks/bench_kernels.py uses), for "% of peak" figures in `glowviz bench`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from compiler.backends.llvm.target import vector_width_f32
 
 
 @cache
-def fma_peak_gflops(iters: int = 2_000_000, reps: int = 5) -> float:
+def fma_peak_gflops(iters: int = 2_000_000, reps: int = 5, isa: str | None = None) -> float:
     """GFLOP/s of 12 independent vector FMA chains on one core: the fastest of `reps` runs
 
     (a peak is what the core can do, so the least-disturbed run is the honest figure)."""
-    vw = vector_width_f32()
+    vw = vector_width_f32(isa)
     nacc = 12
     m = ir.Module()
     fn = ir.Function(m, ir.FunctionType(VOID, [PTR, I64]), "peak")
