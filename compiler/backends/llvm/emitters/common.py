@@ -7,27 +7,30 @@ pointers); kernels are deduplicated by a key built from everything that shapes t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from llvmlite import ir
 
+from compiler.backends.llvm.kernels.common import (  # the basics are shared with the kernels
+    F32,
+    I32,
+    I64,
+    PTR,
+    VOID,
+    gep,
+    loop,
+)
+from compiler.backends.llvm.kernels.common import i64 as c64
 from compiler.errors import CodegenError
 from compiler.graph.types import ElemKind, TensorType
 
-F32 = ir.FloatType()
 F64 = ir.DoubleType()
 F16 = ir.HalfType()
-I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I16 = ir.IntType(16)
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
-PTR = ir.PointerType()
-VOID = ir.VoidType()
 
 
 def storage_type(elem: ElemKind) -> ir.Type:
@@ -52,10 +55,6 @@ def int_of_size(nbytes: int) -> ir.IntType:
     return {1: I8, 2: I16, 4: I32, 8: I64}[nbytes]
 
 
-def c64(v: int) -> ir.Constant:
-    return ir.Constant(I64, int(v))
-
-
 def const(ty: ir.Type, v: float | int) -> ir.Constant:
     if isinstance(ty, ir.IntType):
         return ir.Constant(ty, int(v))
@@ -75,40 +74,8 @@ def store_elem(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, elem: ElemKind) -> N
     b.store(v, ptr)
 
 
-def gep(b: ir.IRBuilder, base: ir.Value, idx: ir.Value | int, ety: ir.Type) -> ir.Value:
-    if isinstance(idx, int):
-        if idx == 0:
-            return base
-        idx = c64(idx)
-    return b.gep(base, [idx], inbounds=True, source_etype=ety)
-
-
 def byte_gep(b: ir.IRBuilder, base: ir.Value, off: int) -> ir.Value:
     return gep(b, base, off, I8)
-
-
-@contextmanager
-def loop(
-    b: ir.IRBuilder, start: int | ir.Value, stop: int | ir.Value, step: int = 1, name: str = "i"
-) -> Iterator[ir.Value]:
-    """``for (iv = start; iv < stop; iv += step)`` as a canonical counted loop."""
-    start = c64(start) if isinstance(start, int) else start
-    stop = c64(stop) if isinstance(stop, int) else stop
-    pre = b.block
-    header = b.append_basic_block(f"{name}.hdr")
-    body = b.append_basic_block(f"{name}.body")
-    end = b.append_basic_block(f"{name}.end")
-    b.branch(header)
-    b.position_at_end(header)
-    iv = b.phi(I64, name)
-    iv.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", iv, stop), body, end)
-    b.position_at_end(body)
-    yield iv
-    nxt = b.add(iv, c64(step), name=f"{name}.next", flags=("nsw",))
-    iv.add_incoming(nxt, b.block)
-    b.branch(header)
-    b.position_at_end(end)
 
 
 def loop_nest(

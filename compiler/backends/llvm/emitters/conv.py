@@ -30,6 +30,7 @@ from compiler.backends.llvm.emitters.common import (
 )
 from compiler.backends.llvm.emitters.elementwise import activation_pass, fused_activation
 from compiler.backends.llvm.emitters.matmul import _KERNEL_ACTS, kernel_activation
+from compiler.backends.llvm.kernels.common import in_range
 from compiler.backends.llvm.kernels.conv import emit_conv2d, pack_conv_weights
 from compiler.graph.types import ElemKind
 
@@ -183,9 +184,8 @@ def _emit_pixel_rows(
 
         def b_addr(bb, jp, k):
             from compiler.backends.llvm.kernels.common import add, mul
-            from compiler.backends.llvm.kernels.common import gep as kgep
 
-            return kgep(bb, pw, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+            return gep(bb, pw, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)), F32)
 
         with loop(b, 0, N, 1, "n") as n:
             xn = gep(b, px, b.mul(n, c64(C * H * W)), F32)
@@ -291,7 +291,7 @@ def _im2col_rows(
         rows = []
         for r in range(R):
             ih = b.add(b.mul(oh, c64(sh)), c64(r * dh - pt))
-            okh = b.and_(b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H)))
+            okh = in_range(b, ih, H)
             ihc = b.select(okh, ih, c64(0))
             rows.append((okh, b.mul(ihc, c64(W))))
 
@@ -316,10 +316,7 @@ def _im2col_rows(
                             iw = b.add(b.mul(ow, c64(sw)), c64(s_ * dw - pl))
                             ok = b.and_(
                                 okh,
-                                b.and_(
-                                    b.icmp_signed(">=", iw, c64(0)),
-                                    b.icmp_signed("<", iw, c64(W)),
-                                ),
+                                in_range(b, iw, W),
                             )
                             idx = b.select(ok, b.add(hoff, iw), c64(0))
                             v = b.load(gep(b, xc, idx, F32), typ=F32)
@@ -554,16 +551,12 @@ def _direct_conv(ctx: EmitContext, ins: Any, out: Any, x: Any, w: Any, bias: Any
                     wbase = b.mul(b.add(b.mul(k, c64(Cg)), c), c64(R * S))
                     for r in range(R):
                         ih = b.add(b.mul(oh, c64(sh)), c64(r * dh - pt))
-                        okh = b.and_(
-                            b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H))
-                        )
+                        okh = in_range(b, ih, H)
                         for s in range(S):
                             iw = b.add(b.mul(ow, c64(sw)), c64(s * dw - pl))
                             ok = b.and_(
                                 okh,
-                                b.and_(
-                                    b.icmp_signed(">=", iw, c64(0)), b.icmp_signed("<", iw, c64(W))
-                                ),
+                                in_range(b, iw, W),
                             )
                             idx = b.select(ok, b.add(xbase, b.add(b.mul(ih, c64(W)), iw)), c64(0))
                             xv = b.load(gep(b, px, idx, F32), typ=F32)
@@ -636,16 +629,12 @@ def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
                     wbase = b.mul(b.add(b.mul(c, c64(Kg)), kg), c64(R * S))
                     for r in range(R):
                         oh = b.add(b.mul(h, c64(sh)), c64(r * dh - pt))
-                        okh = b.and_(
-                            b.icmp_signed(">=", oh, c64(0)), b.icmp_signed("<", oh, c64(OH))
-                        )
+                        okh = in_range(b, oh, OH)
                         for s in range(S):
                             ow = b.add(b.mul(wi, c64(sw)), c64(s * dw - pl))
                             ok = b.and_(
                                 okh,
-                                b.and_(
-                                    b.icmp_signed(">=", ow, c64(0)), b.icmp_signed("<", ow, c64(OW))
-                                ),
+                                in_range(b, ow, OW),
                             )
                             oidx = b.select(ok, b.add(obase, b.add(b.mul(oh, c64(OW)), ow)), c64(0))
                             wv = b.load(gep(b, pw, b.add(wbase, c64(r * S + s)), F32), typ=F32)

@@ -30,6 +30,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import fmax_nan, imax
+from compiler.backends.llvm.kernels.common import clamp, in_range
 from compiler.graph.types import ElemKind
 
 
@@ -114,9 +115,8 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
             rows = []
             for r in range(kh):
                 ih = b.add(ih0, c64(r * dh))
-                ok = b.and_(b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(H)))
-                ihc = b.select(b.icmp_signed("<", ih, c64(0)), c64(0), ih)
-                ihc = b.select(b.icmp_signed(">=", ihc, c64(H)), c64(H - 1), ihc)
+                ok = in_range(b, ih, H)
+                ihc = clamp(b, ih, 0, H - 1)
                 rows.append((ok, gep(b, xb, b.mul(ihc, c64(W)), ety)))
 
             def finish(ow, acc):
@@ -139,10 +139,7 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
                             if checked:
                                 ok = b.and_(
                                     ok,
-                                    b.and_(
-                                        b.icmp_signed(">=", iw, c64(0)),
-                                        b.icmp_signed("<", iw, c64(W)),
-                                    ),
+                                    in_range(b, iw, W),
                                 )
                                 iw = b.select(ok, iw, c64(0))
                             v = load_elem(b, gep(b, xrow, iw, ety), elem)
@@ -236,8 +233,7 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
             rows = []
             for r in range(kh):
                 ih = b.add(ih0, c64(r))
-                ihc = b.select(b.icmp_signed("<", ih, c64(0)), c64(0), ih)
-                ihc = b.select(b.icmp_signed(">=", ihc, c64(H)), c64(H - 1), ihc)
+                ihc = clamp(b, ih, 0, H - 1)
                 rows.append(gep(b, xb, b.mul(ihc, c64(W)), F32))
 
             def row_pass(i, width):

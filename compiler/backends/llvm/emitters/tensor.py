@@ -36,6 +36,7 @@ from compiler.backends.llvm.emitters.common import (
     store_elem,
     unsupported,
 )
+from compiler.backends.llvm.kernels.common import clamp
 
 
 def strided_copy(
@@ -380,8 +381,7 @@ def emit_gather(ctx: EmitContext, ins: Any) -> Emitted:
             if iety != I64:
                 k = b.sext(k, I64)
             k = b.select(b.icmp_signed("<", k, c64(0)), b.add(k, c64(n)), k)
-            k = b.select(b.icmp_signed("<", k, c64(0)), c64(0), k)
-            k = b.select(b.icmp_signed(">=", k, c64(n)), c64(n - 1), k)
+            k = clamp(b, k, 0, n - 1)
             src_base = b.add(b.mul(p, c64(n * post)), b.mul(k, c64(post)))
             dst_base = b.add(b.mul(p, c64(ni * post)), b.mul(j, c64(post)))
             with loop(b, 0, post, 1, "q") as q:

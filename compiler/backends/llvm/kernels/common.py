@@ -88,6 +88,16 @@ def smax(b: ir.IRBuilder, x: ir.Value, y: Int) -> ir.Value:
     return b.select(b.icmp_signed(">", x, y), x, y)
 
 
+def in_range(b: ir.IRBuilder, x: ir.Value, hi: Int) -> ir.Value:
+    """``0 <= x < hi`` (signed), e.g. whether a padded coordinate falls inside the input."""
+    return b.and_(b.icmp_signed(">=", x, i64(0)), b.icmp_signed("<", x, i64(hi)))
+
+
+def clamp(b: ir.IRBuilder, x: ir.Value, lo: Int, hi: Int) -> ir.Value:
+    """``min(max(x, lo), hi)`` (signed)."""
+    return smin(b, smax(b, x, lo), hi)
+
+
 @contextmanager
 def loop(
     b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i"
@@ -104,7 +114,7 @@ def loop(
     b.cbranch(b.icmp_signed("<", iv, i64(stop)), body, end)
     b.position_at_end(body)
     yield iv
-    nxt = b.add(iv, i64(step), name=f"{name}.next")
+    nxt = b.add(iv, i64(step), name=f"{name}.next", flags=("nsw",))
     iv.add_incoming(nxt, b.block)
     b.branch(header)
     b.position_at_end(end)

@@ -20,9 +20,11 @@ from compiler.backends.llvm.kernels.common import (
     Activation,
     apply_activation,
     broadcast,
+    clamp,
     fma,
     gep,
     i64,
+    in_range,
     load_vec,
     loop,
     mul,
@@ -130,8 +132,8 @@ def _im2col_fill(cfg: GemmConfig, s: ConvShape, x: ir.Value):
             )
             with loop(b, 0, OH, 1, "oh") as oh:
                 ih = b.add(mul(b, oh, sh), ih0)
-                row_ok = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(H)))
-                ihc = smin(b, smax(b, ih, 0), H - 1)
+                row_ok = in_range(b, ih, H)
+                ihc = clamp(b, ih, 0, H - 1)
                 xrow = gep(b, xc, mul(b, ihc, W))
                 nrow = mul(b, oh, OW)
 
@@ -190,8 +192,8 @@ def _emit_depthwise(
             rows = []
             for r in range(R):
                 ih = b.add(ih0, i64(r * dh))
-                ok = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(H)))
-                rows.append((ok, gep(b, xc, mul(b, smin(b, smax(b, ih, 0), H - 1), W))))
+                ok = in_range(b, ih, H)
+                rows.append((ok, gep(b, xc, mul(b, clamp(b, ih, 0, H - 1), W))))
 
             def scalar_cols(lo: int, hi: int) -> None:
                 if lo >= hi:
@@ -204,11 +206,9 @@ def _emit_depthwise(
                             iw = b.add(b.sub(mul(b, ow, sw), i64(pl)), i64(sc * dw))
                             ok = b.and_(
                                 ok_r,
-                                b.and_(
-                                    b.icmp_signed(">=", iw, i64(0)), b.icmp_signed("<", iw, i64(W))
-                                ),
+                                in_range(b, iw, W),
                             )
-                            v = b.load(gep(b, xrow, smin(b, smax(b, iw, 0), W - 1)), typ=F32)
+                            v = b.load(gep(b, xrow, clamp(b, iw, 0, W - 1)), typ=F32)
                             acc = fma(b, b.select(ok, v, zero_s), wv[r * S + sc], acc)
                     b.store(apply_activation(b, acc, activation), gep(b, orow, ow))
 
