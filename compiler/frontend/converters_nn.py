@@ -71,18 +71,8 @@ def _lift_1d(ctx: NodeContext, x: Value, suffix: str) -> Value:
     return reshape(ctx, x, (n, c, 1, l), suffix)
 
 
-@converter("Conv")
-def convert_conv(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "dilations": None,
-            "group": None,
-            "kernel_shape": None,
-            "pads": None,
-            "strides": None,
-        }
-    )
+def _conv_operands(ctx: NodeContext) -> tuple[Value, Value, int, list[int], list[int], list[int]]:
+    """Input, filter, spatial rank, kernel, strides and dilations shared by Conv and ConvTranspose."""
     x, w = ctx.inp(0), ctx.inp(1)
     check_elem(ctx, x, FLOAT_ONLY)
     same_elem(ctx, x, w)
@@ -96,6 +86,22 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
         )
     strides = _ints(ctx, "strides", nsp, 1)
     dilations = _ints(ctx, "dilations", nsp, 1)
+    return x, w, nsp, kernel, strides, dilations
+
+
+@converter("Conv")
+def convert_conv(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs(
+        {
+            "auto_pad": _AUTO_PAD,
+            "dilations": None,
+            "group": None,
+            "kernel_shape": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
+    x, w, nsp, kernel, strides, dilations = _conv_operands(ctx)
     pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
     k = w.type.shape[0]
     b = ctx.inp(2) if ctx.has_input(2) else ctx.constant(np.zeros((k,), np.float32), suffix="bias")
@@ -139,19 +145,7 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
             "strides": None,
         }
     )
-    x, w = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, x, FLOAT_ONLY)
-    same_elem(ctx, x, w)
-    nsp = _spatial_rank(ctx, x)
-    if w.type.rank != x.type.rank:
-        raise ctx.unsupported(f"filter {w.type} does not match input {x.type}")
-    kernel = list(w.type.shape[2:])
-    if ctx.has_attr("kernel_shape") and [int(k) for k in ctx.attr("kernel_shape")] != kernel:
-        raise ctx.unsupported(
-            f"kernel_shape {ctx.attr('kernel_shape')} differs from the filter {w.type}"
-        )
-    strides = _ints(ctx, "strides", nsp, 1)
-    dilations = _ints(ctx, "dilations", nsp, 1)
+    x, w, nsp, kernel, strides, dilations = _conv_operands(ctx)
     out_pad = _ints(ctx, "output_padding", nsp, 0)
     group = int(ctx.attr("group", 1))
     sizes = list(x.type.shape[2:])
