@@ -209,7 +209,6 @@ class Function:
         node.operands = []
         del self._nodes[node]
         node.function = None
-        self.module.release_name(node.name)
         self._invalidate()
         self.journal.append(ProvenanceRecord("erase", node.name, node.op))
 
@@ -282,22 +281,7 @@ class Module:
 
     # -- names --------------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
-        base = _sanitize(base)
-        if base not in self._names:
-            self._names.add(base)
-            return base
-        n = self._counters.get(base, 0)
-        while True:
-            n += 1
-            cand = f"{base}_{n}"
-            if cand not in self._names:
-                self._counters[base] = n
-                self._names.add(cand)
-                return cand
-
-    def release_name(self, name: str) -> None:
-        # Names are never reused within a compile so provenance stays unambiguous.
-        pass
+        return fresh_name(base, self._names, self._counters)
 
     # -- storage ------------------------------------------------------------------------------
     def add_constant(self, name: str, data: np.ndarray) -> Constant:
@@ -371,6 +355,25 @@ class Module:
                 nf._nodes[nn] = None
             nf._seq = itertools.count(max((n._seq for n in nf._nodes), default=-1) + 1)
         return m
+
+
+def fresh_name(base: str, names: set[str], counters: dict[str, int]) -> str:
+    """`base` (sanitised), or `base_N` for the first free N; records the name in `names`.
+
+    Names are never reused within a compile, so provenance stays unambiguous.
+    """
+    base = _sanitize(base)
+    if base not in names:
+        names.add(base)
+        return base
+    n = counters.get(base, 0)
+    while True:
+        n += 1
+        cand = f"{base}_{n}"
+        if cand not in names:
+            counters[base] = n
+            names.add(cand)
+            return cand
 
 
 def _sanitize(name: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.graph.ir import _sanitize
+from compiler.graph.ir import fresh_name
 from compiler.graph.types import TensorType
 from compiler.lir.instructions import MODES, InstrDef, get_instr
 
@@ -234,18 +234,7 @@ class LIRFunction:
 
     # -- names ----------------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
-        base = _sanitize(base)
-        if base not in self._names:
-            self._names.add(base)
-            return base
-        n = self._counters.get(base, 0)
-        while True:
-            n += 1
-            cand = f"{base}_{n}"
-            if cand not in self._names:
-                self._counters[base] = n
-                self._names.add(cand)
-                return cand
+        return fresh_name(base, self._names, self._counters)
 
     def get(self, name: str) -> LValue:
         """The weight or instruction called `name` (KeyError if none)."""
