@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, compile_model, ir_text
 from glowviz.cli import add_common_model_args, parse_shape_args
+from glowviz.exports.render import atomic_write
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -72,10 +72,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"// ----- IR after {ev.stage}/{ev.pass_name} -----")
             print(ir_text(ev.ir), end="")
         if dump is not None:
-            path = dump / f"{ev.index:03d}-{ev.stage}-{ev.pass_name}.ir"
-            tmp = path.with_suffix(".ir.tmp")
-            tmp.write_text(ir_text(ev.ir))
-            os.replace(tmp, path)
+            atomic_write(dump / f"{ev.index:03d}-{ev.stage}-{ev.pass_name}.ir", ir_text(ev.ir))
 
     result = compile_model(args.model, options, observer)
     if args.stop_after and result.stopped_after is None:

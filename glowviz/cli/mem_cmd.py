@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +52,13 @@ def build_report(result: CompileResult, args: argparse.Namespace) -> dict[str, A
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """Write JSON atomically: a temp file in the same directory, then os.replace."""
+    """Write JSON atomically (glowviz.exports.render.atomic_write), creating the directory."""
+    from glowviz.exports.render import atomic_write
+
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(data, indent=1) + "\n")
     except OSError as e:
         raise CompilerError(f"cannot write {path}: {e.strerror or e}") from None
 

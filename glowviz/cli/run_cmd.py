@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -98,19 +96,13 @@ def summary(a: np.ndarray) -> str:
 
 
 def write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
-    """Write atomically: a temp file in the same directory, then os.replace."""
-    dest = Path(path)
-    folder = dest.parent if str(dest.parent) else Path(".")
+    """Write atomically (glowviz.exports.render.atomic_write_with)."""
+    from glowviz.exports.render import atomic_write_with
+
+    folder = Path(path).parent if str(Path(path).parent) else Path(".")
     if not folder.is_dir():
         raise CompilerError(f"cannot write '{path}': directory '{folder}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_with(path, lambda f: np.savez(f, **arrays))
 
 
 def _ort_session(model: str, so: Any) -> Any:

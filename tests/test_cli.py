@@ -1,0 +1,105 @@
+"""The `glowviz` command line: the compile stage table, and one clear line + exit 2 for every
+user error on every command (never a traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from glowviz.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
+LENET = SAMPLES / "lenet.onnx"
+
+
+def cli(*argv) -> int:
+    return main([str(a) for a in argv])
+
+
+def test_compile_table_print_after_and_dump_dir(tmp_path, capsys):
+    dump = tmp_path / "dump"
+    assert cli("compile", LENET, "--print-after", "activation-fusion", "--dump-dir", dump) == 0
+    out = capsys.readouterr().out
+    assert "// ----- IR after graph-opt/activation-fusion -----" in out
+    assert 'activation = "relu"' in out
+    for stage in ("import-onnx", "activation-fusion", "lower", "irgen", "buffer-sharing"):
+        assert stage in out
+    files = sorted(p.name for p in dump.iterdir())
+    assert files[0] == "000-import-import-onnx.ir" and len(files) >= 30
+    assert not [f for f in files if f.startswith(".") or f.endswith(".tmp")]
+    assert (dump / files[0]).read_text().startswith("module @lenet {")
+
+
+def test_compile_stop_after_and_hide_unchanged(capsys):
+    assert cli("compile", LENET, "--stop-after", "lower", "--hide-unchanged") == 0
+    captured = capsys.readouterr()
+    assert "stopped after lower" in captured.err
+    assert "irgen" not in captured.out and "constant-folding" not in captured.out
+    assert cli("compile", LENET, "--stop-after", "no-such-pass") == 2
+    assert "matched no pass or stage" in capsys.readouterr().err
+
+
+def _bad_models(tmp: Path) -> dict[str, Path]:
+    garbage = tmp / "garbage.onnx"
+    garbage.write_bytes(b"not a model at all\n")
+    truncated = tmp / "truncated.onnx"
+    truncated.write_bytes(LENET.read_bytes()[:3000])
+    node = helper.make_node("NonMaxSuppression", ["a", "b"], ["c"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 1, 4]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 1, 1]),
+        ],
+        [helper.make_tensor_value_info("c", TensorProto.INT64, [1, 3])],
+    )
+    unknown = tmp / "unknown_op.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), unknown)
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["a"], ["c"])],
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, ["N", 4])],
+    )
+    symbolic = tmp / "symbolic.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), symbolic)
+    return {
+        "missing": tmp / "missing.onnx",
+        "garbage": garbage,
+        "truncated": truncated,
+        "unknown op": unknown,
+        "symbolic dims": symbolic,
+    }
+
+
+COMMANDS = {
+    "compile": lambda m, t: ["compile", m],
+    "run": lambda m, t: ["run", m],
+    "mem": lambda m, t: ["mem", m],
+    "export": lambda m, t: ["export", m, "--view", "graph", "--stage", "final", "-o", t / "g.dot"],
+    "mem-diff": lambda m, t: ["mem-diff", m, LENET],
+    "bench": lambda m, t: ["bench", m, "--reps", "1"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_reports_bad_models_in_one_line(command, tmp_path, capsys):
+    for kind, model in _bad_models(tmp_path).items():
+        assert cli(*COMMANDS[command](model, tmp_path)) == 2, (command, kind)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("glowviz: error: "), (command, kind, err)
+
+
+def test_wrong_input_shape_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "in.npz"
+    np.savez(bad, input=np.zeros((2, 2), np.float32))
+    assert cli("run", LENET, "--inputs", bad) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "glowviz: error: input 'input' has shape [2, 2], the model expects [1, 1, 28, 28]"
+    ]
