@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from xml.etree import ElementTree
 
 import pytest
 from export_helpers import SAMPLE_MODELS, session_for
@@ -30,6 +31,8 @@ def test_every_view_every_format(model, view):
             assert data.startswith(b"digraph")
         elif fmt in MAGIC:
             assert MAGIC[fmt] in data[:400], (view, fmt)
+            if fmt == "svg":  # a viewer must be able to open it: well-formed XML
+                ElementTree.fromstring(data)
 
 
 @pytest.mark.slow
