@@ -8,14 +8,20 @@ observer it calls (see compiler/passes/manager.py: PassEvent).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import onnx
 
 from compiler.graph.ir import Module
-from compiler.passes.manager import Observer, PassEvent, PipelineContext, StopPipeline
+from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
+
+if TYPE_CHECKING:  # the low-level half is imported only when a compile gets there
+    from compiler.lir.ir import LIRFunction
+    from compiler.memory.plan import MemoryPlan
+    from compiler.scheduling import Schedule
 
 #: Stage names, in pipeline order.
 STAGES = (
@@ -51,9 +57,9 @@ class CompileResult:
     module: Module  # the graph IR at the end of the graph stages
     source: str
     options: CompileOptions
-    schedule: Any = None  # compiler.scheduling.Schedule
-    lir: Any = None  # compiler.lir.ir.LIRFunction
-    plan: Any = None  # compiler.memory.plan.MemoryPlan
+    schedule: Schedule | None = None
+    lir: LIRFunction | None = None
+    plan: MemoryPlan | None = None
     events: list[PassEvent] = field(default_factory=list)
     stopped_after: str | None = None
     time_ms: float = 0.0
@@ -67,9 +73,10 @@ def import_model(
     options = options or CompileOptions()
     source = str(model) if isinstance(model, str | Path) else "<memory>"
     proto = load_model(model, check=False)  # import_onnx runs the checker after its own checks
+    shapes: dict[str, Sequence[int]] = dict(options.input_shapes)
     module = import_onnx(
         proto,
-        input_shapes=options.input_shapes or None,
+        input_shapes=shapes or None,
         name=Path(source).stem if source != "<memory>" else None,
     )
     module.meta.setdefault("source", source)
@@ -84,7 +91,7 @@ def compile_model(
     keep_events: bool = False,
 ) -> CompileResult:
     """Run the pipeline. `observer` is called after every pass with a PassEvent (snapshots)."""
-    from compiler.passes.manager import run_graph_passes
+    from compiler.passes.manager import journals, run_passes
     from compiler.passes.pipelines import graph_opt_passes, lowering_pass
 
     options = options or CompileOptions()
@@ -106,28 +113,23 @@ def compile_model(
 
         verify_module(module)
     result = CompileResult(module=module, source=source, options=options)
-    ctx.emit(
-        PassEvent(
-            ctx.next_index(),
-            "import",
-            "import-onnx",
-            "graph",
-            module.clone() if ctx.wants_snapshots else module,
-            True,
-            (time.perf_counter() - t0) * 1000,
-            0,
-            module.node_count(),
-            [r for fn in module.functions for r in fn.journal],
-        )
+    ctx.emit_event(
+        stage="import",
+        pass_name="import-onnx",
+        ir=module,
+        changed=True,
+        time_ms=(time.perf_counter() - t0) * 1000,
+        count_before=0,
+        provenance=[r for journal in journals(module) for r in journal],
     )
-    for fn in module.functions:
-        fn.journal.clear()
+    for journal in journals(module):
+        journal.clear()
     low = None
     try:
         ctx.check_stop("import-onnx", "import")
-        run_graph_passes(module, graph_opt_passes(), "graph-opt", ctx)
-        run_graph_passes(module, [lowering_pass(options.lowering)], "lower", ctx)
-        run_graph_passes(module, graph_opt_passes(), "post-lower-opt", ctx)
+        run_passes(module, graph_opt_passes(), "graph-opt", ctx)
+        run_passes(module, [lowering_pass(options.lowering)], "lower", ctx)
+        run_passes(module, graph_opt_passes(), "post-lower-opt", ctx)
         if options.low_level:
             from compiler.lir.pipeline import LowLevelResult, run_low_level
 
@@ -142,7 +144,7 @@ def compile_model(
     return result
 
 
-def ir_text(ir: Any) -> str:
+def ir_text(ir: IR) -> str:
     """Text of a snapshot from a PassEvent: graph IR Module or low-level IR function."""
     if isinstance(ir, Module):
         from compiler.graph.printer import print_module

@@ -23,6 +23,7 @@ from compiler.frontend.registry import CONVERTERS
 from compiler.graph.ir import Constant, Function, Module, Placeholder, Value
 from compiler.graph.ops import get_op
 from compiler.graph.types import ElemKind, TensorType
+from compiler.kernels.reference import KERNELS, evaluate
 
 MIN_OPSET, MAX_OPSET = 7, 28
 #: Folding results larger than this (elements) are left as nodes rather than materialised.
@@ -218,11 +219,6 @@ class Importer:
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
         self.used: set[str] = set()
-        try:
-            from compiler.kernels.reference import KERNELS, evaluate
-        except ImportError:  # pragma: no cover - only while the kernels are being written
-            KERNELS, evaluate = {}, None
-        self.kernels, self.evaluate = KERNELS, evaluate
 
     # -- values ---------------------------------------------------------------------------------
     def tensor_to_array(self, t: onnx.TensorProto, what: str) -> np.ndarray:
@@ -280,14 +276,13 @@ class Importer:
         if (
             operands
             and all(isinstance(v, Constant) for v in operands)
-            and self.evaluate is not None
-            and op in self.kernels
+            and op in KERNELS
             and all(t.numel <= FOLD_LIMIT for t in types)
         ):
             fake = SimpleNamespace(
                 op=op, name=name, attrs=full, results=[SimpleNamespace(type=t) for t in types]
             )
-            outs = self.evaluate(fake, [v.data for v in operands])
+            outs = evaluate(fake, [v.data for v in operands])
             return [
                 self.detached_constant(name if len(outs) == 1 else f"{name}#{i}", a)
                 for i, a in enumerate(outs)

@@ -1,8 +1,8 @@
 """The high-level graph IR: Module (Constants, Placeholders, Functions), Function, Node, values.
 
 Nodes keep their operands' use lists up to date (as torch.fx does), so rewrites are cheap and
-`replace_all_uses_with` is O(users). Every node creation and erasure goes through the Function,
-which records provenance (which nodes a new node came from) in its journal for the IDE's diff.
+`replace_all_uses_with` is O(users). Every node creation, erasure and replacement goes through
+the Function, which notifies its journal (compiler.provenance) of what came from what.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from compiler.graph.types import ElemKind, TensorType
+from compiler.provenance import Journal, ProvenanceRecord
 
 AttrValue = Any  # int | float | str | bool | tuple[int, ...] | tuple[float, ...]
 
@@ -142,16 +143,6 @@ class Node:
         return f"<{self.op} {self.name}({ops})>"
 
 
-@dataclass
-class ProvenanceRecord:
-    """One event of a Function's journal: what a pass created, erased or replaced, from what."""
-
-    kind: str  # "create" | "erase" | "replace"
-    node: str  # the node (or value) concerned
-    op: str = ""
-    sources: tuple[str, ...] = ()  # for "create": the nodes it came from; "replace": new value
-
-
 class Function:
     """An ordered set of nodes. Iteration is topological, stable in insertion order."""
 
@@ -161,7 +152,8 @@ class Function:
         self._nodes: dict[Node, None] = {}
         self._order: list[Node] | None = None
         self._seq = itertools.count()
-        self.journal: list[ProvenanceRecord] = []
+        #: The listener of this function's changes; the pass runner reads and clears it.
+        self.journal = Journal()
 
     # -- construction -------------------------------------------------------------------------
     def create(
@@ -196,7 +188,7 @@ class Function:
         self._nodes[node] = None
         self._invalidate()
         srcs = tuple(o if isinstance(o, str) else o.name for o in (origin or ()))
-        self.journal.append(ProvenanceRecord("create", node.name, op, srcs))
+        self.journal.created(node.name, op, srcs)
         if origin:
             node.meta["origin"] = srcs
         return node
@@ -210,12 +202,12 @@ class Function:
         del self._nodes[node]
         node.function = None
         self._invalidate()
-        self.journal.append(ProvenanceRecord("erase", node.name, node.op))
+        self.journal.erased(node.name, node.op)
 
     def replace(self, old: Value, new: Value) -> None:
         """Replace every use of `old` with `new`, recording it."""
         old.replace_all_uses_with(new)
-        self.journal.append(ProvenanceRecord("replace", old.name, "", (new.name,)))
+        self.journal.replaced(old.name, "", (new.name,))
 
     # -- iteration ----------------------------------------------------------------------------
     def _invalidate(self) -> None:

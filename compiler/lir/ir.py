@@ -4,6 +4,8 @@ Address-only: every operand is a memory value (a WeightVar, an `allocactivation`
 `tensorview`) used `@in`, `@out` or `@inout`. Values keep use lists of (instruction, operand
 index), updated by the IR itself on creation, `set_operand`, insertion and erasure, so the
 memory passes can rewrite in O(users). Instruction indices are positions in `code`.
+Placing, erasing, replacing and moving instructions notify the function's journal
+(compiler.provenance), as the graph IR's Function does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from compiler.graph.ir import fresh_name
 from compiler.graph.types import TensorType
 from compiler.lir.instructions import MODES, InstrDef, get_instr
+from compiler.provenance import Journal
 
 Operand = tuple["LValue", str]
 
@@ -201,6 +204,11 @@ class Instruction(LValue):
         return f"<{self.kind} %{self.name} {ops}>"
 
 
+def value_kind(value: LValue) -> str:
+    """What provenance calls a value: its instruction kind, or "weight"."""
+    return value.kind if isinstance(value, Instruction) else "weight"
+
+
 def view_root(value: LValue) -> tuple[LValue, int]:
     """The non-view value under `value` and the byte offset of `value` inside it."""
     off = 0
@@ -231,6 +239,8 @@ class LIRFunction:
         self._values: dict[str, LValue] = {}
         self._index: dict[int, int] | None = None
         self.meta: dict[str, Any] = {}
+        #: The listener of this function's changes; the pass runner reads and clears it.
+        self.journal = Journal()
 
     # -- names ----------------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
@@ -284,8 +294,12 @@ class LIRFunction:
         meta: dict[str, Any] | None = None,
         at: int | None = None,
         exact_name: bool = False,
+        origin: Sequence[LValue | str] = (),
     ) -> Instruction:
-        """Create an instruction and insert it at index `at` (default: append)."""
+        """Create an instruction and insert it at index `at` (default: append).
+
+        `origin` names what it was made from (recorded as provenance, and in `meta["origin"]`).
+        """
         base = name or kind
         if exact_name:
             if base in self._names:
@@ -295,11 +309,20 @@ class LIRFunction:
         else:
             iname = self.unique_name(base)
         instr = Instruction(kind, iname, operands, attrs, type, meta)
-        self.insert(len(self.code) if at is None else at, instr)
+        srcs = tuple(o if isinstance(o, str) else o.name for o in origin)
+        if srcs:
+            instr.meta["origin"] = srcs
+        self._place(len(self.code) if at is None else at, instr)
+        self.journal.created(instr.name, kind, srcs)
         return instr
 
     def insert(self, index: int, instr: Instruction) -> Instruction:
         """Insert an (already built, not yet placed) instruction at position `index`."""
+        self._place(index, instr)
+        self.journal.created(instr.name, instr.kind, tuple(instr.meta.get("origin", ())))
+        return instr
+
+    def _place(self, index: int, instr: Instruction) -> Instruction:
         assert instr.function is None, f"%{instr.name} is already in a function"
         if instr.name in self._values and self._values[instr.name] is not instr:
             raise ValueError(f"name '%{instr.name}' is already used")
@@ -337,14 +360,21 @@ class LIRFunction:
         """
         if instr.users and not force:
             raise ValueError(f"erasing %{instr.name} which still has users")
+        self.journal.erased(instr.name, instr.kind)
         self.code.pop(self.index_of(instr))
         instr._drop_operands()
         instr.function = None
         self._values.pop(instr.name, None)
         self._index = None
 
+    def replace(self, old: LValue, new: LValue) -> None:
+        """Replace every use of `old` with `new`, recording it."""
+        old.replace_all_uses_with(new)
+        self.journal.replaced(old.name, value_kind(old), (new.name,))
+
     def remove(self, instr: Instruction) -> Instruction:
-        """Take an instruction out of the code keeping its operands (to re-insert it: move)."""
+        """Take an instruction out of the code keeping its operands: the first half of a move
+        (not recorded; `move_*` record the whole move)."""
         self.code.pop(self.index_of(instr))
         instr.function = None
         self._values.pop(instr.name, None)
@@ -353,16 +383,19 @@ class LIRFunction:
 
     def move_before(self, instr: Instruction, anchor: Instruction) -> None:
         self.remove(instr)
-        self.insert_before(anchor, instr)
+        self._place(self.index_of(anchor), instr)
+        self.journal.moved(instr.name, instr.kind)
 
     def move_after(self, instr: Instruction, anchor: Instruction) -> None:
         self.remove(instr)
-        self.insert_after(anchor, instr)
+        self._place(self.index_of(anchor) + 1, instr)
+        self.journal.moved(instr.name, instr.kind)
 
     def move_to(self, instr: Instruction, index: int) -> None:
         """Move `instr` so that it ends up at position `index`."""
         self.remove(instr)
-        self.insert(index, instr)
+        self._place(index, instr)
+        self.journal.moved(instr.name, instr.kind)
 
     def index_of(self, instr: Instruction) -> int:
         if self._index is None:
@@ -430,6 +463,7 @@ __all__ = [
     "LValue",
     "Operand",
     "WeightVar",
+    "value_kind",
     "view_byte_offset",
     "view_root",
 ]

@@ -70,6 +70,7 @@ def parse_lir(text: str) -> LIRFunction:
             raise ParseError(str(e), line=lineno) from None
     if fn is None or not done:
         raise ParseError("unexpected end of input (missing 'code { ... }')", line=len(lines))
+    fn.journal.clear()  # parsing is not a change a pass made
     return fn
 
 

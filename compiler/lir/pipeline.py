@@ -1,7 +1,8 @@
 """The low-level half of the pipeline: schedule -> IRGen -> LIR passes -> memory planning.
 
-Each step emits a `PassEvent` through the pipeline context exactly as `run_graph_passes` does,
-so the IDE and the CLI see the schedule, the generated IR, every LIR pass and the memory plan.
+The LIR passes run in the same runner as the graph passes (`compiler.passes.manager.run_passes`)
+and the other steps emit their events through the same `PipelineContext.emit_event`, so the IDE
+and the CLI see the schedule, the generated IR, every LIR pass and the memory plan alike.
 """
 
 from __future__ import annotations
@@ -9,14 +10,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from compiler.errors import CompilerError, PassError
 from compiler.graph.ir import Module
 from compiler.lir.ir import LIRFunction
-from compiler.lir.passes.base import LIRPass, get_lir_pass
+from compiler.lir.passes.base import LIRPass
 from compiler.memory.plan import MemoryPlan, plan_memory
-from compiler.passes.manager import PassEvent, PipelineContext
+from compiler.passes.manager import PipelineContext, run_passes, verify_ir
+from compiler.passes.registry import get_pass
 from compiler.scheduling import Schedule, schedule
 
 #: The default order of the low-level optimisations (as in Glow's IR optimizer).
@@ -34,7 +34,12 @@ DEFAULT_LIR_PASSES = (
 
 def lir_opt_passes(names: Sequence[str] = DEFAULT_LIR_PASSES) -> list[LIRPass]:
     """Instances of the named low-level passes (default: the standard order)."""
-    return [get_lir_pass(n)() for n in names]
+    out: list[LIRPass] = []
+    for n in names:
+        p = get_pass(n, "lir")()
+        assert isinstance(p, LIRPass)
+        out.append(p)
+    return out
 
 
 @dataclass
@@ -44,74 +49,22 @@ class LowLevelResult:
     plan: MemoryPlan | None = None
 
 
-def _snapshot(lir: LIRFunction, ctx: PipelineContext) -> Any:
-    return lir.clone() if ctx.wants_snapshots else lir
-
-
-def _verify(lir: LIRFunction, pass_name: str) -> None:
-    from compiler.lir.verifier import verify_lir
-
-    try:
-        verify_lir(lir)
-    except CompilerError as e:
-        raise PassError(f"low-level IR invalid after pass: {e}", pass_name=pass_name) from e
-
-
-def run_lir_passes(
-    lir: LIRFunction, passes: Sequence[LIRPass], ctx: PipelineContext, stage: str = "lir-opt"
-) -> bool:
-    """Run low-level passes in order, one event each. Returns whether any changed."""
-    any_changed = False
-    for p in passes:
-        if p.name in ctx.disabled:
-            continue
-        before = len(lir.code)
-        lir.meta["journal"] = []
-        t0 = time.perf_counter()
-        try:
-            changed = p.run(lir)
-        except CompilerError as e:
-            if isinstance(e, PassError):
-                raise
-            raise PassError(str(e), pass_name=p.name) from e
-        dt = (time.perf_counter() - t0) * 1000
-        if ctx.verify:
-            _verify(lir, p.name)
-        prov = list(lir.meta.get("journal", []))
-        any_changed |= changed
-        ctx.emit(
-            PassEvent(
-                ctx.next_index(),
-                stage,
-                p.name,
-                "lir",
-                _snapshot(lir, ctx),
-                changed,
-                dt,
-                before,
-                len(lir.code),
-                prov,
-            )
-        )
-        ctx.check_stop(p.name, stage)
-    return any_changed
-
-
 def run_low_level(
     module: Module,
-    options: Any,
+    options: object,
     ctx: PipelineContext,
     passes: Sequence[LIRPass] | None = None,
     result: LowLevelResult | None = None,
 ) -> LowLevelResult:
     """Schedule the main function, generate its LIR, optimise it and plan its memory.
 
+    `options` is read for `scheduler` and `allocator` (CompileOptions, or anything with them).
     `result` is filled in as stages finish, so a caller that catches StopPipeline keeps them.
     """
     from compiler.lir.irgen import irgen
 
-    scheduler = getattr(options, "scheduler", "child-mem-size") or "child-mem-size"
-    allocator = getattr(options, "allocator", "lower-bound") or "lower-bound"
+    scheduler = getattr(options, "scheduler", None) or "child-mem-size"
+    allocator = getattr(options, "allocator", None) or "lower-bound"
     result = LowLevelResult() if result is None else result
     fn = module.main
 
@@ -119,25 +72,20 @@ def run_low_level(
     sched = schedule(fn, scheduler)
     result.schedule = sched
     n = len(fn)
-    ctx.emit(
-        PassEvent(
-            ctx.next_index(),
-            "schedule",
-            scheduler,
-            "graph",
-            module.clone() if ctx.wants_snapshots else module,
-            False,
-            (time.perf_counter() - t0) * 1000,
-            n,
-            n,
-            [],
-            {
-                "peak_bytes": sched.peak_bytes,
-                "order": sched.names,
-                "live_bytes": list(sched.live_bytes),
-                "peak_step": sched.peak_step,
-            },
-        )
+    ctx.emit_event(
+        stage="schedule",
+        pass_name=scheduler,
+        ir=module,
+        changed=False,
+        time_ms=(time.perf_counter() - t0) * 1000,
+        count_before=n,
+        count_after=n,
+        stats={
+            "peak_bytes": sched.peak_bytes,
+            "order": sched.names,
+            "live_bytes": list(sched.live_bytes),
+            "peak_step": sched.peak_step,
+        },
     )
     ctx.check_stop(scheduler, "schedule")
 
@@ -146,50 +94,34 @@ def run_low_level(
     result.lir = lir
     dt = (time.perf_counter() - t0) * 1000
     if ctx.verify:
-        _verify(lir, "irgen")
-    ctx.emit(
-        PassEvent(
-            ctx.next_index(),
-            "irgen",
-            "irgen",
-            "lir",
-            _snapshot(lir, ctx),
-            True,
-            dt,
-            n,
-            len(lir.code),
-        )
+        verify_ir(lir, "irgen")
+    lir.journal.clear()  # IRGen's instructions are new, not provenance of a pass
+    ctx.emit_event(
+        stage="irgen", pass_name="irgen", ir=lir, changed=True, time_ms=dt, count_before=n
     )
     ctx.check_stop("irgen", "irgen")
 
-    run_lir_passes(lir, lir_opt_passes() if passes is None else passes, ctx)
+    run_passes(lir, lir_opt_passes() if passes is None else passes, "lir-opt", ctx)
 
     t0 = time.perf_counter()
     plan = plan_memory(lir, allocator)
     result.plan = plan
-    stats = {
-        "peak_bytes": plan.peak_bytes,
-        "lower_bound_bytes": plan.lower_bound_bytes,
-        "no_reuse_bytes": plan.no_reuse_bytes,
-        "ratio": plan.ratio,
-        "regions": dict(plan.region_sizes),
-        "strategy": plan.strategy,
-        "peak_instruction": plan.peak_instruction,
-    }
-    ctx.emit(
-        PassEvent(
-            ctx.next_index(),
-            "memory",
-            allocator,
-            "lir",
-            _snapshot(lir, ctx),
-            False,
-            (time.perf_counter() - t0) * 1000,
-            len(lir.code),
-            len(lir.code),
-            [],
-            stats,
-        )
+    ctx.emit_event(
+        stage="memory",
+        pass_name=allocator,
+        ir=lir,
+        changed=False,
+        time_ms=(time.perf_counter() - t0) * 1000,
+        count_before=len(lir.code),
+        stats={
+            "peak_bytes": plan.peak_bytes,
+            "lower_bound_bytes": plan.lower_bound_bytes,
+            "no_reuse_bytes": plan.no_reuse_bytes,
+            "ratio": plan.ratio,
+            "regions": dict(plan.region_sizes),
+            "strategy": plan.strategy,
+            "peak_instruction": plan.peak_instruction,
+        },
     )
     ctx.check_stop(allocator, "memory")
     return result
@@ -199,6 +131,5 @@ __all__ = [
     "DEFAULT_LIR_PASSES",
     "LowLevelResult",
     "lir_opt_passes",
-    "run_lir_passes",
     "run_low_level",
 ]

@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Constant, Function, Node, Value
-from compiler.passes.manager import GraphPass, register_pass
+from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import (
     Rewriter,
     apply_patterns,
     const_data,
+    graph_patterns,
     is_splat,
     producer,
     single_use,
@@ -61,6 +62,7 @@ def combine_chain(node: Node, rw: Rewriter) -> bool:
     if pair is None:
         return False
     x, c1 = pair
+    assert c1.data is not None and c2.data is not None  # _const_side checked both
     f = np.multiply if node.op == "Mul" else np.add
     data = f(c1.data, c2.data).astype(node.result.type.np_dtype)
     if data.ndim == 0:
@@ -122,6 +124,7 @@ def fold_into_conv(node: Node, rw: Rewriter) -> bool:
     if w is None or b is None or vec is None:
         return False
     wv, bv = conv.operands[1], conv.operands[2]
+    new_w: Value
     if node.op == "Mul":
         new_w = rw.constant(f"{wv.name}_scaled", w * vec.reshape(-1, 1, 1, 1), like=wv.type)
         new_b = rw.constant(f"{bv.name}_scaled", b * vec, like=bv.type)
@@ -141,19 +144,22 @@ def fold_into_conv(node: Node, rw: Rewriter) -> bool:
     return True
 
 
-@register_pass
+PATTERNS = graph_patterns(
+    {
+        "Mul": [remove_identity, combine_chain, fold_into_conv],
+        "Add": [remove_identity, combine_chain, fold_into_conv],
+        "Sub": [remove_identity, sub_to_add],
+        "Div": [remove_identity],
+        "Pow": [remove_identity],
+    }
+)
+
+
 class ArithmeticSimplification(GraphPass):
     name = "arithmetic-simplification"
 
     def run(self, fn: Function) -> bool:
-        table = {
-            "Mul": [remove_identity, combine_chain, fold_into_conv],
-            "Add": [remove_identity, combine_chain, fold_into_conv],
-            "Sub": [remove_identity, sub_to_add],
-            "Div": [remove_identity],
-            "Pow": [remove_identity],
-        }
-        changed = apply_patterns(fn, table)
+        changed = apply_patterns(fn, PATTERNS)
         if changed:
             fn.module.remove_unused_constants()
         return changed

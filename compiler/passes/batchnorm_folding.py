@@ -9,8 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Function, Node
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import Rewriter, apply_patterns, const_data, producer, single_use
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import (
+    Rewriter,
+    apply_patterns,
+    const_data,
+    graph_patterns,
+    producer,
+    single_use,
+)
 
 
 def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
@@ -45,12 +52,14 @@ def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
     return True
 
 
-@register_pass
+PATTERNS = graph_patterns({"BatchNorm": [fold_batchnorm]})
+
+
 class BatchNormFolding(GraphPass):
     name = "batchnorm-folding"
 
     def run(self, fn: Function) -> bool:
-        changed = apply_patterns(fn, {"BatchNorm": [fold_batchnorm]})
+        changed = apply_patterns(fn, PATTERNS)
         if changed:
             fn.module.remove_unused_constants()
         return changed

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from compiler.graph.ir import Function, Node, Value
 from compiler.graph.ops import _axis
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import Rewriter, apply_patterns, producer
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import Rewriter, apply_patterns, graph_patterns, producer
 
 
 def _concat_axis(node: Node) -> int:
@@ -68,8 +68,8 @@ def _merge_adjacent_slices(inputs: list[Value], axis: int) -> list[Value] | None
     """Concat(Slice(x, a:b), Slice(x, b:c)) -> the whole x when a..c covers x."""
     pieces = []
     for v in inputs:
-        src = producer(v)
-        cut = _unit_slice_along(src, axis) if src is not None else None
+        node = producer(v)
+        cut = _unit_slice_along(node, axis) if node is not None else None
         if cut is None:
             return None
         pieces.append(cut)
@@ -149,16 +149,17 @@ def simplify_split(node: Node, rw: Rewriter) -> bool:
     return True
 
 
-@register_pass
+PATTERNS = graph_patterns(
+    {
+        "Concat": [simplify_concat],
+        "Slice": [remove_whole_slice, slice_of_concat],
+        "Split": [simplify_split],
+    }
+)
+
+
 class ConcatSliceCleanup(GraphPass):
     name = "concat-slice-cleanup"
 
     def run(self, fn: Function) -> bool:
-        return apply_patterns(
-            fn,
-            {
-                "Concat": [simplify_concat],
-                "Slice": [remove_whole_slice, slice_of_concat],
-                "Split": [simplify_split],
-            },
-        )
+        return apply_patterns(fn, PATTERNS)

@@ -7,29 +7,18 @@ than the operands it replaces, so folding never inflates the weights much.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.graph.ir import Constant, Function, Node
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import is_pure
-
-Evaluate = Callable[[Node, list[np.ndarray]], list[np.ndarray]]
+from compiler.graph.ir import Constant, Function, Node, Value
+from compiler.kernels.reference import evaluate
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import Rewriter, is_pure
 
 #: Results above this many elements are folded only if they do not grow the weights.
 MAX_FOLD_ELEMENTS = 4 * 1024 * 1024
-
-
-def reference_evaluate() -> Evaluate | None:
-    """The reference kernels' `evaluate`, or None while that module is unavailable."""
-    try:
-        from compiler.kernels.reference import evaluate
-    except ImportError:
-        return None
-    return evaluate
 
 
 def foldable(node: Node, max_elements: int = MAX_FOLD_ELEMENTS) -> bool:
@@ -45,20 +34,14 @@ def foldable(node: Node, max_elements: int = MAX_FOLD_ELEMENTS) -> bool:
     return out <= max_elements or out <= sum(v.type.numel for v in node.operands)
 
 
+@dataclass(frozen=True)
 class ConstantFolding(GraphPass):
     name = "constant-folding"
 
-    def __init__(
-        self, evaluate: Evaluate | None = None, max_elements: int = MAX_FOLD_ELEMENTS
-    ) -> None:
-        self.evaluate = evaluate
-        self.max_elements = max_elements
+    max_elements: int = MAX_FOLD_ELEMENTS
 
     def run(self, fn: Function) -> bool:
-        evaluate = self.evaluate or reference_evaluate()
-        if evaluate is None:
-            return False
-        changed = False
+        rw = Rewriter(fn, rule=self.name)
         for node in list(fn.nodes):
             if node.function is not fn or not foldable(node, self.max_elements):
                 continue
@@ -69,17 +52,12 @@ class ConstantFolding(GraphPass):
                 # No reference kernel, or it fails on these values (e.g. an integer division
                 # by zero): leave the node for run time, where the error names it properly.
                 continue
-            consts: list[Any] = []
+            consts: list[Value] = []
             for r, data in zip(node.results, outs):
                 arr = np.asarray(data, dtype=r.type.np_dtype).reshape(r.type.shape)
                 consts.append(fn.module.add_constant(f"{node.name}_folded", arr))
-            for r, c in zip(node.results, consts):
-                fn.replace(r, c)
-            fn.erase(node)
-            changed = True
-        if changed:
+            with rw.at(node):
+                rw.replace_node(node, consts)
+        if rw.changed:
             fn.module.remove_unused_constants()
-        return changed
-
-
-register_pass(ConstantFolding)
+        return rw.changed

@@ -8,12 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.graph.ir import Constant, Function
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import is_pure
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import Rewriter, is_pure
 
 
-def _merge_constants(fn: Function) -> bool:
-    changed = False
+def _merge_constants(fn: Function, rw: Rewriter) -> None:
     canon: dict[tuple[Any, ...], Constant] = {}
     for c in list(fn.module.constants.values()):
         if c.data is None or not c.users:
@@ -21,17 +20,15 @@ def _merge_constants(fn: Function) -> bool:
         key = (c.type, c.digest, c.data.tobytes() if c.data.size <= 64 else b"")
         first = canon.setdefault(key, c)
         if first is not c and first.data is not None and first.data.tobytes() == c.data.tobytes():
-            fn.replace(c, first)
-            changed = True
-    return changed
+            rw.replace(c, first)
 
 
-@register_pass
 class CommonSubexpressionElimination(GraphPass):
     name = "cse"
 
     def run(self, fn: Function) -> bool:
-        changed = _merge_constants(fn)
+        rw = Rewriter(fn, rule=self.name)
+        _merge_constants(fn, rw)
         seen: dict[tuple[Any, ...], Any] = {}
         for node in list(fn.nodes):
             if not is_pure(node) or not node.results:
@@ -48,8 +45,5 @@ class CommonSubexpressionElimination(GraphPass):
             other = seen.setdefault(key, node)
             if other is node:
                 continue
-            for old, new in zip(node.results, other.results):
-                fn.replace(old, new)
-            fn.erase(node)
-            changed = True
-        return changed
+            rw.replace_node(node, other)
+        return rw.changed

@@ -8,18 +8,16 @@ visited before their producers.
 from __future__ import annotations
 
 from compiler.graph.ir import Function
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import is_trivially_dead
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import Rewriter, is_trivially_dead
 
 
-@register_pass
 class DeadCodeElimination(GraphPass):
     name = "dce"
 
     def run(self, fn: Function) -> bool:
-        changed = False
+        rw = Rewriter(fn, rule=self.name)
         for node in reversed(fn.nodes):
             if is_trivially_dead(node):
-                fn.erase(node)
-                changed = True
-        return fn.module.remove_unused_constants() > 0 or changed
+                rw.erase(node)
+        return fn.module.remove_unused_constants() > 0 or rw.changed

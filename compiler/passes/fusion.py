@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import partial
 
 from compiler.graph.ir import Function, Node
-from compiler.passes.manager import GraphPass, register_pass
+from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import Rewriter, apply_patterns, producer, single_use
 
 FUSIBLE_PRODUCERS = ("Conv", "FullyConnected")
@@ -47,7 +47,6 @@ def fuse_activation(node: Node, rw: Rewriter, allowed: frozenset[str] | None = N
     return True
 
 
-@register_pass
 class ActivationFusion(GraphPass):
     name = "activation-fusion"
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from compiler.errors import CompilerError
 from compiler.graph.ir import Function, Node, Value
-from compiler.passes.manager import GraphPass, register_pass
+from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import Rewriter, apply_patterns, const_data
 
 LOWERED_BY_CPU = frozenset(
@@ -379,6 +379,3 @@ class Lower(GraphPass):
         if changed:
             fn.module.remove_unused_constants()
         return changed
-
-
-register_pass(Lower)

@@ -1,22 +1,29 @@
-"""The pass manager: runs named passes in order and calls an observer after every one.
+"""The pass manager of both IRs: one runner that runs named passes in order and calls an
+observer after every one.
 
 The observer is the only way the IDE and the CLI see the pipeline: each `PassEvent` carries the
 stage, the pass name, a snapshot of the IR after the pass, whether it changed anything, the time
-and the node/instruction counts before and after, and the provenance the pass recorded.
+and the node/instruction counts before and after, and the provenance the IR's journal collected
+while the pass ran. `PipelineContext.emit_event` is the one place events are built, for passes
+and for the stages that are not passes (import, schedule, IRGen, memory planning).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from compiler.errors import CompilerError, PassError
-from compiler.graph.ir import Function, Module, ProvenanceRecord
+from compiler.graph.ir import Function, Module
+from compiler.lir.ir import LIRFunction
+from compiler.provenance import Journal, ProvenanceRecord
+
+IR = Module | LIRFunction
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PassEvent:
     """What the observer receives after each pass (and after import, lowering, IRGen, ...)."""
 
@@ -24,7 +31,7 @@ class PassEvent:
     stage: str  # "import", "graph-opt", "lower", "post-lower-opt", "schedule", "irgen", ...
     pass_name: str
     ir_kind: str  # "graph" | "lir"
-    ir: Any  # a snapshot (Module clone, or the low-level IR's clone) — safe to keep
+    ir: Module | LIRFunction  # a snapshot (a clone when anyone keeps events) — safe to keep
     changed: bool
     time_ms: float
     count_before: int
@@ -36,12 +43,57 @@ class PassEvent:
 Observer = Callable[[PassEvent], None]
 
 
-class GraphPass:
-    """Base class of graph passes: a kebab-case `name` and `run(fn) -> changed`."""
+# -- what the runner needs to know about each IR ---------------------------------------------
+
+
+def ir_kind(ir: IR) -> str:
+    return "graph" if isinstance(ir, Module) else "lir"
+
+
+def ir_size(ir: IR) -> int:
+    """Nodes of a Module, instructions of a low-level function."""
+    return ir.node_count() if isinstance(ir, Module) else ir.instruction_count()
+
+
+def journals(ir: IR) -> list[Journal]:
+    return [fn.journal for fn in ir.functions] if isinstance(ir, Module) else [ir.journal]
+
+
+def verify_ir(ir: IR, pass_name: str) -> None:
+    """Run the IR's verifier; a failure is the pass's fault."""
+    from compiler.graph.verifier import verify_module
+    from compiler.lir.verifier import verify_lir
+
+    try:
+        if isinstance(ir, Module):
+            verify_module(ir)
+        else:
+            verify_lir(ir)
+    except CompilerError as e:
+        what = "IR" if isinstance(ir, Module) else "low-level IR"
+        raise PassError(f"{what} invalid after pass: {e}", pass_name=pass_name) from e
+
+
+# -- passes ----------------------------------------------------------------------------------
+
+
+class Pass:
+    """A pass: a kebab-case `name`, typed options (constructor arguments or dataclass fields)
+    and `apply(ir) -> changed`. Listed by name in `compiler.passes.registry`."""
 
     name: ClassVar[str] = ""
+    ir_kind: ClassVar[str] = ""  # "graph" | "lir": the IR `apply` takes
     #: Passes that can change memory use (the per-pass memory report follows these).
     affects_memory: ClassVar[bool] = True
+
+    def apply(self, ir: Any) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class GraphPass(Pass):
+    """A graph pass: `run(fn) -> changed` on each Function of the Module."""
+
+    ir_kind = "graph"
 
     def run(self, fn: Function) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -52,33 +104,11 @@ class GraphPass:
             changed |= self.run(fn)
         return changed
 
-
-_REGISTRY: dict[str, type[GraphPass]] = {}
-
-
-def register_pass(cls: type[GraphPass]) -> type[GraphPass]:
-    """Class decorator: make a graph pass available by name."""
-    assert cls.name and cls.name not in _REGISTRY, cls.name
-    _REGISTRY[cls.name] = cls
-    return cls
+    def apply(self, ir: Module) -> bool:
+        return self.run_on_module(ir)
 
 
-def get_pass(name: str) -> type[GraphPass]:
-    _ensure_loaded()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise CompilerError(f"unknown pass '{name}' (known passes: {known})") from None
-
-
-def registered_passes() -> dict[str, type[GraphPass]]:
-    _ensure_loaded()
-    return dict(_REGISTRY)
-
-
-def _ensure_loaded() -> None:
-    import compiler.passes  # noqa: F401  (registers the built-in passes)
+# -- the pipeline ----------------------------------------------------------------------------
 
 
 class StopPipeline(Exception):
@@ -108,59 +138,96 @@ class PipelineContext:
             self.observer(event)
         self.index += 1
 
+    def emit_event(
+        self,
+        *,
+        stage: str,
+        pass_name: str,
+        ir: IR,
+        changed: bool,
+        time_ms: float,
+        count_before: int,
+        count_after: int | None = None,
+        provenance: Iterable[ProvenanceRecord] = (),
+        stats: dict[str, Any] | None = None,
+    ) -> None:
+        """Build the event of one pass or stage (the IR as it is now) and emit it."""
+        self.emit(
+            PassEvent(
+                index=self.index,
+                stage=stage,
+                pass_name=pass_name,
+                ir_kind=ir_kind(ir),
+                ir=ir.clone() if self.wants_snapshots else ir,
+                changed=changed,
+                time_ms=time_ms,
+                count_before=count_before,
+                count_after=ir_size(ir) if count_after is None else count_after,
+                provenance=list(provenance),
+                stats=dict(stats or {}),
+            )
+        )
+
     @property
     def wants_snapshots(self) -> bool:
         return self.observer is not None or self.keep_events
-
-    def next_index(self) -> int:
-        return self.index
 
     def check_stop(self, name: str, stage: str) -> None:
         if self.stop_after is not None and self.stop_after in (name, stage):
             raise StopPipeline(name)
 
 
-def run_graph_passes(
-    module: Module, passes: Sequence[GraphPass], stage: str, ctx: PipelineContext
-) -> bool:
-    """Run graph passes in order, emitting one event each. Returns whether any changed."""
-    from compiler.graph.verifier import verify_module
+def run_passes(ir: IR, passes: Sequence[Pass], stage: str, ctx: PipelineContext) -> bool:
+    """Run passes of either IR in order, emitting one event each. Returns whether any changed.
 
+    The IR's journals are cleared before each pass, so an event's provenance is exactly what
+    that pass did.
+    """
+    kind = ir_kind(ir)
     any_changed = False
     for p in passes:
         if p.name in ctx.disabled:
             continue
-        before = module.node_count()
-        for fn in module.functions:
-            fn.journal.clear()
+        if p.ir_kind != kind:
+            raise PassError(f"a {p.ir_kind} pass cannot run on the {kind} IR", pass_name=p.name)
+        before = ir_size(ir)
+        for journal in journals(ir):
+            journal.clear()
         t0 = time.perf_counter()
         try:
-            changed = p.run_on_module(module)
+            changed = p.apply(ir)
         except CompilerError as e:
             if isinstance(e, PassError):
                 raise
             raise PassError(str(e), pass_name=p.name) from e
         dt = (time.perf_counter() - t0) * 1000
         if ctx.verify:
-            try:
-                verify_module(module)
-            except CompilerError as e:
-                raise PassError(f"IR invalid after pass: {e}", pass_name=p.name) from e
-        prov = [r for fn in module.functions for r in fn.journal]
+            verify_ir(ir, p.name)
         any_changed |= changed
-        ctx.emit(
-            PassEvent(
-                ctx.next_index(),
-                stage,
-                p.name,
-                "graph",
-                module.clone() if ctx.wants_snapshots else module,
-                changed,
-                dt,
-                before,
-                module.node_count(),
-                prov,
-            )
+        ctx.emit_event(
+            stage=stage,
+            pass_name=p.name,
+            ir=ir,
+            changed=changed,
+            time_ms=dt,
+            count_before=before,
+            provenance=[r for journal in journals(ir) for r in journal],
         )
         ctx.check_stop(p.name, stage)
     return any_changed
+
+
+__all__ = [
+    "GraphPass",
+    "IR",
+    "Observer",
+    "Pass",
+    "PassEvent",
+    "PipelineContext",
+    "StopPipeline",
+    "ir_kind",
+    "ir_size",
+    "journals",
+    "run_passes",
+    "verify_ir",
+]

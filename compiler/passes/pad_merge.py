@@ -15,8 +15,14 @@ from __future__ import annotations
 import math
 
 from compiler.graph.ir import Function, Node, Value
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import Rewriter, apply_patterns, producer, single_use
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import (
+    Rewriter,
+    apply_patterns,
+    graph_patterns,
+    producer,
+    single_use,
+)
 
 
 def _hw_pads(pad: Node) -> tuple[int, int, int, int] | None:
@@ -85,9 +91,11 @@ def merge_pad(node: Node, rw: Rewriter) -> bool:
     return True
 
 
-@register_pass
+PATTERNS = graph_patterns({op: [merge_pad] for op in ("Conv", "AvgPool", "MaxPool")})
+
+
 class PadMerging(GraphPass):
     name = "pad-merging"
 
     def run(self, fn: Function) -> bool:
-        return apply_patterns(fn, {op: [merge_pad] for op in ("Conv", "AvgPool", "MaxPool")})
+        return apply_patterns(fn, PATTERNS)

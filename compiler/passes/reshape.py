@@ -5,8 +5,14 @@ vanish, and a Reshape of a constant is folded into a new constant.
 from __future__ import annotations
 
 from compiler.graph.ir import Function, Node
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import Rewriter, apply_patterns, const_data, producer
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import (
+    Rewriter,
+    apply_patterns,
+    const_data,
+    graph_patterns,
+    producer,
+)
 
 
 def remove_identity_reshape(node: Node, rw: Rewriter) -> bool:
@@ -36,14 +42,16 @@ def fold_constant_reshape(node: Node, rw: Rewriter) -> bool:
     return True
 
 
-@register_pass
+PATTERNS = graph_patterns(
+    {"Reshape": [remove_identity_reshape, fold_constant_reshape, merge_reshapes]}
+)
+
+
 class ReshapeMerging(GraphPass):
     name = "reshape-merging"
 
     def run(self, fn: Function) -> bool:
-        changed = apply_patterns(
-            fn, {"Reshape": [remove_identity_reshape, fold_constant_reshape, merge_reshapes]}
-        )
+        changed = apply_patterns(fn, PATTERNS)
         if changed:
             fn.module.remove_unused_constants()
         return changed

@@ -12,8 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Constant, Function, Node, Value
-from compiler.passes.manager import GraphPass, register_pass
-from compiler.passes.rewriter import Rewriter, apply_patterns, const_data, producer, single_use
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import (
+    PatternTable,
+    Rewriter,
+    apply_patterns,
+    const_data,
+    graph_patterns,
+    producer,
+    single_use,
+)
 
 
 def inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
@@ -91,6 +99,7 @@ def _permute_other(other: Value, perm: tuple[int, ...], rank: int, rw: Rewriter)
 def sink_binary(node: Node, rw: Rewriter) -> bool:
     lhs, rhs = node.operands
     tl, tr = _transposed(lhs), _transposed(rhs)
+    t: Node | None
     if tl is not None and tr is not None:
         if tl.attrs["perm"] != tr.attrs["perm"]:
             return False
@@ -117,6 +126,7 @@ def sink_binary(node: Node, rw: Rewriter) -> bool:
         origin = [node, t]
     else:
         return False
+    assert t is not None
     # Operand ranks never exceed the perm's, so the result keeps the perm's rank.
     moved = rw.create(node.op, operands, dict(node.attrs), name=node.name, origin=origin)
     new_t = rw.create("Transpose", [moved.result], dict(t.attrs), name=t.name, origin=[t])
@@ -124,7 +134,8 @@ def sink_binary(node: Node, rw: Rewriter) -> bool:
     return True
 
 
-def _table() -> dict[str, list]:
+def _table() -> PatternTable:
+    """Built per run from the op table's traits (an op registered later is covered too)."""
     from compiler.graph.ops import all_ops
 
     table: dict[str, list] = {
@@ -137,10 +148,9 @@ def _table() -> dict[str, list]:
             table[name] = [sink_unary]
         elif "binary" in op.traits:
             table[name] = [sink_binary]
-    return table
+    return graph_patterns(table)
 
 
-@register_pass
 class TransposeSinking(GraphPass):
     name = "transpose-sinking"
 

@@ -19,15 +19,10 @@ from compiler.passes.manager import PassEvent
 
 
 def _affects_memory(ev: PassEvent) -> bool:
-    if ev.ir_kind == "lir":
-        from compiler.lir.passes.base import _REGISTRY as LIR
+    from compiler.passes.registry import registered_passes
 
-        cls = LIR.get(ev.pass_name)
-        return True if cls is None else bool(getattr(cls, "affects_memory", True))
-    from compiler.passes.manager import registered_passes
-
-    cls = registered_passes().get(ev.pass_name)
-    return True if cls is None else bool(getattr(cls, "affects_memory", True))
+    cls = registered_passes(ev.ir_kind).get(ev.pass_name)
+    return True if cls is None else cls.affects_memory
 
 
 def per_pass_memory(model: Any, options: Any = None) -> list[dict[str, Any]]:

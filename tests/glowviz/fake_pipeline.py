@@ -248,7 +248,15 @@ def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> Fa
     idx = 0
     observer(
         PassEvent(
-            idx, "import", "import-onnx", "graph", m.clone(), True, 0.5, 0, m.node_count(), []
+            index=0,
+            stage="import",
+            pass_name="import-onnx",
+            ir_kind="graph",
+            ir=m.clone(),
+            changed=True,
+            time_ms=0.5,
+            count_before=0,
+            count_after=m.node_count(),
         )
     )
     for stage, name, fn in PASSES:
@@ -259,23 +267,31 @@ def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> Fa
         changed = fn(m)
         observer(
             PassEvent(
-                idx,
-                stage,
-                name,
-                "graph",
-                m.clone(),
-                changed,
-                0.1 + 0 * (time.perf_counter() - t0),
-                before,
-                m.node_count(),
-                list(m.main.journal),
+                index=idx,
+                stage=stage,
+                pass_name=name,
+                ir_kind="graph",
+                ir=m.clone(),
+                changed=changed,
+                time_ms=0.1 + 0 * (time.perf_counter() - t0),
+                count_before=before,
+                count_after=m.node_count(),
+                provenance=list(m.main.journal),
             )
         )
     sched, lir, plan = fake_low_level()
     idx += 1
     observer(
         PassEvent(
-            idx, "irgen", "irgen", "lir", lir, True, 0.2, m.node_count(), len(lir.instructions)
+            index=idx,
+            stage="irgen",
+            pass_name="irgen",
+            ir_kind="lir",
+            ir=lir,
+            changed=True,
+            time_ms=0.2,
+            count_before=m.node_count(),
+            count_after=len(lir.instructions),
         )
     )
     return FakeResult(m, options, sched, lir, plan)
@@ -286,7 +302,17 @@ def fake_failing_compile(model: Any, options: Any, observer: Any = None, **_: An
 
     m = build_module()
     observer(
-        PassEvent(0, "import", "import-onnx", "graph", m.clone(), True, 0.5, 0, m.node_count(), [])
+        PassEvent(
+            index=0,
+            stage="import",
+            pass_name="import-onnx",
+            ir_kind="graph",
+            ir=m.clone(),
+            changed=True,
+            time_ms=0.5,
+            count_before=0,
+            count_after=m.node_count(),
+        )
     )
     raise PassError(
         "cannot fold BatchNorm with a non-constant scale", pass_name="fold-batchnorm", node="bn1"

@@ -11,8 +11,9 @@ from pass_helpers import assert_same_numerics, execute, load, run
 
 from compiler.graph import Module, verify_module
 from compiler.graph.types import f32
-from compiler.passes import graph_opt_passes, lowering_pass, registered_passes
-from compiler.passes.manager import PipelineContext, run_graph_passes
+from compiler.passes.manager import PipelineContext, run_passes
+from compiler.passes.pipelines import graph_opt_passes, lowering_pass
+from compiler.passes.registry import registered_passes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = sorted(p.stem for p in (ROOT / "sample_models").glob("*.onnx"))
@@ -33,7 +34,7 @@ EXPECTED_PASSES = {
 
 
 def test_every_pass_is_registered_with_a_kebab_case_name() -> None:
-    names = set(registered_passes())
+    names = set(registered_passes("graph"))
     assert EXPECTED_PASSES <= names
     for p in graph_opt_passes() + [lowering_pass(), lowering_pass("lower-all")]:
         assert p.name in names and p.name == p.name.lower() and " " not in p.name
@@ -82,7 +83,7 @@ module @m {
     m = load(src)
     before = m.clone()
     ctx = PipelineContext(verify=True, keep_events=True)
-    run_graph_passes(m, graph_opt_passes(), "graph-opt", ctx)
+    run_passes(m, graph_opt_passes(), "graph-opt", ctx)
     assert_same_numerics(before, m)
     by_pass = {e.pass_name: e for e in ctx.events if e.changed}
     assert {"batchnorm-folding", "activation-fusion"} <= set(by_pass)

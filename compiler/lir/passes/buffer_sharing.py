@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from compiler.lir.ir import LIRFunction
 from compiler.lir.passes.analysis import analyze, is_activation, root_of
-from compiler.lir.passes.base import LIRPass, erase, record, register_lir_pass
+from compiler.lir.passes.base import LIRPass
+from compiler.passes.rewriter import Rewriter
 
 
-@register_lir_pass
 class BufferSharing(LIRPass):
     """For `k @out %b, @in %a, ...` where k has the "inplace" trait (elementwise), %a and %b
     are whole activations of one type, %a is last accessed here and %b first accessed here:
@@ -16,7 +16,7 @@ class BufferSharing(LIRPass):
     name = "buffer-sharing"
 
     def run(self, lir: LIRFunction) -> bool:
-        changed = False
+        rw = Rewriter(lir, rule=self.name)
         progress = True
         while progress:
             progress = False
@@ -34,13 +34,13 @@ class BufferSharing(LIRPass):
                     if a.last != i or any(root_of(u) is v and u is not v for u, _ in ins.operands):
                         continue  # dies later, or also read through a view here
                     # `v` lives on in `out`'s place: its own deallocs go, `out`'s become its.
-                    for d in a.deallocs:
-                        erase(lir, d)
-                    record(lir, "replace", out.name, "allocactivation", (v.name,))
-                    out.replace_all_uses_with(v)
-                    erase(lir, out)  # type: ignore[arg-type]
-                    progress = changed = True
+                    with rw.at(ins):
+                        for d in a.deallocs:
+                            rw.erase(d)
+                        rw.replace(out, v)
+                        rw.erase(out)  # type: ignore[arg-type]
+                    progress = True
                     break
                 if progress:
                     break
-        return changed
+        return rw.changed

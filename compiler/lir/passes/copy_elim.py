@@ -13,32 +13,33 @@ from __future__ import annotations
 
 from compiler.lir.ir import Instruction, LIRFunction, LValue, WeightVar
 from compiler.lir.passes.analysis import Access, analyze, is_activation
-from compiler.lir.passes.base import LIRPass, erase, record, register_lir_pass
+from compiler.lir.passes.base import LIRPass
+from compiler.passes.rewriter import Rewriter
 
 
-def _merge_into(lir: LIRFunction, gone: Instruction, keep: LValue, acc: dict[int, Access]) -> None:
+def _merge_into(
+    lir: LIRFunction, rw: Rewriter, gone: Instruction, keep: LValue, acc: dict[int, Access]
+) -> None:
     """Replace activation `gone` by `keep`, dropping `gone`'s alloc and (when needed) deallocs."""
     g = acc[id(gone)]
     if isinstance(keep, WeightVar):
         for d in g.deallocs:
-            erase(lir, d)
+            rw.erase(d)
     else:
         # `keep` lives on until the later of the two buffers' deallocs: keep only that one.
         k = acc[id(keep)]
         ds = sorted(g.deallocs + k.deallocs, key=lir.index_of)
         for d in ds[:-1]:
-            erase(lir, d)
-    record(lir, "replace", gone.name, "allocactivation", (keep.name,))
-    gone.replace_all_uses_with(keep)
-    erase(lir, gone)
+            rw.erase(d)
+    rw.replace(gone, keep)
+    rw.erase(gone)
 
 
-@register_lir_pass
 class CopyElimination(LIRPass):
     name = "copy-elimination"
 
     def run(self, lir: LIRFunction) -> bool:
-        changed = False
+        rw = Rewriter(lir)
         progress = True
         while progress:
             progress = False
@@ -49,14 +50,15 @@ class CopyElimination(LIRPass):
                 dst, src = ins.operand(0), ins.operand(1)
                 if dst.type != src.type:
                     continue
-                if self._try(lir, ins, c, dst, src, acc):
-                    progress = changed = True
+                if self._try(lir, rw, ins, c, dst, src, acc):
+                    progress = True
                     break
-        return changed
+        return rw.changed
 
     def _try(
         self,
         lir: LIRFunction,
+        rw: Rewriter,
         copy: Instruction,
         c: int,
         dst: LValue,
@@ -67,8 +69,9 @@ class CopyElimination(LIRPass):
             a, w = acc[id(src)], acc[id(dst)]
             if a.first < 0 or a.last > c or w.accessed_in(a.first, c, exclude=c):
                 return False
-            erase(lir, copy)
-            _merge_into(lir, src, dst, acc)  # type: ignore[arg-type]
+            with rw.at(copy, "copy-into-output"):
+                rw.erase(copy)
+                _merge_into(lir, rw, src, dst, acc)  # type: ignore[arg-type]
             return True
         if is_activation(dst) and is_activation(src):
             a, b = acc[id(src)], acc[id(dst)]
@@ -80,14 +83,16 @@ class CopyElimination(LIRPass):
             )
             if not (a_dies or frozen):
                 return False
-            erase(lir, copy)
-            _merge_into(lir, dst, src, analyze(lir))  # type: ignore[arg-type]
+            with rw.at(copy, "copy-between-activations"):
+                rw.erase(copy)
+                _merge_into(lir, rw, dst, src, analyze(lir))  # type: ignore[arg-type]
             return True
         if is_activation(dst) and isinstance(src, WeightVar) and src.is_input:
             b, w = acc[id(dst)], acc[id(src)]
             if b.writes != [c] or w.written_in(c, b.last):
                 return False
-            erase(lir, copy)
-            _merge_into(lir, dst, src, acc)  # type: ignore[arg-type]
+            with rw.at(copy, "copy-from-input"):
+                rw.erase(copy)
+                _merge_into(lir, rw, dst, src, acc)  # type: ignore[arg-type]
             return True
         return False

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from compiler.lir.ir import LIRFunction
+from compiler.lir.ir import Instruction, LIRFunction
 from compiler.lir.passes.analysis import is_activation, root_of
-from compiler.lir.passes.base import LIRPass, erase, register_lir_pass
+from compiler.lir.passes.base import LIRPass
+from compiler.passes.rewriter import Rewriter
 
 
-@register_lir_pass
 class DeadStoreElimination(LIRPass):
     """Walks the code backwards keeping the set of activations whose value is still needed; an
     instruction writing only activations outside that set is erased. Weights (inputs, outputs)
@@ -17,7 +17,7 @@ class DeadStoreElimination(LIRPass):
 
     def run(self, lir: LIRFunction) -> bool:
         needed: set[int] = set()
-        dead = []
+        dead: list[Instruction] = []
         for ins in reversed(lir.code):
             if ins.kind in ("allocactivation", "deallocactivation", "tensorview"):
                 continue
@@ -32,6 +32,7 @@ class DeadStoreElimination(LIRPass):
             for v, m in ins.operands:
                 if m in ("in", "inout"):
                     needed.add(id(root_of(v)))
+        rw = Rewriter(lir, rule=self.name)
         for ins in dead:
-            erase(lir, ins)
+            rw.erase(ins)
         return bool(dead)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from compiler.lir.ir import Instruction, LIRFunction
 from compiler.lir.passes.analysis import analyze
-from compiler.lir.passes.base import LIRPass, erase, register_lir_pass
+from compiler.lir.passes.base import LIRPass
+from compiler.passes.rewriter import Rewriter
 
 
 def _views_of(alloc: Instruction) -> list[Instruction]:
@@ -18,14 +19,13 @@ def _views_of(alloc: Instruction) -> list[Instruction]:
     return out
 
 
-@register_lir_pass
 class HoistDealloc(LIRPass):
     """Move each deallocactivation right after the last access of its buffer."""
 
     name = "hoist-dealloc"
 
     def run(self, lir: LIRFunction) -> bool:
-        changed = False
+        rw = Rewriter(lir, rule=self.name)
         for alloc in lir.allocs():
             acc = analyze_one(lir, alloc)
             for d in acc.deallocs:
@@ -34,28 +34,25 @@ class HoistDealloc(LIRPass):
                     anchor = lir.code[target]
                     if anchor is d:
                         continue
-                    lir.move_after(d, anchor)
-                    changed = True
-        return changed
+                    rw.move_after(d, anchor)
+        return rw.changed
 
 
-@register_lir_pass
 class SinkAlloc(LIRPass):
     """Move each allocactivation right before the first access of its buffer."""
 
     name = "sink-alloc"
 
     def run(self, lir: LIRFunction) -> bool:
-        changed = False
+        rw = Rewriter(lir, rule=self.name)
         for alloc in lir.allocs():
             acc = analyze_one(lir, alloc)
             first = acc.first
             if first < 0:
                 continue
             if first != lir.index_of(alloc) + 1:
-                lir.move_before(alloc, lir.code[first])
-                changed = True
-        return changed
+                rw.move_before(alloc, lir.code[first])
+        return rw.changed
 
 
 def analyze_one(lir: LIRFunction, alloc: Instruction):
@@ -80,25 +77,23 @@ def analyze_one(lir: LIRFunction, alloc: Instruction):
     return acc
 
 
-@register_lir_pass
 class DeadAllocElimination(LIRPass):
     """Erase tensorviews nobody uses, then allocactivations used only by their deallocs."""
 
     name = "dead-alloc-elimination"
 
     def run(self, lir: LIRFunction) -> bool:
-        changed = False
+        rw = Rewriter(lir, rule=self.name)
         for ins in reversed(list(lir.code)):
             if ins.kind == "tensorview" and not ins.users:
-                erase(lir, ins)
-                changed = True
+                rw.erase(ins)
         for alloc in lir.allocs():
             if all(u.kind == "deallocactivation" for u, _ in alloc.users):
-                for d in {id(u): u for u, _ in alloc.users}.values():
-                    erase(lir, d)
-                erase(lir, alloc)
-                changed = True
-        return changed
+                with rw.at(alloc):
+                    for d in {id(u): u for u, _ in alloc.users}.values():
+                        rw.erase(d)
+                    rw.erase(alloc)
+        return rw.changed
 
 
 __all__ = ["DeadAllocElimination", "HoistDealloc", "SinkAlloc", "analyze", "analyze_one"]

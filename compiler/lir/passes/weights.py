@@ -6,10 +6,10 @@ import numpy as np
 
 from compiler.lir.ir import LIRFunction
 from compiler.lir.passes.analysis import analyze
-from compiler.lir.passes.base import LIRPass, record, register_lir_pass
+from compiler.lir.passes.base import LIRPass
+from compiler.passes.rewriter import Rewriter
 
 
-@register_lir_pass
 class MakeWeightsConst(LIRPass):
     """A mutable weight that is neither an input nor an output and is never written holds
     nothing but its initial (zero) contents: it becomes a constant weight of zeros."""
@@ -18,7 +18,7 @@ class MakeWeightsConst(LIRPass):
 
     def run(self, lir: LIRFunction) -> bool:
         acc = analyze(lir)
-        changed = False
+        rw = Rewriter(lir, rule=self.name)
         for w in lir.weights.values():
             if w.is_constant or w.role is not None or acc[id(w)].writes:
                 continue
@@ -27,6 +27,5 @@ class MakeWeightsConst(LIRPass):
             data.setflags(write=False)
             w.data = data
             w._digest = None
-            record(lir, "replace", w.name, "weight", (w.name,))
-            changed = True
-        return changed
+            rw.changed_in_place(w)
+        return rw.changed

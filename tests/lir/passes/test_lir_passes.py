@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from compiler.lir.parser import parse_lir
-from compiler.lir.passes import get_lir_pass, registered_lir_passes
 from compiler.lir.pipeline import DEFAULT_LIR_PASSES
 from compiler.lir.printer import print_lir
 from compiler.lir.verifier import verify_lir
+from compiler.passes.registry import get_pass, registered_passes
 from tests.filecheck import check
 
 HEAD = """function @main
@@ -23,7 +23,7 @@ code {
 def run_pass(name: str, code: str, *, changed: bool | None = None) -> str:
     lir = parse_lir(HEAD + code + "}\n")
     verify_lir(lir)
-    did = get_lir_pass(name)().run(lir)
+    did = get_pass(name)().run(lir)
     verify_lir(lir)
     if changed is not None:
         assert did is changed, f"{name} changed={did}\n{print_lir(lir)}"
@@ -31,7 +31,7 @@ def run_pass(name: str, code: str, *, changed: bool | None = None) -> str:
 
 
 def test_registry_has_default_passes() -> None:
-    names = registered_lir_passes()
+    names = registered_passes("lir")
     for n in DEFAULT_LIR_PASSES:
         assert n in names
         assert n == n.lower() and " " not in n
@@ -298,7 +298,7 @@ CHECK-NEXT: %t = tanh
 CHECK-NEXT: %b.d = deallocactivation
 """,
     )
-    assert not get_lir_pass("hoist-dealloc")().run(parse_lir(out))
+    assert not get_pass("hoist-dealloc")().run(parse_lir(out))
 
 
 def test_sink_alloc() -> None:
@@ -312,7 +312,7 @@ CHECK-NEXT: %b = allocactivation
 CHECK-NEXT: %s = sigmoid
 """,
     )
-    assert not get_lir_pass("sink-alloc")().run(parse_lir(out))
+    assert not get_pass("sink-alloc")().run(parse_lir(out))
 
 
 def test_dead_alloc_elimination() -> None:
@@ -348,7 +348,7 @@ code {
   %a = add @out %y, @in %scratch, @in %written
 }
 """)
-    assert get_lir_pass("make-weights-const")().run(lir)
+    assert get_pass("make-weights-const")().run(lir)
     verify_lir(lir)
     text = print_lir(lir)
     check(
@@ -366,5 +366,5 @@ CHECK: %written = weight mutable : f32<2x8>
 def test_passes_are_idempotent_on_their_output(name: str) -> None:
     out = run_pass(name, LOOSE)
     lir = parse_lir(out)
-    get_lir_pass(name)().run(lir)
+    get_pass(name)().run(lir)
     assert print_lir(lir) == out or name in ("copy-elimination",)
