@@ -86,7 +86,7 @@ def sub_to_add(node: Node, rw: Rewriter) -> bool:
     ):
         return False
     c = rw.constant(f"{rhs.name}_neg", -data)
-    new = rw.create("Add", [lhs, c], name=node.name, origin=[node])
+    new = rw.create("Add", [lhs, c], name=node.name)
     rw.replace_node(node, new)
     return True
 

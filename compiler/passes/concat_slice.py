@@ -141,7 +141,6 @@ def simplify_split(node: Node, rw: Rewriter) -> bool:
         [x],
         {"starts": starts, "ends": ends, "steps": [1] * x.type.rank},
         name=f"{node.name}_{r.index}",
-        origin=[node],
     )
     rw.replace(r, new.result)
     if node.function is rw.fn and not node.has_users():
