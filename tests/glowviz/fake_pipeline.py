@@ -241,24 +241,26 @@ class FakeReference(FakeExecutor):
         return float(k) + (0.5 if k == 7 else 0.0)
 
 
+def _import_event(m: Module) -> PassEvent:
+    return PassEvent(
+        index=0,
+        stage="import",
+        pass_name="import-onnx",
+        ir_kind="graph",
+        ir=m.clone(),
+        changed=True,
+        time_ms=0.5,
+        count_before=0,
+        count_after=m.node_count(),
+    )
+
+
 def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> FakeResult:
     import time
 
     m = build_module()
     idx = 0
-    observer(
-        PassEvent(
-            index=0,
-            stage="import",
-            pass_name="import-onnx",
-            ir_kind="graph",
-            ir=m.clone(),
-            changed=True,
-            time_ms=0.5,
-            count_before=0,
-            count_after=m.node_count(),
-        )
-    )
+    observer(_import_event(m))
     for stage, name, fn in PASSES:
         idx += 1
         before = m.node_count()
@@ -301,19 +303,7 @@ def fake_failing_compile(model: Any, options: Any, observer: Any = None, **_: An
     from compiler.errors import PassError
 
     m = build_module()
-    observer(
-        PassEvent(
-            index=0,
-            stage="import",
-            pass_name="import-onnx",
-            ir_kind="graph",
-            ir=m.clone(),
-            changed=True,
-            time_ms=0.5,
-            count_before=0,
-            count_after=m.node_count(),
-        )
-    )
+    observer(_import_event(m))
     raise PassError(
         "cannot fold BatchNorm with a non-constant scale", pass_name="fold-batchnorm", node="bn1"
     )

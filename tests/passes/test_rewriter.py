@@ -23,6 +23,17 @@ from compiler.passes.rewriter import (
 )
 from tests.filecheck import check
 
+RELU = """
+module @m {
+  placeholder %x : f32<4>
+  placeholder %out : f32<4> output
+  func @main {
+    %a = Relu(%x) : f32<4>
+    Save(%a, %out)
+  }
+}
+"""
+
 
 def neg_neg(node: Node, rw: Rewriter) -> bool:
     inner = node.operands[0]
@@ -57,16 +68,7 @@ module @m {
 
 
 def test_created_nodes_record_origin() -> None:
-    m = load("""
-module @m {
-  placeholder %x : f32<4>
-  placeholder %out : f32<4> output
-  func @main {
-    %a = Relu(%x) : f32<4>
-    Save(%a, %out)
-  }
-}
-""")
+    m = load(RELU)
 
     def relu_to_max(node: Node, rw: Rewriter) -> bool:
         zero = rw.constant("zero", np.zeros(1, np.float32))
@@ -81,16 +83,7 @@ module @m {
 
 
 def test_non_converging_patterns_are_reported() -> None:
-    m = load("""
-module @m {
-  placeholder %x : f32<4>
-  placeholder %out : f32<4> output
-  func @main {
-    %a = Relu(%x) : f32<4>
-    Save(%a, %out)
-  }
-}
-""")
+    m = load(RELU)
 
     def flip(node: Node, rw: Rewriter) -> bool:
         other = "Abs" if node.op == "Relu" else "Relu"
@@ -130,16 +123,7 @@ def test_visits_are_linear_in_graph_size() -> None:
 
 
 def test_created_nodes_come_from_the_matched_node_by_default() -> None:
-    m = load("""
-module @m {
-  placeholder %x : f32<4>
-  placeholder %out : f32<4> output
-  func @main {
-    %a = Relu(%x) : f32<4>
-    Save(%a, %out)
-  }
-}
-""")
+    m = load(RELU)
 
     def relu_to_max(node: Node, rw: Rewriter) -> bool:
         zero = rw.constant("zero", np.zeros(1, np.float32))
