@@ -309,12 +309,9 @@ class LIRFunction:
         else:
             iname = self.unique_name(base)
         instr = Instruction(kind, iname, operands, attrs, type, meta)
-        srcs = tuple(o if isinstance(o, str) else o.name for o in origin)
-        if srcs:
-            instr.meta["origin"] = srcs
-        self._place(len(self.code) if at is None else at, instr)
-        self.journal.created(instr.name, kind, srcs)
-        return instr
+        if origin:
+            instr.meta["origin"] = tuple(o if isinstance(o, str) else o.name for o in origin)
+        return self.insert(len(self.code) if at is None else at, instr)
 
     def insert(self, index: int, instr: Instruction) -> Instruction:
         """Insert an (already built, not yet placed) instruction at position `index`."""
