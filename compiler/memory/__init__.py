@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from compiler.memory.allocators import ALIGNMENT, Interval, align, allocate, allocator_names
+from compiler.memory.allocators import Interval, allocate, allocator_names
 from compiler.memory.liveness import BufferLiveness, compute_liveness
 from compiler.memory.plan import BufferPlacement, MemoryPlan, check_plan, plan_memory
+from compiler.memory.regions import ALIGNMENT, REGIONS, align
 from compiler.memory.report import format_report, memory_report
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "BufferPlacement",
     "Interval",
     "MemoryPlan",
+    "REGIONS",
     "align",
     "allocate",
     "allocator_names",

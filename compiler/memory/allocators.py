@@ -16,12 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from compiler.errors import CompilerError
-
-ALIGNMENT = 64
-
-
-def align(n: int, alignment: int = ALIGNMENT) -> int:
-    return (n + alignment - 1) // alignment * alignment
+from compiler.memory.regions import ALIGNMENT
 
 
 @dataclass(frozen=True)

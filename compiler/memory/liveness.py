@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
-from compiler.memory.allocators import ALIGNMENT, Interval, align
+from compiler.memory.allocators import Interval
+from compiler.memory.regions import ALIGNMENT, align
 
 
 @dataclass

@@ -11,8 +11,16 @@ from dataclasses import dataclass, field
 
 from compiler.errors import CompilerError
 from compiler.lir.ir import LIRFunction
-from compiler.memory.allocators import ALIGNMENT, align, allocate, check_allocation
+from compiler.memory.allocators import allocate, check_allocation
 from compiler.memory.liveness import BufferLiveness, compute_liveness
+from compiler.memory.regions import (
+    ACTIVATIONS,
+    ALIGNMENT,
+    CONSTANT,
+    MUTABLE,
+    WEIGHT_REGIONS,
+    align,
+)
 
 
 @dataclass
@@ -75,10 +83,10 @@ class MemoryPlan:
 def _place_weights(
     lir: LIRFunction, alignment: int
 ) -> tuple[list[BufferPlacement], dict[str, int]]:
-    sizes = {"constant": 0, "mutable": 0}
+    sizes = dict.fromkeys(WEIGHT_REGIONS, 0)
     out = []
     for w in lir.weights.values():
-        region = "constant" if w.is_constant else "mutable"
+        region = CONSTANT if w.is_constant else MUTABLE
         raw = w.type_.size_bytes
         size = align(raw, alignment)
         role = f" ({w.role})" if w.role else ""
@@ -110,11 +118,11 @@ def plan_memory(
     weights, sizes = _place_weights(lir, alignment)
     buffers = [_placement(b, alloc.offsets[b.name], alloc.reasons[b.name]) for b in live.values()]
     buffers.sort(key=lambda b: (b.first, b.name))
-    sizes["activations"] = alloc.size
+    sizes[ACTIVATIONS] = alloc.size
     return MemoryPlan(
         alignment,
         allocator,
-        {"constant": sizes["constant"], "mutable": sizes["mutable"], "activations": alloc.size},
+        sizes,
         buffers,
         weights,
         alloc.size,
@@ -130,7 +138,7 @@ def _placement(b: BufferLiveness, offset: int, reason: str) -> BufferPlacement:
         b.name,
         b.size,
         offset,
-        "activations",
+        ACTIVATIONS,
         b.first,
         b.last,
         b.producer,
@@ -159,7 +167,7 @@ def check_plan(plan: MemoryPlan) -> list[str]:
                 f"%{b.name} ends at {b.offset + b.size}, past its {b.region} region "
                 f"({plan.region_sizes.get(b.region, 0)} B)"
             )
-    for region in ("constant", "mutable"):
+    for region in WEIGHT_REGIONS:
         ws = sorted((w for w in plan.weights if w.region == region), key=lambda w: w.offset)
         for a, b in zip(ws, ws[1:]):
             if a.offset + a.size > b.offset:

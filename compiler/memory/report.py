@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.memory.plan import MemoryPlan
+from compiler.memory.regions import REGIONS
 
 SCHEMA = "glowviz.memory/1"
 
@@ -34,9 +35,7 @@ def memory_report(
         "scheduler": scheduler,
         "allocator": allocator or plan.allocator,
         "alignment": plan.alignment,
-        "regions": {
-            k: int(plan.region_sizes.get(k, 0)) for k in ("constant", "mutable", "activations")
-        },
+        "regions": {k: int(plan.region_sizes.get(k, 0)) for k in REGIONS},
         "peak_bytes": int(plan.peak_bytes),
         "lower_bound_bytes": int(plan.lower_bound_bytes),
         "no_reuse_bytes": int(plan.no_reuse_bytes),
@@ -77,10 +76,7 @@ def format_report(report: dict[str, Any], top: int = 15) -> str:
         f"memory plan for {r['model'] or '<model>'}  (scheduler {r['scheduler']}, "
         f"allocator {r['allocator']}, alignment {r['alignment']} B)",
         "regions:",
-        *(
-            f"  {k:<12} {human_bytes(regions[k]):>12}  ({regions[k]} B)"
-            for k in ("constant", "mutable", "activations")
-        ),
+        *(f"  {k:<12} {human_bytes(regions[k]):>12}  ({regions[k]} B)" for k in REGIONS),
         f"peak (activations)   {human_bytes(peak):>12}",
         f"lower bound          {human_bytes(lb):>12}   ratio {ratio:.3f}",
         f"no reuse (sum)       {human_bytes(r['no_reuse_bytes']):>12}   "

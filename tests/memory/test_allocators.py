@@ -9,13 +9,13 @@ import pytest
 from compiler.errors import CompilerError
 from compiler.memory.allocators import (
     Interval,
-    align,
     allocate,
     allocator_names,
     check_allocation,
     live_profile,
     lower_bound,
 )
+from compiler.memory.regions import align
 
 ALLOCATORS = ["first-fit", "lower-bound"]
 

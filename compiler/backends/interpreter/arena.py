@@ -19,9 +19,7 @@ import numpy as np
 from compiler.errors import CompilerError, ExecutionError, InputError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.printer import format_instruction
-
-REGIONS = ("constant", "mutable", "activations")
-ALIGNMENT = 64
+from compiler.memory.regions import ACTIVATIONS, ALIGNMENT, CONSTANT, MUTABLE, REGIONS, align
 
 Breakpoint = int | Callable[[int, Instruction], bool]
 
@@ -33,10 +31,6 @@ class StepInfo:
     index: int
     instruction: Instruction
     written: list[str] = field(default_factory=list)
-
-
-def _align(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
 
 
 class NaivePlan:
@@ -51,14 +45,14 @@ class NaivePlan:
         self.offsets: dict[str, tuple[str, int]] = {}
         sizes = dict.fromkeys(REGIONS, 0)
         for w in lir.weights.values():
-            region = "constant" if w.is_constant else "mutable"
+            region = CONSTANT if w.is_constant else MUTABLE
             self.offsets[w.name] = (region, sizes[region])
-            sizes[region] += _align(w.type_.size_bytes, alignment)
+            sizes[region] += align(w.type_.size_bytes, alignment)
         for ins in lir.code:
             if ins.kind == "allocactivation":
                 assert ins.type is not None
-                self.offsets[ins.name] = ("activations", sizes["activations"])
-                sizes["activations"] += _align(ins.type.size_bytes, alignment)
+                self.offsets[ins.name] = (ACTIVATIONS, sizes[ACTIVATIONS])
+                sizes[ACTIVATIONS] += align(ins.type.size_bytes, alignment)
         self.region_sizes = sizes
 
     def offset_of(self, name: str) -> tuple[str, int]:
@@ -80,7 +74,7 @@ class ArenaInterpreter:
         total = 0
         for r in REGIONS:
             self.region_base[r] = total
-            total += _align(int(sizes.get(r, 0)), self.alignment)
+            total += align(int(sizes.get(r, 0)), self.alignment)
         self.region_end = {r: self.region_base[r] + int(sizes.get(r, 0)) for r in REGIONS}
         self._raw = np.zeros(total + self.alignment, dtype=np.uint8)
         shift = (-self._raw.ctypes.data) % self.alignment
@@ -138,7 +132,7 @@ class ArenaInterpreter:
     def reset(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None) -> None:
         """Back to instruction 0: activations cleared (poisoned), outputs zeroed, inputs written."""
         self.pc = 0
-        act0, act1 = self.region_base["activations"], self.region_end["activations"]
+        act0, act1 = self.region_base[ACTIVATIONS], self.region_end[ACTIVATIONS]
         if self.poison:
             self.arena[act0:act1] = 0
             for ins in self.lir.code:

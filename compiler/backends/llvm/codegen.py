@@ -31,13 +31,7 @@ from compiler.backends.llvm.emitters.common import (
 from compiler.backends.llvm.emitters.elementwise import emit_chain, is_elementwise
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
-
-REGIONS = ("constant", "mutable", "activations")
-ALIGNMENT = 64
-
-
-def _align(n: int, a: int = ALIGNMENT) -> int:
-    return (n + a - 1) // a * a
+from compiler.memory.regions import CONSTANT, REGIONS, align
 
 
 @dataclass
@@ -209,11 +203,11 @@ class CodeGen:
             instrs.append(InstrCode(idx, ins.name, ins.kind, entry, em.calls, em.strategy))
 
         # Blobs (packed weights) after the plan's constant region.
-        csize = _align(int(self.plan.region_sizes.get("constant", 0)))
+        csize = align(int(self.plan.region_sizes.get(CONSTANT, 0)))
         offsets = []
         for blob in self.sink.blobs:
             offsets.append(csize)
-            csize = _align(csize + blob.nbytes)
+            csize = align(csize + blob.nbytes)
 
         for ic in instrs:
             if ic.entry is not None:

@@ -26,6 +26,7 @@ from compiler.backends.llvm.kernels.common import (  # the basics are shared wit
 from compiler.backends.llvm.kernels.common import i64 as c64
 from compiler.errors import CodegenError
 from compiler.graph.types import ElemKind, TensorType
+from compiler.memory.regions import ALIGNMENT
 
 F64 = ir.DoubleType()
 F16 = ir.HalfType()
@@ -356,7 +357,7 @@ class KernelSink:
         g.initializer = ir.Constant(aty, [ir.Constant(ety, v) for v in vals])
         g.global_constant = True
         g.linkage = "private"
-        g.align = 64
+        g.align = ALIGNMENT
         return g
 
 

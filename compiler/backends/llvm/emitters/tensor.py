@@ -37,6 +37,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.kernels.common import clamp
+from compiler.memory.regions import ALIGNMENT
 
 
 def strided_copy(
@@ -68,7 +69,7 @@ def strided_copy(
             g = ir.GlobalVariable(ctx.sink.module, aty, buf)
             g.initializer = ir.Constant(aty, None)
             g.linkage = "internal"
-            g.align = 64
+            g.align = ALIGNMENT
             cs = contiguous_strides(cshape)
 
             def body1(ivs):

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from compiler.memory.regions import ALIGNMENT
+
 F32 = ir.FloatType()
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
@@ -190,7 +192,7 @@ def scratch(module: ir.Module, name: str, nfloats: int) -> ir.GlobalVariable:
     ty = ir.ArrayType(F32, max(1, nfloats))
     g = ir.GlobalVariable(module, ty, name)
     g.initializer = ir.Constant(ty, None)
-    g.align = 64
+    g.align = ALIGNMENT
     g.linkage = "internal"
     g.type = PTR  # opaque pointer, so vector and scalar accesses need no casts
     return g
