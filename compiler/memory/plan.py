@@ -14,10 +14,10 @@ from compiler.lir.ir import LIRFunction
 from compiler.memory.allocators import allocate, check_allocation
 from compiler.memory.liveness import BufferLiveness, compute_liveness
 from compiler.memory.regions import (
-    ACTIVATIONS,
+    ACTIVATION_REGION,
     ALIGNMENT,
-    CONSTANT,
-    MUTABLE,
+    CONSTANT_REGION,
+    MUTABLE_REGION,
     WEIGHT_REGIONS,
     align,
 )
@@ -86,7 +86,7 @@ def _place_weights(
     sizes = dict.fromkeys(WEIGHT_REGIONS, 0)
     out = []
     for w in lir.weights.values():
-        region = CONSTANT if w.is_constant else MUTABLE
+        region = CONSTANT_REGION if w.is_constant else MUTABLE_REGION
         raw = w.type_.size_bytes
         size = align(raw, alignment)
         role = f" ({w.role})" if w.role else ""
@@ -118,7 +118,7 @@ def plan_memory(
     weights, sizes = _place_weights(lir, alignment)
     buffers = [_placement(b, alloc.offsets[b.name], alloc.reasons[b.name]) for b in live.values()]
     buffers.sort(key=lambda b: (b.first, b.name))
-    sizes[ACTIVATIONS] = alloc.size
+    sizes[ACTIVATION_REGION] = alloc.size
     return MemoryPlan(
         alignment,
         allocator,
@@ -138,7 +138,7 @@ def _placement(b: BufferLiveness, offset: int, reason: str) -> BufferPlacement:
         b.name,
         b.size,
         offset,
-        ACTIVATIONS,
+        ACTIVATION_REGION,
         b.first,
         b.last,
         b.producer,

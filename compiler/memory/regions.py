@@ -12,12 +12,12 @@ from __future__ import annotations
 #: Bytes: one cache line, and the widest vector (AVX-512) loads without splitting.
 ALIGNMENT = 64
 
-CONSTANT = "constant"
-MUTABLE = "mutable"
-ACTIVATIONS = "activations"
-REGIONS = (CONSTANT, MUTABLE, ACTIVATIONS)
+CONSTANT_REGION = "constant"
+MUTABLE_REGION = "mutable"
+ACTIVATION_REGION = "activations"
+REGIONS = (CONSTANT_REGION, MUTABLE_REGION, ACTIVATION_REGION)
 #: The regions holding weights (the declare section), in declaration order.
-WEIGHT_REGIONS = (CONSTANT, MUTABLE)
+WEIGHT_REGIONS = (CONSTANT_REGION, MUTABLE_REGION)
 
 
 def align(n: int, alignment: int = ALIGNMENT) -> int:
@@ -25,4 +25,12 @@ def align(n: int, alignment: int = ALIGNMENT) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
-__all__ = ["ACTIVATIONS", "ALIGNMENT", "CONSTANT", "MUTABLE", "REGIONS", "WEIGHT_REGIONS", "align"]
+__all__ = [
+    "ACTIVATION_REGION",
+    "ALIGNMENT",
+    "CONSTANT_REGION",
+    "MUTABLE_REGION",
+    "REGIONS",
+    "WEIGHT_REGIONS",
+    "align",
+]

@@ -19,7 +19,14 @@ import numpy as np
 from compiler.errors import CompilerError, ExecutionError, InputError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.printer import format_instruction
-from compiler.memory.regions import ACTIVATIONS, ALIGNMENT, CONSTANT, MUTABLE, REGIONS, align
+from compiler.memory.regions import (
+    ACTIVATION_REGION,
+    ALIGNMENT,
+    CONSTANT_REGION,
+    MUTABLE_REGION,
+    REGIONS,
+    align,
+)
 
 Breakpoint = int | Callable[[int, Instruction], bool]
 
@@ -45,14 +52,14 @@ class NaivePlan:
         self.offsets: dict[str, tuple[str, int]] = {}
         sizes = dict.fromkeys(REGIONS, 0)
         for w in lir.weights.values():
-            region = CONSTANT if w.is_constant else MUTABLE
+            region = CONSTANT_REGION if w.is_constant else MUTABLE_REGION
             self.offsets[w.name] = (region, sizes[region])
             sizes[region] += align(w.type_.size_bytes, alignment)
         for ins in lir.code:
             if ins.kind == "allocactivation":
                 assert ins.type is not None
-                self.offsets[ins.name] = (ACTIVATIONS, sizes[ACTIVATIONS])
-                sizes[ACTIVATIONS] += align(ins.type.size_bytes, alignment)
+                self.offsets[ins.name] = (ACTIVATION_REGION, sizes[ACTIVATION_REGION])
+                sizes[ACTIVATION_REGION] += align(ins.type.size_bytes, alignment)
         self.region_sizes = sizes
 
     def offset_of(self, name: str) -> tuple[str, int]:
@@ -132,7 +139,7 @@ class ArenaInterpreter:
     def reset(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None) -> None:
         """Back to instruction 0: activations cleared (poisoned), outputs zeroed, inputs written."""
         self.pc = 0
-        act0, act1 = self.region_base[ACTIVATIONS], self.region_end[ACTIVATIONS]
+        act0, act1 = self.region_base[ACTIVATION_REGION], self.region_end[ACTIVATION_REGION]
         if self.poison:
             self.arena[act0:act1] = 0
             for ins in self.lir.code:

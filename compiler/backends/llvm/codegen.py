@@ -31,7 +31,7 @@ from compiler.backends.llvm.emitters.common import (
 from compiler.backends.llvm.emitters.elementwise import emit_chain, is_elementwise
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
-from compiler.memory.regions import CONSTANT, REGIONS, align
+from compiler.memory.regions import CONSTANT_REGION, REGIONS, align
 
 
 @dataclass
@@ -203,7 +203,7 @@ class CodeGen:
             instrs.append(InstrCode(idx, ins.name, ins.kind, entry, em.calls, em.strategy))
 
         # Blobs (packed weights) after the plan's constant region.
-        csize = align(int(self.plan.region_sizes.get(CONSTANT, 0)))
+        csize = align(int(self.plan.region_sizes.get(CONSTANT_REGION, 0)))
         offsets = []
         for blob in self.sink.blobs:
             offsets.append(csize)
