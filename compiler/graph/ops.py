@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.errors import ShapeError, VerifyError
+from compiler.graph.activations import ACTIVATIONS, NONE, check_fused
 from compiler.graph.types import ElemKind, TensorType, broadcast_shapes
 
 REQUIRED: Any = object()
@@ -98,8 +99,8 @@ def _wrap_infer(op: OpDef) -> Callable[..., list[TensorType]]:
             )
         try:
             return fn(types, attrs)
-        except ShapeError as e:
-            raise ShapeError(f"{op.name} '{node_name}': {e.message}") from None
+        except (ShapeError, VerifyError) as e:
+            raise type(e)(f"{op.name} '{node_name}': {e.message}") from None
         except (ValueError, IndexError, ZeroDivisionError) as e:
             raise ShapeError(f"{op.name} '{node_name}': {e}") from None
 
@@ -421,11 +422,26 @@ def _save(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
 # ---------------------------------------------------------------------------------------------
 
 _ACT = {
-    "activation": Attr(
-        "str", "none", "fused activation: none, relu, clip, leaky_relu, sigmoid, tanh"
+    "activation": Attr("str", NONE, f"fused activation: {', '.join((NONE, *ACTIVATIONS))}"),
+    "act_args": Attr(
+        "floats",
+        (),
+        "arguments of the fused activation: "
+        + "; ".join(f"{a.name} ({', '.join(a.params)})" for a in ACTIVATIONS.values() if a.params),
     ),
-    "act_args": Attr("floats", (), "arguments of the fused activation (clip: min, max)"),
 }
+
+
+def _fused(infer: InferFn) -> InferFn:
+    """Type inference of an op with the fused-activation attributes (`_ACT`): checks them too."""
+
+    def checked(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        check_fused(attrs["activation"], attrs["act_args"])
+        return infer(types, attrs)
+
+    return checked
+
+
 _ELEM = frozenset({"elementwise", "pure", "inplace"})
 
 for _name, _doc in [
@@ -591,7 +607,7 @@ register(
     OpDef(
         "Conv",
         ("input", "filter", "bias"),
-        _conv,
+        _fused(_conv),
         {
             "strides": Attr("ints", (1, 1)),
             "pads": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
@@ -856,7 +872,7 @@ register(
     OpDef(
         "FullyConnected",
         ("input", "weights", "bias"),
-        _fully_connected,
+        _fused(_fully_connected),
         dict(_ACT),
         frozenset({"pure"}),
         "matmul",

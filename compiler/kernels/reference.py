@@ -14,15 +14,16 @@ zero; integer Pow with negative exponents goes through float64 and truncates.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from compiler.errors import ExecutionError
+from compiler.graph.activations import NONE, get_activation
+from compiler.graph.ops import all_ops
 from compiler.graph.types import ElemKind
-from compiler.kernels import reference_nn as _nn
-from compiler.kernels.reference_nn import apply_activation, erf
+from compiler.kernels.reference_nn import NN_KERNELS, erf
 
 Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
 
@@ -316,7 +317,7 @@ def _fully_connected(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.nd
     x, w, b = ins
     y = np.matmul(x, w)
     y += b
-    return [apply_activation(y, attrs["activation"], attrs["act_args"])]
+    return [y]
 
 
 # -- reductions and softmax -------------------------------------------------------------------
@@ -394,9 +395,35 @@ def _save(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
 
 
 # Convolution, pooling, normalisation and resize live in reference_nn.
-for _name, _fn in _nn.NN_KERNELS.items():
+for _name, _fn in NN_KERNELS.items():
     assert _name not in KERNELS, _name
     KERNELS[_name] = _fn
+
+
+# -- fused activations ------------------------------------------------------------------------
+
+
+def apply_activation(y: np.ndarray, activation: str, act_args: Sequence[float]) -> np.ndarray:
+    """A fused `activation` (compiler/graph/activations.py) on `y`: its op's reference kernel."""
+    if activation == NONE:
+        return y
+    act = get_activation(activation)
+    return np.asarray(KERNELS[act.op]([y], act.attrs_of(act_args))[0], dtype=y.dtype)
+
+
+def _with_fused_activation(fn: Kernel) -> Kernel:
+    def k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        (y,) = fn(ins, attrs)
+        return [apply_activation(y, attrs["activation"], attrs["act_args"])]
+
+    return k
+
+
+# Every op with the fused-activation attributes (Conv, FullyConnected) runs its activation after
+# its own kernel, so no kernel applies it by hand.
+for _name, _op in all_ops().items():
+    if "activation" in _op.attrs:
+        KERNELS[_name] = _with_fused_activation(KERNELS[_name])
 
 
 # -- evaluation of one node -------------------------------------------------------------------
@@ -441,4 +468,4 @@ def evaluate(node: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return res
 
 
-__all__ = ["KERNELS", "Kernel", "evaluate", "kernel"]
+__all__ = ["KERNELS", "Kernel", "apply_activation", "evaluate", "kernel"]

@@ -1,7 +1,7 @@
 """Reference kernels for the neural-network ops: convolutions, pooling, normalisation, resize.
 
-Part of `compiler.kernels.reference` (which registers `NN_KERNELS`); also holds the shared
-helpers `erf` and `apply_activation`. Convolution is im2col over a strided window view + one
+Part of `compiler.kernels.reference` (which registers `NN_KERNELS` and applies the fused
+activation of Conv); also holds the shared helper `erf`. Convolution is im2col over a strided window view + one
 batched matmul per group; accumulation is float32 for float32 inputs, as onnxruntime's.
 """
 
@@ -68,33 +68,6 @@ def _erf_series(x: np.ndarray) -> np.ndarray:
     return _TWO_OVER_SQRT_PI * np.exp(-x * x) * s
 
 
-# -- fused activations ------------------------------------------------------------------------
-
-
-def apply_activation(y: np.ndarray, activation: str, args: tuple[float, ...]) -> np.ndarray:
-    """The `activation` attribute of Conv/FullyConnected, applied in place where possible."""
-    if activation == "none":
-        return y
-    t = y.dtype.type
-    if activation == "relu":
-        return np.maximum(y, t(0), out=y)
-    if activation == "clip":
-        lo = args[0] if len(args) > 0 else -math.inf
-        hi = args[1] if len(args) > 1 else math.inf
-        return np.minimum(np.maximum(y, t(lo), out=y), t(hi), out=y)
-    if activation == "leaky_relu":
-        alpha = args[0] if args else 0.01
-        return np.where(y >= 0, y, y * t(alpha))
-    if activation == "sigmoid":
-        e = np.exp(-np.abs(y))
-        return np.where(y >= 0, 1 / (1 + e), e / (1 + e)).astype(y.dtype, copy=False)
-    if activation == "tanh":
-        return np.tanh(y)
-    raise ExecutionError(
-        f"unknown fused activation '{activation}' (none, relu, clip, leaky_relu, sigmoid, tanh)"
-    )
-
-
 # -- convolution ------------------------------------------------------------------------------
 
 
@@ -148,7 +121,7 @@ def conv(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         out = np.matmul(cols, wm).transpose(0, 1, 3, 2).reshape(n, k, oh, ow)
     out = np.ascontiguousarray(out.reshape(n, k, oh, ow))
     out += b.reshape(1, k, 1, 1)
-    return [apply_activation(out, attrs["activation"], attrs["act_args"])]
+    return [out]
 
 
 @_k("ConvTranspose")

@@ -1,9 +1,9 @@
-"""Activation fusion: Relu / Clip / LeakyRelu / Sigmoid / Tanh after a Conv or FullyConnected
-(whose activation is still "none" and whose result has one use) becomes the producer's fused
-`activation` / `act_args` attributes. The fused node is new and named `<producer>_<activation>`
-(conv_3 + relu_3 -> conv_3_relu), with both nodes as its origin.
+"""Activation fusion: an activation op (the ops of the table in compiler/graph/activations.py:
+Relu, Clip, LeakyRelu, Sigmoid, Tanh) after a Conv or FullyConnected (whose activation is still
+"none" and whose result has one use) becomes the producer's fused `activation` / `act_args`
+attributes, `act_args` being the op's attributes the table names. The fused node is new and
+named `<producer>_<activation>` (conv_3 + relu_3 -> conv_3_relu), with both nodes as its origin.
 
-`act_args` conventions: relu (), clip (min, max), leaky_relu (alpha,), sigmoid (), tanh ().
 Backends that cannot run a fused activation get it split off again by `lower`, which records the
 backend's set in `module.meta["fused_activations"]` so that the optimisations after lowering only
 fuse what the backend runs.
@@ -13,36 +13,29 @@ from __future__ import annotations
 
 from functools import partial
 
+from compiler.graph.activations import BY_OP, NONE
 from compiler.graph.ir import Function, Node
 from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import Rewriter, apply_patterns, producer, single_use
 
 FUSIBLE_PRODUCERS = ("Conv", "FullyConnected")
 
-#: op -> (activation name, function of the node's attrs giving act_args)
-ACTIVATIONS = {
-    "Relu": ("relu", lambda a: ()),
-    "Clip": ("clip", lambda a: (a["min"], a["max"])),
-    "LeakyRelu": ("leaky_relu", lambda a: (a["alpha"],)),
-    "Sigmoid": ("sigmoid", lambda a: ()),
-    "Tanh": ("tanh", lambda a: ()),
-}
-
 
 def fuse_activation(node: Node, rw: Rewriter, allowed: frozenset[str] | None = None) -> bool:
-    act, args = ACTIVATIONS[node.op]
-    if allowed is not None and act not in allowed:
+    act = BY_OP[node.op]
+    if allowed is not None and act.name not in allowed:
         return False
     src = producer(node.operands[0])
     if (
         src is None
         or src.op not in FUSIBLE_PRODUCERS
-        or src.attrs["activation"] != "none"
+        or src.attrs["activation"] != NONE
         or not single_use(src.result)
     ):
         return False
-    attrs = dict(src.attrs, activation=act, act_args=args(node.attrs))
-    fused = rw.create(src.op, src.operands, attrs, name=f"{src.name}_{act}", origin=[src, node])
+    attrs = dict(src.attrs, activation=act.name, act_args=act.args_of(node.attrs))
+    name = f"{src.name}_{act.name}"
+    fused = rw.create(src.op, src.operands, attrs, name=name, origin=[src, node])
     rw.replace_node(node, fused)
     return True
 
@@ -59,4 +52,4 @@ class ActivationFusion(GraphPass):
         if allowed is None:
             allowed = fn.module.meta.get("fused_activations")
         pattern = partial(fuse_activation, allowed=allowed)
-        return apply_patterns(fn, {op: [pattern] for op in ACTIVATIONS})
+        return apply_patterns(fn, {op: [pattern] for op in BY_OP})

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import CompilerError
+from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ir import Function, Node, Value
 from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import Rewriter, apply_patterns, const_data
@@ -130,19 +131,11 @@ class _Builder:
 
 
 def _activation(b: _Builder, x: Value, act: str, args: tuple[float, ...]) -> Value:
-    if act == "none":
+    """The node a fused activation stands for (compiler/graph/activations.py), applied to x."""
+    if act == NONE:
         return x
-    if act == "relu":
-        return b.op("Relu", [x])
-    if act == "clip":
-        return b.op("Clip", [x], {"min": args[0], "max": args[1]})
-    if act == "leaky_relu":
-        return b.op("LeakyRelu", [x], {"alpha": args[0]})
-    if act == "sigmoid":
-        return b.op("Sigmoid", [x])
-    if act == "tanh":
-        return b.op("Tanh", [x])
-    raise CompilerError(f"{b.node.name}: unknown fused activation '{act}'")
+    spec = get_activation(act)
+    return b.op(spec.op, [x], spec.attrs_of(args))
 
 
 # -- lowerings: (node, builder) -> bool ------------------------------------------------------

@@ -28,8 +28,7 @@ from compiler.backends.llvm.emitters.common import (
     register,
     unsupported,
 )
-from compiler.backends.llvm.emitters.elementwise import activation_pass, fused_activation
-from compiler.backends.llvm.emitters.matmul import _KERNEL_ACTS, kernel_activation
+from compiler.backends.llvm.emitters.elementwise import fused_activation, kernel_activation
 from compiler.backends.llvm.kernels.common import in_range
 from compiler.backends.llvm.kernels.conv import emit_conv2d, pack_conv_weights
 from compiler.graph.types import ElemKind
@@ -108,8 +107,6 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
         strat = _STRATEGY.get(key, strat)
         blob = ctx.sink.blob(packed, key=("conv", w.name, at["group"]))
         calls = [Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=out), Arg(value=bias)])]
-        if act not in _KERNEL_ACTS:
-            calls.append(activation_pass(ctx, ins, out, act, act_args))
         return Emitted(calls, strat)
     return Emitted([_direct_conv(ctx, ins, out, x, w, bias)], "direct")
 
@@ -221,8 +218,6 @@ def _emit_pixel_rows(
         b.ret_void()
         name = ctx.sink.adopt(key, fn)
     calls.append(Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=out), Arg(value=bias)]))
-    if act not in _KERNEL_ACTS:
-        calls.append(activation_pass(ctx, ins, out, act, act_args))
     return Emitted(calls, "pixel-rows-gemm")
 
 
@@ -508,8 +503,6 @@ def _emit_shift_gemm(
         b.ret_void()
         name = ctx.sink.adopt(key, fn)
     calls = [Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=out), Arg(value=bias)])]
-    if act not in _KERNEL_ACTS:
-        calls.append(activation_pass(ctx, ins, out, act, act_args))
     return Emitted(calls, "padded-shift-gemm")
 
 

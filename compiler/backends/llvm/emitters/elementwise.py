@@ -1,6 +1,10 @@
-"""Element-wise instructions (unary, binary, comparisons, where, cast, fused activations) as
-specialised loops with constant trip counts and broadcasting strides; the O3 loop vectoriser
-widens them. Chains of element-wise instructions are stacked into one loop (`emit_chain`).
+"""Element-wise instructions (unary, binary, comparisons, where, cast) as specialised loops with
+constant trip counts and broadcasting strides; the O3 loop vectoriser widens them. Chains of
+element-wise instructions are stacked into one loop (`emit_chain`).
+
+Fused activations (compiler/graph/activations.py) have no IR of their own: an activation is its
+op's scalar builder here (`fused_activation`), and the GEMM/convolution kernels run the ones in
+`EPILOGUE_ACTIVATIONS` in their epilogue (`kernel_activation`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from compiler.backends.llvm.emitters.common import (
     store_elem,
     unsupported,
 )
+from compiler.backends.llvm.kernels.common import Activation, apply_activation
+from compiler.graph.activations import NONE, get_activation
 from compiler.graph.types import ElemKind
 
 Scalar = Callable[
@@ -98,7 +104,7 @@ def _need_float(es: list[ElemKind]) -> None:
 def _relu(b, xs, es, eo, at):
     x = xs[0]
     if _isf(es[0]):
-        return b.select(b.fcmp_ordered("<", x, _z(x)), _z(x), x)
+        return apply_activation(b, x, "relu")
     if _unsigned(es[0]):
         return x
     return imax(b, x, _z(x))
@@ -282,11 +288,7 @@ def _clip(b, xs, es, eo, at):
     x = xs[0]
     lo, hi = at["min"], at["max"]
     if _isf(es[0]):
-        if lo != -math.inf:
-            x = b.select(b.fcmp_ordered("<", x, const(x.type, lo)), const(x.type, lo), x)
-        if hi != math.inf:
-            x = b.select(b.fcmp_ordered(">", x, const(x.type, hi)), const(x.type, hi), x)
-        return x
+        return apply_activation(b, x, ("clip", lo, hi))
     import numpy as np
 
     info = np.iinfo(es[0].np_dtype)
@@ -410,24 +412,32 @@ def _cast(b, xs, es, eo, at):
 
 
 def fused_activation(b: ir.IRBuilder, v: ir.Value, act: str, args: Sequence[float]) -> ir.Value:
-    """The `activation` attribute of conv / fully-connected, on a float scalar."""
-    if act == "none":
+    """The `activation` attribute of conv / fully-connected on a float32 scalar: the scalar
+    builder of the op the activation stands for."""
+    if act == NONE:
         return v
-    if act == "relu":
-        return b.select(b.fcmp_ordered("<", v, _z(v)), _z(v), v)
-    if act == "clip":
-        lo = args[0] if len(args) > 0 else -math.inf
-        hi = args[1] if len(args) > 1 else math.inf
-        v = b.select(b.fcmp_ordered("<", v, const(F32, lo)), const(F32, lo), v)
-        return b.select(b.fcmp_ordered(">", v, const(F32, hi)), const(F32, hi), v)
-    if act == "leaky_relu":
-        alpha = args[0] if args else 0.01
-        return b.select(b.fcmp_ordered(">=", v, _z(v)), v, b.fmul(v, const(F32, alpha)))
-    if act == "sigmoid":
-        return sigmoid(b, v)
-    if act == "tanh":
-        return call_libm(b, "tanhf", v)
-    raise ValueError(act)
+    spec = get_activation(act)
+    build = SCALAR[spec.op.lower()]
+    return build(b, [v], [ElemKind.F32], ElemKind.F32, spec.attrs_of(args))
+
+
+#: Fused activations the GEMM and convolution kernels run in their epilogue, on vectors
+#: (kernels/common.py `apply_activation`). The backend contract offers exactly these for fusion
+#: into Conv / FullyConnected; lowering splits any other back into its own node.
+EPILOGUE_ACTIVATIONS = frozenset({"relu", "clip"})
+
+
+def kernel_activation(act: str, args: Sequence[float]) -> Activation:
+    """The kernels' epilogue form of a fused activation (None for "none")."""
+    if act == NONE:
+        return None
+    if act not in EPILOGUE_ACTIVATIONS:
+        raise ValueError(
+            f"fused activation '{act}' is not run by the GEMM/convolution kernels "
+            f"(only {', '.join(sorted(EPILOGUE_ACTIVATIONS))}); lowering splits it off"
+        )
+    attrs = get_activation(act).attrs_of(args)
+    return "relu" if act == "relu" else ("clip", attrs["min"], attrs["max"])
 
 
 # -- the loop -----------------------------------------------------------------------------------
@@ -574,28 +584,14 @@ def emit_elementwise(ctx: EmitContext, ins: Any) -> Emitted:
     return emit_chain(ctx, [ins])
 
 
-def activation_pass(ctx: EmitContext, ins: Any, dest: Any, act: str, args: Sequence[float]) -> Call:
-    """An in-place loop applying a fused activation to `dest` (for activations kernels lack)."""
-    n = dest.type.numel
-    key = ("act", n, act, tuple(args))
-
-    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        def body(ivs):
-            p = gep(b, fn.args[0], ivs[0], F32)
-            b.store(fused_activation(b, b.load(p, typ=F32), act, args), p)
-
-        loop_nest(b, [n], body)
-
-    return Call(ctx.sink.kernel(key, 1, build, "act"), [Arg(value=dest)])
-
-
 __all__ = [
+    "EPILOGUE_ACTIVATIONS",
     "SCALAR",
-    "activation_pass",
     "convert",
     "emit_chain",
     "emit_elementwise",
     "fused_activation",
     "is_elementwise",
+    "kernel_activation",
     "sigmoid",
 ]

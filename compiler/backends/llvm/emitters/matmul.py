@@ -23,21 +23,9 @@ from compiler.backends.llvm.emitters.common import (
     register,
     unsupported,
 )
-from compiler.backends.llvm.emitters.elementwise import activation_pass
+from compiler.backends.llvm.emitters.elementwise import kernel_activation
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
 from compiler.graph.types import ElemKind
-
-_KERNEL_ACTS = ("none", "relu", "clip")
-
-
-def kernel_activation(act: str, args: tuple) -> Any:
-    if act == "relu":
-        return "relu"
-    if act == "clip":
-        lo = args[0] if len(args) > 0 else -math.inf
-        hi = args[1] if len(args) > 1 else math.inf
-        return ("clip", lo, hi)
-    return None
 
 
 def _gemm(
@@ -168,9 +156,7 @@ def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
             activation=kact,
         )
         calls = [Call(name, [Arg(value=x), Arg(value=w), Arg(value=c), Arg(value=bias)])]
-    if act not in _KERNEL_ACTS:
-        calls.append(activation_pass(ctx, ins, c, act, act_args))
     return Emitted(calls, "gemm-packed" if data is not None else "gemm")
 
 
-__all__ = ["emit_fc", "emit_matmul_instr", "kernel_activation"]
+__all__ = ["emit_fc", "emit_matmul_instr"]

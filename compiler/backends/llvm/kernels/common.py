@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -170,7 +171,11 @@ Activation = None | str | tuple
 
 
 def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
-    """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector."""
+    """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector.
+
+    The one float IR of Relu and Clip: the element-wise emitters use it too. numpy semantics
+    (a NaN stays NaN, as in the reference kernels); each compare-select is one max/min.
+    """
     if act is None:
         return v
     n = v.type.count if isinstance(v.type, ir.VectorType) else 0
@@ -179,11 +184,14 @@ def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
         return splat(x, n) if n else f32(x)
 
     if act == "relu":
-        return b.select(b.fcmp_ordered(">", v, const(0.0)), v, const(0.0))
+        return b.select(b.fcmp_ordered("<", v, const(0.0)), const(0.0), v)
     if isinstance(act, tuple) and act[0] == "clip":
         lo, hi = float(act[1]), float(act[2])
-        v = b.select(b.fcmp_ordered(">", v, const(lo)), v, const(lo))
-        return b.select(b.fcmp_ordered("<", v, const(hi)), v, const(hi))
+        if lo != -math.inf:
+            v = b.select(b.fcmp_ordered("<", v, const(lo)), const(lo), v)
+        if hi != math.inf:
+            v = b.select(b.fcmp_ordered(">", v, const(hi)), const(hi), v)
+        return v
     raise ValueError(f"unsupported fused activation {act!r}")
 
 
