@@ -9,12 +9,38 @@ and the graph op name kept so kernels and type inference are reused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from compiler.errors import VerifyError
 from compiler.graph.ops import REQUIRED, Attr, OpDef, _coerce, all_ops
 
 MODES = ("in", "out", "inout")
+
+
+class Kind(StrEnum):
+    """The hand-written instruction kinds (compute kinds are derived: `kind_for_graph_op`).
+
+    Members are strings, so they compare equal to the kind text the printer writes and the
+    parser reads; code names them through this enum (or asks a trait) instead of spelling them.
+    """
+
+    ALLOC = "allocactivation"
+    DEALLOC = "deallocactivation"
+    VIEW = "tensorview"
+    COPY = "copy"
+    INSERT = "inserttensor"
+    EXTRACT = "extracttensor"
+
+
+class Trait(StrEnum):
+    """Instruction traits, as `InstrDef.traits` holds them."""
+
+    MEMORY = "memory"  # allocation / lifetime marker: allocactivation, deallocactivation
+    VIEW = "view"  # a zero-copy alias of other memory: tensorview
+    DATA_MOVEMENT = "data_movement"  # copy, inserttensor, extracttensor
+    COMPUTE = "compute"  # derived from a graph op; runs its kernel
+    INPLACE = "inplace"  # the @out may share the buffer of an @in of the same type
 
 
 @dataclass(frozen=True)
@@ -24,8 +50,7 @@ class InstrDef:
     `operands` are (name, mode) pairs; when `variadic`, the last one repeats (>= 1 times).
     `defines_value`: the instruction is itself a memory value (allocactivation, tensorview) and
     carries a result type. `graph_op`: the graph op whose kernel and type inference it uses.
-    Traits: "inplace" (the @out may share the buffer of an @in of the same type), "memory"
-    (allocation / lifetime marker), "view", "data_movement", "compute".
+    Traits: see `Trait`.
     """
 
     kind: str
@@ -71,12 +96,18 @@ class InstrDef:
     def is_compute(self) -> bool:
         return self.graph_op is not None
 
+    @property
+    def is_marker(self) -> bool:
+        """Does no work at run time: a lifetime marker or a view (executors emit no code)."""
+        return bool(self.traits & {Trait.MEMORY, Trait.VIEW})
+
 
 _INSTRS: dict[str, InstrDef] = {}
 
 
 def register_instr(d: InstrDef) -> InstrDef:
     assert d.kind not in _INSTRS, d.kind
+    object.__setattr__(d, "kind", str(d.kind))  # plain text, whether given as a Kind or not
     _INSTRS[d.kind] = d
     return d
 
@@ -105,11 +136,11 @@ def kind_for_graph_op(op: str) -> str:
     return op.lower()
 
 
-_MEM = frozenset({"memory"})
+_MEM = frozenset({Trait.MEMORY})
 
 register_instr(
     InstrDef(
-        "allocactivation",
+        Kind.ALLOC,
         (),
         traits=_MEM,
         defines_value=True,
@@ -118,7 +149,7 @@ register_instr(
 )
 register_instr(
     InstrDef(
-        "deallocactivation",
+        Kind.DEALLOC,
         (("buffer", "out"),),
         traits=_MEM,
         doc="end of an activation buffer's lifetime",
@@ -126,40 +157,43 @@ register_instr(
 )
 register_instr(
     InstrDef(
-        "tensorview",
+        Kind.VIEW,
         (("source", "in"),),
         {"offsets": Attr("ints", doc="element offsets per dim of the source")},
-        frozenset({"view"}),
+        frozenset({Trait.VIEW}),
         defines_value=True,
         doc="zero-copy alias: the result type's elements, contiguous, starting at the offsets",
     )
 )
 register_instr(
     InstrDef(
-        "copy",
+        Kind.COPY,
         (("dest", "out"), ("source", "in")),
-        traits=frozenset({"data_movement"}),
+        traits=frozenset({Trait.DATA_MOVEMENT}),
         doc="dest = source (same type)",
     )
 )
 register_instr(
     InstrDef(
-        "inserttensor",
+        Kind.INSERT,
         (("dest", "inout"), ("source", "in")),
         {"offsets": Attr("ints"), "count": Attr("int", 1), "axis": Attr("int", 0)},
-        frozenset({"data_movement"}),
+        frozenset({Trait.DATA_MOVEMENT}),
         doc="write source into dest at offsets, `count` times along axis (dest is partly written)",
     )
 )
 register_instr(
     InstrDef(
-        "extracttensor",
+        Kind.EXTRACT,
         (("dest", "out"), ("source", "in")),
         {"offsets": Attr("ints")},
-        frozenset({"data_movement"}),
+        frozenset({Trait.DATA_MOVEMENT}),
         doc="dest = source[offsets : offsets + dest.shape]",
     )
 )
+
+#: Kinds that do no work at run time (lifetime markers and views): executors emit no code.
+MARKER_KINDS = frozenset(kind for kind, d in _INSTRS.items() if d.is_marker)
 
 #: Graph ops IRGen never turns into a generic instruction (they have special forms).
 _NOT_COMPUTE = {"Save", "Split"}
@@ -170,9 +204,9 @@ def _sync_with_graph_ops() -> None:
         kind = kind_for_graph_op(op.name)
         if op.name in _NOT_COMPUTE or kind in _INSTRS:
             continue
-        traits = {"compute"}
+        traits = {Trait.COMPUTE}
         if "elementwise" in op.traits:
-            traits.add("inplace")
+            traits.add(Trait.INPLACE)
         register_instr(
             InstrDef(
                 kind,
@@ -189,8 +223,11 @@ def _sync_with_graph_ops() -> None:
 _sync_with_graph_ops()
 
 __all__ = [
+    "MARKER_KINDS",
     "MODES",
     "InstrDef",
+    "Kind",
+    "Trait",
     "all_instrs",
     "get_instr",
     "has_instr",

@@ -18,7 +18,7 @@ import numpy as np
 
 from compiler.graph.ir import fresh_name
 from compiler.graph.types import TensorType
-from compiler.lir.instructions import MODES, InstrDef, get_instr
+from compiler.lir.instructions import MODES, InstrDef, Kind, get_instr
 from compiler.provenance import Journal
 
 Operand = tuple["LValue", str]
@@ -134,7 +134,7 @@ class Instruction(LValue):
     ) -> None:
         super().__init__(name, type)
         idef = get_instr(kind)
-        self.kind = kind
+        self.kind = str(kind)
         self.attrs = idef.normalize_attrs(attrs or {}, name) if normalize else dict(attrs or {})
         self.meta: dict[str, Any] = dict(meta or {})
         self.function: LIRFunction | None = None
@@ -151,7 +151,25 @@ class Instruction(LValue):
 
     @property
     def is_memory(self) -> bool:
-        return self.kind in ("allocactivation", "tensorview")
+        """A memory value itself (allocactivation, tensorview), with a type."""
+        return self.idef.defines_value
+
+    @property
+    def is_alloc(self) -> bool:
+        return self.kind == Kind.ALLOC
+
+    @property
+    def is_dealloc(self) -> bool:
+        return self.kind == Kind.DEALLOC
+
+    @property
+    def is_view(self) -> bool:
+        return self.kind == Kind.VIEW
+
+    @property
+    def is_marker(self) -> bool:
+        """Does no work at run time: a lifetime marker or a view."""
+        return self.idef.is_marker
 
     @property
     def graph_op(self) -> str | None:
@@ -212,7 +230,7 @@ def value_kind(value: LValue) -> str:
 def view_root(value: LValue) -> tuple[LValue, int]:
     """The non-view value under `value` and the byte offset of `value` inside it."""
     off = 0
-    while isinstance(value, Instruction) and value.kind == "tensorview":
+    while isinstance(value, Instruction) and value.is_view:
         src = value.operands[0][0]
         off += view_byte_offset(value, src.type)
         value = src
@@ -300,7 +318,7 @@ class LIRFunction:
 
         `origin` names what it was made from (recorded as provenance, and in `meta["origin"]`).
         """
-        base = name or kind
+        base = str(name or kind)
         if exact_name:
             if base in self._names:
                 raise ValueError(f"name '%{base}' is already used")
@@ -413,7 +431,7 @@ class LIRFunction:
         return len(self.code)
 
     def allocs(self) -> list[Instruction]:
-        return [i for i in self.code if i.kind == "allocactivation"]
+        return [i for i in self.code if i.is_alloc]
 
     def find(self, name: str) -> Instruction | None:
         v = self._values.get(name)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from compiler.errors import CompilerError
 from compiler.graph.ir import Function, Module, Node, Value
-from compiler.lir.instructions import kind_for_graph_op
+from compiler.lir.instructions import Kind, kind_for_graph_op
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 
 
@@ -62,7 +62,7 @@ class _IRGen:
     def alloc(self, node: Node, index: int) -> Instruction:
         r = node.results[index]
         a = self.lir.create(
-            "allocactivation", (), name=f"{r.name}_res", type=r.type, meta={"node": node.name}
+            Kind.ALLOC, (), name=f"{r.name}_res", type=r.type, meta={"node": node.name}
         )
         self.vmap[id(r)] = a
         return a
@@ -83,11 +83,11 @@ class _IRGen:
         op = node.op
         ins = [self.value(v, node) for v in node.operands]
         if op == "Save":
-            self.instr("copy", [(ins[1], "out"), (ins[0], "in")], {}, node)
+            self.instr(Kind.COPY, [(ins[1], "out"), (ins[0], "in")], {}, node)
         elif op == "Reshape":
             src = node.operands[0]
             v = self.lir.create(
-                "tensorview",
+                Kind.VIEW,
                 [(ins[0], "in")],
                 {"offsets": (0,) * src.type.rank},
                 name=node.name,
@@ -102,7 +102,7 @@ class _IRGen:
             for k, (gv, lv) in enumerate(zip(node.operands, ins)):
                 offs = tuple(pos if d == axis else 0 for d in range(node.result.type.rank))
                 self.instr(
-                    "inserttensor",
+                    Kind.INSERT,
                     [(dest, "inout"), (lv, "in")],
                     {"offsets": offs, "count": 1, "axis": axis},
                     node,
@@ -116,7 +116,7 @@ class _IRGen:
                 dest = self.alloc(node, k)
                 offs = tuple(pos if d == axis else 0 for d in range(r.type.rank))
                 self.instr(
-                    "extracttensor",
+                    Kind.EXTRACT,
                     [(dest, "out"), (ins[0], "in")],
                     {"offsets": offs},
                     node,
@@ -127,7 +127,7 @@ class _IRGen:
             dest = self.alloc(node, 0)
             src_shape = node.operands[0].type.shape
             offs = tuple(min(max(s, 0), d) for s, d in zip(node.attrs["starts"], src_shape))
-            self.instr("extracttensor", [(dest, "out"), (ins[0], "in")], {"offsets": offs}, node)
+            self.instr(Kind.EXTRACT, [(dest, "out"), (ins[0], "in")], {"offsets": offs}, node)
         else:
             if len(node.results) != 1:
                 raise CompilerError(
@@ -143,11 +143,11 @@ def _insert_deallocs(lir: LIRFunction) -> None:
     """Put a deallocactivation right after each activation's last use (views count)."""
     last: dict[int, tuple[int, Instruction]] = {}
     for idx, instr in enumerate(lir.code):
-        if instr.kind == "allocactivation":
+        if instr.is_alloc:
             last[id(instr)] = (idx, instr)
         for v, _ in instr.operands:
             root, _ = view_root(v)
-            if isinstance(root, Instruction) and root.kind == "allocactivation":
+            if isinstance(root, Instruction) and root.is_alloc:
                 last[id(root)] = (idx, root)
     ends: dict[int, list[Instruction]] = {}
     for idx, buf in last.values():
@@ -157,7 +157,7 @@ def _insert_deallocs(lir: LIRFunction) -> None:
         new_code.append(instr)
         for buf in ends.get(idx, ()):
             d = Instruction(
-                "deallocactivation",
+                Kind.DEALLOC,
                 lir.unique_name(f"{buf.name}.dealloc"),
                 [(buf, "out")],
                 meta=dict(buf.meta),

@@ -13,7 +13,7 @@ import math
 
 from compiler.errors import VerifyError
 from compiler.graph.types import TensorType
-from compiler.lir.instructions import get_instr
+from compiler.lir.instructions import Kind, get_instr
 from compiler.lir.ir import Instruction, LIRFunction, LValue, WeightVar, view_root
 from compiler.lir.printer import format_instruction
 
@@ -82,7 +82,7 @@ def verify_lir(fn: LIRFunction) -> None:
                     )
                 if id(root) not in allocated:
                     raise _err(f"%{v.name} is used before it is allocated", i, instr)
-            if mode in ("out", "inout") and instr.kind != "deallocactivation":
+            if mode in ("out", "inout") and not instr.is_dealloc:
                 if isinstance(root, WeightVar):
                     if root.is_constant:
                         raise _err(f"constant weight %{root.name} is written", i, instr)
@@ -93,11 +93,11 @@ def verify_lir(fn: LIRFunction) -> None:
                 "a result type is required exactly for allocactivation and tensorview", i, instr
             )
         _check_types(instr, i)
-        if instr.kind == "allocactivation":
+        if instr.is_alloc:
             allocated.add(id(instr))
-        elif instr.kind == "deallocactivation":
+        elif instr.is_dealloc:
             buf = instr.operands[0][0]
-            if not (isinstance(buf, Instruction) and buf.kind == "allocactivation"):
+            if not (isinstance(buf, Instruction) and buf.is_alloc):
                 raise _err("deallocactivation must name an allocactivation", i, instr)
             freed[id(buf)] = i
         for user, k in instr.users:
@@ -124,7 +124,7 @@ def _check_operand(
         if fn.weights.get(v.name) is not v:
             raise _err(f"operand {k} is a weight %{v.name} not declared here", i, instr)
     elif isinstance(v, Instruction):
-        if v.kind not in ("allocactivation", "tensorview"):
+        if not v.is_memory:
             raise _err(f"operand {k} (%{v.name}) is a {v.kind}, not memory", i, instr)
         if v.function is not fn or id(v) not in defined:
             raise _err(f"operand {k} (%{v.name}) is not defined before use", i, instr)
@@ -152,11 +152,11 @@ def _check_types(instr: Instruction, i: int) -> None:
         if got != expect:
             raise _err(f"destination type {got} differs from inferred {expect}", i, instr)
         return
-    if kind == "copy":
+    if kind == Kind.COPY:
         d, s = _t(ops[0][0]), _t(ops[1][0])
         if d.shape != s.shape or d.elem != s.elem:
             raise _err(f"copy between different types {d} and {s}", i, instr)
-    elif kind == "tensorview":
+    elif kind == Kind.VIEW:
         src, view = _t(ops[0][0]), _t(instr)
         offs = attrs["offsets"]
         if view.elem != src.elem:
@@ -168,14 +168,14 @@ def _check_types(instr: Instruction, i: int) -> None:
         lin = sum(o * s for o, s in zip(offs, src.strides()))
         if lin + view.numel > src.numel:
             raise _err(f"view {view} at element {lin} overruns its source {src}", i, instr)
-    elif kind == "extracttensor":
+    elif kind == Kind.EXTRACT:
         d, s = _t(ops[0][0]), _t(ops[1][0])
         offs = attrs["offsets"]
         if d.elem != s.elem or d.rank != s.rank or len(offs) != s.rank:
             raise _err(f"cannot extract {d} from {s} at {list(offs)}", i, instr)
         if any(o < 0 or o + n > m for o, n, m in zip(offs, d.shape, s.shape)):
             raise _err(f"extract of {d} at {list(offs)} overruns the source {s}", i, instr)
-    elif kind == "inserttensor":
+    elif kind == Kind.INSERT:
         d, s = _t(ops[0][0]), _t(ops[1][0])
         offs, count, axis = attrs["offsets"], attrs["count"], attrs["axis"]
         if (
@@ -190,7 +190,7 @@ def _check_types(instr: Instruction, i: int) -> None:
             raise _err(
                 f"insert of {s} x{count} at {list(offs)} overruns the destination {d}", i, instr
             )
-    elif kind == "allocactivation":
+    elif kind == Kind.ALLOC:
         if ops:
             raise _err("allocactivation has no operands", i, instr)
         if math.prod(_t(instr).shape) < 0:

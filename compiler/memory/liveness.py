@@ -37,7 +37,7 @@ class BufferLiveness:
 
 def _root_alloc(v: LValue) -> Instruction | None:
     root, _ = view_root(v)
-    if isinstance(root, Instruction) and root.kind == "allocactivation":
+    if isinstance(root, Instruction) and root.is_alloc:
         return root
     return None
 
@@ -46,12 +46,12 @@ def compute_liveness(fn: LIRFunction, alignment: int = ALIGNMENT) -> dict[str, B
     """Intervals of every activation buffer, keyed by the allocactivation's name, in code order."""
     out: dict[str, BufferLiveness] = {}
     for i, ins in enumerate(fn.code):
-        if ins.kind == "allocactivation":
+        if ins.is_alloc:
             assert ins.type is not None
             raw = ins.type.size_bytes
             out[ins.name] = BufferLiveness(ins.name, align(raw, alignment), raw, i, i, i)
             continue
-        if ins.kind == "deallocactivation":
+        if ins.is_dealloc:
             a = _root_alloc(ins.operand(0))
             if a is not None and a.name in out:
                 b = out[a.name]
@@ -65,7 +65,7 @@ def compute_liveness(fn: LIRFunction, alignment: int = ALIGNMENT) -> dict[str, B
                 continue
             b = out[a.name]
             b.first, b.last = min(b.first, i), max(b.last, i)
-            if ins.kind == "tensorview":
+            if ins.is_view:
                 continue  # creating an alias is neither a read nor a write
             if mode in ("out", "inout"):
                 if not b.writes or b.writes[-1] != i:

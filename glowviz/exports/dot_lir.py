@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from compiler.lir.instructions import Kind, Trait
 from glowviz.exports.dot_graph import _cut, _h, _q
 from glowviz.exports.palette import Palette, load_palette
 
 
 def _category(ins: Any) -> str:
-    if ins.kind in ("allocactivation", "deallocactivation"):
+    if ins.has_trait(Trait.MEMORY):
         return "io"
-    if ins.kind in ("tensorview", "copy", "inserttensor", "extracttensor"):
+    if ins.has_trait(Trait.VIEW) or ins.has_trait(Trait.DATA_MOVEMENT):
         return "tensor"
     try:
         opdef = ins.idef.opdef
@@ -146,7 +147,7 @@ def lir_to_dot(
         out.append(f"  {_q(a)} -> {_q(b)} [style=invis, weight=100];")
     weights = {w["name"] for w in data["weights"]}
     for ins in data["instructions"]:
-        if ins["kind"] == "deallocactivation":
+        if ins["kind"] == Kind.DEALLOC:
             continue
         for o in ins["operands"]:
             v = o["value"]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from compiler.lir.instructions import Trait
+
 SCHEDULE_SCHEMA = "glowviz.export.schedule/1"
 MEMORY_SCHEMA = "glowviz.export.memory/1"
 
@@ -49,7 +51,7 @@ def _category_of_instruction(lir: Any, name: str) -> str:
         return "other"
     if opdef is not None:
         return opdef.category
-    return "tensor" if ins.kind in ("copy", "inserttensor", "extracttensor") else "other"
+    return "tensor" if ins.has_trait(Trait.DATA_MOVEMENT) else "other"
 
 
 def live_profile(buffers: list[dict[str, Any]], n: int) -> list[int]:

@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.lir.instructions import Kind
+
 if TYPE_CHECKING:
     from glowviz.session.core import CompileSession
 
@@ -320,7 +322,7 @@ class Debugger:
         return True
 
     def _writes(self, k: int) -> list[str]:
-        if k >= len(self.instrs) or self.instrs[k]["kind"] == "deallocactivation":
+        if k >= len(self.instrs) or self.instrs[k]["kind"] == Kind.DEALLOC:
             return []
         return [n for n, m in self.instrs[k]["operands"] if "out" in m]
 

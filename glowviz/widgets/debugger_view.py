@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.widgets import DataTable, Static
 
+from compiler.lir.instructions import MARKER_KINDS
 from glowviz.session import CompileSession, Debugger, fmt_bytes, slice_2d
 
 #: The side pane's modes, in the order `i` cycles them.
@@ -25,7 +26,7 @@ MODE_TITLES = {"values": "values", "llvm": "LLVM IR", "asm": "assembly"}
 LEXERS = {"llvm": "llvm", "asm": "gas"}
 #: Generated code is long (unrolled kernels): show this many lines, say how many are left out.
 MAX_CODE_LINES = 600
-BOOKKEEPING = ("allocactivation", "deallocactivation", "tensorview")
+BOOKKEEPING = MARKER_KINDS
 
 
 class DebuggerView(Vertical):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import CompilerError, ExecutionError, InputError
+from compiler.lir.instructions import Kind
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.printer import format_instruction
 from compiler.memory.regions import (
@@ -56,7 +57,7 @@ class NaivePlan:
             self.offsets[w.name] = (region, sizes[region])
             sizes[region] += align(w.type_.size_bytes, alignment)
         for ins in lir.code:
-            if ins.kind == "allocactivation":
+            if ins.is_alloc:
                 assert ins.type is not None
                 self.offsets[ins.name] = (ACTIVATION_REGION, sizes[ACTIVATION_REGION])
                 sizes[ACTIVATION_REGION] += align(ins.type.size_bytes, alignment)
@@ -143,7 +144,7 @@ class ArenaInterpreter:
         if self.poison:
             self.arena[act0:act1] = 0
             for ins in self.lir.code:
-                if ins.kind == "allocactivation":
+                if ins.is_alloc:
                     self._poison(ins)
         else:
             self.arena[act0:act1] = 0
@@ -203,11 +204,7 @@ class ArenaInterpreter:
                 f"instruction {idx} failed: {format_instruction(ins)}: {type(e).__name__}: {e}"
             ) from e
         self.pc = idx + 1
-        written = [
-            v.name
-            for v, m in ins.operands
-            if m in ("out", "inout") and ins.kind != "deallocactivation"
-        ]
+        written = [v.name for v, m in ins.operands if m in ("out", "inout") and not ins.is_dealloc]
         return StepInfo(idx, ins, written)
 
     def run(
@@ -266,22 +263,22 @@ class ArenaInterpreter:
 
     def _execute(self, ins: Instruction, ops: list[np.ndarray]) -> None:
         kind = ins.kind
-        if kind == "allocactivation":
+        if kind == Kind.ALLOC:
             if self.poison:
                 self._poison(ins)
-        elif kind == "deallocactivation":
+        elif kind == Kind.DEALLOC:
             if self.poison:
                 self._poison(ins.operands[0][0])
-        elif kind == "tensorview":
+        elif kind == Kind.VIEW:
             pass  # views are addresses; nothing moves
-        elif kind == "copy":
+        elif kind == Kind.COPY:
             dst, src = ops
             np.copyto(dst, src.copy() if np.may_share_memory(dst, src) else src)
-        elif kind == "extracttensor":
+        elif kind == Kind.EXTRACT:
             dst, src = ops
             sl = tuple(slice(o, o + n) for o, n in zip(ins.attrs["offsets"], dst.shape))
             np.copyto(dst, src[sl].copy() if np.may_share_memory(dst, src) else src[sl])
-        elif kind == "inserttensor":
+        elif kind == Kind.INSERT:
             dst, src = ops
             if np.may_share_memory(dst, src):
                 src = src.copy()

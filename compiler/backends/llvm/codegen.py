@@ -102,7 +102,7 @@ def _users(ins: Instruction) -> list[Instruction]:
             if id(u) in seen:
                 continue
             seen.add(id(u))
-            if u.kind == "tensorview":
+            if u.is_view:
                 stack.append(u)
             elif u.kind not in NO_CODE:
                 out.append(u)

@@ -125,11 +125,7 @@ class LLVMExecutor(ArenaInterpreter):
         if fn is not None:
             fn(*self._args)
         self.pc = idx + 1
-        written = [
-            v.name
-            for v, m in ins.operands
-            if m in ("out", "inout") and ins.kind != "deallocactivation"
-        ]
+        written = [v.name for v, m in ins.operands if m in ("out", "inout") and not ins.is_dealloc]
         return StepInfo(idx, ins, written)
 
     def run(

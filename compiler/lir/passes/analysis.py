@@ -47,7 +47,7 @@ def root_of(v: LValue) -> LValue:
 
 
 def is_activation(v: LValue) -> bool:
-    return isinstance(v, Instruction) and v.kind == "allocactivation"
+    return isinstance(v, Instruction) and v.is_alloc
 
 
 def analyze(lir: LIRFunction) -> dict[int, Access]:
@@ -56,7 +56,7 @@ def analyze(lir: LIRFunction) -> dict[int, Access]:
     for w in lir.weights.values():
         out[id(w)] = Access(None, w)
     for i, ins in enumerate(lir.code):
-        if ins.kind == "allocactivation":
+        if ins.is_alloc:
             out[id(ins)] = Access(ins, ins)
             continue
         for v, mode in ins.operands:
@@ -64,9 +64,9 @@ def analyze(lir: LIRFunction) -> dict[int, Access]:
             acc = out.get(id(root))
             if acc is None:
                 continue
-            if ins.kind == "deallocactivation":
+            if ins.is_dealloc:
                 acc.deallocs.append(ins)
-            elif ins.kind == "tensorview":
+            elif ins.is_view:
                 acc.views.append(i)
             else:
                 if mode in ("in", "inout"):

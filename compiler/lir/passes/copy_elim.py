@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from compiler.lir.instructions import Kind
 from compiler.lir.ir import Instruction, LIRFunction, LValue, WeightVar
 from compiler.lir.passes.analysis import Access, analyze, is_activation
 from compiler.lir.passes.base import LIRPass
@@ -45,7 +46,7 @@ class CopyElimination(LIRPass):
             progress = False
             acc = analyze(lir)
             for c, ins in enumerate(lir.code):
-                if ins.kind != "copy":
+                if ins.kind != Kind.COPY:
                     continue
                 dst, src = ins.operand(0), ins.operand(1)
                 if dst.type != src.type:

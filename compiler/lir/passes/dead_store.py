@@ -19,7 +19,7 @@ class DeadStoreElimination(LIRPass):
         needed: set[int] = set()
         dead: list[Instruction] = []
         for ins in reversed(lir.code):
-            if ins.kind in ("allocactivation", "deallocactivation", "tensorview"):
+            if ins.is_marker:
                 continue
             outs = [(v, m) for v, m in ins.operands if m in ("out", "inout")]
             roots = [root_of(v) for v, _ in outs]

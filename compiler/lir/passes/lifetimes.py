@@ -13,7 +13,7 @@ def _views_of(alloc: Instruction) -> list[Instruction]:
     while todo:
         v = todo.pop()
         for user, _ in v.users:
-            if user.kind == "tensorview":
+            if user.is_view:
                 out.append(user)
                 todo.append(user)
     return out
@@ -64,10 +64,10 @@ def analyze_one(lir: LIRFunction, alloc: Instruction):
         for user, idx in v.users:
             i = lir.index_of(user)
             mode = user.mode(idx)
-            if user.kind == "deallocactivation":
+            if user.is_dealloc:
                 if user not in acc.deallocs:
                     acc.deallocs.append(user)
-            elif user.kind == "tensorview":
+            elif user.is_view:
                 acc.views.append(i)
             else:
                 if mode in ("in", "inout"):
@@ -85,10 +85,10 @@ class DeadAllocElimination(LIRPass):
     def run(self, lir: LIRFunction) -> bool:
         rw = Rewriter(lir, rule=self.name)
         for ins in reversed(list(lir.code)):
-            if ins.kind == "tensorview" and not ins.users:
+            if ins.is_view and not ins.users:
                 rw.erase(ins)
         for alloc in lir.allocs():
-            if all(u.kind == "deallocactivation" for u, _ in alloc.users):
+            if all(u.is_dealloc for u, _ in alloc.users):
                 with rw.at(alloc):
                     for d in {id(u): u for u, _ in alloc.users}.values():
                         rw.erase(d)

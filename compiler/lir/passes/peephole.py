@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.lir.instructions import Kind
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.passes.base import LIRPass
 from compiler.passes.rewriter import Rewriter, apply_patterns, lir_patterns
@@ -34,7 +35,7 @@ def fold_view(view: Instruction, rw: Rewriter) -> bool:
     if src.type == view.type and not any(view.attrs["offsets"]):
         rw.replace_node(view, src)
         return True
-    if isinstance(src, Instruction) and src.kind == "tensorview":
+    if isinstance(src, Instruction) and src.is_view:
         inner = src.operand(0)
         assert inner.type is not None and src.type is not None and view.type is not None
         # Views are contiguous, so offsets compose linearly (in elements of the root).
@@ -61,7 +62,7 @@ def fold_view(view: Instruction, rw: Rewriter) -> bool:
     return False
 
 
-PATTERNS = lir_patterns({"copy": [drop_self_copy], "tensorview": [fold_view]})
+PATTERNS = lir_patterns({Kind.COPY: [drop_self_copy], Kind.VIEW: [fold_view]})
 
 
 class Peephole(LIRPass):

@@ -26,6 +26,7 @@ from compiler.backends.llvm.kernels.common import (  # the basics are shared wit
 from compiler.backends.llvm.kernels.common import i64 as c64
 from compiler.errors import CodegenError
 from compiler.graph.types import ElemKind, TensorType
+from compiler.lir.instructions import MARKER_KINDS
 from compiler.memory.regions import ALIGNMENT
 
 F64 = ir.DoubleType()
@@ -406,7 +407,7 @@ def unsupported(ins: Any, msg: str) -> CodegenError:
 EMITTERS: dict[str, Callable[[EmitContext, Any], Emitted]] = {}
 
 #: Memory markers: no code (views are addresses, allocations are the plan's business).
-NO_CODE = frozenset({"allocactivation", "deallocactivation", "tensorview"})
+NO_CODE = MARKER_KINDS
 
 
 def register(*kinds: str):

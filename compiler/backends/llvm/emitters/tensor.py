@@ -37,6 +37,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.kernels.common import clamp
+from compiler.lir.instructions import Kind
 from compiler.memory.regions import ALIGNMENT
 
 
@@ -104,7 +105,7 @@ def _ops(ins: Any) -> tuple[Any, list[Any]]:
     return ins.operands[0][0], [v for v, _ in ins.operands[1:]]
 
 
-@register("copy", "reshape")
+@register(Kind.COPY, "reshape")
 def emit_copy(ctx: EmitContext, ins: Any) -> Emitted:
     dst, (src,) = _ops(ins)
     if dst.type.numel != src.type.numel or dst.type.elem != src.type.elem:
@@ -113,7 +114,7 @@ def emit_copy(ctx: EmitContext, ins: Any) -> Emitted:
     return _emitted(strided_copy(ctx, dst, src, [n], [1], [1]))
 
 
-@register("extracttensor")
+@register(Kind.EXTRACT)
 def emit_extract(ctx: EmitContext, ins: Any) -> Emitted:
     dst, (src,) = _ops(ins)
     ss = contiguous_strides(src.type.shape)
@@ -123,7 +124,7 @@ def emit_extract(ctx: EmitContext, ins: Any) -> Emitted:
     )
 
 
-@register("inserttensor")
+@register(Kind.INSERT)
 def emit_insert(ctx: EmitContext, ins: Any) -> Emitted:
     dst, (src,) = _ops(ins)
     ds = contiguous_strides(dst.type.shape)
