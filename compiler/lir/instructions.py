@@ -196,13 +196,13 @@ register_instr(
 MARKER_KINDS = frozenset(kind for kind, d in _INSTRS.items() if d.is_marker)
 
 #: Graph ops IRGen never turns into a generic instruction (they have special forms).
-_NOT_COMPUTE = {"Save", "Split"}
+NOT_COMPUTE = frozenset({"Save", "Split"})
 
 
 def _sync_with_graph_ops() -> None:
     for op in all_ops().values():
         kind = kind_for_graph_op(op.name)
-        if op.name in _NOT_COMPUTE or kind in _INSTRS:
+        if op.name in NOT_COMPUTE or kind in _INSTRS:
             continue
         traits = {Trait.COMPUTE}
         if "elementwise" in op.traits:
@@ -225,6 +225,7 @@ _sync_with_graph_ops()
 __all__ = [
     "MARKER_KINDS",
     "MODES",
+    "NOT_COMPUTE",
     "InstrDef",
     "Kind",
     "Trait",

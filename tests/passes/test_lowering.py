@@ -1,12 +1,19 @@
 """lower: every lowering is checked numerically against the reference kernels, and by CHECK
-lines for the shape of the result; the CPU policy keeps what the CPU backend runs."""
+lines for the shape of the result (under "lower-all", which lowers whatever has a lowering);
+the CPU policy keeps exactly what the LLVM backend's contract says it runs."""
 
 from __future__ import annotations
 
 import pytest
 from pass_helpers import check_pass, text
 
-from compiler.passes.lowering import CPU_POLICY, LOWER_ALL_POLICY, Lower
+from compiler.graph.types import ElemKind
+from compiler.passes.lowering import (
+    CPU_POLICY,
+    INTERPRETER_POLICY,
+    LOWERINGS,
+    Lower,
+)
 from tests.filecheck import check
 
 
@@ -45,7 +52,7 @@ def test_unary_lowerings(op: str, attrs: str, expect: list[str]) -> None:
     if op.startswith("Global"):
         src = src.replace("%n = " + op + "(%x) : f32<2x3x4x5>", f"%n = {op}(%x) : f32<2x3x1x1>")
         src = src.replace("%out : f32<2x3x4x5>", "%out : f32<2x3x1x1>")
-    m, changed = check_pass(src, Lower())
+    m, changed = check_pass(src, Lower("lower-all"))
     assert changed
     body = text(m)
     check(body, "\n".join(f"CHECK: {e}" for e in expect) + f"\nCHECK-NOT: = {op}(")
@@ -85,7 +92,7 @@ module @m {
 
 
 def test_fully_connected_lowers_to_matmul_add_and_activation() -> None:
-    m, changed = check_pass(FC_SRC, Lower())
+    m, changed = check_pass(FC_SRC, Lower("lower-all"))
     assert changed
     check(
         text(m),
@@ -103,7 +110,7 @@ def test_fully_connected_zero_bias_drops_add() -> None:
     src = FC_SRC.replace(
         "constant %b : f32<3> = elided<b>", "constant %b : f32<3> = dense<[0.0, 0.0, 0.0]>"
     )
-    m, _ = check_pass(src, Lower())
+    m, _ = check_pass(src, Lower("lower-all"))
     check(text(m), "CHECK: %fc_matmul = MatMul(%x, %w)\nCHECK-NOT: Add(")
 
 
@@ -124,7 +131,7 @@ def test_batchnorm_lowering_with_constant_parameters() -> None:
     params = "\n  ".join(
         f"constant %{n} : f32<3> = elided<{n}>" for n in ("gamma", "beta", "mean", "var")
     )
-    m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower())
+    m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower("lower-all"))
     assert changed
     check(
         text(m),
@@ -142,13 +149,12 @@ def test_batchnorm_lowering_with_placeholder_parameters() -> None:
         [f"placeholder %{n} : f32<3>" for n in ("gamma", "beta", "mean")]
         + ["constant %var : f32<3> = elided<v>"]
     )
-    m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower())
+    m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower("lower-all"))
     assert changed
     check(text(m), "CHECK: Sub(%x, %bn_mean_r)\nCHECK: Sqrt(\nCHECK: Div(\nCHECK-NOT: BatchNorm")
 
 
-def test_layernorm_lowering() -> None:
-    src = """
+LN_SRC = """
 module @m {
   placeholder %x : f32<2x3x8>
   placeholder %out : f32<2x3x8> output
@@ -160,7 +166,10 @@ module @m {
   }
 }
 """
-    m, changed = check_pass(src, Lower())
+
+
+def test_layernorm_lowering() -> None:
+    m, changed = check_pass(LN_SRC, Lower("lower-all"))
     assert changed
     check(
         text(m),
@@ -188,7 +197,7 @@ module @m {
   }
 }
 """
-    m, changed = check_pass(src, Lower())
+    m, changed = check_pass(src, Lower("lower-all"))
     assert changed
     check(
         text(m),
@@ -256,6 +265,7 @@ def test_unsupported_fused_activation_is_split_off() -> None:
 
 
 def test_cpu_policy_keeps_primitives() -> None:
+    f32 = [ElemKind.F32]
     for op in (
         "Conv",
         "MatMul",
@@ -272,8 +282,73 @@ def test_cpu_policy_keeps_primitives() -> None:
         "LRN",
         "Gather",
     ):
-        assert op not in CPU_POLICY.lowered_ops
-    assert {"Softmax", "LogSoftmax"} <= LOWER_ALL_POLICY.lowered_ops
+        assert CPU_POLICY.backend.runs(op, f32), op
+    assert {"Softmax", "LogSoftmax"} <= set(LOWERINGS)
+
+
+#: The CPU backend's decision for every op that has a lowering (see the lowering module's doc):
+#: kept where the LLVM kernel is at least as fast, lowered where the lowered chain is faster.
+CPU_KEEPS = {
+    "FullyConnected": True,
+    "BatchNorm": True,
+    "LayerNorm": True,
+    "Clip": True,
+    "Tile": True,
+    "HardSigmoid": True,
+    "HardSwish": True,
+    "LeakyRelu": True,
+    "PRelu": True,
+    "Softmax": True,
+    "LogSoftmax": True,
+    "Gelu": False,
+    "Elu": False,
+    "Selu": False,
+    "Softplus": False,
+    "GlobalAvgPool": False,
+    "GlobalMaxPool": False,
+}
+
+
+def test_cpu_decision_for_every_lowerable_op() -> None:
+    assert set(CPU_KEEPS) == set(LOWERINGS)
+    for op, kept in CPU_KEEPS.items():
+        assert CPU_POLICY.backend.runs(op, [ElemKind.F32]) is kept, op
+        assert INTERPRETER_POLICY.backend.runs(op, [ElemKind.F32]), op
+
+
+@pytest.mark.parametrize(
+    "op,attrs",
+    [("Clip", " {min = 0.0}"), ("HardSwish", ""), ("LeakyRelu", " {alpha = 0.1}"), ("Gelu", "")],
+)
+def test_kept_by_cpu_and_interpreter_lowered_by_lower_all(op: str, attrs: str) -> None:
+    src = unary_module(op, attrs)
+    assert check_pass(src, Lower())[1] is not CPU_KEEPS[op]
+    assert not check_pass(src, Lower("interpreter"))[1]
+    assert check_pass(src, Lower("lower-all"))[1]
+
+
+def test_cpu_keeps_layernorm_of_float32_only() -> None:
+    m, changed = check_pass(LN_SRC, Lower())
+    assert not changed
+    # The LLVM layer-norm kernel is float32 only: a float16 one is lowered instead (its
+    # numerics are float16's, so the float32 tolerance of check_pass does not apply).
+    m, changed = check_pass(LN_SRC.replace("f32<", "f16<"), Lower(), numerics=False)
+    assert changed
+    check(text(m), "CHECK: ReduceMean(%x)\nCHECK-NOT: LayerNorm(")
+
+
+def test_cpu_keeps_fully_connected_with_a_kernel_activation() -> None:
+    m, changed = check_pass(FC_SRC, Lower())
+    assert not changed
+    m, changed = check_pass(FC_SRC.replace('"clip", act_args = [-0.5, 0.5]', '"tanh"'), Lower())
+    assert changed
+    check(
+        text(m),
+        """
+    CHECK: %fc_base = FullyConnected(%x, %w, %b) {activation = "none", act_args = []}
+    CHECK-NEXT: %fc_tanh = Tanh(%fc_base)
+    """,
+    )
 
 
 def test_activation_fusion_after_lowering_respects_the_backend() -> None:

@@ -7,7 +7,7 @@ pointers); kernels are deduplicated by a key built from everything that shapes t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -403,20 +403,47 @@ def unsupported(ins: Any, msg: str) -> CodegenError:
     return CodegenError(f"{ins.kind}: {msg}", instruction=ins.name)
 
 
+Emitter = Callable[[EmitContext, Any], Emitted]
+
 #: kind -> emitter(ctx, instruction) -> Emitted. Filled by the family modules.
-EMITTERS: dict[str, Callable[[EmitContext, Any], Emitted]] = {}
+EMITTERS: dict[str, Emitter] = {}
+#: kind -> the element kinds every operand of its instructions must have (absent: any kind).
+ELEMS: dict[str, frozenset[ElemKind]] = {}
+F32_ONLY = frozenset({ElemKind.F32})
 
 #: Memory markers: no code (views are addresses, allocations are the plan's business).
 NO_CODE = MARKER_KINDS
 
 
-def register(*kinds: str):
-    def deco(fn):
+def register(*kinds: str, elems: frozenset[ElemKind] | None = None) -> Callable[[Emitter], Emitter]:
+    """Register an emitter for `kinds`. `elems`: the only element kinds it takes; instructions
+    with others raise a CodegenError, and the backend contract lowers such nodes instead."""
+
+    def deco(fn: Emitter) -> Emitter:
+        emit = fn if elems is None else _typed(fn, elems)
         for k in kinds:
-            EMITTERS[k] = fn
+            EMITTERS[k] = emit
+            if elems is not None:
+                ELEMS[k] = elems
         return fn
 
     return deco
+
+
+def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:
+    def emit(ctx: EmitContext, ins: Any) -> Emitted:
+        for v, _ in ins.operands:
+            if v.type.elem not in elems:
+                names = ", ".join(sorted(e.value for e in elems))
+                raise unsupported(ins, f"operand %{v.name} is {v.type.elem.value} ({names} only)")
+        return fn(ctx, ins)
+
+    return emit
+
+
+def accepts(kind: str, elems: Iterable[ElemKind]) -> bool:
+    """An emitter exists for `kind` and takes operands of these element kinds."""
+    return kind in EMITTERS and (kind not in ELEMS or all(e in ELEMS[kind] for e in elems))
 
 
 def entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:

@@ -191,16 +191,6 @@ def _not(b, xs, es, eo, at):
     return b.zext(b.icmp_unsigned("==", xs[0], _z(xs[0])), I8)
 
 
-@scalar("softplus")
-def _softplus(b, xs, es, eo, at):
-    _need_float(es)
-    x = xs[0]
-    # logaddexp(0, x) = max(x, 0) + log1p(exp(-|x|))
-    m = b.select(b.fcmp_ordered(">", x, _z(x)), x, _z(x))
-    t = call_libm(b, "log1pf", fast_exp(b, b.fneg(call_intr(b, "fabs", x))))
-    return b.select(is_nan(b, x), x, b.fadd(m, t))
-
-
 def _clamp01(b, v):
     v = b.select(b.fcmp_ordered("<", v, const(F32, 0.0)), const(F32, 0.0), v)
     return b.select(b.fcmp_ordered(">", v, const(F32, 1.0)), const(F32, 1.0), v)
@@ -235,52 +225,12 @@ def _leaky(b, xs, es, eo, at):
     return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(F32, at["alpha"])))
 
 
-def _expm1_neg(b, x):
-    m = b.select(b.fcmp_ordered("<", x, _z(x)), x, _z(x))
-    return call_libm(b, "expm1f", m)
-
-
-@scalar("elu")
-def _elu(b, xs, es, eo, at):
-    _need_float(es)
-    x = xs[0]
-    return b.select(
-        b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x))
-    )
-
-
-@scalar("selu")
-def _selu(b, xs, es, eo, at):
-    _need_float(es)
-    x = xs[0]
-    inner = b.select(
-        b.fcmp_ordered(">", x, _z(x)), x, b.fmul(const(F32, at["alpha"]), _expm1_neg(b, x))
-    )
-    return b.fmul(const(F32, at["gamma"]), inner)
-
-
 @scalar("hardsigmoid")
 def _hsig(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
     v = b.fadd(b.fmul(x, const(F32, at["alpha"])), const(F32, at["beta"]))
     return b.select(is_nan(b, v), v, _clamp01(b, v))
-
-
-@scalar("gelu")
-def _gelu(b, xs, es, eo, at):
-    _need_float(es)
-    x = b.fpext(xs[0], F64)
-    half = const(F64, 0.5)
-    if at["approximate"] == "tanh":
-        x3 = b.fmul(b.fmul(x, x), x)
-        inner = b.fmul(
-            const(F64, math.sqrt(2.0 / math.pi)), b.fadd(x, b.fmul(const(F64, 0.044715), x3))
-        )
-        t = call_libm(b, "tanh", inner)
-    else:
-        t = call_libm(b, "erf", b.fdiv(x, const(F64, math.sqrt(2.0))))
-    return b.fptrunc(b.fmul(b.fmul(half, x), b.fadd(const(F64, 1.0), t)), F32)
 
 
 @scalar("clip")

@@ -12,6 +12,7 @@ from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
     F32,
+    F32_ONLY,
     Arg,
     Call,
     EmitContext,
@@ -25,7 +26,6 @@ from compiler.backends.llvm.emitters.common import (
 )
 from compiler.backends.llvm.emitters.elementwise import kernel_activation
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
-from compiler.graph.types import ElemKind
 
 
 def _gemm(
@@ -64,11 +64,9 @@ def _gemm(
     return ctx.sink.adopt(key, fn)
 
 
-@register("matmul")
+@register("matmul", elems=F32_ONLY)
 def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
     c, a, bm = (v for v, _ in ins.operands)
-    if not (a.type.elem == bm.type.elem == c.type.elem == ElemKind.F32):
-        raise unsupported(ins, f"matmul of {a.type.elem.value} (float32 only)")
     if ctx.may_alias(c, a) or ctx.may_alias(c, bm):
         raise unsupported(ins, "matmul output overlaps an input")
     M, K = a.type.shape[-2:]
@@ -115,11 +113,9 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "batched-gemm")
 
 
-@register("fullyconnected")
+@register("fullyconnected", elems=F32_ONLY)
 def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
     c, x, w, bias = (v for v, _ in ins.operands)
-    if not all(v.type.elem == ElemKind.F32 for v in (c, x, w, bias)):
-        raise unsupported(ins, "fully-connected of non-float32")
     if ctx.may_alias(c, x):
         raise unsupported(ins, "output overlaps the input")
     M, K = x.type.shape

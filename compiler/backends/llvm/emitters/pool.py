@@ -12,7 +12,6 @@ from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
     F32,
-    F64,
     Arg,
     Call,
     EmitContext,
@@ -20,7 +19,6 @@ from compiler.backends.llvm.emitters.common import (
     c64,
     compute_type,
     const,
-    entry_alloca,
     gep,
     load_elem,
     loop,
@@ -272,35 +270,4 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "separable")
 
 
-@register("globalavgpool", "globalmaxpool")
-def emit_global_pool(ctx: EmitContext, ins: Any) -> Emitted:
-    out, x = (v for v, _ in ins.operands)
-    elem = x.type.elem
-    is_max = ins.kind == "globalmaxpool"
-    if not elem.is_float:
-        raise unsupported(ins, "global pooling of integers")
-    nc = x.type.shape[0] * x.type.shape[1]
-    hw = math.prod(x.type.shape[2:])
-    key = (ins.kind, nc, hw, elem)
-    ety = storage_type(elem)
-
-    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        po, px = fn.args
-        with loop(b, 0, nc, 1, "nc") as i:
-            base = b.mul(i, c64(hw))
-            acc = entry_alloca(b, F64 if not is_max else F32)
-            b.store(const(F32, -math.inf) if is_max else const(F64, 0.0), acc)
-            with loop(b, 0, hw, 1, "p") as p:
-                v = load_elem(b, gep(b, px, b.add(base, p), ety), elem)
-                cur = b.load(acc, typ=acc.allocated_type)
-                b.store(fmax_nan(b, cur, v) if is_max else b.fadd(cur, b.fpext(v, F64)), acc)
-            r = b.load(acc, typ=acc.allocated_type)
-            if not is_max:
-                r = b.fptrunc(b.fdiv(r, const(F64, float(hw))), F32)
-            store_elem(b, r, gep(b, po, i, ety), elem)
-
-    name = ctx.sink.kernel(key, 2, build, ins.kind)
-    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
-
-
-__all__ = ["emit_global_pool", "emit_pool"]
+__all__ = ["emit_pool"]

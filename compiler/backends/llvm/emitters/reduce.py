@@ -11,6 +11,7 @@ from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
     F32,
+    F32_ONLY,
     F64,
     I64,
     Arg,
@@ -187,11 +188,9 @@ def emit_arg(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
 
 
-@register("softmax", "logsoftmax")
+@register("softmax", "logsoftmax", elems=F32_ONLY)
 def emit_softmax(ctx: EmitContext, ins: Any) -> Emitted:
     out, x = (v for v, _ in ins.operands)
-    if x.type.elem != ElemKind.F32:
-        raise unsupported(ins, "softmax of non-float32")
     ax = ins.attrs["axis"] % x.type.rank
     outer, n, inner = _axis_split(x.type.shape, ax)
     log = ins.kind == "logsoftmax"
@@ -234,11 +233,9 @@ def emit_softmax(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
 
 
-@register("layernorm")
+@register("layernorm", elems=F32_ONLY)
 def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
     out, x, scale, bias = (v for v, _ in ins.operands)
-    if not all(v.type.elem == ElemKind.F32 for v in (out, x, scale, bias)):
-        raise unsupported(ins, "layer-norm of non-float32")
     ax = ins.attrs["axis"] % x.type.rank
     eps = ins.attrs["epsilon"]
     norm = tuple(x.type.shape[ax:])
@@ -284,11 +281,9 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
     )
 
 
-@register("batchnorm")
+@register("batchnorm", elems=F32_ONLY)
 def emit_batchnorm(ctx: EmitContext, ins: Any) -> Emitted:
     out, x, scale, bias, mean, var = (v for v, _ in ins.operands)
-    if not all(v.type.elem == ElemKind.F32 for v, _ in ins.operands):
-        raise unsupported(ins, "batch-norm of non-float32")
     N, C = x.type.shape[:2]
     inner = math.prod(x.type.shape[2:])
     eps = ins.attrs["epsilon"]
@@ -310,11 +305,9 @@ def emit_batchnorm(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=v) for v, _ in ins.operands])], "loop")
 
 
-@register("lrn")
+@register("lrn", elems=F32_ONLY)
 def emit_lrn(ctx: EmitContext, ins: Any) -> Emitted:
     out, x = (v for v, _ in ins.operands)
-    if x.type.elem != ElemKind.F32:
-        raise unsupported(ins, "LRN of non-float32")
     at = ins.attrs
     size = at["size"]
     N, C = x.type.shape[:2]

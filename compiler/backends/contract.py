@@ -1,0 +1,86 @@
+"""The backend contract: which graph nodes a backend runs as they are, and which fused
+activations its Conv / FullyConnected kernels run (Glow's `Backend::shouldLower` and
+`isOpSupported`). The lowering pass asks a backend instead of keeping its own list, so what is
+kept can never disagree with what the backend can execute:
+
+- the interpreter keeps every node its reference kernel table has a kernel for, and runs every
+  fused activation (compiler/graph/activations.py);
+- the LLVM backend keeps a node when its emitter table has an emitter for the node's instruction
+  kind that takes the node's element kinds, and runs the fused activations its GEMM and
+  convolution kernels have in their epilogue.
+
+So the emitter table is the CPU keep-set: an op is lowered for the CPU exactly when it has no
+emitter. The LLVM emitter table imports llvmlite; it is loaded on the first question, not when
+the graph passes are imported.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+from compiler.graph.activations import ACTIVATIONS
+from compiler.graph.ir import Node
+from compiler.graph.types import ElemKind
+from compiler.lir.instructions import NOT_COMPUTE, kind_for_graph_op
+
+
+class Backend(ABC):
+    """What one backend executes without lowering."""
+
+    name: str
+
+    @abstractmethod
+    def runs(self, op: str, elems: Iterable[ElemKind]) -> bool:
+        """It has a kernel for graph op `op` whose operands and results have these kinds."""
+
+    @property
+    @abstractmethod
+    def fused_activations(self) -> frozenset[str]:
+        """Activations its Conv / FullyConnected kernels run fused (besides "none")."""
+
+    def keeps(self, node: Node) -> bool:
+        """It runs `node` as it is, so lowering should leave it alone."""
+        elems = [v.type.elem for v in node.operands] + [r.type.elem for r in node.results]
+        return self.runs(node.op, elems)
+
+
+class InterpreterBackend(Backend):
+    """The numpy interpreters: a reference kernel for every op, every activation."""
+
+    name = "interpreter"
+
+    def runs(self, op: str, elems: Iterable[ElemKind]) -> bool:
+        from compiler.kernels.reference import KERNELS
+
+        return op in KERNELS
+
+    @property
+    def fused_activations(self) -> frozenset[str]:
+        return frozenset(ACTIVATIONS)
+
+
+class LLVMBackend(Backend):
+    """The CPU executor: whatever its emitter table can emit (compiler/backends/llvm/emitters)."""
+
+    name = "llvm"
+
+    def runs(self, op: str, elems: Iterable[ElemKind]) -> bool:
+        if op in NOT_COMPUTE:  # IRGen gives these their own data-movement form
+            return True
+        from compiler.backends.llvm.emitters import accepts
+
+        return accepts(kind_for_graph_op(op), elems)
+
+    @property
+    def fused_activations(self) -> frozenset[str]:
+        from compiler.backends.llvm.emitters.elementwise import EPILOGUE_ACTIVATIONS
+
+        return EPILOGUE_ACTIVATIONS
+
+
+INTERPRETER = InterpreterBackend()
+LLVM = LLVMBackend()
+BACKENDS: dict[str, Backend] = {b.name: b for b in (INTERPRETER, LLVM)}
+
+__all__ = ["BACKENDS", "INTERPRETER", "LLVM", "Backend", "InterpreterBackend", "LLVMBackend"]
