@@ -249,26 +249,27 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
         po, px, psc, pbi = fn.args
         with loop(b, 0, outer, 1, "o") as o:
             base = b.mul(o, c64(m))
+            # One pass for the mean and variance (sum and sum of squares in double, as
+            # onnxruntime does), then one normalising pass with one division per row.
             s1 = entry_alloca(b, F64)
+            s2 = entry_alloca(b, F64)
             b.store(const(F64, 0.0), s1)
+            b.store(const(F64, 0.0), s2)
             with loop(b, 0, m, 1, "a") as j:
                 v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
                 b.store(b.fadd(b.load(s1, typ=F64), v), s1)
+                b.store(b.fadd(b.load(s2, typ=F64), b.fmul(v, v)), s2)
             mean = b.fdiv(b.load(s1, typ=F64), const(F64, float(m)))
-            s2 = entry_alloca(b, F64)
-            b.store(const(F64, 0.0), s2)
-            with loop(b, 0, m, 1, "v") as j:
-                v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
-                d = b.fsub(v, mean)
-                b.store(b.fadd(b.load(s2, typ=F64), b.fmul(d, d)), s2)
-            var = b.fdiv(b.load(s2, typ=F64), const(F64, float(m)))
-            denom = call_intr(b, "sqrt", b.fadd(var, const(F64, eps)))
+            msq = b.fdiv(b.load(s2, typ=F64), const(F64, float(m)))
+            var = b.fsub(msq, b.fmul(mean, mean))
+            var = b.select(b.fcmp_ordered("<", var, const(F64, 0.0)), const(F64, 0.0), var)
+            inv = b.fdiv(const(F64, 1.0), call_intr(b, "sqrt", b.fadd(var, const(F64, eps))))
             cs = contiguous_strides(norm)
 
             def body(ivs):
                 j = linear(b, ivs, cs)
                 v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
-                y = b.fdiv(b.fsub(v, mean), denom)
+                y = b.fmul(b.fsub(v, mean), inv)
                 sc = b.fpext(b.load(gep(b, psc, linear(b, ivs, ss), F32), typ=F32), F64)
                 bi = b.fpext(b.load(gep(b, pbi, linear(b, ivs, bs), F32), typ=F32), F64)
                 b.store(b.fptrunc(b.fadd(b.fmul(y, sc), bi), F32), gep(b, po, b.add(base, j), F32))
