@@ -293,14 +293,17 @@ def emit_batchnorm(ctx: EmitContext, ins: Any) -> Emitted:
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, px, psc, pbi, pm, pv = fn.args
         with loop(b, 0, N, 1, "n") as n, loop(b, 0, C, 1, "c") as c:
-            ld = lambda p: b.load(gep(b, p, c, F32), typ=F32)  # noqa: E731
-            inv = b.fdiv(ld(psc), call_intr(b, "sqrt", b.fadd(ld(pv), const(F32, eps))))
-            mu, be = ld(pm), ld(pbi)
+            # Per channel, in double: y = x * s + t, s = gamma / sqrt(var + eps), t = beta - mean * s
+            # (the constants lowering would fold at compile time; here parameters may be inputs).
+            ld = lambda p: b.fpext(b.load(gep(b, p, c, F32), typ=F32), F64)  # noqa: E731
+            s = b.fdiv(ld(psc), call_intr(b, "sqrt", b.fadd(ld(pv), const(F64, eps))))
+            t = b.fptrunc(b.fsub(ld(pbi), b.fmul(ld(pm), s)), F32)
+            s = b.fptrunc(s, F32)
             base = b.mul(b.add(b.mul(n, c64(C)), c), c64(inner))
             with loop(b, 0, inner, 1, "p") as p:
                 q = b.add(base, p)
                 v = b.load(gep(b, px, q, F32), typ=F32)
-                b.store(b.fadd(b.fmul(b.fsub(v, mu), inv), be), gep(b, po, q, F32))
+                b.store(b.fadd(b.fmul(v, s), t), gep(b, po, q, F32))
 
     name = ctx.sink.kernel(key, 6, build, "batchnorm")
     return Emitted([Call(name, [Arg(value=v) for v, _ in ins.operands])], "loop")
