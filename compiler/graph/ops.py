@@ -1,8 +1,8 @@
 """The op table of the graph IR: every op declared once (operands, attributes, type inference,
 traits, category, one-line doc). The verifier, printer, parser, DOT export and IDE inspector are
-generic over it. Adding an op: declare it here, give it a reference kernel in
-`compiler/kernels/reference.py`, and (if it is not a primitive) a lowering in
-`compiler/passes/lowering.py`.
+generic over it. Adding an op: its ONNX converter, its row here, its reference kernel in
+`compiler/kernels/reference.py`, and an LLVM emitter or a lowering in
+`compiler/passes/lowering.py` (docs/ARCHITECTURE.md, "How to add things").
 
 Layout: convolution and pooling ops are NCHW, as ONNX is (see docs/ARCHITECTURE.md for why).
 """
@@ -444,23 +444,24 @@ def _fused(infer: InferFn) -> InferFn:
 
 _ELEM = frozenset({"elementwise", "pure", "inplace"})
 
-for _name, _doc in [
-    ("Relu", "max(x, 0)"),
-    ("Sigmoid", "1 / (1 + exp(-x))"),
-    ("Tanh", "tanh(x)"),
-    ("Exp", "exp(x)"),
-    ("Log", "natural log"),
-    ("Sqrt", "square root"),
-    ("Abs", "|x|"),
-    ("Neg", "-x"),
-    ("Reciprocal", "1 / x"),
-    ("Erf", "error function"),
-    ("Floor", "floor(x)"),
-    ("Ceil", "ceil(x)"),
-    ("Not", "logical not"),
-    ("Softplus", "log(1 + exp(x))"),
-    ("HardSwish", "x * max(0, min(1, x/6 + 1/2))"),
-    ("Sign", "sign(x)"),
+#: Unary element-wise ops: (name, category, doc).
+for _name, _category, _doc in [
+    ("Relu", "activation", "max(x, 0)"),
+    ("Sigmoid", "activation", "1 / (1 + exp(-x))"),
+    ("Tanh", "activation", "tanh(x)"),
+    ("Exp", "elementwise", "exp(x)"),
+    ("Log", "elementwise", "natural log"),
+    ("Sqrt", "elementwise", "square root"),
+    ("Abs", "elementwise", "|x|"),
+    ("Neg", "elementwise", "-x"),
+    ("Reciprocal", "elementwise", "1 / x"),
+    ("Erf", "elementwise", "error function"),
+    ("Floor", "elementwise", "floor(x)"),
+    ("Ceil", "elementwise", "ceil(x)"),
+    ("Not", "elementwise", "logical not"),
+    ("Softplus", "activation", "log(1 + exp(x))"),
+    ("HardSwish", "activation", "x * max(0, min(1, x/6 + 1/2))"),
+    ("Sign", "elementwise", "sign(x)"),
 ]:
     register(
         OpDef(
@@ -468,9 +469,7 @@ for _name, _doc in [
             ("input",),
             _same,
             traits=_ELEM | {"unary"},
-            category="activation"
-            if _name in ("Relu", "Sigmoid", "Tanh", "Softplus", "HardSwish")
-            else "elementwise",
+            category=_category,
             doc=_doc,
         )
     )
