@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
@@ -41,11 +42,10 @@ def test_model_is_valid_and_small(name: str) -> None:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_onnxruntime_reproduces_recorded_output(name: str) -> None:
-    ort = pytest.importorskip("onnxruntime")
-    opts = ort.SessionOptions()
+    opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(
+    sess = onnxruntime.InferenceSession(
         str(SAMPLES / f"{name}.onnx"), opts, providers=["CPUExecutionProvider"]
     )
     with np.load(SAMPLES / f"{name}.input.npz") as f:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 
 from compiler.errors import ShapeError
@@ -89,10 +90,9 @@ def test_files_are_valid_and_small(name: str) -> None:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_onnxruntime_reproduces_recorded_output(name: str) -> None:
-    ort = pytest.importorskip("onnxruntime")
-    opts = ort.SessionOptions()
+    opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(
+    sess = onnxruntime.InferenceSession(
         str(HERE / f"{name}.onnx"), opts, providers=["CPUExecutionProvider"]
     )
     (got,) = sess.run(["output"], _load(name, "input"))

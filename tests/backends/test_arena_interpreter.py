@@ -16,6 +16,8 @@ from compiler.graph.ir import Module
 from compiler.graph.types import ElemKind, TensorType, f32
 from compiler.lir import parse_lir, verify_lir
 from compiler.lir.irgen import irgen
+from compiler.memory.plan import plan_memory
+from compiler.pipeline import CompileOptions, compile_model
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
 
@@ -51,14 +53,6 @@ def _model() -> tuple[Module, dict[str, np.ndarray]]:
     return m, inputs
 
 
-def _plan(lir):
-    try:
-        from compiler.memory.plan import plan_memory
-    except ImportError:  # pragma: no cover - memory planner not built yet
-        return NaivePlan(lir)
-    return plan_memory(lir)
-
-
 def _assert_same(out: dict, ref: dict, rtol: float = 1e-5, atol: float = 1e-5) -> None:
     assert list(out) == list(ref)
     for k in ref:
@@ -70,7 +64,7 @@ def _assert_same(out: dict, ref: dict, rtol: float = 1e-5, atol: float = 1e-5) -
 def test_matches_graph_interpreter(planner: str, poison: bool) -> None:
     m, inputs = _model()
     lir = irgen(m)
-    plan = NaivePlan(lir) if planner == "naive" else _plan(lir)
+    plan = NaivePlan(lir) if planner == "naive" else plan_memory(lir)
     out = ArenaInterpreter(lir, plan, poison=poison).run(inputs)
     _assert_same(out, run_graph(m, inputs))
 
@@ -78,7 +72,7 @@ def test_matches_graph_interpreter(planner: str, poison: bool) -> None:
 def test_arena_is_one_aligned_buffer_laid_out_by_the_plan() -> None:
     m, inputs = _model()
     lir = irgen(m)
-    plan = _plan(lir)
+    plan = plan_memory(lir)
     it = ArenaInterpreter(lir, plan)
     assert it.arena.dtype == np.uint8 and it.arena.ctypes.data % 64 == 0
     for name in ("w", "input", "conv_res"):
@@ -96,7 +90,7 @@ def test_arena_is_one_aligned_buffer_laid_out_by_the_plan() -> None:
 def test_stepping_equals_one_shot_bit_for_bit() -> None:
     m, inputs = _model()
     lir = irgen(m)
-    plan = _plan(lir)
+    plan = plan_memory(lir)
     once = ArenaInterpreter(lir, plan).run(inputs)
     it = ArenaInterpreter(lir, plan)
     it.reset(inputs)
@@ -118,7 +112,7 @@ def test_stepping_equals_one_shot_bit_for_bit() -> None:
 def test_breakpoints_and_run_to() -> None:
     m, inputs = _model()
     lir = irgen(m)
-    it = ArenaInterpreter(lir, _plan(lir))
+    it = ArenaInterpreter(lir, plan_memory(lir))
     it.reset(inputs)
     mm_index = lir.find("mm").index
     it.run(breakpoints={mm_index})
@@ -272,17 +266,12 @@ def test_executor_api() -> None:
 
 @pytest.mark.parametrize("model", sorted(p.stem for p in SAMPLES.glob("*.onnx")))
 def test_sample_models(model: str) -> None:
-    try:
-        from compiler.pipeline import CompileOptions, compile_model
-
-        result = compile_model(SAMPLES / f"{model}.onnx", CompileOptions(low_level=False))
-    except ImportError as e:  # pragma: no cover - frontend or pipeline not built yet
-        pytest.fail(f"pipeline unavailable: {e}")
+    result = compile_model(SAMPLES / f"{model}.onnx", CompileOptions(low_level=False))
     inputs = dict(np.load(SAMPLES / f"{model}.input.npz"))
     expected = dict(np.load(SAMPLES / f"{model}.expected.npz"))
     lir = irgen(result.module)
     verify_lir(lir)
-    plan = _plan(lir)
+    plan = plan_memory(lir)
     out = ArenaInterpreter(lir, plan, poison=True).run(inputs)
     ref = run_graph(result.module, inputs)
     _assert_same(out, ref, rtol=1e-5, atol=1e-5)
@@ -299,14 +288,8 @@ def test_sample_models(model: str) -> None:
 @pytest.mark.parametrize("model", sorted(p.stem for p in SAMPLES.glob("*.onnx")))
 def test_sample_models_full_pipeline(model: str) -> None:
     """The LIR after the memory engineer's passes, over the real plan, via the executor."""
-    try:
-        from compiler.pipeline import CompileOptions, compile_model
-
-        result = compile_model(SAMPLES / f"{model}.onnx", CompileOptions())
-    except ImportError as e:  # pragma: no cover - low-level pipeline not built yet
-        pytest.fail(f"pipeline unavailable: {e}")
-    if result.lir is None or result.plan is None:
-        pytest.fail("the pipeline produced no LIR/plan")
+    result = compile_model(SAMPLES / f"{model}.onnx", CompileOptions())
+    assert result.lir is not None and result.plan is not None, "the pipeline produced no LIR/plan"
     verify_lir(result.lir)
     inputs = dict(np.load(SAMPLES / f"{model}.input.npz"))
     expected = dict(np.load(SAMPLES / f"{model}.expected.npz"))
@@ -329,7 +312,7 @@ def test_integer_buffers_poison_and_scalars() -> None:
     inputs = {"x": np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)}
     lir = irgen(m)
     verify_lir(lir)
-    out = ArenaInterpreter(lir, _plan(lir), poison=True).run(inputs)
+    out = ArenaInterpreter(lir, plan_memory(lir), poison=True).run(inputs)
     ref = run_graph(m, inputs)
     for k in ref:
         np.testing.assert_array_equal(out[k], ref[k])

@@ -4,8 +4,10 @@ Each case whose model uses only ops the frontend converts (its converter table i
 new converter brings its cases in), with float32/int64/int32/bool inputs
 and outputs, runs through `compiler.onnx_backend.prepare(model, executor="interpreter")`.
 A case passes when every output matches (dtype kind, shape, values within the case's
-rtol/atol); a case that raises a CompilerError is "refused" (allowed, but not a pass); a crash
-or a wrong answer fails. The aggregate test requires a pass rate of at least 97%.
+rtol/atol). The cases listed in REFUSED must be refused with an UnsupportedError naming the node,
+the op and the listed reason; any other refusal, a crash or a wrong answer fails, and so does a
+listed case that stops being refused (remove it from the list). The aggregate test requires a
+pass rate of at least 97%.
 
 glowviz compiles static graphs: shape-like operands (Reshape's shape, Slice's starts, Pad's pads,
 Resize's scales...) must be compile-time constants. The node tests feed them as graph inputs,
@@ -30,6 +32,25 @@ from compiler.errors import CompilerError
 from compiler.frontend import CONVERTERS, import_onnx
 
 PASS_RATE = 0.97
+_ANTIALIAS = "attribute antialias=1 is not supported"
+_CROP = "coordinate_transformation_mode='tf_crop_and_resize' is not supported"
+_INEXACT = "that are not exactly out/in (ambiguous)"
+#: Case name -> the reason the compiler refuses it (a fragment of the UnsupportedError message).
+REFUSED: dict[str, str] = {
+    "test_convtranspose_3d": "3-D spatial input",
+    "test_maxpool_with_argmax_2d_precomputed_pads": "the Indices output is not supported",
+    "test_maxpool_with_argmax_2d_precomputed_strides": "the Indices output is not supported",
+    "test_resize_downsample_scales_cubic_align_corners": _INEXACT,
+    "test_resize_downsample_scales_cubic_antialias": _ANTIALIAS,
+    "test_resize_downsample_scales_linear_align_corners": _INEXACT,
+    "test_resize_downsample_scales_linear_antialias": _ANTIALIAS,
+    "test_resize_downsample_sizes_cubic_antialias": _ANTIALIAS,
+    "test_resize_downsample_sizes_linear_antialias": _ANTIALIAS,
+    "test_resize_tf_crop_and_resize": _CROP,
+    "test_resize_tf_crop_and_resize_axes_2_3": _CROP,
+    "test_resize_tf_crop_and_resize_axes_3_2": _CROP,
+    "test_resize_tf_crop_and_resize_extrapolation_value": _CROP,
+}
 DTYPES = {
     onnx.TensorProto.FLOAT,
     onnx.TensorProto.INT64,
@@ -170,13 +191,7 @@ def _run_backend(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.nd
 
 
 def _runner():
-    if os.environ.get("GLOWVIZ_CONFORMANCE_LOCAL"):
-        return _run_local
-    try:
-        from compiler import onnx_backend  # noqa: F401
-    except ImportError:
-        return _run_local
-    return _run_backend
+    return _run_local if os.environ.get("GLOWVIZ_CONFORMANCE_LOCAL") else _run_backend
 
 
 @dataclass
@@ -228,17 +243,19 @@ def _outcome(name: str) -> Outcome:
 
 @pytest.mark.parametrize("name", sorted(_cases()))
 def test_node_case(name: str) -> None:
-    """Each case either passes or is refused with an error naming what is unsupported.
-
-    Refusals are allowed (the aggregate test bounds how many); they must be the project's
-    UnsupportedError naming the node and op, never a bare failure.
-    """
+    """Each case passes, or is a listed refusal: the project's UnsupportedError naming the node,
+    the op and the listed reason."""
     out = _outcome(name)
-    if out.status == "refused":
-        assert out.detail.startswith("UnsupportedError: unsupported: node "), out.detail
-        assert " op " in out.detail, out.detail
+    if name not in REFUSED:
+        assert out.status == "pass", f"{name}: {out.status}: {out.detail}"
         return
-    assert out.status == "pass", f"{name}: {out.status}: {out.detail}"
+    assert out.status == "refused", f"{name} is listed in REFUSED but {out.status}: {out.detail}"
+    assert out.detail.startswith("UnsupportedError: unsupported: node '"), out.detail
+    assert ", op " in out.detail and REFUSED[name] in out.detail, out.detail
+
+
+def test_refused_list_names_real_cases() -> None:
+    assert set(REFUSED) <= set(_cases())
 
 
 def test_conformance_summary() -> None:

@@ -11,8 +11,11 @@ from compiler.errors import ParseError, VerifyError
 from compiler.lir import LIRFunction, parse_lir, print_lir, verify_lir
 from compiler.lir.instructions import all_instrs, get_instr
 from compiler.lir.ir import Instruction, view_root
+from compiler.lir.irgen import irgen
+from compiler.pipeline import CompileOptions, compile_model
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
+SAMPLE_MODELS = sorted(p.name for p in SAMPLES.glob("*.onnx"))
 
 GOOD = """\
 function @main
@@ -278,26 +281,13 @@ def test_table_covers_every_graph_op() -> None:
 # -- sample models ------------------------------------------------------------------------------
 
 
-def _sample_lirs():
-    models = sorted(SAMPLES.glob("*.onnx"))
-    if not models:
-        pytest.fail("no sample models")
-    try:
-        from compiler.pipeline import CompileOptions, compile_model
-    except ImportError as e:  # pragma: no cover - pipeline not built yet
-        pytest.skip(f"pipeline unavailable: {e}")
-    return models, compile_model, CompileOptions
+def test_sample_models_are_there() -> None:
+    assert SAMPLE_MODELS, f"no sample models in {SAMPLES}"
 
 
-@pytest.mark.parametrize("model", sorted(p.name for p in SAMPLES.glob("*.onnx")))
+@pytest.mark.parametrize("model", SAMPLE_MODELS)
 def test_sample_model_irgen_round_trip(model: str) -> None:
-    _, compile_model, CompileOptions = _sample_lirs()
-    from compiler.lir.irgen import irgen
-
-    try:
-        result = compile_model(SAMPLES / model, CompileOptions(low_level=False))
-    except ImportError as e:  # pragma: no cover - frontend not built yet
-        pytest.skip(f"frontend unavailable: {e}")
+    result = compile_model(SAMPLES / model, CompileOptions(low_level=False))
     lir = irgen(result.module)
     verify_lir(lir)
     text = print_lir(lir)
