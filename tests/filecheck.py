@@ -9,6 +9,12 @@ Directives, one per line of `checks` (other lines are ignored):
                      the position then moves past the last of them
   CHECK-COUNT-N: pat — pat occurs on exactly N lines of the whole text (a convenience)
 Patterns are literal substrings; `{{regex}}` embeds a regular expression.
+
+Kept instead of PyPI's `filecheck` (evaluated for issue 10): there CHECK-COUNT-N means N matches
+from the current position, at least N in all (LLVM's meaning), so the tests' CHECK-COUNT-1 "exactly
+one" checks would silently weaken; and it reads the checks from a file, the input from a file or
+stdin, and reports on stderr, so calling it from a test needs temp files and a wrapper not much
+shorter than this module. `lit` runs RUN-line files, not pytest tests.
 """
 
 from __future__ import annotations
