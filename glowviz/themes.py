@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from glowviz import resources
+
 DEFAULT_THEME = "dark"
 THEME_PREFIX = "glowviz-"
-THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
+THEMES_DIR = resources.themes_dir()
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
+from glowviz import resources
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
 COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench")
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "sample_models" / "resnet_small.onnx"
+DEFAULT_MODEL = resources.default_model()
 
 
 def parse_shape_args(items: list[str] | None) -> dict[str, tuple[int, ...]]:

@@ -11,9 +11,11 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 
+from glowviz import resources
+
 
 def sample_models() -> list[str]:
-    root = Path(__file__).resolve().parents[2] / "sample_models"
+    root = resources.sample_models_dir()
     return sorted(
         str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(p)
         for p in root.glob("*.onnx")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from glowviz import resources
 from glowviz.diff import GraphDiff
 from glowviz.session.util import fmt_bytes  # noqa: F401 - re-exported
 from glowviz.session.views import SessionViewData
@@ -34,8 +35,7 @@ _LOW_LEVEL_MODULES = (
 
 
 def default_model_path() -> str:
-    here = Path(__file__).resolve().parent.parent / DEFAULT_MODEL
-    return str(here if here.exists() else Path(DEFAULT_MODEL))
+    return str(resources.default_model())
 
 
 @dataclass
