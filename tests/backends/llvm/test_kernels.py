@@ -206,7 +206,10 @@ def _conv(
         assert ck.strategy == expect
     fn = JITEngine(disk_cache=False).compile(m).cfunc("cv")
     out = np.full((N, K, ck.shape.OH, ck.shape.OW), np.nan, dtype=np.float32)
-    fn(_addr(x), _addr(ck.packed_weights), _addr(out), *([_addr(bv)] if bias else []))
+    guarded = np.full(x.size + 128, np.nan, dtype=np.float32)  # a read past x gives NaN
+    guarded[64 : 64 + x.size] = x.ravel()
+    xg = guarded[64 : 64 + x.size]
+    fn(_addr(xg), _addr(ck.packed_weights), _addr(out), *([_addr(bv)] if bias else []))
     p4 = (pad,) * 4 if isinstance(pad, int) else pad
     ref = ref_conv(x, w, bv if bias else None, _pair(stride), p4, _pair(dil), group)
     if act == "relu":
@@ -230,6 +233,9 @@ CONVS = [
     dict(N=1, C=300, H=9, W=9, K=17, R=3, S=3, pad=1),
     dict(N=1, C=3, H=23, W=23, K=16, R=7, S=7, stride=2, pad=3),
     dict(N=1, C=4, H=6, W=6, K=4, R=3, S=3, pad=4),  # padding wider than the kernel reach
+    # The window sticks out on both sides with stride > 1 (issue 11's fuzzing campaign).
+    dict(N=1, C=3, H=1, W=1, K=16, R=3, S=3, stride=2, pad=1, expect="implicit-gemm"),
+    dict(N=1, C=4, H=5, W=4, K=6, R=3, S=3, stride=2, pad=(1, 0, 0, 2), dil=2, group=2),
 ]
 
 

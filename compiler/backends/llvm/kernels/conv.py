@@ -125,11 +125,11 @@ def _im2col_fill(cfg: GemmConfig, s: ConvShape, x: ir.Value):
             ih0 = b.sub(mul(b, r, dh), i64(pt))
             iw0 = b.sub(mul(b, sc, dw), i64(pl))
             dst_k = gep(b, buf, mul(b, kk, nr))
-            # Output columns whose input column is inside the image: [ow_lo, ow_hi).
+            # Output columns whose input column is inside the image: [ow_lo, ow_hi). sdiv
+            # truncates toward zero, so each numerator is kept >= 0 whenever its bound is > 0:
+            # (W-1-iw0)/sw + 1 gave 1 instead of 0 for iw0 = W (stride 2) and read past the row.
             ow_lo = smin(b, smax(b, b.sdiv(b.add(b.sub(i64(0), iw0), i64(sw - 1)), i64(sw)), 0), OW)
-            ow_hi = smax(
-                b, smin(b, b.add(b.sdiv(b.sub(i64(W - 1), iw0), i64(sw)), i64(1)), OW), ow_lo
-            )
+            ow_hi = smax(b, smin(b, b.sdiv(b.sub(i64(W - 1 + sw), iw0), i64(sw)), OW), ow_lo)
             with loop(b, 0, OH, 1, "oh") as oh:
                 ih = b.add(mul(b, oh, sh), ih0)
                 row_ok = in_range(b, ih, H)
