@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,13 +38,6 @@ def ensure_libm_symbols() -> None:
         addr = ctypes.cast(getattr(libm, name), ctypes.c_void_p).value
         llvm.add_symbol(name, addr)
     _symbols_done = True
-
-
-_FUNC_RE = re.compile(r"^define [^\n]*@(\"?[\w.$]+\"?)\(.*?^}\n", re.M | re.S)
-
-
-def _functions(ir_text: str) -> dict[str, str]:
-    return {m.group(1).strip('"'): m.group(0) for m in _FUNC_RE.finditer(ir_text)}
 
 
 class LLVMExecutor(ArenaInterpreter):
@@ -97,7 +89,6 @@ class LLVMExecutor(ArenaInterpreter):
             self.compiled.cfunc(ic.entry) if ic.entry else None for ic in self.program.instrs
         ]
         self._run_all = self.compiled.cfunc("run_all")
-        self._fn_text: dict[str, str] | None = None
         self._args = tuple(ctypes.c_void_p(a) for a in self._args)
         # Fast path of run(inputs): the input and output views, resolved once.
         self._in_views = {w.name: self._view(w, writable=True) for w in lir.inputs()}
@@ -170,11 +161,6 @@ class LLVMExecutor(ArenaInterpreter):
             fn(*self._args)
 
     # -- inspection -----------------------------------------------------------------------------
-    def _texts(self) -> dict[str, str]:
-        if self._fn_text is None:
-            self._fn_text = _functions(self.compiled.optimized_ir or self.program.ir_text)
-        return self._fn_text
-
     def kernels_of(self, index: int) -> list[str]:
         return list(dict.fromkeys(c.name for c in self.program.instrs[index].calls))
 
@@ -183,25 +169,21 @@ class LLVMExecutor(ArenaInterpreter):
         ic = self.program.instrs[index]
         if ic.entry is None:
             return f"; %{ic.name} ({ic.kind}) generates no code\n"
-        texts = self._texts()
-        parts = [texts.get(ic.entry, f"; @{ic.entry} was inlined\n")]
+        fn_ir = self.compiled.function_ir
+        parts = [fn_ir(ic.entry) or f"; @{ic.entry} was inlined\n"]
         for k in self.kernels_of(index):
-            t = texts.get(k) or next((v for n, v in texts.items() if n.startswith(k + ".")), None)
-            parts.append(t or f"; @{k} was inlined into @{ic.entry}\n")
+            parts.append(fn_ir(k) or f"; @{k} was inlined into @{ic.entry}\n")
         return "\n".join(parts)
 
     def assembly(self, index: int) -> str:
-        """Host assembly of instruction `index`'s entry and the kernels it calls."""
+        """Host assembly of instruction `index`'s entry and the kernels it calls (generated for
+        those functions alone, in a fraction of the whole module's time)."""
         ic = self.program.instrs[index]
         if ic.entry is None:
             return f"# %{ic.name} ({ic.kind}) generates no code\n"
-        parts = [self.compiled.assembly(ic.entry)]
-        for k in self.kernels_of(index):
-            try:
-                parts.append(self.compiled.assembly(k))
-            except Exception:  # noqa: BLE001 - inlined or renamed kernels have no own symbol
-                parts.append(f"# {k}: inlined\n")
-        return "\n".join(parts)
+        names = [ic.entry, *self.kernels_of(index)]
+        asm = self.compiled.assembly_of(names)
+        return "\n".join(asm.get(n, f"# {n}: inlined\n") for n in names)
 
     def strategy(self, index: int) -> str:
         return self.program.instrs[index].strategy

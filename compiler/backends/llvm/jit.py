@@ -1,8 +1,11 @@
 """JIT engine for the LLVM backend: IR text -> verify -> O3 -> MCJIT -> ctypes callables.
 
-Compiled objects are cached in memory and on disk (``~/.cache/glowviz/llvm`` or
-``$GLOWVIZ_CACHE_DIR``), keyed by sha256 of the IR text, CPU, features and llvmlite version, through
-MCJIT's object-cache hooks; a disk hit skips the optimizer and the code generator.
+Compiled objects are cached on disk (``~/.cache/glowviz/llvm`` or ``$GLOWVIZ_CACHE_DIR``), keyed
+by sha256 of the IR text, CPU, features and llvmlite version, through MCJIT's object-cache
+hooks (a disk hit skips the optimizer and the code generator), and compiled modules in memory,
+least recently used out first, up to a count and a byte budget (``ModuleCache``).
+A ``CompiledModule`` shows the optimized IR and the host assembly of single functions: the
+assembly of a few functions is generated on its own, never the whole module's.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from compiler.backends.llvm import target
+import compiler.backends.llvm.target as target
 from compiler.errors import CodegenError
 
 _CTYPES = {
@@ -61,6 +65,23 @@ def _module_text(modules: ir.Module | str | Sequence[ir.Module | str]) -> str:
     return str(dst)
 
 
+_FUNC_RE = re.compile(r"^define [^\n]*@(\"?[\w.$]+\"?)\(.*?^}\n", re.M | re.S)
+
+
+_REF_RE = re.compile(r"@\"?([\w.$]+)\"?")
+
+
+def split_functions(ir_text: str) -> dict[str, str]:
+    """The text of every function defined in an LLVM IR module, by name."""
+    return {m.group(1).strip('"'): m.group(0) for m in _FUNC_RE.finditer(ir_text)}
+
+
+def _asm_of(asm: str, name: str) -> str | None:
+    """One function's code in a module's assembly: from its label to its end marker."""
+    m = re.search(rf"^{re.escape(name)}:.*?^\.Lfunc_end\d+:", asm, re.M | re.S)
+    return m.group(0) if m else None
+
+
 class CompiledModule:
     """One JIT-compiled module: function addresses, ctypes callables, optimized IR and asm."""
 
@@ -72,14 +93,21 @@ class CompiledModule:
         optimized_ir: str | None,
         cache_path: Path | None,
         from_disk: bool,
+        nbytes: int = 0,
     ) -> None:
         self.key = key
         self.from_disk = from_disk
+        #: What it weighs in the memory cache: IR text and object code, in bytes.
+        self.nbytes = nbytes
         self._engine = engine
         self._mod = mod
         self._optimized_ir = optimized_ir
         self._cache_path = cache_path
         self._asm: str | None = None
+        self._fn_ir: dict[str, str] | None = None
+        self._decls: str | None = None  # the optimized IR without its function bodies
+        self._fn_asm: dict[str, str] = {}
+        self._asm_lock = threading.Lock()
         self._cfuncs: dict[str, Any] = {}
 
     def address(self, name: str) -> int:
@@ -109,24 +137,155 @@ class CompiledModule:
                 self._optimized_ir = ll.read_text()
         return self._optimized_ir or ""
 
+    def _source_ir(self) -> str:
+        """The optimized IR (the unoptimized module when a read-only cache lost it)."""
+        return self.optimized_ir or str(self._mod)
+
+    def _functions(self) -> dict[str, str]:
+        if self._fn_ir is None:
+            self._fn_ir = split_functions(self._source_ir())
+        return self._fn_ir
+
+    def function_ir(self, name: str) -> str | None:
+        """The optimized IR of function ``name``, or None when it has no body of its own
+        (inlined away, or a declaration)."""
+        return self._functions().get(name)
+
     def assembly(self, name: str | None = None) -> str:
-        """Assembly of the whole module, or of the one function ``name``."""
-        if self._asm is None:
-            opt = target.parse_and_verify(self.optimized_ir or str(self._mod))
-            self._asm = target.target_machine().emit_assembly(opt)
-        if name is None:
+        """Host assembly of the one function ``name`` (see ``assembly_of``), or of the whole
+        module (seconds on a model of some size: prefer single functions)."""
+        if name is not None:
+            text = self.assembly_of([name]).get(name)
+            if text is None:
+                raise CodegenError(f"JIT: no assembly for function {name!r}")
+            return text
+        with self._asm_lock:
+            if self._asm is None:
+                mod = target.parse_and_verify(self._source_ir())
+                self._asm = target.target_machine().emit_assembly(mod)
             return self._asm
-        m = re.search(rf"^{re.escape(name)}:.*?^\.Lfunc_end\d+:", self._asm, re.M | re.S)
-        if not m:
-            raise CodegenError(f"JIT: no assembly for function {name!r}")
-        return m.group(0)
+
+    def assembly_of(self, names: Iterable[str]) -> dict[str, str]:
+        """Host assembly of each function in ``names`` that has a body of its own, by name.
+
+        Those functions (and what they call) are code-generated alone, in a module holding
+        only them and the declarations, so the cost follows their size, not the module's
+        (on a small ResNet: tens of ms for an element-wise entry instead of seconds for the
+        module). Results are kept.
+        """
+        names = list(dict.fromkeys(names))
+        with self._asm_lock:
+            todo = [n for n in names if n not in self._fn_asm]
+            asm = self._asm if todo and self._asm is not None else None
+            if todo and asm is None:
+                asm = target.target_machine().emit_assembly(self._module_of(todo))
+            for n in todo:
+                text = _asm_of(asm or "", n)
+                if text is not None:
+                    self._fn_asm[n] = text
+            return {n: self._fn_asm[n] for n in names if n in self._fn_asm}
+
+    def _module_of(self, names: list[str]) -> llvm.ModuleRef:
+        """A module defining ``names`` and every function they reference, nothing else."""
+        fns = self._functions()
+        keep: dict[str, None] = {}
+        work = [n for n in names if n in fns]
+        while work:
+            n = work.pop()
+            if n in keep:
+                continue
+            keep[n] = None
+            work.extend(r for r in _REF_RE.findall(fns[n]) if r in fns and r not in keep)
+        if self._decls is None:
+            self._decls = _FUNC_RE.sub("", self._source_ir())
+        try:
+            return llvm.parse_assembly(self._decls + "".join(fns[n] for n in keep))
+        except RuntimeError:
+            # Something outside the functions refers to one left out: keep the whole module
+            # and have code generation skip the others (slower: their IR passes still run).
+            mod = llvm.parse_assembly(self._source_ir())
+            for fn in mod.functions:
+                if not fn.is_declaration and fn.name not in keep:
+                    fn.linkage = llvm.Linkage.available_externally
+            return mod
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class ModuleCache:
+    """Compiled modules in memory by key, least recently used evicted first once there are more
+    than ``max_entries`` of them or they weigh more than ``max_bytes`` (``CompiledModule.nbytes``).
+
+    Eviction only forgets: executors keep the modules they run alive. Defaults: 64 modules,
+    512 MiB; ``$GLOWVIZ_JIT_CACHE_ENTRIES`` and ``$GLOWVIZ_JIT_CACHE_MB`` change them.
+    """
+
+    def __init__(self, max_entries: int | None = None, max_bytes: int | None = None) -> None:
+        self.max_entries = (
+            max_entries if max_entries is not None else _env_int("GLOWVIZ_JIT_CACHE_ENTRIES", 64)
+        )
+        self.max_bytes = (
+            max_bytes
+            if max_bytes is not None
+            else _env_int("GLOWVIZ_JIT_CACHE_MB", 512) * (1 << 20)
+        )
+        self._items: OrderedDict[str, CompiledModule] = OrderedDict()
+        self._lock = threading.Lock()
+        self.nbytes = 0
+
+    def get(self, key: str) -> CompiledModule | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def put(self, key: str, compiled: CompiledModule) -> CompiledModule:
+        """Insert (unless another thread got there first: then that one), evict, return it."""
+        with self._lock:
+            have = self._items.get(key)
+            if have is not None:
+                self._items.move_to_end(key)
+                return have
+            self._items[key] = compiled
+            self.nbytes += compiled.nbytes
+            while len(self._items) > 1 and (
+                len(self._items) > self.max_entries or self.nbytes > self.max_bytes
+            ):
+                _, old = self._items.popitem(last=False)
+                self.nbytes -= old.nbytes
+            return compiled
+
+    def pop(self, key: str, default: CompiledModule | None = None) -> CompiledModule | None:
+        with self._lock:
+            item = self._items.pop(key, None)
+            if item is None:
+                return default
+            self.nbytes -= item.nbytes
+            return item
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
 
 
 class JITEngine:
     """Compiles modules; one MCJIT engine per compiled module, with memory and disk caches."""
 
-    _memory: dict[str, CompiledModule] = {}
-    _mem_lock = threading.Lock()
+    #: Shared by every engine (one process, one host target).
+    _memory = ModuleCache()
 
     def __init__(self, *, disk_cache: bool = True, directory: Path | None = None) -> None:
         self.disk_cache = disk_cache and os.environ.get("GLOWVIZ_NO_DISK_CACHE") is None
@@ -135,14 +294,10 @@ class JITEngine:
     def compile(self, modules: ir.Module | str | Sequence[ir.Module | str]) -> CompiledModule:
         text = _module_text(modules)
         key = module_key(text)
-        with self._mem_lock:
-            hit = self._memory.get(key)
+        hit = self._memory.get(key)
         if hit is not None:
             return hit
-        compiled = self._compile(text, key)
-        with self._mem_lock:
-            self._memory.setdefault(key, compiled)
-            return self._memory[key]
+        return self._memory.put(key, self._compile(text, key))
 
     def _compile(self, text: str, key: str) -> CompiledModule:
         tm = target.new_target_machine()
@@ -163,8 +318,10 @@ class JITEngine:
             target.optimize(mod)
             optimized = str(mod)
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        object_size = [len(cached) if cached is not None else 0]
 
         def notify(m: llvm.ModuleRef, buf: bytes) -> None:
+            object_size[0] = len(buf)
             if path is None or cached is not None:
                 return
             try:
@@ -183,7 +340,8 @@ class JITEngine:
         engine.add_module(mod)
         engine.finalize_object()
         engine.run_static_constructors()
-        return CompiledModule(key, engine, mod, optimized, path, cached is not None)
+        nbytes = len(text) + len(optimized or "") + object_size[0]
+        return CompiledModule(key, engine, mod, optimized, path, cached is not None, nbytes)
 
 
 _default: JITEngine | None = None

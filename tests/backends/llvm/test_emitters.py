@@ -417,7 +417,12 @@ def test_ir_and_assembly_of_an_instruction():
     ex = LLVMExecutor(lir, plan)
     idx = next(i for i, x in enumerate(lir.code) if x.kind == "exp")
     assert f"@instr_{idx}" in ex.llvm_ir(idx)
-    assert "ret" in ex.assembly(idx)
+    asm = ex.assembly(idx)
+    assert "ret" in asm
+    # The entry and its kernels, each generated on its own: no other function's code.
+    for name in [f"instr_{idx}", *ex.kernels_of(idx)]:
+        assert asm.count(f"\n{name}:") + asm.startswith(f"{name}:") == 1, name
+    assert "run_all:" not in asm
     marker = next(i for i, x in enumerate(lir.code) if x.kind in emitters.NO_CODE)
     assert "no code" in ex.llvm_ir(marker)
 

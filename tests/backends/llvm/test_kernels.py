@@ -7,9 +7,10 @@ import pytest
 from llvmlite import ir
 
 from compiler.backends.llvm import target
-from compiler.backends.llvm.jit import JITEngine
+from compiler.backends.llvm.jit import JITEngine, ModuleCache, module_key
 from compiler.backends.llvm.kernels.conv import emit_conv2d
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
+from compiler.errors import CodegenError
 
 ISAS = ["avx512", "avx2", "generic"]
 
@@ -287,3 +288,52 @@ def test_jit_disk_cache_roundtrip(tmp_path):
     c = np.zeros((5, 7), dtype=np.float32)
     second.cfunc("mm_cache")(_addr(a), _addr(b), _addr(c))
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def _two_kernel_module(tag: str) -> ir.Module:
+    m = ir.Module()
+    for name, n in ((f"{tag}_a", 9), (f"{tag}_b", 40)):
+        emit_matmul(m, name, 4, n, 7, a_stride=7, b_stride=n, c_stride=n)
+    return m
+
+
+def test_assembly_of_one_function_leaves_the_others_out() -> None:
+    compiled = JITEngine(disk_cache=False).compile(_two_kernel_module("asm1"))
+    one = compiled.assembly_of(["asm1_a", "no_such_function"])
+    assert list(one) == ["asm1_a"]
+    assert one["asm1_a"].startswith("asm1_a:") and "asm1_b" not in one["asm1_a"]
+    assert compiled.assembly("asm1_a") == one["asm1_a"]
+    assert "define" in compiled.function_ir("asm1_b") and compiled.function_ir("nope") is None
+    whole = compiled.assembly()
+    assert "asm1_a:" in whole and "asm1_b:" in whole
+    with pytest.raises(CodegenError, match="no assembly for function 'nope'"):
+        compiled.assembly("nope")
+
+
+def test_assembly_of_a_function_a_global_refers_to_elsewhere() -> None:
+    """A global naming a function left out of the small module: the whole-module fallback."""
+    m = _two_kernel_module("asm2")
+    table = ir.GlobalVariable(m, ir.PointerType(), "asm2_table")
+    table.initializer = m.get_global("asm2_b")
+    compiled = JITEngine(disk_cache=False).compile(m)
+    one = compiled.assembly_of(["asm2_a"])
+    assert one["asm2_a"].startswith("asm2_a:") and "asm2_b:" not in one["asm2_a"]
+
+
+def test_jit_memory_cache_is_bounded_lru(monkeypatch) -> None:
+    cache = ModuleCache(max_entries=2, max_bytes=1 << 40)
+    monkeypatch.setattr(JITEngine, "_memory", cache)
+    engine = JITEngine(disk_cache=False)
+    mods = [str(_two_kernel_module(f"lru{i}")) for i in range(3)]
+    a = engine.compile(mods[0])
+    b = engine.compile(mods[1])
+    assert engine.compile(mods[0]) is a  # a hit; mods[1] is now the least recently used
+    engine.compile(mods[2])
+    assert len(cache) == 2 and a.key in cache and b.key not in cache
+    assert cache.nbytes == sum(cache.get(k).nbytes for k in (a.key, module_key(mods[2])))
+    cache.max_bytes = a.nbytes  # a byte budget that holds one module
+    engine.compile(mods[1])
+    assert len(cache) == 1 and a.key not in cache
+    assert cache.pop("missing") is None
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0

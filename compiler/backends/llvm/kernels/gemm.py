@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from compiler.backends.llvm import target
+import compiler.backends.llvm.target as target
 from compiler.backends.llvm.kernels.common import (
     F32,
     Activation,
