@@ -7,10 +7,15 @@ shared between instructions with the same signature, e.g. ResNet's repeated bloc
 runs the whole program; in it, chains of element-wise instructions are stacked into one loop
 (`@fused_<idx>`). Kernels come from the emitter table `EMITTERS`, keyed by instruction kind;
 an instruction without an emitter raises `CodegenError` naming it.
+
+`conv_strategy` (or `$GLOWVIZ_CONV_STRATEGY`) forces one row of the conv strategy table
+(`kernels.conv.STRATEGIES`) on every conv, for tests and debugging; a conv it does not apply
+to raises `CodegenError`.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,14 +176,17 @@ def _chainable(cur: list[Instruction], nxt: Instruction, addr: Addresses) -> boo
 class CodeGen:
     """Builds the Program of a LIR function over a memory plan."""
 
-    def __init__(self, lir: LIRFunction, plan: Any, *, fuse: bool = True) -> None:
+    def __init__(
+        self, lir: LIRFunction, plan: Any, *, fuse: bool = True, conv_strategy: str | None = None
+    ) -> None:
         self.lir = lir
         self.plan = plan
         self.fuse = fuse
         self.addr = Addresses(plan)
         self.module = ir.Module(name=f"glowviz.{lir.name}")
         self.sink = KernelSink(self.module)
-        self.ctx = EmitContext(self.sink, self.addr.overlap)
+        forced = conv_strategy or os.environ.get("GLOWVIZ_CONV_STRATEGY") or None
+        self.ctx = EmitContext(self.sink, self.addr.overlap, conv_strategy=forced)
 
     def generate(self) -> Program:
         instrs: list[InstrCode] = []
@@ -276,9 +284,11 @@ class CodeGen:
         b.ret_void()
 
 
-def generate(lir: LIRFunction, plan: Any, *, fuse: bool = True) -> Program:
+def generate(
+    lir: LIRFunction, plan: Any, *, fuse: bool = True, conv_strategy: str | None = None
+) -> Program:
     """Generate the Program (LLVM module + entries) for `lir` laid out by `plan`."""
-    return CodeGen(lir, plan, fuse=fuse).generate()
+    return CodeGen(lir, plan, fuse=fuse, conv_strategy=conv_strategy).generate()
 
 
 __all__ = ["Addresses", "CodeGen", "InstrCode", "Program", "find_chains", "generate"]

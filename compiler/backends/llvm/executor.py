@@ -53,10 +53,11 @@ class LLVMExecutor(ArenaInterpreter):
         engine: JITEngine | None = None,
         fuse: bool = True,
         check_plan: bool = True,
+        conv_strategy: str | None = None,
     ) -> None:
         super().__init__(lir, plan, check_plan=check_plan)
         t0 = time.perf_counter()
-        self.program: Program = generate(lir, self.plan, fuse=fuse)
+        self.program: Program = generate(lir, self.plan, fuse=fuse, conv_strategy=conv_strategy)
         self.program_addresses = Addresses(self.plan)
         t1 = time.perf_counter()
         ensure_libm_symbols()

@@ -14,14 +14,17 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from compiler.backends.llvm.kernels.common import (  # the basics are shared with the kernels
+# The basics are shared with the kernels; emitters import them from here.
+from compiler.backends.llvm.kernels.common import (  # noqa: F401 - PTR, VOID, entry_alloca
     F32,
     I32,
     I64,
     PTR,
     VOID,
+    entry_alloca,
     gep,
     loop,
+    new_kernel,
 )
 from compiler.backends.llvm.kernels.common import i64 as c64
 from compiler.errors import CodegenError
@@ -304,14 +307,9 @@ class KernelSink:
         if key in self.kernels:
             return self.kernels[key]
         name = self.module.get_unique_name(prefix)
-        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * nargs), name)
-        for i, a in enumerate(fn.args):
-            if noalias is None or noalias[i]:
-                a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
+        fn, b = new_kernel(self.module, name, nargs, noalias)
         fn.attributes.add("noinline")
         fn.linkage = "internal"
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
         try:
             build(fn, b)
         except BaseException:
@@ -365,9 +363,17 @@ class KernelSink:
 class EmitContext:
     """What emitters see: the instruction's operand types and constant data, and the sink."""
 
-    def __init__(self, sink: KernelSink, alias: Callable[[Any, Any], bool]) -> None:
+    def __init__(
+        self,
+        sink: KernelSink,
+        alias: Callable[[Any, Any], bool],
+        *,
+        conv_strategy: str | None = None,
+    ) -> None:
         self.sink = sink
         self._alias = alias
+        #: A conv strategy every conv must use (tests, debugging); None: each conv's choice.
+        self.conv_strategy = conv_strategy
 
     def may_alias(self, a: Any, b: Any) -> bool:
         return self._alias(a, b)
@@ -444,12 +450,3 @@ def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:
 def accepts(kind: str, elems: Iterable[ElemKind]) -> bool:
     """An emitter exists for `kind` and takes operands of these element kinds."""
     return kind in EMITTERS and (kind not in ELEMS or all(e in ELEMS[kind] for e in elems))
-
-
-def entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
-    """An alloca in the function's entry block (promotable to a register; never grows the stack)."""
-    entry = b.function.entry_basic_block
-    with b.goto_block(entry):
-        if entry.instructions:
-            b.position_before(entry.instructions[0])
-        return b.alloca(ty)

@@ -28,7 +28,8 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import fmax_nan, imax
-from compiler.backends.llvm.kernels.common import clamp, in_range
+from compiler.backends.llvm.kernels.common import clamp
+from compiler.backends.llvm.kernels.window import Axis, split_columns
 from compiler.graph.types import ElemKind
 
 
@@ -92,9 +93,10 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
         low = -math.inf if elem.is_float else int(np.iinfo(elem.np_dtype).min)
     unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
 
+    rows_ax = Axis(H, OH, kh, sh, pt, dh)
+    cols_ax = Axis(W, OW, kw, sw, pl, dw)
     # Output columns whose whole window is inside the row need no column checks (vectorisable).
-    ow_lo = min(OW, max(0, -(-pl // sw)))
-    ow_hi = max(ow_lo, min(OW, (W - 1 - (kw - 1) * dw + pl) // sw + 1))
+    ow_lo, ow_hi = cols_ax.interior()
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, px = fn.args
@@ -109,13 +111,10 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
         with loop(b, 0, N * C, 1, "nc") as nc, loop(b, 0, OH, 1, "oh") as oh:
             xb = gep(b, px, b.mul(nc, c64(H * W)), ety)
             orow = gep(b, po, b.add(b.mul(nc, c64(OH * OW)), b.mul(oh, c64(OW))), ety)
-            ih0 = b.sub(b.mul(oh, c64(sh)), c64(pt))
             rows = []
             for r in range(kh):
-                ih = b.add(ih0, c64(r * dh))
-                ok = in_range(b, ih, H)
-                ihc = clamp(b, ih, 0, H - 1)
-                rows.append((ok, gep(b, xb, b.mul(ihc, c64(W)), ety)))
+                ok, ih = rows_ax.tap(b, oh, r)
+                rows.append((ok, gep(b, xb, b.mul(ih, c64(W)), ety)))
 
             def finish(ow, acc):
                 if ctab is not None:
@@ -124,29 +123,22 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
                     )
                 store_elem(b, acc, gep(b, orow, ow, ety), elem)
 
-            def cols(lo, hi, checked):
-                if lo >= hi:
-                    return
-                with loop(b, lo, hi, 1, "owc" if checked else "owi") as ow:
-                    iw0 = b.sub(b.mul(ow, c64(sw)), c64(pl))
-                    acc = ident
-                    for ok_r, xrow in rows:
-                        for s_ in range(kw):
-                            iw = b.add(iw0, c64(s_ * dw))
-                            ok = ok_r
-                            if checked:
-                                ok = b.and_(
-                                    ok,
-                                    in_range(b, iw, W),
-                                )
-                                iw = b.select(ok, iw, c64(0))
-                            v = load_elem(b, gep(b, xrow, iw, ety), elem)
-                            acc = b.select(ok, combine(acc, v), acc)
-                    finish(ow, acc)
+            def cols(ow: ir.Value, checked: bool) -> None:
+                taps = [
+                    cols_ax.tap(b, ow, t) if checked else (None, cols_ax.coord(b, ow, t))
+                    for t in range(kw)
+                ]
+                acc = ident
+                for ok_r, xrow in rows:
+                    for ok_c, iw in taps:
+                        ok = ok_r if ok_c is None else b.and_(ok_r, ok_c)
+                        v = load_elem(b, gep(b, xrow, iw, ety), elem)
+                        acc = b.select(ok, combine(acc, v), acc)
+                finish(ow, acc)
 
-            cols(0, ow_lo, True)
-            cols(ow_lo, ow_hi, False)
-            cols(ow_hi, OW, True)
+            split_columns(
+                b, ow_lo, ow_hi, OW, lambda ow: cols(ow, True), lambda ow: cols(ow, False)
+            )
 
     name = ctx.sink.kernel(key, 2, build, ins.kind)
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "window")
@@ -190,16 +182,10 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
     wn = (OW - 1) * sw + kw  # vbuf columns the column pass reads
     wc = min(W, wn - pl)  # input columns the row pass writes
     nbuf = wn + _PV * sw + 16
-    name = ctx.sink.kernels.get(key)
-    if name is None:
-        module = ctx.sink.module
-        name = ctx.sink.fresh_name("maxpool")
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 2), name)
-        for a in fn.args:
-            a.add_attribute("noalias")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, px = fn.args
-        vbuf = scratch(module, f"{name}.v", nbuf)
+        vbuf = scratch(fn.module, f"{fn.name}.v", nbuf)
         ninf = const(F32, -math.inf)
         with loop(b, 0, nbuf, 1, "vi") as i:
             b.store(ninf, gep(b, vbuf, i, F32))
@@ -265,8 +251,8 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
                 b.store(vmax(vals), gep(b, orow, i, F32), align=4)
 
             wide(OW, _PV, col_pass)
-        b.ret_void()
-        name = ctx.sink.adopt(key, fn)
+
+    name = ctx.sink.kernel(key, 2, build, "maxpool")
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "separable")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from llvmlite import ir
@@ -43,16 +43,30 @@ def intrinsic(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Functio
     return fn
 
 
-def new_kernel(module: ir.Module, name: str, nargs: int) -> tuple[ir.Function, ir.IRBuilder]:
-    """``void name(ptr noalias, ...)``: every kernel takes base pointers already offset."""
+def new_kernel(
+    module: ir.Module, name: str, nargs: int, noalias: Sequence[bool] | None = None
+) -> tuple[ir.Function, ir.IRBuilder]:
+    """The kernel shell every kernel is built in: ``void name(ptr noalias, ...)`` (base pointers
+    already offset; ``noalias[i]`` False drops the attribute from argument i), its entry block.
+    """
     if name in module.globals:
         raise ValueError(f"kernel {name!r} already defined in the module")
     fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * nargs), name)
-    for a in fn.args:
-        a.add_attribute("noalias")
+    for i, a in enumerate(fn.args):
+        if noalias is None or noalias[i]:
+            a.add_attribute("noalias")
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     return fn, b
+
+
+def entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
+    """An alloca in the function's entry block (promotable to a register; never grows the stack)."""
+    entry = b.function.entry_basic_block
+    with b.goto_block(entry):
+        if entry.instructions:
+            b.position_before(entry.instructions[0])
+        return b.alloca(ty)
 
 
 def add(b: ir.IRBuilder, x: Int, y: Int) -> Int:

@@ -1,16 +1,31 @@
-"""2-D convolution emitter (float32, NCHW) as an implicit GEMM over packed filters.
+"""2-D convolution (float32, NCHW): the strategy table, and the kernels it emits.
 
-Per image and group: out[Kg, OH*OW] = Wg[Kg, Cg*R*S] @ im2col(Xg)[Cg*R*S, OH*OW]. The filters are
-packed at compile time into the GEMM's MR-row A panels; the im2col matrix is never materialised
-whole: each KC block of it is gathered straight into the GEMM's NR-wide B panel buffer, so output
-pixels run along the vector lanes and stores stay contiguous in NCHW. 1x1 stride-1 convs pack by
-plain row copies. Depthwise convs (Cg == 1) use a direct loop vectorised over output columns.
+A strategy is a row of ``STRATEGIES``: its ``name``; ``applies(shape)``, whether it computes that
+shape correctly; ``prefers(shape)``, the default-choice heuristic; ``pack``, how the ONNX filter
+[K, C/group, R, S] is laid out for it at compile time (None: it reads the filter as given, so a
+run-time filter works); and ``body``, the code, emitted into the kernel shell
+``void f(ptr x, ptr w, ptr out [, ptr bias])`` (``new_kernel``). By default a conv gets the
+FIRST row that applies and prefers it, in this order:
+
+1. ``pixel-rows-gemm`` (group 1; few-channel stems, or small images with many channels): pixels
+   as GEMM rows and output channels on the vector lanes over an im2col buffer, then a transpose;
+2. ``padded-shift-gemm`` (group 1, stride 1, no dilation; images over 64 pixels): one GEMM over
+   the zero-padded pixel grid, whose im2col rows are shifted contiguous rows;
+3. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a direct loop
+   vectorised over output columns;
+4. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM whose B panels are plain row copies;
+5. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
+6. ``direct`` (any shape, run-time filters too): a scalar loop nest.
+
+``select(shape, forced=name)`` returns a forced row instead, and raises ``CodegenError`` when it
+does not apply. Every border test goes through ``kernels/window.py``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from llvmlite import ir
@@ -20,61 +35,49 @@ from compiler.backends.llvm.kernels.common import (
     Activation,
     apply_activation,
     broadcast,
-    clamp,
+    entry_alloca,
     fma,
     gep,
     i64,
-    in_range,
     load_vec,
     loop,
     mul,
     new_kernel,
-    smax,
-    smin,
     splat,
     store_vec,
 )
-from compiler.backends.llvm.kernels.gemm import (
-    GemmConfig,
-    GemmOperands,
-    _strided_b_fill,
-    emit_gemm_body,
-    gemm_config,
-    pack_a_constant,
-    panel_a,
-    runtime_packed_b,
+from compiler.backends.llvm.kernels.conv_gemm import (
+    gemm_body,
+    pack_a,
+    pack_b_rows,
+    pack_conv_weights,
+    padded_shift_body,
+    pixel_rows_body,
 )
+from compiler.backends.llvm.kernels.gemm import GemmConfig, gemm_config
+from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
+from compiler.errors import CodegenError
+
+Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Activation], None]
+Pack = Callable[[np.ndarray, ConvShape, GemmConfig], np.ndarray]
+
+
+def _always(s: ConvShape) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
-class ConvShape:
-    N: int
-    C: int
-    H: int
-    W: int
-    K: int
-    R: int
-    S: int
-    stride: tuple[int, int]
-    pad: tuple[int, int, int, int]  # top, left, bottom, right
-    dilation: tuple[int, int]
-    group: int
+class ConvStrategy:
+    """One row of the strategy table (see the module docstring)."""
 
-    @property
-    def OH(self) -> int:
-        return (
-            self.H + self.pad[0] + self.pad[2] - self.dilation[0] * (self.R - 1) - 1
-        ) // self.stride[0] + 1
+    name: str
+    body: Body = field(repr=False)
+    pack: Pack | None  # None: the kernel reads the ONNX filter as given (run-time filters too)
+    applies: Callable[[ConvShape], bool] = _always
+    prefers: Callable[[ConvShape], bool] = _always
 
-    @property
-    def OW(self) -> int:
-        return (
-            self.W + self.pad[1] + self.pad[3] - self.dilation[1] * (self.S - 1) - 1
-        ) // self.stride[1] + 1
-
-    @property
-    def depthwise(self) -> bool:
-        return self.C == self.group and self.K % self.group == 0
+    def usable(self, s: ConvShape, constant: bool = True) -> bool:
+        return (constant or self.pack is None) and self.applies(s)
 
 
 @dataclass
@@ -89,164 +92,220 @@ class ConvKernel:
     fn: ir.Function
     packed_weights: np.ndarray
     shape: ConvShape
-    strategy: str  # "gemm-1x1" | "implicit-gemm" | "depthwise-direct"
+    strategy: str
 
 
 def _pair(v: int | tuple[int, ...]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
-def pack_conv_weights(w: np.ndarray, group: int, isa: str | None = None) -> np.ndarray:
-    """[K, C/group, R, S] -> per group, the GEMM's MR-row A panels (see ``pack_a_constant``)."""
-    cfg = gemm_config(isa)
-    k = w.shape[0]
-    kg = k // group
-    w2 = np.asarray(w, dtype=np.float32).reshape(group, kg, -1)
-    return np.concatenate([pack_a_constant(w2[g], cfg.mr).ravel() for g in range(group)])
+# -- weight packings --------------------------------------------------------------------------
 
 
-def _im2col_fill(cfg: GemmConfig, s: ConvShape, x: ir.Value):
-    """Gather rows [pc, pc+kc) of the im2col matrix (rows c*R*S + r*S + s) into B panels."""
-    kc_cap = min(cfg.kc, (s.C // s.group) * s.R * s.S)
-    nr = cfg.nr
-    sh, sw = s.stride
-    dh, dw = s.dilation
-    pt, pl = s.pad[0], s.pad[1]
-    OH, OW, H, W = s.OH, s.OW, s.H, s.W
-
-    def fill(b: ir.IRBuilder, buf: ir.Value, pc: ir.Value, kcv: ir.Value) -> None:
-        with loop(b, 0, kcv, 1, "ck") as kk:
-            kg = b.add(pc, kk)
-            c = b.udiv(kg, i64(s.R * s.S))
-            rs = b.urem(kg, i64(s.R * s.S))
-            r = b.udiv(rs, i64(s.S))
-            sc = b.urem(rs, i64(s.S))
-            xc = gep(b, x, mul(b, c, H * W))
-            ih0 = b.sub(mul(b, r, dh), i64(pt))
-            iw0 = b.sub(mul(b, sc, dw), i64(pl))
-            dst_k = gep(b, buf, mul(b, kk, nr))
-            # Output columns whose input column is inside the image: [ow_lo, ow_hi). sdiv
-            # truncates toward zero, so each numerator is kept >= 0 whenever its bound is > 0:
-            # (W-1-iw0)/sw + 1 gave 1 instead of 0 for iw0 = W (stride 2) and read past the row.
-            ow_lo = smin(b, smax(b, b.sdiv(b.add(b.sub(i64(0), iw0), i64(sw - 1)), i64(sw)), 0), OW)
-            ow_hi = smax(b, smin(b, b.sdiv(b.sub(i64(W - 1 + sw), iw0), i64(sw)), OW), ow_lo)
-            with loop(b, 0, OH, 1, "oh") as oh:
-                ih = b.add(mul(b, oh, sh), ih0)
-                row_ok = in_range(b, ih, H)
-                ihc = clamp(b, ih, 0, H - 1)
-                xrow = gep(b, xc, mul(b, ihc, W))
-                nrow = mul(b, oh, OW)
-
-                def put(n: ir.Value, val: ir.Value) -> None:
-                    jp = b.lshr(n, i64(int(math.log2(nr))))
-                    lane = b.and_(n, i64(nr - 1))
-                    b.store(val, gep(b, dst_k, b.add(mul(b, jp, kc_cap * nr), lane)), align=4)
-
-                zero = ir.Constant(F32, 0.0)
-                with loop(b, 0, ow_lo, 1, "owl") as ow:
-                    put(b.add(nrow, ow), zero)
-                with loop(b, ow_lo, ow_hi, 1, "owm") as ow:
-                    iw = b.add(mul(b, ow, sw), iw0)
-                    v = b.load(gep(b, xrow, iw), typ=F32, align=4)
-                    put(b.add(nrow, ow), b.select(row_ok, v, zero))
-                with loop(b, ow_hi, OW, 1, "owr") as ow:
-                    put(b.add(nrow, ow), zero)
-
-    return fill
+def _pack_raw(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
+    return np.ascontiguousarray(w, dtype=np.float32).ravel()
 
 
-def _emit_depthwise(
-    b: ir.IRBuilder,
-    s: ConvShape,
-    cfg: GemmConfig,
-    x: ir.Value,
-    w: ir.Value,
-    out: ir.Value,
-    bias: ir.Value | None,
-    activation: Activation,
+def _prefers_pixel_rows(s: ConvShape) -> bool:
+    """Stems (few input channels), and small images (the 7x7 stages): with few pixels the
+    channel-rows GEMM wastes most of its NR-wide pixel panels; swapping the roles fills every
+    lane and streams the packed filter once."""
+    if s.Cg <= 4 and 32 <= s.K <= 128:
+        return True
+    return s.npix <= 64 and s.K >= 64 and s.Cg * s.R * s.S >= 64
+
+
+# -- direct loops: depthwise (vectorised over output columns) and the general scalar nest ------
+
+
+def _depthwise_body(
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
 ) -> None:
-    """Direct depthwise loop: out[n, k] = sum_rs w[k, r, s] * x[n, k // mult] (shifted)."""
+    """out[n, k] = sum_rt w[k, r, t] * x[n, k // mult] (shifted); interior columns in vectors."""
     vw = cfg.vw
-    mult = s.K // s.group
-    sh, sw = s.stride
-    dh, dw = s.dilation
-    pt, pl = s.pad[0], s.pad[1]
+    mult = s.Kg
+    rows, cols = s.rows, s.cols
+    sw = cols.stride
     OH, OW, H, W, R, S = s.OH, s.OW, s.H, s.W, s.R, s.S
-    # Interior output columns need no bounds checks: ow*sw - pl + s*dw in [0, W) for all s.
-    ow_lo = min(OW, max(0, -(-pl // sw)))
-    ow_hi = max(ow_lo, min(OW, (W - 1 - (S - 1) * dw + pl) // sw + 1))
-    nvec_interior = (ow_hi - ow_lo) // vw
+    lo, hi = cols.interior()
+    if sw == 2:  # a stride-2 vector is one wide load: one float past its last lane
+        hi = min(hi, cols.span(cols.offset(S - 1) + 1)[1])
+    vec_hi = lo + max(0, hi - lo) // vw * vw
     zero_s = ir.Constant(F32, 0.0)
-    vty = ir.VectorType(F32, vw)
 
     with loop(b, 0, s.N, 1, "dn") as n, loop(b, 0, s.K, 1, "dk") as k:
-        xc = gep(b, x, b.add(mul(b, n, s.C * H * W), mul(b, b.udiv(k, i64(mult)), H * W)))
-        oc = gep(b, out, b.add(mul(b, n, s.K * OH * OW), mul(b, k, OH * OW)))
-        wk = gep(b, w, mul(b, k, R * S))
-        bval = b.load(gep(b, bias, k), typ=F32) if bias is not None else zero_s
+        xc = gep(b, p.x, b.add(mul(b, n, s.C * H * W), mul(b, b.udiv(k, i64(mult)), H * W)))
+        oc = gep(b, p.out, b.add(mul(b, n, s.K * OH * OW), mul(b, k, OH * OW)))
+        wk = gep(b, p.w, mul(b, k, R * S))
+        bval = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else zero_s
         wv = [b.load(gep(b, wk, i), typ=F32) for i in range(R * S)]
         wb = [broadcast(b, x_, vw) for x_ in wv]
         with loop(b, 0, OH, 1, "doh") as oh:
-            ih0 = b.sub(mul(b, oh, sh), i64(pt))
             orow = gep(b, oc, mul(b, oh, OW))
-            rows = []
+            taps_r = []
             for r in range(R):
-                ih = b.add(ih0, i64(r * dh))
-                ok = in_range(b, ih, H)
-                rows.append((ok, gep(b, xc, mul(b, clamp(b, ih, 0, H - 1), W))))
+                ok, ih = rows.tap(b, oh, r)
+                taps_r.append((ok, gep(b, xc, mul(b, ih, W))))
 
-            def scalar_cols(lo: int, hi: int) -> None:
-                if lo >= hi:
-                    return
-                with loop(b, lo, hi, 1, "dsc") as ow:
-                    acc = bval
-                    for r in range(R):
-                        ok_r, xrow = rows[r]
-                        for sc in range(S):
-                            iw = b.add(b.sub(mul(b, ow, sw), i64(pl)), i64(sc * dw))
-                            ok = b.and_(
-                                ok_r,
-                                in_range(b, iw, W),
-                            )
-                            v = b.load(gep(b, xrow, clamp(b, iw, 0, W - 1)), typ=F32)
-                            acc = fma(b, b.select(ok, v, zero_s), wv[r * S + sc], acc)
-                    b.store(apply_activation(b, acc, activation), gep(b, orow, ow))
+            def scalar(ow: ir.Value) -> None:
+                acc = bval
+                taps_c = [cols.tap(b, ow, t) for t in range(S)]
+                for r, (ok_r, xrow) in enumerate(taps_r):
+                    for t, (okw, iw) in enumerate(taps_c):
+                        v = b.load(gep(b, xrow, iw), typ=F32)
+                        acc = fma(b, b.select(b.and_(ok_r, okw), v, zero_s), wv[r * S + t], acc)
+                b.store(apply_activation(b, acc, activation), gep(b, orow, ow))
 
-            scalar_cols(0, ow_lo)
-            if nvec_interior:
-                with loop(b, ow_lo, ow_lo + nvec_interior * vw, vw, "dvc") as ow:
-                    acc = broadcast(b, bval, vw) if bias is not None else splat(0.0, vw)
-                    base_iw = b.sub(mul(b, ow, sw), i64(pl))
-                    for r in range(R):
-                        ok_r, xrow = rows[r]
-                        for sc in range(S):
-                            p = gep(b, xrow, b.add(base_iw, i64(sc * dw)))
-                            if sw == 1:
-                                v = load_vec(b, p, vw)
-                            else:
-                                lo = (
-                                    b.load(p, typ=ir.VectorType(F32, vw * sw), align=4)
-                                    if sw == 2
-                                    else None
-                                )
-                                if lo is not None:
-                                    v = b.shuffle_vector(
-                                        lo,
-                                        ir.Constant(lo.type, ir.Undefined),
-                                        ir.Constant(
-                                            ir.VectorType(ir.IntType(32), vw),
-                                            [i * sw for i in range(vw)],
-                                        ),
-                                    )
-                                else:
-                                    v = ir.Constant(vty, ir.Undefined)
-                                    for i in range(vw):
-                                        e = b.load(gep(b, p, i * sw), typ=F32)
-                                        v = b.insert_element(v, e, ir.Constant(ir.IntType(32), i))
-                            v = b.select(ok_r, v, splat(0.0, vw))
-                            acc = fma(b, v, wb[r * S + sc], acc)
-                    store_vec(b, apply_activation(b, acc, activation), gep(b, orow, ow), vw)
-            scalar_cols(ow_lo + nvec_interior * vw, OW)
+            def vector(ow: ir.Value) -> None:
+                acc = broadcast(b, bval, vw) if p.bias is not None else splat(0.0, vw)
+                base_iw = cols.coord(b, ow, 0)
+                for r in range(R):
+                    ok_r, xrow = taps_r[r]
+                    for t in range(S):
+                        v = _strided_load(
+                            b, gep(b, xrow, b.add(base_iw, i64(t * cols.dilation))), vw, sw
+                        )
+                        v = b.select(ok_r, v, splat(0.0, vw))
+                        acc = fma(b, v, wb[r * S + t], acc)
+                store_vec(b, apply_activation(b, acc, activation), gep(b, orow, ow), vw)
+
+            split_columns(b, lo, vec_hi, OW, scalar, vector, "dc", step=vw)
+
+
+def _strided_load(b: ir.IRBuilder, ptr: ir.Value, vw: int, stride: int) -> ir.Value:
+    """``vw`` floats at ``ptr[0], ptr[stride], ...``."""
+    if stride == 1:
+        return load_vec(b, ptr, vw)
+    vty = ir.VectorType(F32, vw)
+    if stride == 2:
+        wide = b.load(ptr, typ=ir.VectorType(F32, vw * stride), align=4)
+        idx = ir.Constant(ir.VectorType(ir.IntType(32), vw), [i * stride for i in range(vw)])
+        return b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
+    v = ir.Constant(vty, ir.Undefined)
+    for i in range(vw):
+        e = b.load(gep(b, ptr, i * stride), typ=F32)
+        v = b.insert_element(v, e, ir.Constant(ir.IntType(32), i))
+    return v
+
+
+def _direct_body(
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+) -> None:
+    """The plain loop nest over the ONNX filter layout."""
+    C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
+    Cg, Kg = s.Cg, s.Kg
+    rows, cols = s.rows, s.cols
+    zero = ir.Constant(F32, 0.0)
+    acc_slot = entry_alloca(b, F32)
+    with loop(b, 0, s.N, 1, "n") as n, loop(b, 0, K, 1, "k") as k:
+        gi = b.udiv(k, i64(Kg))
+        bv = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else zero
+        with loop(b, 0, OH, 1, "oh") as oh, loop(b, 0, OW, 1, "ow") as ow:
+            b.store(bv, acc_slot)
+            with loop(b, 0, Cg, 1, "c") as c:
+                cin = b.add(b.mul(gi, i64(Cg)), c)
+                xbase = b.mul(b.add(b.mul(n, i64(C)), cin), i64(H * W))
+                wbase = b.mul(b.add(b.mul(k, i64(Cg)), c), i64(R * S))
+                for r in range(R):
+                    okh, ih = rows.tap(b, oh, r)
+                    for t in range(S):
+                        okw, iw = cols.tap(b, ow, t)
+                        idx = b.add(xbase, b.add(b.mul(ih, i64(W)), iw))
+                        xv = b.select(b.and_(okh, okw), b.load(gep(b, p.x, idx), typ=F32), zero)
+                        wv = b.load(gep(b, p.w, b.add(wbase, i64(r * S + t))), typ=F32)
+                        b.store(b.fadd(b.load(acc_slot, typ=F32), b.fmul(xv, wv)), acc_slot)
+            o = b.add(
+                b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW)), b.add(b.mul(oh, i64(OW)), ow)
+            )
+            b.store(apply_activation(b, b.load(acc_slot, typ=F32), activation), gep(b, p.out, o))
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+STRATEGIES: tuple[ConvStrategy, ...] = (
+    ConvStrategy(
+        "pixel-rows-gemm",
+        pixel_rows_body,
+        pack_b_rows,
+        applies=lambda s: s.group == 1,
+        prefers=_prefers_pixel_rows,
+    ),
+    ConvStrategy(
+        "padded-shift-gemm",
+        padded_shift_body,
+        pack_a,
+        applies=lambda s: s.group == 1 and s.stride == (1, 1) and s.dilation == (1, 1),
+        prefers=lambda s: s.R * s.S > 1 and s.H * s.W > 64 and s.K >= 4,
+    ),
+    ConvStrategy(
+        "depthwise-direct",
+        _depthwise_body,
+        _pack_raw,
+        applies=lambda s: s.depthwise and s.Cg == 1,
+        prefers=lambda s: s.Kg <= 2,
+    ),
+    ConvStrategy("gemm-1x1", partial(gemm_body, pointwise=True), pack_a, lambda s: s.pointwise),
+    ConvStrategy("implicit-gemm", partial(gemm_body, pointwise=False), pack_a),
+    ConvStrategy("direct", _direct_body, None),
+)
+
+STRATEGY_NAMES: tuple[str, ...] = tuple(r.name for r in STRATEGIES)
+
+
+def applicable(s: ConvShape, constant: bool = True) -> list[str]:
+    """Names of every strategy that computes ``s`` (``constant``: the filter is known)."""
+    return [r.name for r in STRATEGIES if r.usable(s, constant)]
+
+
+def select(
+    s: ConvShape, *, constant: bool = True, forced: str | None = None, where: str | None = None
+) -> ConvStrategy:
+    """The row for ``s``: ``forced`` if given (it must apply), else the first that applies and
+    prefers ``s``. ``where`` names the instruction in errors."""
+    if not forced:
+        return next(r for r in STRATEGIES if r.usable(s, constant) and r.prefers(s))
+    row = next((r for r in STRATEGIES if r.name == forced), None)
+    if row is None:
+        raise CodegenError(
+            f"unknown conv strategy {forced!r}; known: {', '.join(STRATEGY_NAMES)}",
+            instruction=where,
+        )
+    if not row.usable(s, constant):
+        what = "" if constant else " with a run-time filter"
+        raise CodegenError(
+            f"conv strategy {forced!r} does not apply to {s}{what}; "
+            f"these do: {', '.join(applicable(s, constant))}",
+            instruction=where,
+        )
+    return row
+
+
+def conv_shape(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    K: int,
+    R: int,
+    S: int,
+    *,
+    stride: int | tuple[int, int] = 1,
+    pad: tuple[int, int, int, int] | int = 0,
+    dilation: int | tuple[int, int] = 1,
+    group: int = 1,
+) -> ConvShape:
+    """A checked ConvShape (ValueError on channels not divisible by group or an empty output)."""
+    pt, pl, pb, pr = (pad,) * 4 if isinstance(pad, int) else (int(v) for v in pad)
+    p4 = (pt, pl, pb, pr)
+    s = ConvShape(N, C, H, W, K, R, S, _pair(stride), p4, _pair(dilation), group)
+    if group <= 0 or C % group or K % group:
+        raise ValueError(f"conv: C={C} and K={K} must be multiples of group={group}")
+    if min(s.stride) <= 0 or min(s.dilation) <= 0 or min(p4) < 0:
+        raise ValueError(f"conv: bad stride/dilation/pads in {s}")
+    if s.OH <= 0 or s.OW <= 0:
+        raise ValueError(f"conv: empty output {s.OH}x{s.OW} for {s}")
+    return s
 
 
 def emit_conv2d(
@@ -269,66 +328,38 @@ def emit_conv2d(
     bias: bool = True,
     activation: Activation = None,
     isa: str | None = None,
+    strategy: str | None = None,
 ) -> ConvKernel:
     """Emit ``void name(ptr x, ptr w_packed, ptr out [, ptr bias])`` for a float32 NCHW conv.
 
     ``weights``: the ONNX filter [K, C/group, R, S]; the returned ``packed_weights`` is what the
-    kernel reads. ``pad`` is (top, left, bottom, right). ``activation``: None, 'relu', ('clip', lo, hi).
+    kernel reads. ``pad`` is (top, left, bottom, right). ``activation``: None, 'relu',
+    ('clip', lo, hi). ``strategy``: force a row of ``STRATEGIES`` (default: the table's choice).
     """
     if layout != "NCHW":
         raise ValueError(f"conv {name}: only NCHW is supported, not {layout}")
-    p4 = (pad,) * 4 if isinstance(pad, int) else tuple(int(v) for v in pad)
-    s = ConvShape(N, C, H, W, K, R, S, _pair(stride), p4, _pair(dilation), group)
-    if C % group or K % group:
-        raise ValueError(f"conv {name}: C={C} and K={K} must be multiples of group={group}")
+    s = conv_shape(N, C, H, W, K, R, S, stride=stride, pad=pad, dilation=dilation, group=group)
     if weights.shape != (K, C // group, R, S):
         raise ValueError(f"conv {name}: weights {weights.shape} != {(K, C // group, R, S)}")
-    if s.OH <= 0 or s.OW <= 0:
-        raise ValueError(f"conv {name}: empty output {s.OH}x{s.OW}")
+    row = select(s, forced=strategy)
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
-    x, w, out = fn.args[:3]
-    bptr = fn.args[3] if bias else None
-
-    if s.depthwise and C // group == 1 and K // group <= 2:
-        packed = np.ascontiguousarray(weights, dtype=np.float32).ravel()
-        _emit_depthwise(b, s, cfg, x, w, out, bptr, activation)
-        b.ret_void()
-        return ConvKernel(fn, packed, s, "depthwise-direct")
-
-    cg, kgr = C // group, K // group
-    kgemm = cg * R * S
-    npix = s.OH * s.OW
-    packed = pack_conv_weights(weights, group, isa)
-    gw = math.ceil(kgr / cfg.mr) * cfg.mr * kgemm  # floats of packed weights per group
-    pointwise = R == S == 1 and s.stride == (1, 1) and p4 == (0, 0, 0, 0)
-    strategy = "gemm-1x1" if pointwise else "implicit-gemm"
-    # The B packer reads the current image/group input through xg_slot (set in the loops below).
-    xg_slot = b.alloca(ir.PointerType(), name="xg")
-
-    def fill_any(bb: ir.IRBuilder, buf: ir.Value, pc: ir.Value, kcv: ir.Value) -> None:
-        xg = bb.load(xg_slot, typ=ir.PointerType())
-        f = (
-            _strided_b_fill(cfg, npix, kgemm, xg, H * W, False)
-            if pointwise
-            else _im2col_fill(cfg, s, xg)
-        )
-        f(bb, buf, pc, kcv)
-
-    b_addr, b_pack = runtime_packed_b(module, name, cfg, npix, kgemm, fill_any)
-    with loop(b, 0, N, 1, "n") as n, loop(b, 0, group, 1, "g") as g:
-        xg = gep(b, x, b.add(mul(b, n, C * H * W), mul(b, g, cg * H * W)))
-        b.store(xg, xg_slot)
-        og = gep(b, out, b.add(mul(b, n, K * npix), mul(b, g, kgr * npix)))
-        ops = GemmOperands(
-            a_addr=panel_a(gep(b, w, mul(b, g, gw)), kgemm, cfg.mr),
-            b_addr=b_addr,
-            c_base=og,
-            c_stride=npix,
-            b_pack=b_pack,
-            bias_col=gep(b, bptr, mul(b, g, kgr)) if bptr is not None else None,
-            activation=activation,
-        )
-        emit_gemm_body(b, cfg, kgr, npix, kgemm, ops)
+    row.body(b, s, cfg, ConvPtrs(*fn.args[:3], fn.args[3] if bias else None), activation)
     b.ret_void()
-    return ConvKernel(fn, packed, s, strategy)
+    packed = row.pack(weights, s, cfg) if row.pack is not None else _pack_raw(weights, s, cfg)
+    return ConvKernel(fn, packed, s, row.name)
+
+
+__all__ = [
+    "STRATEGIES",
+    "STRATEGY_NAMES",
+    "ConvKernel",
+    "ConvPtrs",
+    "ConvShape",
+    "ConvStrategy",
+    "applicable",
+    "conv_shape",
+    "emit_conv2d",
+    "pack_conv_weights",
+    "select",
+]

@@ -304,9 +304,11 @@ def runtime_packed_b(
     return addr, pack
 
 
-def _strided_b_fill(
+def strided_b_fill(
     cfg: GemmConfig, N: int, K: int, base: ir.Value, b_stride: int, transpose: bool
 ) -> Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], None]:
+    """A ``runtime_packed_b`` filler copying B[K, N] rows ``b_stride`` apart (or, ``transpose``,
+    B given as [N, K]) into the NR-wide panels."""
     kc = min(cfg.kc, K)
     nr, vw = cfg.nr, cfg.vw
     npf, ntail = divmod(N, nr)
@@ -376,7 +378,7 @@ def emit_matmul(
         b_pack = None
     else:
         b_addr, b_pack = runtime_packed_b(
-            module, name, cfg, N, K, _strided_b_fill(cfg, N, K, pb, b_stride, transpose_b)
+            module, name, cfg, N, K, strided_b_fill(cfg, N, K, pb, b_stride, transpose_b)
         )
     ops = GemmOperands(
         a_addr=strided_a(pa, a_stride),

@@ -1,0 +1,299 @@
+"""Every conv strategy that applies, forced on the same shapes, against the reference kernel.
+
+The grid holds tiny convolutions (1x1 to 5x5 inputs, 1x1 and 3x3 kernels, strides 1-3, pads
+0-2 and asymmetric ones, dilation 1-2, groups 1, 2 and depthwise) where the window sticks out
+of the input; each strategy's kernels for the whole grid are compiled as one module. Inputs,
+filters and biases sit between NaN guard zones and the output between sentinel zones, so a read
+past a buffer shows as NaN and a write past one as a changed sentinel; every kernel runs twice
+and must give bit-identical results. ``GLOWVIZ_CONV_GRID=full`` runs the whole product.
+Through the emitter: ``LLVMExecutor(conv_strategy=...)`` and ``$GLOWVIZ_CONV_STRATEGY`` against
+the arena interpreter, and the error for a strategy that does not apply.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import onnx
+import pytest
+from llvmlite import ir
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.backends.interpreter.arena import ArenaInterpreter
+from compiler.backends.llvm import target
+from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
+from compiler.backends.llvm.jit import JITEngine
+from compiler.backends.llvm.kernels.conv import (
+    STRATEGY_NAMES,
+    ConvShape,
+    applicable,
+    conv_shape,
+    emit_conv2d,
+)
+from compiler.errors import CodegenError
+from compiler.kernels.reference_nn import conv as reference_conv
+from compiler.pipeline import compile_model
+
+GUARD = 64  # floats of guard zone on each side of every buffer
+SENTINEL = np.float32(-7.25)
+
+# (C, K, group): plain; grouped, depthwise, depthwise with channel multiplier 2
+PLAIN = (3, 16, 1)
+GROUPED = [(4, 6, 2), (4, 4, 4), (3, 6, 3)]
+PADS = [(0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2), (0, 1, 1, 0), (2, 0, 1, 2)]
+
+
+def _grid(full: bool) -> list[tuple[dict, ConvShape]]:
+    """Conv configurations: every (input size, kernel, stride, pads) combination with one plain
+    conv (dilation alternating) and, every other combination, a grouped one (dilation and
+    grouping rotating); ``full``: the whole product with every dilation and grouping."""
+    out = []
+    combos = itertools.product(range(1, 6), (1, 3), (1, 2, 3), PADS)
+    for i, (hw, k, st, pads) in enumerate(combos):
+        if full:
+            variants = list(itertools.product((1, 2), [PLAIN, *GROUPED]))
+        else:
+            variants = [((1, 2)[i % 2], PLAIN)]
+            if i % 2:
+                variants.append(((1, 2)[(i // 2) % 2], GROUPED[(i // 2) % len(GROUPED)]))
+        for dil, (c, kk, g) in variants:
+            out.append(dict(H=hw, W=hw, R=k, S=k, stride=st, pad=pads, dil=dil, C=c, K=kk, group=g))
+    # The fuzzing campaign's cases (issue 11), whatever the rotation above chose.
+    out += [
+        dict(H=1, W=1, R=3, S=3, stride=2, pad=(1, 1, 1, 1), dil=1, C=3, K=16, group=1),
+        dict(H=1, W=1, R=1, S=1, stride=1, pad=(0, 0, 0, 0), dil=1, C=3, K=16, group=1),
+        dict(H=1, W=1, R=1, S=1, stride=2, pad=(1, 1, 1, 1), dil=1, C=4, K=6, group=2),
+        dict(H=4, W=5, R=3, S=3, stride=2, pad=(0, 1, 2, 0), dil=1, C=3, K=16, group=1),
+        dict(H=5, W=4, R=3, S=3, stride=2, pad=(1, 0, 0, 2), dil=2, C=4, K=6, group=2),
+        dict(H=3, W=3, R=3, S=3, stride=2, pad=(1, 1, 1, 1), dil=2, C=4, K=4, group=4),
+        dict(H=2, W=3, R=3, S=1, stride=(3, 2), pad=(2, 1, 1, 2), dil=(2, 1), C=3, K=16, group=1),
+    ]
+    valid = []
+    for cfg in out:
+        try:
+            valid.append((cfg, _shape(cfg)))
+        except ValueError:
+            pass  # an empty output: not a conv
+    return valid
+
+
+def _shape(cfg: dict):
+    return conv_shape(
+        1,
+        cfg["C"],
+        cfg["H"],
+        cfg["W"],
+        cfg["K"],
+        cfg["R"],
+        cfg["S"],
+        stride=cfg["stride"],
+        pad=cfg["pad"],
+        dilation=cfg["dil"],
+        group=cfg["group"],
+    )
+
+
+GRID = _grid(os.environ.get("GLOWVIZ_CONV_GRID") == "full")
+
+
+def _guarded(a: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray]:
+    """(buffer, view): ``a`` copied between two guard zones of ``fill``."""
+    buf = np.full(a.size + 2 * GUARD, fill, dtype=np.float32)
+    view = buf[GUARD : GUARD + a.size]
+    view[:] = np.ravel(a)
+    return buf, view
+
+
+def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
+    rng = np.random.default_rng(7)
+    module = ir.Module()
+    cases = []
+    for n, (cfg, s) in enumerate(configs):
+        x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)
+        w = rng.standard_normal((s.K, s.Cg, s.R, s.S)).astype(np.float32)
+        bias = rng.standard_normal(s.K).astype(np.float32)
+        ck = emit_conv2d(
+            module,
+            f"cv{n}",
+            N=1,
+            C=s.C,
+            H=s.H,
+            W=s.W,
+            K=s.K,
+            R=s.R,
+            S=s.S,
+            weights=w,
+            stride=s.stride,
+            pad=s.pad,
+            dilation=s.dilation,
+            group=s.group,
+            isa=isa,
+            strategy=strategy,
+        )
+        assert ck.strategy == strategy
+        cases.append((cfg, s, x, w, bias, ck))
+    assert cases, f"no grid shape for {strategy}"
+    compiled = JITEngine(disk_cache=False).compile(module)
+    failures = []
+    for n, (_, s, x, w, bias, ck) in enumerate(cases):
+        bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
+        obuf, out = _guarded(np.zeros(s.K * s.OH * s.OW, np.float32), SENTINEL)
+        fn = compiled.cfunc(f"cv{n}")
+        args = (
+            bufs[0][1].ctypes.data,
+            bufs[1][1].ctypes.data,
+            out.ctypes.data,
+            bufs[2][1].ctypes.data,
+        )
+        fn(*args)
+        first = out.copy()
+        out[:] = SENTINEL
+        fn(*args)
+        attrs = dict(group=s.group, strides=s.stride, dilations=s.dilation, pads=s.pad)
+        attrs.update(activation="none", act_args=())
+        want = reference_conv(
+            [x.astype(np.float64), w.astype(np.float64), bias.astype(np.float64)], attrs
+        )[0]
+        got = out.reshape(want.shape)
+        tol = 1e-4 * np.sqrt(s.Cg * s.R * s.S)
+        if not np.allclose(got, want, rtol=1e-4, atol=tol):
+            err = np.nanmax(np.abs(got - want)) if not np.isnan(got).any() else np.nan
+            failures.append(f"{s}: max error {err}")
+        elif not np.array_equal(first, out):
+            failures.append(f"{s}: two runs differ")
+        elif not (np.all(obuf[:GUARD] == SENTINEL) and np.all(obuf[-GUARD:] == SENTINEL)):
+            failures.append(f"{s}: wrote outside its output")
+    assert not failures, f"{strategy}: {len(failures)} of {len(cases)} wrong:\n" + "\n".join(
+        failures[:20]
+    )
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    _run_grid(strategy, None, [(c, s) for c, s in GRID if strategy in applicable(s)])
+
+
+@pytest.mark.parametrize("isa", [i for i in ("avx2", "generic") if i != target.default_isa()])
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_strategies_on_other_isas(strategy: str, isa: str, monkeypatch, tmp_path) -> None:
+    """The register tiles and vector widths of the other ISAs, on every 10th grid shape."""
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    _run_grid(strategy, isa, [(c, s) for c, s in GRID[::10] if strategy in applicable(s)])
+
+
+def test_the_grid_reaches_every_strategy() -> None:
+    for name in STRATEGY_NAMES:
+        assert sum(name in applicable(s) for _, s in GRID) >= 5, name
+
+
+def test_forced_strategy_that_does_not_apply_is_refused() -> None:
+    w = np.ones((4, 3, 3, 3), np.float32)
+    kw = dict(N=1, C=3, H=5, W=5, K=4, R=3, S=3, weights=w, stride=2, pad=1)
+    with pytest.raises(CodegenError, match="'padded-shift-gemm' does not apply.*these do: "):
+        emit_conv2d(ir.Module(), "cv", strategy="padded-shift-gemm", **kw)
+    with pytest.raises(CodegenError, match="unknown conv strategy 'winograd'"):
+        emit_conv2d(ir.Module(), "cv", strategy="winograd", **kw)
+
+
+# -- through the emitter table and the executor ------------------------------------------------
+
+F = TensorProto.FLOAT
+
+
+def _conv_model(
+    C, H, W, K, k, *, stride=1, pads=(0, 0, 0, 0), dil=1, group=1, act=None, runtime_w=False
+):
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((K, C // group, k, k)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(K).astype(np.float32)
+    conv = helper.make_node(
+        "Conv",
+        ["x", "w", "b"],
+        ["c"],
+        strides=[stride] * 2,
+        pads=list(pads),
+        dilations=[dil] * 2,
+        group=group,
+    )
+    nodes = [conv, helper.make_node(act or "Identity", ["c"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", F, [1, C, H, W])]
+    inits = [numpy_helper.from_array(b, "b")]
+    if runtime_w:
+        inputs.append(helper.make_tensor_value_info("w", F, list(w.shape)))
+    else:
+        inits.append(numpy_helper.from_array(w, "w"))
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info("y", F, None)], inits
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = onnx.shape_inference.infer_shapes(model)  # the checker wants the output's shape
+    feed = {"x": rng.standard_normal((1, C, H, W)).astype(np.float32)}
+    if runtime_w:
+        feed["w"] = w
+    return model, feed
+
+
+EXECUTOR_CASES = [
+    # name, model arguments
+    ("stem", dict(C=3, H=9, W=10, K=32, k=3, stride=2, pads=(1, 1, 1, 1))),
+    ("tiny-s2", dict(C=3, H=1, W=1, K=16, k=3, stride=2, pads=(1, 1, 1, 1), act="Relu")),
+    ("stride1", dict(C=4, H=9, W=9, K=8, k=3, pads=(1, 0, 2, 1), act="Sigmoid")),
+    ("pointwise", dict(C=8, H=3, W=4, K=8, k=1)),
+    ("depthwise", dict(C=6, H=5, W=7, K=6, k=3, stride=2, pads=(1, 1, 1, 1), group=6, act="Relu")),
+    ("dilated-grouped", dict(C=4, H=5, W=5, K=6, k=3, stride=2, pads=(2, 1, 0, 1), dil=2, group=2)),
+    ("runtime-filter", dict(C=4, H=6, W=5, K=6, k=3, pads=(1, 1, 1, 1), group=2, runtime_w=True)),
+]
+
+
+def _lir(model):
+    return _lir_and_plan(compile_model(model))
+
+
+@pytest.mark.parametrize("case", EXECUTOR_CASES, ids=[c[0] for c in EXECUTOR_CASES])
+def test_executor_runs_every_applicable_strategy(case, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    args = dict(case[1])
+    model, feed = _conv_model(**args)
+    lir, plan = _lir(model)
+    want = ArenaInterpreter(lir, plan).run(feed)
+    (conv,) = [i for i in lir.code if i.kind == "conv"]
+    x, w = (v for v, _ in conv.operands[1:3])
+    s = conv_shape(
+        *x.type.shape,
+        w.type.shape[0],
+        *w.type.shape[2:],
+        stride=tuple(conv.attrs["strides"]),
+        pad=tuple(conv.attrs["pads"]),
+        dilation=tuple(conv.attrs["dilations"]),
+        group=conv.attrs["group"],
+    )
+    names = applicable(s, constant=not args.get("runtime_w", False))
+    assert "direct" in names and len(names) >= (1 if args.get("runtime_w") else 2)
+    for name in names:
+        ex = LLVMExecutor(lir, plan, conv_strategy=name)
+        assert ex.strategy(lir.code.index(conv)).startswith(name)
+        got = ex.run(feed)
+        for k in want:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=name)
+        again = ex.run(feed)
+        for k in want:
+            np.testing.assert_array_equal(again[k], got[k], err_msg=f"{name}: two runs differ")
+
+
+def test_env_var_forces_a_strategy_and_refuses_one_that_does_not_apply(
+    monkeypatch, tmp_path
+) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    model, feed = _conv_model(C=3, H=6, W=6, K=4, k=3, stride=2, pads=(1, 1, 1, 1))
+    lir, plan = _lir(model)
+    idx = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
+    monkeypatch.setenv("GLOWVIZ_CONV_STRATEGY", "direct")
+    assert LLVMExecutor(lir, plan).strategy(idx) == "direct"
+    monkeypatch.setenv("GLOWVIZ_CONV_STRATEGY", "padded-shift-gemm")
+    with pytest.raises(CodegenError, match=r"instruction '.*'.*'padded-shift-gemm' does not apply"):
+        LLVMExecutor(lir, plan)
+    monkeypatch.delenv("GLOWVIZ_CONV_STRATEGY")
+    assert LLVMExecutor(lir, plan).strategy(idx) == "implicit-gemm"
