@@ -320,7 +320,12 @@ class JITEngine:
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         object_size = [len(cached) if cached is not None else 0]
 
+        # MCJIT calls both hooks for every module of the engine, the empty seed module
+        # included, in an order it does not promise: only `mod` (named by its key) may be
+        # stored or served, or the cache file can end up holding the seed's empty object.
         def notify(m: llvm.ModuleRef, buf: bytes) -> None:
+            if m.name != key:
+                return
             object_size[0] = len(buf)
             if path is None or cached is not None:
                 return
@@ -334,7 +339,7 @@ class JITEngine:
                 pass  # a read-only cache only costs speed
 
         def getbuffer(m: llvm.ModuleRef) -> bytes | None:
-            return cached
+            return cached if m.name == key else None
 
         engine.set_object_cache(notify, getbuffer)
         engine.add_module(mod)

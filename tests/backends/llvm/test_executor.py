@@ -143,3 +143,24 @@ def test_conformance_with_llvm_executor() -> None:
         + ", ".join(n for n, s in outcomes.items() if s == "refused")
     )
     assert rate >= conf.PASS_RATE
+
+
+def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> None:
+    """MCJIT reports every module of an engine to the object cache, the empty seed module too
+    and in no promised order; the cached file must be the model's object (it defines the
+    entries), or a later process loads an object without them."""
+    lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "mlp.onnx")))
+    from compiler.backends.llvm.codegen import generate
+    from compiler.backends.llvm.jit import module_key
+
+    key = module_key(str(generate(lir, plan).module))
+    for attempt in range(4):
+        JITEngine._memory.pop(key, None)
+        directory = tmp_path / str(attempt)
+        LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
+        (obj,) = directory.glob("*.o")
+        assert b"run_all" in obj.read_bytes()
+        JITEngine._memory.pop(key, None)
+        again = LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
+        assert again.compiled.from_disk
+        assert again.compiled.address("run_all")
