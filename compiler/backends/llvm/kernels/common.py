@@ -145,8 +145,11 @@ def broadcast(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
 
 
 def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    # fmuladd, not fma: one FMA instruction where the CPU has it, a multiply and an add where
+    # it has not (llvm.fma would become a call of libm's fmaf per lane, e.g. on x86-64-v2).
     ty = x.type
-    name = f"llvm.fma.v{ty.count}f32" if isinstance(ty, ir.VectorType) else "llvm.fma.f32"
+    suffix = f"v{ty.count}f32" if isinstance(ty, ir.VectorType) else "f32"
+    name = f"llvm.fmuladd.{suffix}"
     return b.call(intrinsic(b.module, name, ir.FunctionType(ty, [ty, ty, ty])), [x, y, z])
 
 
