@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
@@ -20,6 +23,7 @@ Isa = Literal["avx512", "avx2", "generic"]
 
 _lock = threading.RLock()
 _initialized = False
+_all_targets = False
 
 
 def ensure_initialized() -> None:
@@ -32,6 +36,17 @@ def ensure_initialized() -> None:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             _initialized = True
+
+
+def ensure_all_targets() -> None:
+    """Initialise every target llvmlite was built with (cross-compiled AOT bundles)."""
+    global _all_targets
+    ensure_initialized()
+    with _lock:
+        if not _all_targets:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _all_targets = True
 
 
 @dataclass(frozen=True)
@@ -56,9 +71,27 @@ def _host_cpu(cpu_env: str | None, feat_env: str | None) -> HostCPU:
     return HostCPU(name, features)
 
 
+#: The CPU an ahead-of-time bundle is generated for, inside `generating_for` (else the host).
+_target_cpu: ContextVar[HostCPU | None] = ContextVar("glowviz_target_cpu", default=None)
+
+
 def host_cpu() -> HostCPU:
-    """The CPU we generate code for (host, unless overridden by the env variables)."""
-    return _host_cpu(os.environ.get("GLOWVIZ_LLVM_CPU"), os.environ.get("GLOWVIZ_LLVM_FEATURES"))
+    """The CPU we generate code for (host, unless overridden by the env variables, or by
+    `generating_for` while a bundle is generated for another CPU)."""
+    return _target_cpu.get() or _host_cpu(
+        os.environ.get("GLOWVIZ_LLVM_CPU"), os.environ.get("GLOWVIZ_LLVM_FEATURES")
+    )
+
+
+@contextmanager
+def generating_for(cpu: HostCPU) -> Iterator[None]:
+    """Inside the block, kernels are specialised for `cpu` (its ISA picks tiles and vector
+    width) instead of the host: the AOT bundle's cross-compilation. Never JIT inside it."""
+    token = _target_cpu.set(cpu)
+    try:
+        yield
+    finally:
+        _target_cpu.reset(token)
 
 
 @cache
@@ -89,7 +122,9 @@ def _cpu_has(cpu: HostCPU, feature: str) -> bool:
         return cpu.has(feature)
     # A forced CPU name without features: answer from well-known names.
     avx512 = ("skylake-avx512", "cascadelake", "icelake", "sapphirerapids", "znver4", "znver5")
+    avx512 += ("x86-64-v4",)
     avx2 = ("haswell", "broadwell", "skylake", "znver1", "znver2", "znver3", "alderlake") + avx512
+    avx2 += ("x86-64-v3",)
     table = {"avx512f": avx512, "avx2": avx2, "fma": avx2}
     return any(cpu.name.startswith(n) for n in table.get(feature, ()))
 
@@ -125,9 +160,11 @@ def parse_and_verify(ir_text: str) -> llvm.ModuleRef:
     return mod
 
 
-def optimize(module_ref: llvm.ModuleRef, speed_level: int = 3) -> None:
-    """Run the O3 module pipeline of the new pass manager in place."""
-    tm = target_machine()
+def optimize(
+    module_ref: llvm.ModuleRef, speed_level: int = 3, tm: llvm.TargetMachine | None = None
+) -> None:
+    """Run the O3 module pipeline of the new pass manager in place (for `tm`, default: host)."""
+    tm = tm or target_machine()
     module_ref.triple = tm.triple
     module_ref.data_layout = str(tm.target_data)
     with _lock:
