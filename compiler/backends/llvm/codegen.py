@@ -62,6 +62,8 @@ class Program:
     constant_size: int  # bytes of the extended constant region (plan's + packed blobs)
     groups: list[tuple[int, ...]]  # instruction indices run by each call of @run_all
     kernel_count: int = 0
+    #: Every wrapper (`instr_<i>`, `fused_<i>`) -> its kernel calls: all the memory it reads.
+    entry_calls: dict[str, list[Call]] = field(default_factory=dict)
 
     @property
     def ir_text(self) -> str:
@@ -182,6 +184,7 @@ class CodeGen:
         self.lir = lir
         self.plan = plan
         self.fuse = fuse
+        self.entry_calls: dict[str, list[Call]] = {}
         self.addr = Addresses(plan)
         self.module = ir.Module(name=f"glowviz.{lir.name}")
         self.sink = KernelSink(self.module)
@@ -263,9 +266,11 @@ class CodeGen:
             csize,
             order,
             len(self.sink.kernels),
+            self.entry_calls,
         )
 
     def _wrapper(self, name: str, calls: list[Call], blob_offsets: list[int]) -> None:
+        self.entry_calls[name] = calls
         fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * 3), name)
         for a, n in zip(fn.args, REGIONS):
             a.name = n
