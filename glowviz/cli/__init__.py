@@ -16,7 +16,7 @@ from compiler.errors import CompilerError
 from glowviz import resources
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
-COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench")
+COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench", "bundle")
 
 DEFAULT_MODEL = resources.default_model()
 

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "regions, the activation peak against its lower bound, and the buffers "
         "live at the peak with the reason each was placed where it is.",
     )
-    add_common_model_args(p)
+    add_common_model_args(p)  # MODEL may also be a bundle header (NAME.h): its plan
     p.add_argument("--json", metavar="FILE", help="also write the glowviz.memory/1 JSON report")
     p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
     p.add_argument("--scheduler", default="child-mem-size", choices=list(SCHEDULERS))
@@ -66,6 +66,8 @@ def write_json(path: str | Path, data: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
+    if args.model.endswith(".h"):
+        return run_header(args)
     options = CompileOptions(
         input_shapes=parse_shape_args(args.input_shape),
         scheduler=args.scheduler,
@@ -80,6 +82,19 @@ def run(args: argparse.Namespace) -> int:
 
         print()
         print(format_per_pass(per_pass_memory(args.model, options)))
+    if args.json:
+        write_json(args.json, report)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def run_header(args: argparse.Namespace) -> int:
+    """`glowviz mem NAME.h`: the plan a bundle was generated for, as its header carries it."""
+    from compiler.backends.llvm.bundle_header import format_bundle, read_header_report
+
+    report = read_header_report(Path(args.model).read_text(errors="replace"), args.model)
+    print(format_report(report, top=args.top))
+    print(format_bundle(report))
     if args.json:
         write_json(args.json, report)
         print(f"wrote {args.json}")
