@@ -64,8 +64,20 @@ check_python() {
 }
 
 ensure_system_packages() {
-    if ! command -v dot >/dev/null 2>&1; then
-        apt_install graphviz
+    local missing=()
+    command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+    # AOT bundles (glowviz bundle, examples/bundle and its tests): a C compiler, make, binutils;
+    # on x86-64 also an aarch64 cross compiler and qemu-user, to run the aarch64 bundle test.
+    command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+    command -v make >/dev/null 2>&1 || missing+=(make)
+    command -v nm >/dev/null 2>&1 && command -v objdump >/dev/null 2>&1 || missing+=(binutils)
+    if [ "$(uname -m)" = "x86_64" ]; then
+        command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
+            || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+        command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
+    fi
+    if [ "${#missing[@]}" -gt 0 ]; then
+        apt_install "${missing[@]}"
     fi
 }
 
