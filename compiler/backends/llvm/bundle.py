@@ -40,6 +40,7 @@ from compiler.backends.llvm.emitters.common import LIBM
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import LIRFunction, view_root
 from compiler.memory.plan import MemoryPlan
+from compiler.memory.regions import ACTIVATION_REGION, CONSTANT_REGION, MUTABLE_REGION, REGIONS
 from compiler.memory.report import memory_report
 
 #: libm functions LLVM may call for an intrinsic the target has no instruction for (fmaf
@@ -115,7 +116,7 @@ def _constants_read(program: Program, plan: MemoryPlan) -> set[str]:
                 if arg.value is None:
                     continue
                 root, _ = view_root(arg.value)
-                if plan.offset_of(root.name)[0] == "constant":
+                if plan.offset_of(root.name)[0] == CONSTANT_REGION:
                     names.add(root.name)
     return names
 
@@ -127,14 +128,14 @@ def _dense_plan(plan: MemoryPlan, read: set[str]) -> MemoryPlan:
     offset = 0
     weights = []
     for w in plan.weights:
-        if w.region != "constant":
+        if w.region != CONSTANT_REGION:
             weights.append(w)
         elif w.name in read:
             weights.append(replace(w, offset=offset, reason="read in place by a kernel"))
             offset += w.size
         else:
             weights.append(replace(w, offset=0, size=0, reason="not read: packed or folded"))
-    sizes = dict(plan.region_sizes, constant=offset)
+    sizes = {**plan.region_sizes, CONSTANT_REGION: offset}
     return replace(plan, weights=weights, region_sizes=sizes)
 
 
@@ -168,7 +169,7 @@ def _tensors(result: Any, plan: MemoryPlan) -> tuple[list[BundleTensor], list[Bu
     out: list[BundleTensor] = []
     for (ph, t), name, macro in zip((*in_specs, *out_specs), names, macros):
         region, offset = plan.offset_of(ph)
-        if region != "mutable":  # pragma: no cover - placeholders are mutable weights
+        if region != MUTABLE_REGION:  # pragma: no cover - placeholders are mutable weights
             raise CodegenError(f"input/output %{ph} is not in the mutable region")
         out.append(BundleTensor(name, macro, offset, t.size_bytes, t.elem, tuple(t.shape)))
     return out[: len(in_specs)], out[len(in_specs) :]
@@ -182,9 +183,15 @@ def _ir_string(text: str) -> tuple[str, int]:
 
 
 def _entry_ir(
-    name: str, info_fields: dict[str, int], ins: list[BundleTensor], outs: list[BundleTensor]
+    name: str,
+    regions: dict[str, int],
+    alignment: int,
+    crc32: int,
+    ins: list[BundleTensor],
+    outs: list[BundleTensor],
 ) -> str:
-    """The entry `i32 @<name>(ptr, ptr, ptr)` around `@run_all`, and `@<name>_config`."""
+    """The entry `i32 @<name>(ptr, ptr, ptr)` around `@run_all`, and `@<name>_config` (its
+    fields in the order of `glowviz_bundle_config` in the header)."""
     lines = [
         "%glowviz_tensor_info = type { ptr, i64, i64, i32, i32, ptr }",
         "%glowviz_bundle_config = type { i32, i32, i64, i64, i64, i32, i32, i32, ptr, ptr }",
@@ -216,11 +223,10 @@ def _entry_ir(
         return f"ptr @.{name}.{kind}s"
 
     in_ptr, out_ptr = table("input", ins), table("output", outs)
-    f = info_fields
+    sizes = ", ".join(f"i64 {regions[r]}" for r in REGIONS)
     lines += [
         f"@{name}_config = constant %glowviz_bundle_config {{ i32 {FORMAT_VERSION}, "
-        f"i32 {f['alignment']}, i64 {f['constant']}, i64 {f['mutable']}, "
-        f"i64 {f['activations']}, i32 {f['crc32']}, i32 {len(ins)}, i32 {len(outs)}, "
+        f"i32 {alignment}, {sizes}, i32 {crc32}, i32 {len(ins)}, i32 {len(outs)}, "
         f"{in_ptr}, {out_ptr} }}, align 8",
         "",
         "declare void @run_all(ptr, ptr, ptr)",
@@ -233,7 +239,7 @@ def _entry_ir(
         "  %a = ptrtoint ptr %activations to i64",
         "  %cm = or i64 %c, %m",
         "  %all = or i64 %cm, %a",
-        f"  %low = and i64 %all, {f['alignment'] - 1}",
+        f"  %low = and i64 %all, {alignment - 1}",
         "  %bad = icmp ne i64 %low, 0",
         "  br i1 %bad, label %misaligned, label %run",
         "misaligned:",
@@ -306,14 +312,9 @@ def build_bundle(result: Any, options: BundleOptions | None = None) -> Bundle:
     weights = _constant_region(lir, dense, program, read)
     crc = zlib.crc32(weights)
     ins, outs = _tensors(result, plan)
-    sizes = {
-        "alignment": plan.alignment,
-        "constant": len(weights),
-        "mutable": int(plan.region_sizes.get("mutable", 0)),
-        "activations": int(plan.region_sizes.get("activations", 0)),
-        "crc32": crc,
-    }
-    entry = _entry_ir(name, sizes, ins, outs)
+    regions = {r: int(plan.region_sizes.get(r, 0)) for r in REGIONS}
+    regions[CONSTANT_REGION] = len(weights)
+    entry = _entry_ir(name, regions, plan.alignment, crc, ins, outs)
     obj = _compile_object(program, entry, {name, f"{name}_config"}, triple, cpu)
     sections = object_sections(obj)
     info = HeaderInfo(
@@ -326,9 +327,9 @@ def build_bundle(result: Any, options: BundleOptions | None = None) -> Bundle:
         triple=triple,
         cpu=cpu.name,
         features=cpu.features,
-        constant_size=len(weights),
-        mutable_size=sizes["mutable"],
-        activations_size=sizes["activations"],
+        constant_size=regions[CONSTANT_REGION],
+        mutable_size=regions[MUTABLE_REGION],
+        activations_size=regions[ACTIVATION_REGION],
         alignment=plan.alignment,
         weights_crc32=crc,
         static_scratch=sections["bss"],
@@ -341,11 +342,11 @@ def build_bundle(result: Any, options: BundleOptions | None = None) -> Bundle:
         "name": name,
         "target": triple,
         "cpu": cpu.name,
-        "regions": {k: sizes[k] for k in ("constant", "mutable", "activations")},
+        "regions": regions,
         "constant_layout": [
             {"name": w.name, "offset": int(w.offset), "size": int(w.size)}
             for w in dense.weights
-            if w.region == "constant" and w.name in read
+            if w.region == CONSTANT_REGION and w.name in read
         ]
         + [
             {"name": f"<packed {i}>", "offset": int(off), "size": int(blob.nbytes)}
