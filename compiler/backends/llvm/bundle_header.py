@@ -90,16 +90,20 @@ def c_identifier(text: str) -> str:
 
 
 def unique_macros(names: list[str]) -> list[str]:
-    """C identifiers for `names`, suffixed where two sanitise to the same text."""
+    """C identifiers for `names`: a name that is one keeps it; the others are sanitised and
+    suffixed (_2, _3, ...) where they would clash."""
+    taken = {n for n in names if _IDENT.match(n)}
     out: list[str] = []
-    seen: set[str] = set()
     for n in names:
+        if _IDENT.match(n):
+            out.append(n)
+            continue
         base = c_identifier(n)
         ident, k = base, 1
-        while ident in seen:
+        while ident in taken:
             k += 1
             ident = f"{base}_{k}"
-        seen.add(ident)
+        taken.add(ident)
         out.append(ident)
     return out
 
@@ -210,7 +214,7 @@ def _summary(info: HeaderInfo) -> list[str]:
         " *",
         f" * Model:  {_comment(info.model)} (sha256 {info.model_sha256 or 'unknown'})",
         f" * Target: {info.triple}, CPU {info.cpu}"
-        + (f", features {_comment(info.features)}" if info.features else ""),
+        + (f" (features: {info.name.upper()}_CPU_FEATURES)" if info.features else ""),
         " *",
         " * Link the object, allocate three regions (each "
         f"{info.name.upper()}_MEM_ALIGN-byte aligned), call the entry:",
@@ -251,6 +255,7 @@ def header_text(info: HeaderInfo, report: dict[str, Any]) -> str:
         f"#define {up}_FORMAT_VERSION {FORMAT_VERSION}",
         f"#define {up}_TARGET {_c_string(info.triple)}",
         f"#define {up}_CPU {_c_string(info.cpu)}",
+        f"#define {up}_CPU_FEATURES {_c_string(info.features)}",
         f"#define {up}_WEIGHTS_FILE {_c_string(name + '.weights.bin')}",
         f"#define {up}_WEIGHTS_CRC32 0x{info.weights_crc32:08x}u",
         "",
@@ -277,7 +282,7 @@ def header_text(info: HeaderInfo, report: dict[str, Any]) -> str:
         lines += [
             "",
             f"/* The weights file as an array ({name}.weights.c), for targets without files. */",
-            f"extern const uint8_t {name}_constant_weights[{up}_CONSTANT_MEM_SIZE];",
+            f"extern const uint8_t {name}_constant_weights[];",
         ]
     lines += [
         "",
@@ -295,20 +300,26 @@ def header_text(info: HeaderInfo, report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_HEX = [f"0x{b:02x}" for b in range(256)]
+
+
 def weights_c_text(name: str, weights: bytes) -> str:
     """`<name>.weights.c`: the weights file as an aligned const array, for targets without a
     file system (it lands in read-only memory: the entry never writes the constant region)."""
     up = name.upper()
-    rows = []
-    for i in range(0, len(weights), 16):
-        rows.append("    " + ", ".join(f"0x{b:02x}" for b in weights[i : i + 16]) + ",")
+    rows = [
+        "    " + ", ".join(map(_HEX.__getitem__, weights[i : i + 16])) + ","
+        for i in range(0, len(weights), 16)
+    ]
+    # A model without constants still gets a (one-byte) array: C has no empty arrays.
+    size = f"{up}_CONSTANT_MEM_SIZE" if weights else "1"
     body = "\n".join(rows) if rows else "    0,"
     return (
         f"/* {name}.weights.c: the constant-weights region of bundle {name} "
         f"({len(weights)} B). Generated; do not edit. */\n"
         f'#include "{name}.h"\n\n'
         f"GLOWVIZ_ALIGNED({up}_MEM_ALIGN)\n"
-        f"const uint8_t {name}_constant_weights[{up}_CONSTANT_MEM_SIZE] = {{\n{body}\n}};\n"
+        f"const uint8_t {name}_constant_weights[{size}] = {{\n{body}\n}};\n"
     )
 
 

@@ -239,3 +239,49 @@ def test_user_errors_exit_2(tmp_path: Path, capsys) -> None:
         main(["bundle", str(MLP), "-o", out, "--quantize", "profile.json"])
     assert exc.value.code == 2
     assert "unrecognized arguments: --quantize" in capsys.readouterr().err
+
+
+def test_awkward_names_and_no_constants(tmp_path: Path) -> None:
+    """Tensor names that are not C identifiers (and clash once sanitised) become distinct
+    macros, the config keeps the ONNX names, and a model without constants still builds."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tests.bundle_tools import build_example, parse_outputs
+
+    shape = [2, 3]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["in.put"], ["out:1"]),
+            helper.make_node("Neg", ["in_put"], ["out/1"]),
+        ],
+        "awkward",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("in.put", "in_put")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("out:1", "out/1")],
+    )
+    model = tmp_path / "awkward model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    out = tmp_path / "b"
+    assert main(["bundle", str(model), "-o", str(out), "--embed-weights", "--name", "awk"]) == 0
+    header = (out / "awk.h").read_text()
+    # A name that is an identifier keeps it; the others are sanitised, then suffixed.
+    assert '#define AWK_in_put_NAME "in_put"' in header
+    assert '#define AWK_in_put_2_NAME "in.put"' in header
+    assert '#define AWK_out_1_NAME "out:1"' in header
+    assert '#define AWK_out_1_2_NAME "out/1"' in header
+    assert (out / "awk.weights.bin").read_bytes() == b""
+    x = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], dtype=np.float32)
+    np.save(tmp_path / "a.npy", x)
+    np.save(tmp_path / "b.npy", x * 2)
+    for embedded in (False, True):
+        program = build_example(out, "awk", embedded=embedded)
+        args = [str(program)] + ([] if embedded else ["--weights", str(out / "awk.weights.bin")])
+        proc = subprocess.run(
+            [*args, str(tmp_path / "a.npy"), str(tmp_path / "b.npy")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        got = parse_outputs(proc.stdout)
+        np.testing.assert_array_equal(got["out:1"], np.maximum(x, 0))
+        np.testing.assert_array_equal(got["out/1"], -(x * 2))
