@@ -89,3 +89,24 @@ class CodegenError(CompilerError):
 
 class ExecutionError(CompilerError):
     """Running compiled code failed (bad plan, kernel fault caught, wrong state)."""
+
+
+class UnsupportedOpError(UnsupportedError):
+    """The model uses an operator (or an operator domain) the frontend has no converter for."""
+
+
+class UnsupportedTypeError(UnsupportedError):
+    """A tensor of the model (input, output, initializer, attribute) has an unsupported dtype."""
+
+
+class InputValueRequiredError(UnsupportedError):
+    """A shape-like operand (Reshape's shape, Pad's pads, ...) depends on graph inputs.
+
+    The graph stays static only once those inputs' values are known: `inputs` names them (ONNX
+    names). `compiler.onnx_backend` catches this and specializes the model on the values given
+    at run time; `CompileOptions.const_inputs` gives them up front.
+    """
+
+    def __init__(self, message: str, *, inputs: tuple[str, ...], **where: object) -> None:
+        self.inputs = tuple(inputs)
+        super().__init__(message, **where)  # type: ignore[arg-type]

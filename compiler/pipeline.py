@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -41,6 +41,8 @@ class CompileOptions:
     """Everything that changes what the compiler produces."""
 
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Inputs whose values are fixed at compile time (run-time specialization, --const-input).
+    const_inputs: dict[str, Any] = field(default_factory=dict)
     scheduler: str = "child-mem-size"
     allocator: str = "lower-bound"
     lowering: str = "cpu"  # the lowering policy (which nodes the backend keeps)
@@ -77,6 +79,7 @@ def import_model(
     module = import_onnx(
         proto,
         input_shapes=shapes or None,
+        const_inputs=options.const_inputs or None,
         name=Path(source).stem if source != "<memory>" else None,
     )
     module.meta.setdefault("source", source)

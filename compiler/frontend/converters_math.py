@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from compiler.errors import UnsupportedTypeError
 from compiler.frontend.onnx_importer import NodeContext
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Value
@@ -26,7 +27,8 @@ def check_elem(
     if v.type.elem not in allowed:
         raise ctx.unsupported(
             f"{what} element type {v.type.elem.value} "
-            f"(supported: {', '.join(k.value for k in allowed)})"
+            f"(supported: {', '.join(k.value for k in allowed)})",
+            UnsupportedTypeError,
         )
 
 

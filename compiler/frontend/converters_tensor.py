@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from compiler.errors import UnsupportedTypeError
 from compiler.frontend.converters_math import ANY, check_elem
 from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
 from compiler.frontend.registry import converter
@@ -142,7 +143,8 @@ def convert_cast(ctx: NodeContext) -> list[Value | None]:
         code = int(ctx.attr("to"))
         if code not in ONNX_TO_ELEM:
             raise ctx.unsupported(
-                f"cast to {dtype_name(code)} (supported: float32, int64, int32, bool)"
+                f"cast to {dtype_name(code)} (supported: float32, int64, int32, bool)",
+                UnsupportedTypeError,
             )
         to = ONNX_TO_ELEM[code]
     if to == x.type.elem:
@@ -538,10 +540,8 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
             "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller"),
         }
     )
-    scales = ctx.const(2) if ctx.has_input(2) else None
-    sizes = ctx.const(3) if ctx.has_input(3) else None
-    if ctx.has_input(2) and scales is None or ctx.has_input(3) and sizes is None:
-        raise ctx.unsupported("scales/sizes must be known at compile time")
+    scales = ctx.require_const(2, "scales") if ctx.has_input(2) else None
+    sizes = ctx.require_const(3, "sizes") if ctx.has_input(3) else None
     if scales is not None and scales.size == 0:
         scales = None
     if sizes is not None and sizes.size == 0:

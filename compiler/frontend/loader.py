@@ -11,7 +11,7 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
-from compiler.errors import ModelLoadError
+from compiler.errors import ModelLoadError, UnsupportedError
 
 ModelSource = onnx.ModelProto | str | os.PathLike | bytes | bytearray
 
@@ -98,3 +98,39 @@ def _load_external(model: onnx.ModelProto, where: str, source: ModelSource) -> N
 def _short(e: BaseException) -> str:
     text = " ".join(str(e).split())
     return (text[:200] + "...") if len(text) > 200 else (text or type(e).__name__)
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    """The model's default-domain ONNX opset version, or None if it imports none."""
+    version = None
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            version = imp.version
+    return version
+
+
+def upgrade_opset(
+    model: onnx.ModelProto, min_opset: int, where: str | None = None
+) -> tuple[onnx.ModelProto, str | None]:
+    """`model` itself if its opset is at least `min_opset`, else its upgrade to `min_opset`.
+
+    Returns the model and a note saying what was done (None when nothing was). The upgrade is
+    onnx's own version converter; when it fails the UnsupportedError says so and why.
+    """
+    version = default_opset(model)
+    if version is None or version >= min_opset:
+        return model, None
+    from onnx import version_converter
+
+    try:
+        upgraded = version_converter.convert_version(model, min_opset)
+    except Exception as e:  # noqa: BLE001 - the converter raises assorted errors
+        raise UnsupportedError(
+            f"ONNX opset {version} is older than the oldest supported ({min_opset}) and "
+            f"onnx.version_converter could not upgrade it: {_short(e)}",
+            opset=version,
+            model=where,
+        ) from None
+    return upgraded, (
+        f"upgraded from ONNX opset {version} to {min_opset} by onnx.version_converter"
+    )

@@ -17,10 +17,30 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from compiler.errors import CompilerError, ShapeError, UnsupportedError
-from compiler.frontend.loader import ModelSource, check_model, load_model
+from compiler.errors import (
+    CompilerError,
+    InputError,
+    InputValueRequiredError,
+    ShapeError,
+    UnsupportedError,
+    UnsupportedOpError,
+    UnsupportedTypeError,
+)
+from compiler.frontend.input_shapes import (
+    declared_dims,
+    example_shape,
+    format_dims,
+    static_shape,
+)
+from compiler.frontend.loader import (
+    ModelSource,
+    check_model,
+    default_opset,
+    load_model,
+    upgrade_opset,
+)
 from compiler.frontend.registry import CONVERTERS
-from compiler.graph.ir import Constant, Function, Module, Placeholder, Value
+from compiler.graph.ir import Constant, Function, Module, Placeholder, Result, Value
 from compiler.graph.ops import get_op
 from compiler.graph.types import ElemKind, TensorType
 from compiler.kernels.reference import KERNELS, evaluate
@@ -136,6 +156,22 @@ class NodeContext:
         if v is None:
             if not self.has_input(i):
                 raise self.unsupported(f"input '{what}' is missing")
+            needed = self.imp.graph_inputs_behind(self.inp(i))
+            if needed:
+                # Not a limitation but a request: with these inputs' values the graph is static.
+                raise InputValueRequiredError(
+                    f"input '{what}' ({self.node.input[i]}) must be known at compile time and "
+                    f"depends on graph input{'s' if len(needed) > 1 else ''} "
+                    f"{', '.join(repr(n) for n in needed)}; give "
+                    f"{'their values' if len(needed) > 1 else 'its value'} "
+                    "(compiler.onnx_backend specializes on the values given to run; "
+                    "CompileOptions.const_inputs)",
+                    inputs=needed,
+                    node=self.node.name or self.name,
+                    op=self.op_type,
+                    opset=self.opset,
+                    model=self.imp.source,
+                )
             raise self.unsupported(
                 f"input '{what}' ({self.node.input[i]}) must be known at "
                 "compile time, but it depends on a run-time value"
@@ -183,8 +219,11 @@ class NodeContext:
     def scalar_like(self, v: Value, x: float | int | bool, suffix: str = "const") -> Constant:
         return self.constant(np.array(x, dtype=v.type.np_dtype), suffix=suffix)
 
-    def unsupported(self, message: str) -> UnsupportedError:
-        return UnsupportedError(
+    def unsupported(
+        self, message: str, kind: type[UnsupportedError] = UnsupportedError
+    ) -> UnsupportedError:
+        """The error to raise; `kind` says what is missing (UnsupportedTypeError: a dtype)."""
+        return kind(
             message,
             node=self.node.name or self.name,
             op=self.op_type,
@@ -202,6 +241,7 @@ class Importer:
         input_shapes: dict[str, Sequence[int]] | None,
         name: str | None,
         source: str | None,
+        const_inputs: dict[str, np.ndarray] | None = None,
     ) -> None:
         self.model = model
         self.graph = model.graph
@@ -218,12 +258,15 @@ class Importer:
         self.values: dict[str, Value] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+        self.const_inputs = dict(const_inputs or {})
+        #: ONNX name of each input Placeholder (the module may have renamed it).
+        self.input_names: dict[Placeholder, str] = {}
         self.used: set[str] = set()
 
     # -- values ---------------------------------------------------------------------------------
     def tensor_to_array(self, t: onnx.TensorProto, what: str) -> np.ndarray:
         if t.data_type not in ONNX_TO_ELEM:
-            raise UnsupportedError(
+            raise UnsupportedTypeError(
                 f"tensor '{what}' has element type {dtype_name(t.data_type)}; "
                 "supported: float32, int64, int32, bool",
                 model=self.source,
@@ -238,7 +281,7 @@ class Importer:
     def detached_constant(self, name: str, data: np.ndarray) -> Constant:
         """A Constant not yet in the module; it is added (uniquely named) when a node uses it."""
         if data.dtype not in _SUPPORTED_NP:
-            raise UnsupportedError(
+            raise UnsupportedTypeError(
                 f"constant '{name}' has element type {data.dtype}", model=self.source
             )
         return Constant(name, data)
@@ -264,6 +307,23 @@ class Importer:
             "defines (a subgraph or out-of-order graph?)",
             model=self.source,
         )
+
+    def graph_inputs_behind(self, v: Value) -> tuple[str, ...]:
+        """ONNX names of the graph inputs `v` is computed from, in graph input order."""
+        found: set[Placeholder] = set()
+        seen: set[int] = set()
+        stack = [v]
+        while stack:
+            x = stack.pop()
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            if isinstance(x, Placeholder):
+                found.add(x)
+            elif isinstance(x, Result):
+                stack.extend(x.node.operands)
+        names = {self.input_names[p] for p in found if p in self.input_names}
+        return tuple(vi.name for vi in self.graph.input if vi.name in names)
 
     # -- node creation and folding --------------------------------------------------------------
     def create(
@@ -307,11 +367,31 @@ class Importer:
                     f"input_shapes names '{key}', which is not an input of the model"
                     f" (inputs: {', '.join(sorted(names)) or 'none'})"
                 )
+        for key in self.const_inputs:
+            if key not in names:
+                raise InputError(
+                    f"const_inputs names '{key}', which is not an input of the model"
+                    f" (inputs: {', '.join(sorted(names)) or 'none'})"
+                )
+        self._check_symbolic(
+            [vi for vi in inputs if vi.name not in self.const_inputs | self.input_shapes.keys()]
+        )
         onnx_inputs = []
         for vi in inputs:
+            if vi.name in self.const_inputs:
+                self.values[vi.name] = self._const_input(vi)
+                continue
             p = self.module.add_placeholder(vi.name, self._input_type(vi))
             self.values[vi.name] = p
+            self.input_names[p] = vi.name
             onnx_inputs.append((vi.name, p.name))
+        if self.const_inputs:
+            # What the module was specialized on, for the stage list and the IDE.
+            self.module.meta["const_inputs"] = sorted(self.const_inputs)
+            self.module.meta.setdefault("notes", []).extend(
+                f"input '{k}' specialized to {_show_value(np.asarray(v))}"
+                for k, v in self.const_inputs.items()
+            )
         # Reserve the output names so no node takes them; placeholders are made at the end.
         out_names = [self.module.unique_name(o.name) for o in g.output]
         for index, node in enumerate(g.node):
@@ -333,14 +413,9 @@ class Importer:
     def check_supported(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
         if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedError(
-                f"operator domain '{node.domain}' is not supported (only the default ONNX domain)",
-                node=name,
-                op=node.op_type,
-                model=self.source,
-            )
+            raise _domain_error(node, index, self.source)
         if node.op_type not in CONVERTERS:
-            raise UnsupportedError(
+            raise UnsupportedOpError(
                 "this operator is not supported",
                 node=name,
                 op=node.op_type,
@@ -364,72 +439,108 @@ class Importer:
                 continue
             self.values[oname] = v
 
-    def _input_type(self, vi: onnx.ValueInfoProto) -> TensorType:
-        tt = vi.type.tensor_type
+    def _input_elem(self, vi: onnx.ValueInfoProto) -> ElemKind:
         if not vi.type.HasField("tensor_type"):
-            raise UnsupportedError(
-                f"input '{vi.name}' is not a tensor (sequence/map/optional)", model=self.source
+            raise self._input_refusal(
+                vi, "is not a tensor (sequence/map/optional)", UnsupportedError
             )
-        if tt.elem_type not in ONNX_TO_ELEM:
-            raise UnsupportedError(
-                f"input '{vi.name}' has element type "
-                f"{dtype_name(tt.elem_type)}; supported: float32, int64, "
-                "int32, bool",
-                model=self.source,
+        elem = vi.type.tensor_type.elem_type
+        if elem not in ONNX_TO_ELEM:
+            raise self._input_refusal(
+                vi,
+                f"has element type {dtype_name(elem)}; supported: float32, int64, int32, bool",
+                UnsupportedTypeError,
             )
+        return ONNX_TO_ELEM[elem]
+
+    def _input_refusal(
+        self, vi: onnx.ValueInfoProto, what: str, kind: type[UnsupportedError]
+    ) -> UnsupportedError:
+        """Refuse an input, naming the first node that reads it (where support would go)."""
+        index, user = next(
+            ((i, n) for i, n in enumerate(self.graph.node) if vi.name in n.input), (0, None)
+        )
+        return kind(
+            f"input '{vi.name}'{'' if user else ' (read by no node)'} {what}",
+            node=(user.name or f"{user.op_type}_{index}") if user else None,
+            op=user.op_type if user else None,
+            opset=self.opset if user else None,
+            model=self.source,
+        )
+
+    def _check_symbolic(self, inputs: list[onnx.ValueInfoProto]) -> None:
+        """One ShapeError naming every input whose shape is not fully known, with examples."""
+        symbolic = [
+            vi for vi in inputs if vi.type.HasField("tensor_type") and static_shape(vi) is None
+        ]
+        if not symbolic:
+            return
+        what = ", ".join(
+            f"input '{vi.name}' has symbolic dims ({format_dims(vi.type.tensor_type)})"
+            if vi.type.tensor_type.HasField("shape")
+            else f"input '{vi.name}' has no declared shape"
+            for vi in symbolic
+        )
+        examples = {vi.name: example_shape(vi) for vi in symbolic}
+        cli = " ".join(f"--input-shape {n}={'x'.join(map(str, s))}" for n, s in examples.items())
+        api = ", ".join(f"'{n}': {tuple(s)}" for n, s in examples.items())
+        raise ShapeError(
+            f"{what}; give concrete shapes, e.g. {cli} (CLI) or input_shapes={{{api}}} (API)"
+        )
+
+    def _input_type(self, vi: onnx.ValueInfoProto) -> TensorType:
+        elem = self._input_elem(vi)
+        tt = vi.type.tensor_type
         given = self.input_shapes.get(vi.name)
-        if tt.HasField("shape"):
-            # An example built from the model's own dims: known ones kept, symbolic ones as 1.
-            example = (
-                "x".join(
-                    str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1"
-                    for d in tt.shape.dim
-                )
-                or "1"
-            )
-        else:
-            example = "1x3x224x224"
-        hint_cli = f"--input-shape {vi.name}={example}"
+        if given is None:
+            dims = static_shape(vi)
+            assert dims is not None, vi.name  # _check_symbolic ran first
+            return TensorType(elem, dims)
         if not tt.HasField("shape"):
-            if given is None:
-                raise ShapeError(
-                    f"input '{vi.name}' has no declared shape; give it with "
-                    f"{hint_cli} (CLI) or input_shapes={{'{vi.name}': (...)}} (API)"
-                )
-            return TensorType(ONNX_TO_ELEM[tt.elem_type], given)
-        dims = []
-        for d in tt.shape.dim:
-            dims.append(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None)
-        if given is not None:
-            if len(given) != len(dims):
-                raise ShapeError(
-                    f"input_shapes gives '{vi.name}' rank {len(given)} "
-                    f"({'x'.join(map(str, given))}), the model declares rank "
-                    f"{len(dims)} ({_fmt_dims(tt)})"
-                )
-            for i, (g_, d) in enumerate(zip(given, dims)):
-                if g_ < 0:
-                    raise ShapeError(f"input_shapes gives '{vi.name}' a negative dim {g_}")
-                if d is not None and d != g_:
-                    raise ShapeError(
-                        f"input_shapes gives '{vi.name}' dim {i} = {g_}, but the model "
-                        f"fixes it to {d} ({_fmt_dims(tt)})"
-                    )
-            return TensorType(ONNX_TO_ELEM[tt.elem_type], given)
-        if any(d is None for d in dims):
+            return TensorType(elem, given)
+        dims = declared_dims(tt)
+        if len(given) != len(dims):
             raise ShapeError(
-                f"input '{vi.name}' has symbolic dims ({_fmt_dims(tt)}); give a "
-                f"concrete shape with {hint_cli} (CLI) or "
-                f"input_shapes={{'{vi.name}': (...)}} (API)"
+                f"input_shapes gives '{vi.name}' rank {len(given)} "
+                f"({'x'.join(map(str, given))}), the model declares rank "
+                f"{len(dims)} ({format_dims(tt)})"
             )
-        return TensorType(ONNX_TO_ELEM[tt.elem_type], tuple(dims))
+        for i, (g_, d) in enumerate(zip(given, dims)):
+            if g_ < 0:
+                raise ShapeError(f"input_shapes gives '{vi.name}' a negative dim {g_}")
+            if d is not None and d != g_:
+                raise ShapeError(
+                    f"input_shapes gives '{vi.name}' dim {i} = {g_}, but the model "
+                    f"fixes it to {d} ({format_dims(tt)})"
+                )
+        return TensorType(elem, given)
+
+    def _const_input(self, vi: onnx.ValueInfoProto) -> Constant:
+        """The Constant an input specialized on its value becomes (checked against its type)."""
+        elem = self._input_elem(vi)
+        arr = np.asarray(self.const_inputs[vi.name])
+        if arr.dtype != np.dtype(elem.np_dtype):
+            raise InputError(
+                f"input '{vi.name}': expected element type {elem.value}, got {arr.dtype}"
+            )
+        tt = vi.type.tensor_type
+        if tt.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+            if len(dims) != arr.ndim or any(
+                d is not None and d != a for d, a in zip(dims, arr.shape)
+            ):
+                raise InputError(
+                    f"input '{vi.name}': expected shape {format_dims(tt)}, got "
+                    f"{'x'.join(map(str, arr.shape)) or 'scalar'}"
+                )
+        return self.detached_constant(vi.name, arr)
 
     def _check_output_type(self, o: onnx.ValueInfoProto, v: Value) -> None:
         tt = o.type.tensor_type
         if o.type.HasField("tensor_type") and tt.elem_type:
             want = ONNX_TO_ELEM.get(tt.elem_type)
             if want is None:
-                raise UnsupportedError(
+                raise UnsupportedTypeError(
                     f"output '{o.name}' has element type {dtype_name(tt.elem_type)}",
                     model=self.source,
                 )
@@ -440,25 +551,27 @@ class Importer:
                 )
 
 
-def _fmt_dims(tt: onnx.TypeProto.Tensor) -> str:
-    return (
-        "x".join(
-            str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
-            for d in tt.shape.dim
-        )
-        or "scalar"
+def _show_value(a: np.ndarray) -> str:
+    return str(a.tolist()) if a.size <= 16 else f"a {a.dtype} tensor of shape {list(a.shape)}"
+
+
+def _domain_error(node: onnx.NodeProto, index: int, source: str | None) -> UnsupportedOpError:
+    return UnsupportedOpError(
+        f"operator domain '{node.domain}' is not supported (only the default ONNX domain)",
+        node=node.name or f"{node.op_type}_{index}",
+        op=node.op_type,
+        model=source,
     )
 
 
 def _default_opset(model: onnx.ModelProto, source: str | None) -> int:
-    version = None
-    for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx"):
-            version = imp.version
+    version = default_opset(model)
     if version is None:
+        # A model of another domain only (ai.onnx.ml, training): name its first node.
+        for index, node in enumerate(model.graph.node):
+            if node.domain not in ("", "ai.onnx"):
+                raise _domain_error(node, index, source)
         raise UnsupportedError("the model imports no default-domain ONNX opset", model=source)
-    if version < MIN_OPSET and _same_as_min_opset(model, version):
-        return MIN_OPSET
     if not MIN_OPSET <= version <= MAX_OPSET:
         raise UnsupportedError(
             f"ONNX opset {version} is not supported (supported: {MIN_OPSET}..{MAX_OPSET})",
@@ -468,43 +581,63 @@ def _default_opset(model: onnx.ModelProto, source: str | None) -> int:
     return version
 
 
-def _same_as_min_opset(model: onnx.ModelProto, version: int) -> bool:
-    """True if every op of an older-opset model has the same schema as at MIN_OPSET."""
-    try:
-        for node in model.graph.node:
-            if node.domain not in ("", "ai.onnx"):
-                continue
-            schema = onnx.defs.get_schema(node.op_type, MIN_OPSET, "")
-            if schema.since_version > version:
-                return False
-    except onnx.defs.SchemaError:
-        return False
-    return bool(model.graph.node)
-
-
 def import_onnx(
     model: ModelSource,
     input_shapes: dict[str, Sequence[int]] | None = None,
     name: str | None = None,
+    const_inputs: dict[str, np.ndarray] | None = None,
 ) -> Module:
     """Import an ONNX model (proto, path or bytes) into a graph-IR Module.
 
-    `input_shapes` gives concrete shapes for inputs with symbolic dims. Raises ModelLoadError,
-    UnsupportedError or ShapeError (all CompilerErrors) with a message naming what is wrong.
+    `input_shapes` gives concrete shapes for inputs with symbolic dims; `const_inputs` gives
+    inputs' values, which then become Constants (the model is specialized on them). Models
+    below opset 7 are upgraded by onnx's version converter first (noted in
+    `module.meta["notes"]`). Raises ModelLoadError, UnsupportedError (InputValueRequiredError
+    when a shape-like operand depends on an input), ShapeError or InputError: all
+    CompilerErrors, with a message naming what is wrong.
     """
-    source = str(model) if isinstance(model, str | os.PathLike) else None
-    proto = load_model(model, check=False)
     try:
-        importer = Importer(proto, input_shapes, name, source)
-        # Unknown ops first: UnsupportedError names them better than the checker would.
-        for index, node in enumerate(proto.graph.node):
-            importer.check_supported(node, index)
-        check_model(proto, source or "<ModelProto>")
-        return importer.run()
+        return _checked_importer(model, input_shapes, name, const_inputs).run()
     except CompilerError:
         raise
     except RecursionError:  # pragma: no cover
+        source = str(model) if isinstance(model, str | os.PathLike) else None
         raise UnsupportedError("the graph is too deep to import", model=source) from None
 
 
-__all__ = ["Importer", "NodeContext", "import_onnx"]
+def check_importable(model: ModelSource) -> None:
+    """Raise what import_onnx would refuse whatever the inputs' shapes and values are.
+
+    That is: a bad file, an opset the converter cannot upgrade, an unknown op or domain, a
+    model the ONNX checker rejects. For callers that cannot import yet (symbolic dims).
+    """
+    _checked_importer(model, None, None, None)
+
+
+def _checked_importer(
+    model: ModelSource,
+    input_shapes: dict[str, Sequence[int]] | None,
+    name: str | None,
+    const_inputs: dict[str, np.ndarray] | None,
+) -> Importer:
+    source = str(model) if isinstance(model, str | os.PathLike) else None
+    proto = load_model(model, check=False)
+    original = proto
+    proto, note = upgrade_opset(proto, MIN_OPSET, source)
+    importer = Importer(proto, input_shapes, name, source, const_inputs)
+    if note:
+        importer.module.meta["notes"] = [note]
+        importer.module.meta["model_opset"] = default_opset(original)
+    # Unknown ops first: UnsupportedError names them better than the checker would.
+    for index, node in enumerate(proto.graph.node):
+        importer.check_supported(node, index)
+    check_model(proto, source or "<ModelProto>")
+    return importer
+
+
+__all__ = [
+    "Importer",
+    "NodeContext",
+    "check_importable",
+    "import_onnx",
+]
