@@ -5,26 +5,40 @@
     outputs = rep.run([x])            # list in graph input order, or {name: array}
 
 Options of `prepare`: `executor` (a key of `compiler.executors.EXECUTORS`), `input_shapes`
-({input name: shape}), and any field of `compiler.pipeline.CompileOptions`.
+({input name: shape}), `max_specializations` (how many run-time specializations a prepared
+model keeps, default 16) and any field of `compiler.pipeline.CompileOptions`.
+
+The compiler only compiles static graphs. The API still takes any model, as ONNX harnesses
+drive it: `prepare` compiles what it can, and when the frontend reports that a shape-like
+operand (Reshape's shape, Pad's pads, ...) depends on a graph input (`InputValueRequiredError`)
+or an input has symbolic dims, `run` specializes the model on those inputs' values and shapes:
+they become constants and static dims, the whole pipeline runs, and the executor is cached
+keyed by them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 import onnx.backend.base as onnx_base
 from onnx import helper, shape_inference
 
-from compiler.errors import CompilerError, InputError, UnsupportedError
+from compiler.errors import CompilerError, InputError, InputValueRequiredError, UnsupportedError
 from compiler.executors import EXECUTORS, LOW_LEVEL_EXECUTORS, Executor, make_executor
+
+if TYPE_CHECKING:
+    from compiler.pipeline import CompileOptions, CompileResult
 
 #: Executor used when `prepare` is given none.
 DEFAULT_EXECUTOR = "llvm"
+#: Run-time specializations a prepared model keeps (least recently used dropped first).
+DEFAULT_MAX_SPECIALIZATIONS = 16
 
 _DEVICES = ("CPU",)
 
@@ -35,37 +49,193 @@ def _device_name(device: Any) -> str:
     return text.split(":")[0].upper()
 
 
+@dataclasses.dataclass(frozen=True)
+class Specialization:
+    """One compiled form of a prepared model: the executor, and the ONNX inputs it takes."""
+
+    executor: Executor
+    result: CompileResult
+    input_names: tuple[str, ...]
+
+
 class GlowvizRep(onnx_base.BackendRep):
-    """A prepared model; `run` returns the outputs in graph order (by index or by name)."""
+    """A prepared model; `run` returns the outputs in graph order (by index or by name).
 
-    def __init__(self, executor: Executor, result: Any = None) -> None:
-        self.executor = executor
-        self.result = result
-        module = getattr(executor, "module", None) or getattr(result, "module", None)
-        meta = getattr(module, "meta", {}) or {}
-        onnx_out = {p: o for o, p in meta.get("onnx_outputs", ())}
-        onnx_in = {p: o for o, p in meta.get("onnx_inputs", ())}
-        self.output_names = [onnx_out.get(n, n) for n in executor.output_names]
-        self.input_names = [onnx_in.get(n, n) for n in executor.input_names]
+    `value_inputs` are the inputs the model is specialized on by value (they feed shape-like
+    operands), `shape_inputs` those with symbolic dims (specialized on their shape). A model
+    with neither is compiled once, by `prepare`.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        proto: onnx.ModelProto,
+        kind: str,
+        options: CompileOptions,
+        max_specializations: int = DEFAULT_MAX_SPECIALIZATIONS,
+    ) -> None:
+        from compiler.frontend.input_shapes import symbolic_inputs
+
+        self._source = source  # what compile_model reads (a path keeps the file name in errors)
+        self.kind = kind
+        self.options = options
+        inits = {t.name for t in proto.graph.initializer}
+        self.input_names = [vi.name for vi in proto.graph.input if vi.name not in inits]
+        self.output_names = [o.name for o in proto.graph.output]
         self._outputs_type = onnx_base.namedtupledict("Outputs", self.output_names)
+        self.shape_inputs: frozenset[str] = frozenset(symbolic_inputs(proto))
+        # Declared dims of the symbolic inputs (value, or None and the dim's name where free),
+        # to check a run's shapes against.
+        self._declared = {
+            vi.name: [
+                (d.dim_value, str(d.dim_value))
+                if d.HasField("dim_value")
+                else (None, d.dim_param or "?")
+                for d in vi.type.tensor_type.shape.dim
+            ]
+            for vi in proto.graph.input
+            if vi.name in self.shape_inputs and vi.type.tensor_type.HasField("shape")
+        }
+        self.value_inputs: frozenset[str] = frozenset()
+        self.max_specializations = max(1, max_specializations)
+        self.compile_count = 0
+        self._cache: OrderedDict[Hashable, Specialization] = OrderedDict()
+        self._last: Specialization | None = None
 
+    # -- what the last run used (the static compile right after `prepare`) ---------------------
+    @property
+    def executor(self) -> Executor | None:
+        return self._last.executor if self._last else None
+
+    @property
+    def result(self) -> CompileResult | None:
+        return self._last.result if self._last else None
+
+    # -- running ---------------------------------------------------------------------------------
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        feed = self._feed(inputs)
+        spec = self.specialize(feed)
+        outs = spec.executor.run({n: feed[n] for n in spec.input_names})
+        return self._outputs_type(*(outs[n] for n in spec.executor.output_names))
+
+    def specialize(self, feed: Mapping[str, np.ndarray] | None = None) -> Specialization:
+        """The compiled form for these inputs (by ONNX name): cached, else compiled now.
+
+        Without `feed` (at `prepare`), symbolic dims take the `input_shapes` option's shapes.
+        """
+        feed = feed or {}
+        while True:
+            key = self._key(feed)
+            spec = self._cache.get(key)
+            if spec is not None:
+                self._cache.move_to_end(key)
+                self._last = spec
+                return spec
+            try:
+                spec = self._compile(self._options_for(feed))
+            except InputValueRequiredError as e:
+                new = set(e.inputs) - self.value_inputs
+                if not new:  # given and still not constant: nothing more to specialize on
+                    raise
+                self.value_inputs |= new
+                if not feed:  # prepare: the values come with the first run
+                    raise
+                continue
+            self._cache[key] = spec
+            while len(self._cache) > self.max_specializations:
+                self._cache.popitem(last=False)
+            self._last = spec
+            return spec
+
+    def _key(self, feed: Mapping[str, np.ndarray]) -> Hashable:
+        shapes = tuple(
+            (n, tuple(feed[n].shape) if n in feed else self.options.input_shapes.get(n))
+            for n in sorted(self.shape_inputs - self.value_inputs)
+        )
+        values = tuple(
+            (n, feed[n].dtype.str, feed[n].shape, feed[n].tobytes())
+            for n in sorted(self.value_inputs)
+            if n in feed
+        )
+        return shapes, values
+
+    def _options_for(self, feed: Mapping[str, np.ndarray]) -> CompileOptions:
+        shapes = dict(self.options.input_shapes)
+        shapes.update(
+            (n, tuple(feed[n].shape)) for n in self.shape_inputs - self.value_inputs if n in feed
+        )
+        for n in self.value_inputs:
+            shapes.pop(n, None)
+        return dataclasses.replace(
+            self.options,
+            input_shapes=shapes,
+            const_inputs={n: feed[n] for n in self.value_inputs if n in feed},
+        )
+
+    def _compile(self, options: CompileOptions) -> Specialization:
+        from compiler.pipeline import compile_model
+
+        result = compile_model(self._source, options)
+        self.compile_count += 1
+        if result.stopped_after is not None:
+            raise CompilerError(
+                f"compilation stopped after '{result.stopped_after}'; "
+                "a prepared model needs the whole pipeline"
+            )
+        executor = make_executor(result, self.kind)
+        names = tuple(o for o, _ in result.module.meta.get("onnx_inputs", ()))
+        return Specialization(executor, result, names or tuple(executor.input_names))
+
+    def _feed(self, inputs: Any) -> dict[str, np.ndarray]:
+        """The inputs as {ONNX input name: array}, checked for count and names."""
         if isinstance(inputs, np.ndarray):
             inputs = [inputs]
-        elif not isinstance(inputs, Mapping | Sequence):
+        if isinstance(inputs, Mapping):
+            unknown = [k for k in inputs if k not in self.input_names]
+            if unknown:
+                raise InputError(
+                    f"unknown input{'s' if len(unknown) > 1 else ''} "
+                    f"{', '.join(map(repr, unknown))}; the model's inputs are "
+                    f"{', '.join(self.input_names) or 'none'}"
+                )
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise InputError(
+                    f"no array for input{'s' if len(missing) > 1 else ''} "
+                    f"{', '.join(map(repr, missing))}"
+                )
+            return self._checked({n: np.asarray(inputs[n]) for n in self.input_names})
+        if not isinstance(inputs, Sequence) or isinstance(inputs, str | bytes):
             raise InputError(
                 f"inputs must be a list of arrays or a dict by input name, "
                 f"got {type(inputs).__name__}"
             )
-        outs = self.executor.run(inputs)
-        return self._outputs_type(*(outs[n] for n in self.executor.output_names))
+        if len(inputs) != len(self.input_names):
+            raise InputError(
+                f"expected {len(self.input_names)} inputs "
+                f"({', '.join(self.input_names)}), got {len(inputs)}"
+            )
+        return self._checked({n: np.asarray(a) for n, a in zip(self.input_names, inputs)})
+
+    def _checked(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`feed`, once the dims the model fixes on its symbolic inputs are checked."""
+        for name, dims in self._declared.items():
+            shape = feed[name].shape
+            if len(shape) != len(dims) or any(
+                d is not None and d != s for (d, _), s in zip(dims, shape)
+            ):
+                want = "x".join(label for _, label in dims) or "scalar"
+                raise InputError(
+                    f"input '{name}' has shape {list(shape)}, the model expects {want}"
+                )
+        return feed
 
 
 # Kept under the name the onnx backend docs use.
 BackendRep = GlowvizRep
 
 
-def _compile_options(options: dict[str, Any]) -> tuple[str, Any]:
+def _compile_options(options: dict[str, Any]) -> tuple[str, int, CompileOptions]:
     from compiler.pipeline import CompileOptions
 
     options = dict(options)
@@ -74,12 +244,13 @@ def _compile_options(options: dict[str, Any]) -> tuple[str, Any]:
         raise UnsupportedError(
             f"unknown executor '{kind}'; known executors: {', '.join(sorted(EXECUTORS))}"
         )
+    max_specs = int(options.pop("max_specializations", DEFAULT_MAX_SPECIALIZATIONS))
     fields = {f.name for f in dataclasses.fields(CompileOptions)}
     unknown = sorted(k for k in options if k not in fields)
     if unknown:
         raise UnsupportedError(
             f"unknown backend option{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(unknown)}; options are: executor, "
+            f"{', '.join(unknown)}; options are: executor, max_specializations, "
             f"{', '.join(sorted(fields))}"
         )
     if "input_shapes" in options:
@@ -89,7 +260,7 @@ def _compile_options(options: dict[str, Any]) -> tuple[str, Any]:
     if "disabled_passes" in options:
         options["disabled_passes"] = frozenset(options["disabled_passes"])
     options.setdefault("low_level", kind in LOW_LEVEL_EXECUTORS)
-    return kind, CompileOptions(**options)
+    return kind, max_specs, CompileOptions(**options)
 
 
 class Backend(onnx_base.Backend):
@@ -107,22 +278,32 @@ class Backend(onnx_base.Backend):
     def prepare(
         cls, model: onnx.ModelProto | str | Path | bytes, device: str = "CPU", **kwargs: Any
     ) -> GlowvizRep:
-        from compiler.pipeline import compile_model
+        """Compile `model` for `device`, or check it and defer to `run` what needs inputs.
+
+        Deferred: inputs with symbolic dims (not fixed by the `input_shapes` option) and inputs
+        whose values shape the graph. Everything else is refused here with a CompilerError.
+        """
+        from compiler.frontend import load_model
+        from compiler.frontend.onnx_importer import check_importable
 
         if not cls.supports_device(device):
             raise UnsupportedError(
                 f"device '{device}' is not supported; glowviz runs on: {', '.join(_DEVICES)}"
             )
-        kind, options = _compile_options(kwargs)
+        kind, max_specs, options = _compile_options(kwargs)
         if isinstance(model, bytearray | memoryview):
             model = bytes(model)
-        result = compile_model(model, options)
-        if result.stopped_after is not None:
-            raise CompilerError(
-                f"compilation stopped after '{result.stopped_after}'; "
-                "a prepared model needs the whole pipeline"
-            )
-        return GlowvizRep(make_executor(result, kind), result)
+        proto = load_model(model, check=False)
+        source = model if isinstance(model, str | Path) else proto
+        rep = GlowvizRep(source, proto, kind, options, max_specs)
+        if rep.shape_inputs - options.input_shapes.keys():
+            check_importable(proto)  # the shapes come with the first run
+            return rep
+        try:
+            rep.specialize()
+        except InputValueRequiredError:
+            pass  # rep.value_inputs now names them: the values come with the first run
+        return rep
 
     @classmethod
     def run_model(
