@@ -10,7 +10,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import compiler.onnx_backend as backend
-from compiler.errors import CompilerError, InputError
+from compiler.errors import (
+    CompilerError,
+    InputError,
+    InputValueRequiredError,
+    UnsupportedError,
+    UnsupportedOpError,
+)
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 
@@ -190,3 +196,200 @@ def test_cli_check_mismatch_exits_1(tmp_path, capsys, monkeypatch):
     )
     assert cli("run", model, "--check") == 1
     assert "MISMATCH" in capsys.readouterr().out
+
+
+# -- run-time specialization ----------------------------------------------------------------------
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        list(inits),
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def reshape_pad_model() -> onnx.ModelProto:
+    """y = Pad(Reshape(x, Concat([-1], tail)), pads): two inputs that shape the graph."""
+    minus1 = numpy_helper.from_array(np.array([-1], np.int64), "minus1")
+    nodes = [
+        helper.make_node("Concat", ["minus1", "tail"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["r"]),
+        helper.make_node("Pad", ["r", "pads"], ["y"]),
+    ]
+    return _model(
+        nodes,
+        [
+            ("x", TensorProto.FLOAT, [2, 6]),
+            ("tail", TensorProto.INT64, [1]),
+            ("pads", TensorProto.INT64, [4]),
+        ],
+        [("y", TensorProto.FLOAT, ["r", "c"])],
+        [minus1],
+    )
+
+
+@pytest.mark.parametrize("executor", ["interpreter", "llvm"])
+def test_inputs_feeding_shape_operands_are_specialized_at_run_time(executor):
+    rep = backend.prepare(reshape_pad_model(), executor=executor)
+    assert rep.compile_count == 0 and rep.executor is None  # nothing static to compile yet
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    runs = [
+        (np.array([3], np.int64), np.array([0, 1, 0, 0], np.int64)),
+        (np.array([4], np.int64), np.array([1, 0, 0, 2], np.int64)),
+        (np.array([3], np.int64), np.array([0, 1, 0, 0], np.int64)),  # cached
+    ]
+    for tail, pads in runs:
+        (y,) = rep.run([x, tail, pads])
+        r = x.reshape(-1, int(tail[0]))
+        np.testing.assert_array_equal(y, np.pad(r, [(pads[0], pads[2]), (pads[1], pads[3])]))
+    # The importer asked for 'tail' first, then for 'pads' once Reshape was static.
+    assert rep.value_inputs == {"tail", "pads"}
+    assert rep.compile_count == 2  # one per value pair (the first run asked for 'pads' too)
+    meta = rep.result.module.meta
+    assert meta["const_inputs"] == ["pads", "tail"]
+    assert "input 'tail' specialized to [3]" in meta["notes"]
+    assert [p.name for p in rep.result.module.inputs()] == ["x"]
+
+
+def test_specializations_are_bounded_and_keyed_by_value():
+    rep = backend.prepare(reshape_pad_model(), executor="interpreter", max_specializations=2)
+    x = np.zeros((2, 6), np.float32)
+    pads = np.zeros(4, np.int64)
+    for t in (1, 2, 3, 1):  # 1 was evicted by 3: compiled again
+        rep.run({"x": x, "tail": np.array([t], np.int64), "pads": pads})
+    assert rep.compile_count == 4
+    rep.run({"x": x, "tail": np.array([1], np.int64), "pads": pads})
+    assert rep.compile_count == 4
+    with pytest.raises(InputError, match="expected element type i64"):
+        rep.run([x, np.array([6.0], np.float32), pads])
+    with pytest.raises(InputError, match="no array for input 'pads'"):
+        rep.run({"x": x, "tail": np.array([1], np.int64)})
+    with pytest.raises(InputError, match="expected 3 inputs"):
+        rep.run([x])
+
+
+def test_const_inputs_compile_option():
+    from compiler.pipeline import CompileOptions, compile_model
+
+    opts = CompileOptions(
+        const_inputs={"tail": np.array([4], np.int64), "pads": np.zeros(4, np.int64)}
+    )
+    result = compile_model(reshape_pad_model(), opts)
+    assert result.module.outputs()[0].type.shape == (3, 4)
+    with pytest.raises(InputValueRequiredError) as info:
+        compile_model(
+            reshape_pad_model(), CompileOptions(const_inputs={"pads": opts.const_inputs["pads"]})
+        )
+    assert info.value.inputs == ("tail",)
+    assert "node 'Reshape_1'" in str(info.value) and "'tail'" in str(info.value)
+    with pytest.raises(InputError, match="'nope', which is not an input"):
+        compile_model(reshape_pad_model(), CompileOptions(const_inputs={"nope": np.zeros(1)}))
+
+
+def symbolic_model() -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("MatMul", ["ids", "W"], ["h"]),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ]
+    w = numpy_helper.from_array(np.eye(4, dtype=np.float32) - 0.5, "W")
+    return _model(
+        nodes,
+        [("ids", TensorProto.FLOAT, ["batch", "sequence", 4])],
+        [("y", TensorProto.FLOAT, ["batch", "sequence", 4])],
+        [w],
+    )
+
+
+@pytest.mark.parametrize("executor", ["interpreter", "llvm"])
+def test_symbolic_dims_respecialize_per_shape(executor):
+    rep = backend.prepare(symbolic_model(), executor=executor)
+    assert rep.shape_inputs == {"ids"} and rep.compile_count == 0
+    w = np.eye(4, dtype=np.float32) - 0.5
+    rng = np.random.default_rng(0)
+    for shape in [(1, 3, 4), (5, 7, 4), (1, 3, 4)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        (y,) = rep.run([x])
+        np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-6)
+    assert rep.compile_count == 2  # cached per shape
+    with pytest.raises(InputError, match=r"input 'ids' has shape \[2, 3, 5\], the model "):
+        rep.run([np.zeros((2, 3, 5), np.float32)])  # the model fixes the last dim
+    with pytest.raises(InputError, match="batchxsequencex4"):
+        rep.run([np.zeros((2, 4), np.float32)])
+
+
+def test_symbolic_dims_with_input_shapes_compile_at_prepare():
+    rep = backend.prepare(symbolic_model(), executor="interpreter", input_shapes={"ids": (2, 3, 4)})
+    assert rep.compile_count == 1
+    rep.run([np.zeros((2, 3, 4), np.float32)])
+    assert rep.compile_count == 1
+    rep.run([np.zeros((3, 3, 4), np.float32)])  # a new batch: re-specialized, not refused
+    assert rep.compile_count == 2
+
+
+def test_prepare_refuses_unknown_ops_even_when_compiling_is_deferred():
+    m = symbolic_model()
+    m.graph.node[1].op_type = "Frobnicate"
+    with pytest.raises(UnsupportedOpError, match="Frobnicate"):
+        backend.prepare(m)
+
+
+def test_symbolic_hint_names_every_input_with_sensible_examples():
+    from compiler.errors import ShapeError
+    from compiler.frontend import import_onnx
+
+    nodes = [helper.make_node("Identity", ["ids"], ["a"]), helper.make_node("Relu", ["img"], ["b"])]
+    m = _model(
+        nodes,
+        [
+            ("ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+            ("img", TensorProto.FLOAT, ["N", 3, "H", "W"]),
+        ],
+        [("a", TensorProto.INT64, ["b", "s"]), ("b", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+    )
+    with pytest.raises(ShapeError) as info:
+        import_onnx(m)
+    msg = str(info.value)
+    assert "input 'ids' has symbolic dims (batch_sizexsequence_length)" in msg
+    assert "input 'img' has symbolic dims (Nx3xHxW)" in msg
+    assert "--input-shape ids=1x128 --input-shape img=1x3x224x224" in msg
+    assert "input_shapes={'ids': (1, 128), 'img': (1, 3, 224, 224)}" in msg
+
+
+# -- opset upgrades -------------------------------------------------------------------------------
+
+
+def opset6_model() -> onnx.ModelProto:
+    """Opset 6 Add with its legacy `broadcast` attribute: needs the version converter."""
+    b = numpy_helper.from_array(np.array([1.0, -2.0, 3.0], np.float32), "b")
+    nodes = [helper.make_node("Add", ["x", "b"], ["y"], broadcast=1)]
+    return _model(
+        nodes, [("x", TensorProto.FLOAT, [2, 3])], [("y", TensorProto.FLOAT, [2, 3])], [b], 6
+    )
+
+
+def test_models_below_opset_7_are_upgraded_with_a_note():
+    from compiler.frontend import import_onnx
+
+    module = import_onnx(opset6_model())
+    assert module.meta["model_opset"] == 6 and module.meta["opset"] == 7
+    assert module.meta["notes"] == ["upgraded from ONNX opset 6 to 7 by onnx.version_converter"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = backend.prepare(opset6_model(), executor="interpreter").run([x])
+    np.testing.assert_array_equal(y, x + np.array([1.0, -2.0, 3.0], np.float32))
+
+
+def test_failed_opset_upgrade_says_so(monkeypatch):
+    from onnx import version_converter
+
+    def fail(model, version):
+        raise RuntimeError("no adapter for Frob")
+
+    monkeypatch.setattr(version_converter, "convert_version", fail)
+    with pytest.raises(
+        UnsupportedError, match=r"opset 6 .*version_converter could not upgrade it: no adapter"
+    ):
+        backend.prepare(opset6_model())

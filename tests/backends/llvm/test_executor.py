@@ -105,46 +105,6 @@ def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     )
 
 
-def test_conformance_with_llvm_executor() -> None:
-    """The ONNX node test cases through prepare(executor="llvm"): the interpreter's bar."""
-    import warnings
-
-    from compiler import onnx_backend
-    from compiler.errors import CompilerError
-    from tests.conformance import test_onnx_node_tests as conf
-
-    outcomes: dict[str, str] = {}
-    details: dict[str, str] = {}
-    for name, case in sorted(conf._cases().items()):
-        model, keep = conf._freeze_shape_inputs(case)
-        status = "pass"
-        for inputs, expected in case.data_sets:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    rep = onnx_backend.prepare(model, executor="llvm")
-                    got = list(rep.run([np.asarray(inputs[i]) for i in keep]))
-            except CompilerError as e:
-                status, details[name] = "refused", str(e)
-                break
-            except Exception as e:  # noqa: BLE001 - a crash is a failure to report
-                status, details[name] = "crash", f"{type(e).__name__}: {e}"
-                break
-            problem = conf._compare(case, list(expected), got)
-            if problem:
-                status, details[name] = "wrong", problem
-                break
-        outcomes[name] = status
-    bad = [f"{n}: {s}: {details[n]}" for n, s in outcomes.items() if s in ("wrong", "crash")]
-    assert not bad, "\n".join(bad)
-    rate = sum(s == "pass" for s in outcomes.values()) / len(outcomes)
-    print(
-        f"\nLLVM conformance: {rate:.1%} of {len(outcomes)} passed; refused: "
-        + ", ".join(n for n, s in outcomes.items() if s == "refused")
-    )
-    assert rate >= conf.PASS_RATE
-
-
 def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> None:
     """MCJIT reports every module of an engine to the object cache, the empty seed module too
     and in no promised order; the cached file must be the model's object (it defines the
