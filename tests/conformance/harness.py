@@ -199,6 +199,9 @@ def refusal_reasons(results: dict[str, Outcome], top: int = 30) -> list[tuple[st
         if o.status == "refused-op":
             m = re.search(r"op (\w+)", o.detail)
             reasons[f"op {m.group(1) if m else '?'}"] += 1
+        elif o.status == "refused-dtype":
+            m = re.search(r"(?:element type|cast to) (\w+)", o.detail)
+            reasons[f"dtype {m.group(1) if m else '?'}"] += 1
         else:
             text = re.sub(r"^.*?\): |^\w+: unsupported: ", "", o.detail)
             reasons[re.sub(r"'[^']*'|\d+|<[^>]*>|\[[^\]]*\]", "_", text)[:90]] += 1
