@@ -393,3 +393,22 @@ def test_failed_opset_upgrade_says_so(monkeypatch):
         UnsupportedError, match=r"opset 6 .*version_converter could not upgrade it: no adapter"
     ):
         backend.prepare(opset6_model())
+
+
+def test_opset6_prelu_slope_stays_per_channel():
+    """PRelu-6 applies a [C] slope per channel; opset 7 would broadcast it from the right."""
+    from compiler.frontend import import_onnx
+
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+    nodes = [helper.make_node("PRelu", ["x", "slope"], ["y"])]
+    m = _model(
+        nodes,
+        [("x", TensorProto.FLOAT, [2, 3, 4])],
+        [("y", TensorProto.FLOAT, [2, 3, 4])],
+        [numpy_helper.from_array(slope, "slope")],
+        opset=6,
+    )
+    assert "PRelu slopes made per-channel" in import_onnx(m).meta["notes"][0]
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
+    (y,) = backend.prepare(m, executor="interpreter").run([x])
+    np.testing.assert_allclose(y, np.where(x >= 0, x, x * slope[:, None]), rtol=1e-6)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
+from onnx import numpy_helper, shape_inference
 
 from compiler.errors import ModelLoadError, UnsupportedError
 
@@ -131,6 +132,52 @@ def upgrade_opset(
             opset=version,
             model=where,
         ) from None
-    return upgraded, (
-        f"upgraded from ONNX opset {version} to {min_opset} by onnx.version_converter"
-    )
+    note = f"upgraded from ONNX opset {version} to {min_opset} by onnx.version_converter"
+    if version < 7 <= min_opset and _per_channel_prelu_slopes(upgraded):
+        note += " (PRelu slopes made per-channel as before opset 7)"
+    return upgraded, note
+
+
+def _per_channel_prelu_slopes(model: onnx.ModelProto) -> bool:
+    """Give old PRelu nodes' 1-D slopes the shape opset 7 broadcasting needs; True if any.
+
+    Before opset 7 a slope of C values applies per channel (axis 1); from opset 7 it
+    broadcasts numpy-style from the right. The version converter leaves the node as it was, so
+    a constant slope [C] on an input of rank r > 2 gets a copy shaped [C, 1, ..., 1].
+    """
+    inits = {t.name: t for t in model.graph.initializer}
+    prelus = [
+        n
+        for n in model.graph.node
+        if n.op_type == "PRelu" and n.domain in ("", "ai.onnx") and len(n.input) > 1
+    ]
+    slopes = [(n, inits.get(n.input[1])) for n in prelus]
+    slopes = [(n, t) for n, t in slopes if t is not None and len(t.dims) == 1 and t.dims[0] > 1]
+    if not slopes:
+        return False
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - without ranks nothing can be said; leave it as it is
+        return False
+    ranks = {
+        vi.name: len(vi.type.tensor_type.shape.dim)
+        for vi in [*inferred.graph.input, *inferred.graph.value_info]
+        if vi.type.tensor_type.HasField("shape")
+    }
+    changed = False
+    for node, slope in slopes:
+        rank = ranks.get(node.input[0], 0)
+        if rank <= 2:
+            continue
+        arr = numpy_helper.to_array(slope).reshape([-1] + [1] * (rank - 2))
+        name = f"{slope.name}.per_channel_{rank}d"
+        if name not in inits:
+            inits[name] = numpy_helper.from_array(arr, name)
+            model.graph.initializer.append(inits[name])
+            if model.ir_version < 4:  # initializers must also be graph inputs then
+                model.graph.input.append(
+                    onnx.helper.make_tensor_value_info(name, slope.data_type, arr.shape)
+                )
+        node.input[1] = name
+        changed = True
+    return changed

@@ -19,8 +19,8 @@ PASS_FLOOR = {
     ("Real", "llvm"): 9,
     ("Simple", "interpreter"): 6,
     ("Simple", "llvm"): 6,
-    ("PyTorchConverted", "interpreter"): 72,
-    ("PyTorchConverted", "llvm"): 71,
+    ("PyTorchConverted", "interpreter"): 75,
+    ("PyTorchConverted", "llvm"): 74,
     ("PyTorchOperator", "interpreter"): 30,
     ("PyTorchOperator", "llvm"): 30,
 }
