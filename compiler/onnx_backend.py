@@ -74,25 +74,20 @@ class GlowvizRep(onnx_base.BackendRep):
         options: CompileOptions,
         max_specializations: int = DEFAULT_MAX_SPECIALIZATIONS,
     ) -> None:
-        from compiler.frontend.input_shapes import symbolic_inputs
+        from compiler.frontend.input_shapes import declared_dims, format_dims, symbolic_inputs
 
         self._source = source  # what compile_model reads (a path keeps the file name in errors)
         self.kind = kind
         self.options = options
-        inits = {t.name for t in proto.graph.initializer}
-        self.input_names = [vi.name for vi in proto.graph.input if vi.name not in inits]
+        # Inputs given as constants up front (the const_inputs option) are not run's business.
+        fixed = {t.name for t in proto.graph.initializer} | options.const_inputs.keys()
+        self.input_names = [vi.name for vi in proto.graph.input if vi.name not in fixed]
         self.output_names = [o.name for o in proto.graph.output]
         self._outputs_type = onnx_base.namedtupledict("Outputs", self.output_names)
-        self.shape_inputs: frozenset[str] = frozenset(symbolic_inputs(proto))
-        # Declared dims of the symbolic inputs (value, or None and the dim's name where free),
-        # to check a run's shapes against.
+        self.shape_inputs = frozenset(symbolic_inputs(proto)) - options.const_inputs.keys()
+        # Declared dims of the symbolic inputs (None where free), to check a run's shapes.
         self._declared = {
-            vi.name: [
-                (d.dim_value, str(d.dim_value))
-                if d.HasField("dim_value")
-                else (None, d.dim_param or "?")
-                for d in vi.type.tensor_type.shape.dim
-            ]
+            vi.name: (declared_dims(vi.type.tensor_type), format_dims(vi.type.tensor_type))
             for vi in proto.graph.input
             if vi.name in self.shape_inputs and vi.type.tensor_type.HasField("shape")
         }
@@ -169,7 +164,10 @@ class GlowvizRep(onnx_base.BackendRep):
         return dataclasses.replace(
             self.options,
             input_shapes=shapes,
-            const_inputs={n: feed[n] for n in self.value_inputs if n in feed},
+            const_inputs={
+                **self.options.const_inputs,
+                **{n: feed[n] for n in self.value_inputs if n in feed},
+            },
         )
 
     def _compile(self, options: CompileOptions) -> Specialization:
@@ -219,14 +217,11 @@ class GlowvizRep(onnx_base.BackendRep):
 
     def _checked(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`feed`, once the dims the model fixes on its symbolic inputs are checked."""
-        for name, dims in self._declared.items():
+        for name, (dims, text) in self._declared.items():
             shape = feed[name].shape
-            if len(shape) != len(dims) or any(
-                d is not None and d != s for (d, _), s in zip(dims, shape)
-            ):
-                want = "x".join(label for _, label in dims) or "scalar"
+            if len(shape) != len(dims) or any(d not in (None, s) for d, s in zip(dims, shape)):
                 raise InputError(
-                    f"input '{name}' has shape {list(shape)}, the model expects {want}"
+                    f"input '{name}' has shape {list(shape)}, the model expects {text}"
                 )
         return feed
 

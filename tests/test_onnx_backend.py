@@ -412,3 +412,12 @@ def test_opset6_prelu_slope_stays_per_channel():
     x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
     (y,) = backend.prepare(m, executor="interpreter").run([x])
     np.testing.assert_allclose(y, np.where(x >= 0, x, x * slope[:, None]), rtol=1e-6)
+
+
+def test_const_inputs_given_to_prepare_are_not_run_inputs():
+    tail = np.array([3], np.int64)
+    rep = backend.prepare(reshape_pad_model(), executor="interpreter", const_inputs={"tail": tail})
+    assert rep.input_names == ["x", "pads"]
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    (y,) = rep.run({"x": x, "pads": np.zeros(4, np.int64)})
+    np.testing.assert_array_equal(y, x.reshape(4, 3))
