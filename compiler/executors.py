@@ -16,6 +16,7 @@ import numpy as np
 from compiler.errors import CompilerError
 from compiler.graph.ir import Module
 from compiler.graph.types import TensorType
+from compiler.runtime import io_specs
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileResult
@@ -34,23 +35,6 @@ class Executor(Protocol):
     output_types: dict[str, TensorType]
 
     def run(self, inputs: Inputs) -> dict[str, np.ndarray]: ...
-
-
-def io_specs(
-    module: Module,
-) -> tuple[list[tuple[str, TensorType]], list[tuple[str, TensorType]], dict[str, str]]:
-    """(inputs, outputs, aliases) of a module in ONNX graph order where the importer recorded it.
-
-    `aliases` maps ONNX input names to placeholder names (the importer sanitizes names).
-    """
-    ins = {p.name: p for p in module.inputs()}
-    outs = {p.name: p for p in module.outputs()}
-    onnx_in = [(o, p) for o, p in module.meta.get("onnx_inputs", ()) if p in ins]
-    onnx_out = [(o, p) for o, p in module.meta.get("onnx_outputs", ()) if p in outs]
-    in_order = [p for _, p in onnx_in] + [n for n in ins if n not in {p for _, p in onnx_in}]
-    out_order = [p for _, p in onnx_out] + [n for n in outs if n not in {p for _, p in onnx_out}]
-    aliases = {o: p for o, p in onnx_in if o != p}
-    return ([(n, ins[n].type) for n in in_order], [(n, outs[n].type) for n in out_order], aliases)
 
 
 class GraphInterpreterExecutor:
@@ -122,6 +106,5 @@ __all__ = [
     "Executor",
     "GraphInterpreterExecutor",
     "Inputs",
-    "io_specs",
     "make_executor",
 ]

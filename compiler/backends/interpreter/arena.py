@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.errors import CompilerError, ExecutionError, InputError
+from compiler.errors import CompilerError, ExecutionError
 from compiler.lir.instructions import Kind
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.printer import format_instruction
@@ -28,6 +28,7 @@ from compiler.memory.regions import (
     REGIONS,
     align,
 )
+from compiler.runtime import check_inputs, lir_io_specs
 
 Breakpoint = int | Callable[[int, Instruction], bool]
 
@@ -156,30 +157,13 @@ class ArenaInterpreter:
             self.set_inputs(self._last_inputs)  # the program may have overwritten them
 
     def set_inputs(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> None:
-        ins = self.lir.inputs()
-        if not isinstance(inputs, Mapping):
-            seq = list(inputs)
-            if len(seq) != len(ins):
-                raise InputError(
-                    f"expected {len(ins)} inputs ({', '.join(w.name for w in ins)}), got {len(seq)}"
-                )
-            inputs = {w.name: a for w, a in zip(ins, seq)}
-        unknown = set(inputs) - {w.name for w in ins}
-        if unknown:
-            raise InputError(
-                f"unknown inputs {sorted(unknown)}; the model's inputs are {[w.name for w in ins]}"
-            )
-        for w in ins:
-            if w.name not in inputs:
-                raise InputError(f"missing input '{w.name}' ({w.type})")
-            a = np.asarray(inputs[w.name])
-            if tuple(a.shape) != w.type_.shape:
-                raise InputError(
-                    f"input '{w.name}' has shape {list(a.shape)}, the model "
-                    f"expects {list(w.type_.shape)}"
-                )
-            self._view(w, writable=True)[...] = a.astype(w.type_.np_dtype, copy=False)
-        self._last_inputs = {w.name: np.array(inputs[w.name], dtype=w.type_.np_dtype) for w in ins}
+        """Write the inputs (a dict by weight name or a list in declaration order), checked by
+        `compiler.runtime.check_inputs`: names, element types and shapes must match."""
+        specs, _, _ = lir_io_specs(self.lir)
+        bound = check_inputs(specs, inputs)
+        for name, a in bound.items():
+            self._view(self.lir.weights[name], writable=True)[...] = a
+        self._last_inputs = {n: a.copy() for n, a in bound.items()}
 
     def _poison(self, buf: LValue) -> None:
         v = self._view(buf, writable=True)
@@ -343,31 +327,15 @@ class ArenaExecutor:
             plan = None
         self.lir: LIRFunction = lir
         self.interpreter = ArenaInterpreter(lir, plan, poison=poison)
-        self.aliases: dict[str, str] = {}
-        if module is not None:
-            from compiler.executors import io_specs
-
-            in_specs, out_specs, self.aliases = io_specs(module)
-            self.input_names = [n for n, _ in in_specs]
-            self.output_names = [n for n, _ in out_specs]
-        else:
-            self.input_names = [w.name for w in lir.inputs()]
-            self.output_names = [w.name for w in lir.outputs()]
-        self.input_types = {n: lir.weights[n].type for n in self.input_names}
-        self.output_types = {n: lir.weights[n].type for n in self.output_names}
+        in_specs, out_specs, self.aliases = lir_io_specs(lir, module)
+        self._in_specs = in_specs
+        self.input_names = [n for n, _ in in_specs]
+        self.output_names = [n for n, _ in out_specs]
+        self.input_types = dict(in_specs)
+        self.output_types = dict(out_specs)
 
     def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-        if isinstance(inputs, Mapping):
-            named = {self.aliases.get(k, k): v for k, v in inputs.items()}
-        else:
-            seq = list(inputs)
-            if len(seq) != len(self.input_names):
-                raise InputError(
-                    f"expected {len(self.input_names)} inputs "
-                    f"({', '.join(self.input_names)}), got {len(seq)}"
-                )
-            named = dict(zip(self.input_names, seq))
-        out = self.interpreter.run(named)
+        out = self.interpreter.run(check_inputs(self._in_specs, inputs, self.aliases))
         return {n: out[n] for n in self.output_names}
 
 

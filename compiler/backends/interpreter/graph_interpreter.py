@@ -12,68 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from compiler.errors import CompilerError, ExecutionError, InputError
+from compiler.errors import CompilerError, ExecutionError
 from compiler.graph.ir import Constant, Function, Module, Node, Placeholder, Value
-from compiler.graph.types import TensorType
 from compiler.kernels.reference import evaluate
-
-
-def check_inputs(
-    specs: Sequence[tuple[str, TensorType]],
-    inputs: Mapping[str, Any] | Sequence[Any],
-    aliases: Mapping[str, str] | None = None,
-) -> dict[str, np.ndarray]:
-    """Validate run-time inputs against (name, type) specs; return them keyed by spec name.
-
-    `inputs` is a dict by name or a list in spec order. `aliases` maps other accepted names
-    (e.g. the ONNX graph's input names) to spec names. Raises InputError on a missing, extra,
-    wrongly typed or wrongly shaped input. Never casts: a float64 array for an f32 input is an
-    error, because silently rounding a user's data hides bugs.
-    """
-    aliases = dict(aliases or {})
-    names = [n for n, _ in specs]
-    if isinstance(inputs, Mapping):
-        given: dict[str, Any] = {}
-        for key, value in inputs.items():
-            name = key if key in names else aliases.get(key, key)
-            if name not in names:
-                raise InputError(
-                    f"unknown input '{key}'; the model's inputs are: {', '.join(names) or 'none'}"
-                )
-            if name in given:
-                raise InputError(f"input '{name}' is given twice (as '{key}' and another name)")
-            given[name] = value
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise InputError(
-                f"missing input{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(repr(m) for m in missing)}; the model's inputs are: "
-                f"{', '.join(names)}"
-            )
-    else:
-        seq = list(inputs)
-        if len(seq) != len(names):
-            raise InputError(
-                f"expected {len(names)} input{'s' if len(names) != 1 else ''} "
-                f"({', '.join(names) or 'none'}), got {len(seq)}"
-            )
-        given = dict(zip(names, seq))
-    out: dict[str, np.ndarray] = {}
-    for name, t in specs:
-        value = given[name]
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-        if arr.dtype != t.np_dtype:
-            raise InputError(
-                f"input '{name}': expected element type {t.elem.value} "
-                f"({t.np_dtype}), got {arr.dtype}",
-                hint=f"convert it with .astype(np.{t.np_dtype})",
-            )
-        if tuple(arr.shape) != t.shape:
-            raise InputError(
-                f"input '{name}': expected shape {list(t.shape)} ({t}), got {list(arr.shape)}"
-            )
-        out[name] = arr
-    return out
+from compiler.runtime import check_inputs
 
 
 class GraphInterpreter:
@@ -168,4 +110,4 @@ def run_graph(
     return GraphInterpreter(module, function).run(inputs)
 
 
-__all__ = ["GraphInterpreter", "check_inputs", "run_graph"]
+__all__ = ["GraphInterpreter", "run_graph"]

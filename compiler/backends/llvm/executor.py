@@ -22,6 +22,7 @@ from compiler.backends.llvm.emitters.common import LIBM
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
 from compiler.errors import ExecutionError
 from compiler.lir.ir import LIRFunction
+from compiler.runtime import check_inputs, lir_io_specs
 
 _symbols_done = False
 
@@ -213,18 +214,11 @@ class LLVMModelExecutor:
     kind = "llvm"
 
     def __init__(self, result: Any, **options: Any) -> None:
-        from compiler.executors import io_specs
-
         lir, plan = _lir_and_plan(result)
         self.module = getattr(result, "module", None)
         self.executor = LLVMExecutor(lir, plan, **options)
         self.lir = lir
-        if self.module is not None:
-            in_specs, out_specs, self.aliases = io_specs(self.module)
-        else:
-            in_specs = [(w.name, w.type) for w in lir.inputs()]
-            out_specs = [(w.name, w.type) for w in lir.outputs()]
-            self.aliases = {}
+        in_specs, out_specs, self.aliases = lir_io_specs(lir, self.module)
         self.input_names = [n for n, _ in in_specs]
         self.output_names = [n for n, _ in out_specs]
         self.input_types = dict(in_specs)
@@ -244,9 +238,7 @@ class LLVMModelExecutor:
             )
             if ok:
                 return inputs
-        # Never cast silently: the graph interpreter's checks (dtype, shape, names).
-        from compiler.backends.interpreter.graph_interpreter import check_inputs
-
+        # Never cast silently: the one input check of every executor (dtype, shape, names).
         return check_inputs(list(self.input_types.items()), inputs, self.aliases)
 
     def run(self, inputs: Any) -> dict[str, np.ndarray]:
