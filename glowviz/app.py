@@ -1,9 +1,13 @@
-"""The glowviz IDE application: themes, the workspace screen, global keys, the palette."""
+"""The glowviz IDE application: themes, the workspace screen, global keys, the palette.
+
+The top of the IDE's layers (app -> screens -> widgets -> exports -> session -> core): screens
+push screens, widgets post messages, only the app and the screens reach down into widgets."""
 
 from __future__ import annotations
 
 from textual.app import App
 from textual.binding import Binding
+from textual.theme import Theme
 
 from glowviz import themes
 from glowviz.screens.commands import GlowvizCommands
@@ -31,8 +35,8 @@ class GlowvizApp(App):
         super().__init__()
         self.session = session or CompileSession(model_path, options)
         self._specs = themes.load_themes()
-        for t in themes.textual_themes():
-            self.register_theme(t)
+        for spec in self._specs.values():
+            self.register_theme(textual_theme(spec))
         self.set_glowviz_theme(theme or themes.remembered_theme(), remember=False)
 
     def on_mount(self) -> None:
@@ -88,3 +92,24 @@ class GlowvizApp(App):
         from glowviz.screens.export import export_current_view
 
         export_current_view(self)
+
+
+#: The [ui] keys of a theme file that become Textual theme colours.
+_UI_KEYS = (
+    "primary",
+    "secondary",
+    "warning",
+    "error",
+    "success",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+)
+
+
+def textual_theme(spec: themes.ThemeSpec) -> Theme:
+    """A theme file's [ui] table as a Textual theme (named `glowviz-<name>`)."""
+    ui = spec.ui
+    return Theme(name=spec.textual_name, dark=spec.dark, **{k: ui[k] for k in _UI_KEYS if k in ui})

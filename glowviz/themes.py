@@ -1,7 +1,11 @@
-"""Theme files (`themes/*.toml`) -> Textual `Theme` objects and palette dicts for figures.
+"""Theme files (`themes/*.toml`): the one source of every colour glowviz draws (core layer).
 
-One file drives both the TUI colours ([ui]) and the exported figures ([figure]). The chosen
-theme is remembered in `settings.json` under `~/.config/glowviz` (or `$GLOWVIZ_CONFIG_DIR`).
+One file per theme drives the IDE ([ui]: the Textual theme; [ui.categories]: the graph view's
+node styles) and the exported figures ([figure]: `glowviz.exports.palette` makes its Palette;
+[figure.categories]: node and buffer fills). Category keys are the op table's categories
+(`compiler.graph.ops.CATEGORIES`) and the value kinds below; a key that is neither is an error,
+so a typo cannot silently leave a category uncoloured. The chosen IDE theme is remembered in
+`settings.json` under `~/.config/glowviz` (or `$GLOWVIZ_CONFIG_DIR`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compiler.errors import CompilerError
+from compiler.graph.ops import CATEGORIES as OP_CATEGORIES
 from glowviz import resources
 
 DEFAULT_THEME = "dark"
@@ -20,18 +26,36 @@ THEME_PREFIX = "glowviz-"
 THEMES_DIR = resources.themes_dir()
 
 
+#: What the graph views colour besides op categories: graph inputs and outputs (the IDE's node
+#: list), placeholders and constants (exported graphs).
+VALUE_KINDS = ("input", "output", "placeholder", "constant")
+#: Every key a [ui.categories] or [figure.categories] table may have.
+CATEGORY_KEYS = (*OP_CATEGORIES, *VALUE_KINDS)
+
+
+class ThemeError(CompilerError):
+    """A theme file that cannot be read, or names an unknown category."""
+
+
 @dataclass(frozen=True)
 class ThemeSpec:
     name: str  # short name: dark, light, high-contrast, paper
     label: str
     dark: bool
-    ui: dict[str, str]
-    figure: dict[str, Any] = field(default_factory=dict)
+    ui: dict[str, str]  # Textual theme colours
+    figure: dict[str, Any] = field(default_factory=dict)  # [figure] without its categories
+    ui_categories: dict[str, str] = field(default_factory=dict)  # Rich styles
+    figure_categories: dict[str, str] = field(default_factory=dict)  # fill colours
     path: str = ""
 
     @property
     def textual_name(self) -> str:
         return THEME_PREFIX + self.name
+
+    @property
+    def buffer_colours(self) -> list[str]:
+        """Buffer colours, cycled: the IDE's memory and lifetime bars and the figures'."""
+        return [str(c) for c in self.figure.get("buffers", ())]
 
 
 def themes_dir() -> Path:
@@ -39,89 +63,73 @@ def themes_dir() -> Path:
     return Path(env) if env else THEMES_DIR
 
 
+def _categories(table: Any, path: Path, where: str) -> dict[str, str]:
+    if not isinstance(table, dict):
+        raise ThemeError(f"theme file {path}: [{where}] must be a table")
+    unknown = sorted(set(table) - set(CATEGORY_KEYS))
+    if unknown:
+        raise ThemeError(
+            f"theme file {path}: unknown categor{'ies' if len(unknown) > 1 else 'y'} "
+            f"{', '.join(unknown)} in [{where}]",
+            hint=f"categories (the op table's, then value kinds): {', '.join(CATEGORY_KEYS)}",
+        )
+    return {k: str(v) for k, v in table.items()}
+
+
 def load_theme_file(path: str | Path) -> ThemeSpec:
     p = Path(path)
-    with open(p, "rb") as f:
-        data = tomllib.load(f)
+    try:
+        with open(p, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ThemeError(f"cannot read theme file {p}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ThemeError(f"theme file {p} is not valid TOML: {e}") from None
     name = str(data.get("name", p.stem))
+    ui = dict(data.get("ui", {}))
+    figure = dict(data.get("figure", {}))
     return ThemeSpec(
         name=name,
         label=str(data.get("label", name)),
         dark=bool(data.get("dark", True)),
-        ui=dict(data.get("ui", {})),
-        figure=dict(data.get("figure", {})),
+        ui_categories=_categories(ui.pop("categories", {}), p, "ui.categories"),
+        ui=ui,
+        figure_categories=_categories(figure.pop("categories", {}), p, "figure.categories"),
+        figure=figure,
         path=str(p),
     )
 
 
+_loaded: dict[str, dict[str, ThemeSpec]] = {}
+
+
 def load_themes(directory: str | Path | None = None) -> dict[str, ThemeSpec]:
-    """Every theme file of the directory, by short name (sorted; dark first when present)."""
+    """Every theme file of the directory, by short name (sorted; dark first when present).
+    Read once per directory: the IDE asks on every redraw."""
     d = Path(directory) if directory else themes_dir()
-    out: dict[str, ThemeSpec] = {}
-    for p in sorted(d.glob("*.toml")):
-        try:
-            spec = load_theme_file(p)
-        except (OSError, tomllib.TOMLDecodeError):
-            continue
-        out[spec.name] = spec
-    if DEFAULT_THEME in out:
-        out = {
-            DEFAULT_THEME: out[DEFAULT_THEME],
-            **{k: v for k, v in out.items() if k != DEFAULT_THEME},
-        }
-    return out
+    key = str(d.resolve())
+    if key not in _loaded:
+        out = {spec.name: spec for spec in map(load_theme_file, sorted(d.glob("*.toml")))}
+        if DEFAULT_THEME in out:
+            out = {
+                DEFAULT_THEME: out[DEFAULT_THEME],
+                **{k: v for k, v in out.items() if k != DEFAULT_THEME},
+            }
+        _loaded[key] = out
+    return dict(_loaded[key])
+
+
+def theme(name: str) -> ThemeSpec:
+    """The theme called `name` (a short or a Textual name); the default theme when unknown."""
+    specs = load_themes()
+    spec = specs.get(short_name(name)) or specs.get(DEFAULT_THEME)
+    if spec is None:
+        raise ThemeError(f"no theme '{name}' and no default theme in {themes_dir()}")
+    return spec
 
 
 def short_name(name: str) -> str:
     return name[len(THEME_PREFIX) :] if name.startswith(THEME_PREFIX) else name
-
-
-def palette(name: str = DEFAULT_THEME, directory: str | Path | None = None) -> dict[str, Any]:
-    """The figure palette of a theme (for exports): background, foreground, node_fill, ...,
-    buffers (a list of colours). Falls back to the default theme, then to built-in values."""
-    themes = load_themes(directory)
-    spec = themes.get(short_name(name)) or themes.get(DEFAULT_THEME)
-    base = {
-        "background": "#ffffff",
-        "foreground": "#000000",
-        "node_fill": "#ffffff",
-        "node_border": "#000000",
-        "edge": "#444444",
-        "highlight": "#d95f02",
-        "added": "#1b9e77",
-        "removed": "#d62728",
-        "changed": "#e6ab02",
-        "peak": "#d62728",
-        "grid": "#dddddd",
-        "buffers": ["#1b9e77", "#d95f02", "#7570b3", "#e7298a"],
-    }
-    if spec is not None:
-        base.update(spec.figure)
-        base.setdefault("primary", spec.ui.get("primary"))
-    return base
-
-
-def to_textual_theme(spec: ThemeSpec) -> Any:
-    from textual.theme import Theme
-
-    ui = spec.ui
-    keys = (
-        "primary",
-        "secondary",
-        "warning",
-        "error",
-        "success",
-        "accent",
-        "foreground",
-        "background",
-        "surface",
-        "panel",
-    )
-    return Theme(name=spec.textual_name, dark=spec.dark, **{k: ui[k] for k in keys if k in ui})
-
-
-def textual_themes(directory: str | Path | None = None) -> list[Any]:
-    return [to_textual_theme(s) for s in load_themes(directory).values()]
 
 
 # -- settings ---------------------------------------------------------------------------------

@@ -101,5 +101,5 @@ def test_wrong_input_shape_is_one_line(tmp_path, capsys):
     assert cli("run", LENET, "--inputs", bad) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "glowviz: error: input 'input' has shape [2, 2], the model expects [1, 1, 28, 28]"
+        "glowviz: error: input 'input': expected shape [1, 1, 28, 28] (f32<1x1x28x28>), got [2, 2]"
     ]

@@ -31,6 +31,21 @@ class Attr:
     doc: str = ""
 
 
+#: Op categories (`OpDef.category`), in the order the IDE and the figures list them (legends,
+#: hatch patterns); theme files colour them. Every op's category is one of these.
+CATEGORIES = (
+    "conv",
+    "matmul",
+    "activation",
+    "elementwise",
+    "norm",
+    "pool",
+    "tensor",
+    "reduction",
+    "io",
+    "other",
+)
+
 InferFn = Callable[[list[TensorType], dict[str, Any]], list[TensorType]]
 
 
@@ -81,6 +96,7 @@ _OPS: dict[str, OpDef] = {}
 
 def register(op: OpDef) -> OpDef:
     assert op.name not in _OPS, op.name
+    assert op.category in CATEGORIES, f"{op.name}: unknown category '{op.category}'"
     _OPS[op.name] = op
     # OpDef.infer is called with (types, attrs); keep a uniform signature.
     object.__setattr__(op, "infer", _wrap_infer(op))

@@ -101,6 +101,16 @@ class InstrDef:
         """Does no work at run time: a lifetime marker or a view (executors emit no code)."""
         return bool(self.traits & {Trait.MEMORY, Trait.VIEW})
 
+    @property
+    def category(self) -> str:
+        """The op category it is drawn with: its graph op's; lifetime markers are "io", views
+        and data movement "tensor"."""
+        if self.opdef is not None:
+            return self.opdef.category
+        if Trait.MEMORY in self.traits:
+            return "io"
+        return "tensor" if self.traits & {Trait.VIEW, Trait.DATA_MOVEMENT} else "other"
+
 
 _INSTRS: dict[str, InstrDef] = {}
 

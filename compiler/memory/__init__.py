@@ -6,7 +6,7 @@ from compiler.memory.allocators import Interval, allocate, allocator_names
 from compiler.memory.liveness import BufferLiveness, compute_liveness
 from compiler.memory.plan import BufferPlacement, MemoryPlan, check_plan, plan_memory
 from compiler.memory.regions import ALIGNMENT, REGIONS, align
-from compiler.memory.report import format_report, memory_report
+from compiler.memory.report import MemoryReport, ReportBuffer, format_report, memory_report
 
 __all__ = [
     "ALIGNMENT",
@@ -14,7 +14,9 @@ __all__ = [
     "BufferPlacement",
     "Interval",
     "MemoryPlan",
+    "MemoryReport",
     "REGIONS",
+    "ReportBuffer",
     "align",
     "allocate",
     "allocator_names",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from compiler.errors import CompilerError
 from compiler.memory.regions import ALIGNMENT
@@ -50,15 +51,30 @@ class Allocation:
 # ---------------------------------------------------------------------------------------------
 
 
-def live_profile(intervals: Sequence[Interval]) -> list[int]:
-    """Sum of live sizes at every instruction index 0..max(last)."""
-    if not intervals:
-        return []
-    n = max(iv.last for iv in intervals) + 1
+class Live(Protocol):
+    """Anything with a lifetime and a size: an `Interval`, a plan's or a report's buffer."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def first(self) -> int: ...
+    @property
+    def last(self) -> int: ...
+
+
+def live_profile(intervals: Sequence[Live], n: int | None = None) -> list[int]:
+    """Sum of live sizes at every instruction index 0..n-1 (default n: max(last) + 1).
+
+    The one definition of "bytes live at an instruction": the allocators' lower bound, the
+    memory report, the IDE's views and the exported figures all use it."""
+    if n is None:
+        n = max((iv.last for iv in intervals), default=-1) + 1
     diff = [0] * (n + 1)
     for iv in intervals:
-        diff[iv.first] += iv.size
-        diff[iv.last + 1] -= iv.size
+        lo, hi = max(0, iv.first), min(n - 1, iv.last)
+        if lo <= hi:
+            diff[lo] += iv.size
+            diff[hi + 1] -= iv.size
     out, acc = [], 0
     for i in range(n):
         acc += diff[i]

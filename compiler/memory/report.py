@@ -1,14 +1,274 @@
-"""The memory report (`glowviz mem`): the `glowviz.memory/1` JSON contract and its text form."""
+"""The memory report (pipeline step 10's summary): one data class for every consumer of a plan.
+
+`MemoryReport` is what `glowviz mem` prints and writes (`to_json`: the `glowviz.memory/1`
+contract), what `glowviz mem-diff` and the IDE's comparison load back (`from_json`) and diff,
+and what the IDE's Memory and Lifetimes views and the exported memory figures draw. Built from a
+`MemoryPlan` (and the LIR it plans) by `from_plan`. Its live-bytes profile is the allocators'
+`live_profile`, the one definition of "bytes live at an instruction".
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from compiler.errors import CompilerError
+from compiler.lir.ir import LIRFunction
+from compiler.memory.allocators import live_profile
 from compiler.memory.plan import MemoryPlan
-from compiler.memory.regions import REGIONS
+from compiler.memory.regions import ACTIVATION_REGION, ALIGNMENT, REGIONS
 
 SCHEMA = "glowviz.memory/1"
+
+
+class ReportError(CompilerError):
+    """A memory report (JSON) that does not follow the `glowviz.memory/1` schema."""
+
+
+@dataclass(frozen=True)
+class ReportBuffer:
+    """One activation buffer: where it lives, when, who made it and why it sits there."""
+
+    name: str
+    size: int  # aligned bytes
+    offset: int
+    first: int  # instruction indices, inclusive
+    last: int
+    producer: str = ""  # the schema's `producer`: the graph node, else the instruction
+    instruction: str = ""  # the instruction that writes it first
+    node: str = ""  # the graph node it comes from ("" when unknown, e.g. a loaded report)
+    category: str = "other"  # the producing instruction's op category (for colours)
+    users: tuple[str, ...] = ()
+    reason: str = ""
+    region: str = ACTIVATION_REGION
+
+    def live_at(self, index: int) -> bool:
+        return self.first <= index <= self.last
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """The activation plan of one compile, its bounds and what is live at the peak.
+
+    `peak_instruction` and `live_at_peak` are always resolved (computed from the profile when a
+    loaded report lacks them); `n_instructions` is the program length (at least max(last) + 1).
+    `source` says where a loaded or compared report came from (a file, a model spec); it is not
+    part of the JSON.
+    """
+
+    model: str
+    scheduler: str
+    allocator: str
+    peak_bytes: int
+    lower_bound_bytes: int
+    no_reuse_bytes: int
+    buffers: tuple[ReportBuffer, ...]
+    alignment: int = ALIGNMENT
+    regions: dict[str, int] = field(default_factory=dict)
+    instructions: int | None = None  # the LIR's length, when known
+    peak_instruction: int = -1
+    live_at_peak: tuple[str, ...] = ()
+    ratio: float | None = None
+    strategy: str = ""
+    weights: tuple[dict[str, Any], ...] = ()
+    source: str = ""
+
+    # -- derived ------------------------------------------------------------------------------
+    @property
+    def n_instructions(self) -> int:
+        n = max((b.last for b in self.buffers), default=-1) + 1
+        return max(n, self.instructions or 0)
+
+    @property
+    def live_bytes(self) -> list[int]:
+        """Bytes of activations live at every instruction 0..n_instructions-1."""
+        return live_profile(self.buffers, self.n_instructions)
+
+    @property
+    def gap_bytes(self) -> int:
+        return self.peak_bytes - self.lower_bound_bytes
+
+    @property
+    def gap_pct(self) -> float:
+        lb = self.lower_bound_bytes
+        return 100.0 * self.gap_bytes / lb if lb else 0.0
+
+    def buffer(self, name: str) -> ReportBuffer | None:
+        return next((b for b in self.buffers if b.name == name), None)
+
+    def with_source(self, source: str) -> MemoryReport:
+        return replace(self, source=source)
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_plan(
+        cls,
+        plan: MemoryPlan,
+        lir: LIRFunction | None = None,
+        model: str = "",
+        scheduler: str = "",
+        allocator: str | None = None,
+    ) -> MemoryReport:
+        buffers = tuple(
+            ReportBuffer(
+                name=b.name,
+                size=int(b.size),
+                offset=int(b.offset),
+                first=int(b.first),
+                last=int(b.last),
+                producer=b.producer_node or b.producer,
+                instruction=b.producer,
+                node=b.producer_node,
+                category=_category_of(lir, b.producer),
+                users=tuple(b.users),
+                reason=b.reason,
+                region=b.region,
+            )
+            for b in plan.buffers
+        )
+        return cls(
+            model=Path(model).name if model else "",
+            scheduler=scheduler,
+            allocator=allocator or plan.allocator,
+            peak_bytes=int(plan.peak_bytes),
+            lower_bound_bytes=int(plan.lower_bound_bytes),
+            no_reuse_bytes=int(plan.no_reuse_bytes),
+            buffers=buffers,
+            alignment=plan.alignment,
+            regions={k: int(plan.region_sizes.get(k, 0)) for k in REGIONS},
+            instructions=len(lir.code) if lir is not None else None,
+            ratio=round(plan.ratio, 6),
+            strategy=plan.strategy,
+            weights=tuple(
+                {"name": w.name, "region": w.region, "size": int(w.size), "offset": int(w.offset)}
+                for w in plan.weights
+            ),
+        )._resolved(plan.peak_instruction, None)
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "") -> MemoryReport:
+        """A `glowviz.memory/1` report read back (e.g. from `glowviz mem --json`); raises
+        ReportError naming `source` when the data does not follow the schema."""
+        where = source or "memory report"
+        if not isinstance(data, dict):
+            raise ReportError(f"{where}: not a {SCHEMA} report (a JSON object)")
+        if data.get("schema") != SCHEMA:
+            raise ReportError(f"{where}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
+        for key in ("peak_bytes", "lower_bound_bytes", "no_reuse_bytes"):
+            if not isinstance(data.get(key), int):
+                raise ReportError(f"{where}: '{key}' missing or not an integer")
+        raw = data.get("buffers")
+        if not isinstance(raw, list):
+            raise ReportError(f"{where}: 'buffers' missing or not a list")
+        buffers = []
+        for i, b in enumerate(raw):
+            if (
+                not isinstance(b, dict)
+                or not isinstance(b.get("name"), str)
+                or not all(isinstance(b.get(k), int) for k in ("size", "offset", "first", "last"))
+            ):
+                raise ReportError(f"{where}: buffers[{i}] needs name, size, offset, first, last")
+            buffers.append(
+                ReportBuffer(
+                    name=b["name"],
+                    size=b["size"],
+                    offset=b["offset"],
+                    first=b["first"],
+                    last=b["last"],
+                    producer=str(b.get("producer") or ""),
+                    instruction=str(b.get("instruction") or ""),
+                    users=tuple(b.get("users") or ()),
+                    reason=str(b.get("reason") or ""),
+                )
+            )
+        n = data.get("instructions")
+        at = data.get("peak_instruction")
+        live = data.get("live_at_peak")
+        return cls(
+            model=str(data.get("model") or ""),
+            scheduler=str(data.get("scheduler") or ""),
+            allocator=str(data.get("allocator") or ""),
+            peak_bytes=data["peak_bytes"],
+            lower_bound_bytes=data["lower_bound_bytes"],
+            no_reuse_bytes=data["no_reuse_bytes"],
+            buffers=tuple(buffers),
+            alignment=int(data.get("alignment") or ALIGNMENT),
+            regions={k: int(v) for k, v in (data.get("regions") or {}).items()},
+            instructions=n if isinstance(n, int) else None,
+            ratio=data.get("ratio"),
+            strategy=str(data.get("strategy") or ""),
+            weights=tuple(data.get("weights") or ()),
+            source=source,
+        )._resolved(
+            at if isinstance(at, int) else -1,
+            [str(x) for x in live] if isinstance(live, list) else None,
+        )
+
+    def _resolved(self, peak_at: int, live: list[str] | None) -> MemoryReport:
+        """The report with the peak instruction (the first instruction with the most live bytes,
+        unless given) and the buffers live there (largest first, then by name, unless given)."""
+        if peak_at < 0:
+            prof = self.live_bytes
+            peak_at = prof.index(max(prof)) if prof else -1
+        if live is None:
+            at_peak = sorted(
+                (b for b in self.buffers if b.live_at(peak_at)), key=lambda b: (-b.size, b.name)
+            )
+            live = [b.name for b in at_peak]
+        return replace(self, peak_instruction=peak_at, live_at_peak=tuple(live))
+
+    # -- output -------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The report exactly in the `glowviz.memory/1` schema (plus the compatible extras)."""
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "scheduler": self.scheduler,
+            "allocator": self.allocator,
+            "alignment": self.alignment,
+            "regions": {k: int(self.regions.get(k, 0)) for k in REGIONS},
+            "peak_bytes": self.peak_bytes,
+            "lower_bound_bytes": self.lower_bound_bytes,
+            "no_reuse_bytes": self.no_reuse_bytes,
+            "buffers": [
+                {
+                    "name": b.name,
+                    "size": b.size,
+                    "offset": b.offset,
+                    "first": b.first,
+                    "last": b.last,
+                    "producer": b.producer,
+                    "reason": b.reason,
+                    "instruction": b.instruction,
+                    "users": list(b.users),
+                }
+                for b in self.buffers
+            ],
+            # Extra fields (allowed by the contract).
+            "ratio": self.ratio,
+            "strategy": self.strategy,
+            "instructions": self.instructions,
+            "peak_instruction": self.peak_instruction,
+            "live_at_peak": list(self.live_at_peak),
+            "weights": [dict(w) for w in self.weights],
+        }
+
+
+def _category_of(lir: LIRFunction | None, instruction: str) -> str:
+    ins = lir.find(instruction) if lir is not None and instruction else None
+    return ins.idef.category if ins is not None else "other"
+
+
+def memory_report(
+    plan: MemoryPlan,
+    lir: LIRFunction | None = None,
+    model: str = "",
+    scheduler: str = "",
+    allocator: str | None = None,
+) -> dict[str, Any]:
+    """The `glowviz.memory/1` JSON of a plan (`MemoryReport.from_plan(...).to_json()`)."""
+    return MemoryReport.from_plan(plan, lir, model, scheduler, allocator).to_json()
 
 
 def human_bytes(n: float) -> str:
@@ -19,81 +279,43 @@ def human_bytes(n: float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def memory_report(
-    plan: MemoryPlan,
-    lir: Any = None,
-    model: str = "",
-    scheduler: str = "",
-    allocator: str | None = None,
-) -> dict[str, Any]:
-    """The report dict, exactly in the `glowviz.memory/1` schema (plus extra fields)."""
-    peak_at = plan.peak_instruction
-    live = sorted(plan.live_at(peak_at), key=lambda b: (-b.size, b.name)) if peak_at >= 0 else []
-    return {
-        "schema": SCHEMA,
-        "model": Path(model).name if model else "",
-        "scheduler": scheduler,
-        "allocator": allocator or plan.allocator,
-        "alignment": plan.alignment,
-        "regions": {k: int(plan.region_sizes.get(k, 0)) for k in REGIONS},
-        "peak_bytes": int(plan.peak_bytes),
-        "lower_bound_bytes": int(plan.lower_bound_bytes),
-        "no_reuse_bytes": int(plan.no_reuse_bytes),
-        "buffers": [
-            {
-                "name": b.name,
-                "size": int(b.size),
-                "offset": int(b.offset),
-                "first": int(b.first),
-                "last": int(b.last),
-                "producer": b.producer_node or b.producer,
-                "reason": b.reason,
-                "instruction": b.producer,
-                "users": list(b.users),
-            }
-            for b in plan.buffers
-        ],
-        # Extra fields (allowed by the contract).
-        "ratio": round(plan.ratio, 6),
-        "strategy": plan.strategy,
-        "instructions": len(lir.code) if lir is not None else None,
-        "peak_instruction": peak_at,
-        "live_at_peak": [b.name for b in live],
-        "weights": [
-            {"name": w.name, "region": w.region, "size": int(w.size), "offset": int(w.offset)}
-            for w in plan.weights
-        ],
-    }
-
-
-def format_report(report: dict[str, Any], top: int = 15) -> str:
-    """Readable text of a report dict: regions, bounds, and the buffers live at the peak."""
-    r = report
-    regions = r["regions"]
-    lb, peak = r["lower_bound_bytes"], r["peak_bytes"]
+def format_report(r: MemoryReport, top: int = 15) -> str:
+    """Readable text of a report: regions, bounds, and the buffers live at the peak."""
+    regions = {k: int(r.regions.get(k, 0)) for k in REGIONS}
+    lb, peak = r.lower_bound_bytes, r.peak_bytes
     ratio = peak / lb if lb else 1.0
     lines = [
-        f"memory plan for {r['model'] or '<model>'}  (scheduler {r['scheduler']}, "
-        f"allocator {r['allocator']}, alignment {r['alignment']} B)",
+        f"memory plan for {r.model or '<model>'}  (scheduler {r.scheduler}, "
+        f"allocator {r.allocator}, alignment {r.alignment} B)",
         "regions:",
         *(f"  {k:<12} {human_bytes(regions[k]):>12}  ({regions[k]} B)" for k in REGIONS),
         f"peak (activations)   {human_bytes(peak):>12}",
         f"lower bound          {human_bytes(lb):>12}   ratio {ratio:.3f}",
-        f"no reuse (sum)       {human_bytes(r['no_reuse_bytes']):>12}   "
-        f"saved {human_bytes(r['no_reuse_bytes'] - peak)}",
-        f"buffers              {len(r['buffers']):>12}",
+        f"no reuse (sum)       {human_bytes(r.no_reuse_bytes):>12}   "
+        f"saved {human_bytes(r.no_reuse_bytes - peak)}",
+        f"buffers              {len(r.buffers):>12}",
     ]
-    by_name = {b["name"]: b for b in r["buffers"]}
-    live = [by_name[n] for n in r.get("live_at_peak", []) if n in by_name]
+    by_name = {b.name: b for b in r.buffers}
+    live = [by_name[n] for n in r.live_at_peak if n in by_name]
     if live:
-        at = r.get("peak_instruction", -1)
-        lines.append(f"live at the peak (instruction {at}), largest first:")
-        w = max(len(b["name"]) for b in live[:top])
+        lines.append(f"live at the peak (instruction {r.peak_instruction}), largest first:")
+        w = max(len(b.name) for b in live[:top])
         for b in live[:top]:
             lines.append(
-                f"  %{b['name']:<{w}} {human_bytes(b['size']):>11}  @{b['offset']:<10} "
-                f"[{b['first']}, {b['last']}]  from {b['producer'] or '?'}"
+                f"  %{b.name:<{w}} {human_bytes(b.size):>11}  @{b.offset:<10} "
+                f"[{b.first}, {b.last}]  from {b.producer or '?'}"
             )
         if len(live) > top:
             lines.append(f"  ... and {len(live) - top} more")
     return "\n".join(lines)
+
+
+__all__ = [
+    "SCHEMA",
+    "MemoryReport",
+    "ReportBuffer",
+    "ReportError",
+    "format_report",
+    "human_bytes",
+    "memory_report",
+]

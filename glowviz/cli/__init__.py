@@ -2,6 +2,8 @@
 
 Each subcommand lives in `glowviz/cli/<name>_cmd.py` with `add_parser(subparsers)` and
 `run(args) -> int`. User errors (CompilerError, missing files) print one line and exit 2.
+The CLI is the top layer: it may use the IDE (`glowviz.ide_cmd`), the exports, the session
+and glowviz.core; nothing imports it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from glowviz import resources
+from glowviz.core.shapes import parse_shape_args
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
 COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench", "bundle")
@@ -21,45 +24,9 @@ COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench", "bundle")
 DEFAULT_MODEL = resources.default_model()
 
 
-def parse_shape_args(items: list[str] | None) -> dict[str, tuple[int, ...]]:
-    """`--input-shape name=1x3x224x224` (repeatable) -> {name: shape}."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for item in items or []:
-        name, sep, dims = item.partition("=")
-        try:
-            if not sep or not name:
-                raise ValueError
-            shapes[name] = tuple(int(d) for d in dims.lower().split("x"))
-            if any(d <= 0 for d in shapes[name]):
-                raise ValueError
-        except ValueError:
-            raise CompilerError(
-                f"bad --input-shape '{item}'",
-                hint="expected NAME=DIMxDIMx..., e.g. input=1x3x224x224",
-            ) from None
-    return shapes
-
-
-def add_common_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="path to an ONNX model")
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        metavar="NAME=1x3x224x224",
-        help="concrete shape for an input with symbolic dims (repeatable)",
-    )
-
-
 def _load_commands(sub: argparse._SubParsersAction) -> None:
     for name in COMMANDS:
-        modname = f"glowviz.cli.{name}_cmd"
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name == modname:
-                continue  # this command is not built yet
-            raise
-        mod.add_parser(sub)
+        importlib.import_module(f"glowviz.cli.{name}_cmd").add_parser(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -314,7 +314,7 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from glowviz.cli import parse_shape_args
+    from glowviz.core.shapes import parse_shape_args
 
     if not Path(args.model).exists():
         raise CompilerError(f"model file '{args.model}' does not exist")

@@ -9,7 +9,8 @@ from pathlib import Path
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, compile_model, ir_text
-from glowviz.cli import add_common_model_args, parse_shape_args
+from glowviz.cli.common import add_common_model_args
+from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
 
 

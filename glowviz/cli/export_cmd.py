@@ -8,7 +8,8 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.pipeline import CompileOptions
-from glowviz.cli import add_common_model_args, parse_shape_args
+from glowviz.cli.common import add_common_model_args
+from glowviz.core.shapes import parse_shape_args
 
 _EPILOG = """\
 views and formats:

@@ -9,10 +9,11 @@ from typing import Any
 
 from compiler.errors import CompilerError
 from compiler.memory.allocators import allocator_names
-from compiler.memory.report import format_report, memory_report
+from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
 from compiler.scheduling import SCHEDULERS
-from glowviz.cli import add_common_model_args, parse_shape_args
+from glowviz.cli.common import add_common_model_args
+from glowviz.core.shapes import parse_shape_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -45,10 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def build_report(result: CompileResult, args: argparse.Namespace) -> dict[str, Any]:
+def build_report(result: CompileResult, args: argparse.Namespace) -> MemoryReport:
     if result.plan is None or result.lir is None:
         raise CompilerError("the pipeline stopped before memory planning; no memory report")
-    return memory_report(result.plan, result.lir, str(args.model), args.scheduler, args.allocator)
+    return MemoryReport.from_plan(
+        result.plan, result.lir, str(args.model), args.scheduler, args.allocator
+    )
 
 
 def write_json(path: str | Path, data: Any) -> None:
@@ -79,11 +82,12 @@ def run(args: argparse.Namespace) -> int:
     print(format_report(report, top=args.top))
     if args.per_pass:
         from glowviz.exports.per_pass import format_per_pass, per_pass_memory
+        from glowviz.exports.views import compile_session
 
         print()
-        print(format_per_pass(per_pass_memory(args.model, options)))
+        print(format_per_pass(per_pass_memory(compile_session(args.model, options))))
     if args.json:
-        write_json(args.json, report)
+        write_json(args.json, report.to_json())
         print(f"wrote {args.json}")
     return 0
 

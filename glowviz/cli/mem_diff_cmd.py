@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from glowviz.cli import parse_shape_args
+from glowviz.core.shapes import parse_shape_args
 
 _EPILOG = """\
 OLD and NEW are each one of:
@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from glowviz.exports.memdiff import diff_reports, format_diff, load_side
+    from glowviz.core.memdiff import diff_reports, format_diff, load_side
 
     if args.fail_above is not None and args.fail_above < 0:
         from compiler.errors import CompilerError

@@ -13,7 +13,8 @@ from compiler.errors import CompilerError, InputError
 from compiler.executors import EXECUTORS, LOW_LEVEL_EXECUTORS, make_executor
 from compiler.graph.types import TensorType
 from compiler.pipeline import CompileOptions, compile_model
-from glowviz.cli import add_common_model_args, parse_shape_args
+from glowviz.cli.common import add_common_model_args
+from glowviz.core.shapes import parse_shape_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

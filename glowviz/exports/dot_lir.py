@@ -8,21 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.lir.instructions import Kind, Trait
+from compiler.lir.instructions import Kind
 from glowviz.exports.dot_graph import _cut, _h, _q
 from glowviz.exports.palette import Palette, load_palette
-
-
-def _category(ins: Any) -> str:
-    if ins.has_trait(Trait.MEMORY):
-        return "io"
-    if ins.has_trait(Trait.VIEW) or ins.has_trait(Trait.DATA_MOVEMENT):
-        return "tensor"
-    try:
-        opdef = ins.idef.opdef
-    except Exception:  # noqa: BLE001 - unknown kinds are drawn as "other"
-        return "other"
-    return opdef.category if opdef is not None else "other"
 
 
 def lir_data(fn: Any, *, stage: str | None = None) -> dict[str, Any]:
@@ -41,7 +29,7 @@ def lir_data(fn: Any, *, stage: str | None = None) -> dict[str, Any]:
                 "index": i,
                 "name": ins.name,
                 "kind": ins.kind,
-                "category": _category(ins),
+                "category": ins.idef.category,
                 "operands": [{"value": v.name, "mode": m} for v, m in ins.operands],
                 "attrs": {k: format_attr(v) for k, v in ins.attrs.items()},
                 "type": str(ins.type) if ins.type is not None else None,

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from compiler.graph.ops import CATEGORIES
 from glowviz.exports.palette import Palette, load_palette
 
 COLUMN_IN = 3.5
@@ -23,19 +24,8 @@ WIDE_IN = 7.16
 FIGURE_FORMATS = ("svg", "pdf", "png")
 PNG_DPI = 200
 
-#: Category order in legends (op-table categories; "other" last).
-_CATEGORY_ORDER = (
-    "conv",
-    "matmul",
-    "activation",
-    "elementwise",
-    "norm",
-    "pool",
-    "tensor",
-    "reduction",
-    "io",
-    "other",
-)
+#: Category order in legends and of the hatch patterns: the op table's ("other" last).
+_CATEGORY_ORDER = CATEGORIES
 
 
 def _unit(max_bytes: float) -> tuple[float, str]:

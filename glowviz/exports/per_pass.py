@@ -15,70 +15,58 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.passes.manager import PassEvent
+from glowviz.session import CompileSession, StageRecord
 
 
-def _affects_memory(ev: PassEvent) -> bool:
+def _affects_memory(rec: StageRecord) -> bool:
     from compiler.passes.registry import registered_passes
 
-    cls = registered_passes(ev.ir_kind).get(ev.pass_name)
+    cls = registered_passes(rec.ir_kind).get(rec.pass_name)
     return True if cls is None else cls.affects_memory
 
 
-def per_pass_memory(model: Any, options: Any = None) -> list[dict[str, Any]]:
-    """One row per memory-relevant pass: {index, stage, pass, ir_kind, changed, nodes,
-    instructions, peak_bytes, lower_bound_bytes, delta_bytes (vs the previous row of the same
-    method), method}."""
-    from compiler.lir.pipeline import run_low_level
-    from compiler.memory.plan import plan_memory
-    from compiler.passes.manager import PipelineContext
-    from compiler.pipeline import CompileOptions, compile_model
-
-    options = options or CompileOptions()
-    result = compile_model(model, options, keep_events=True)
+def per_pass_memory(session: CompileSession) -> list[dict[str, Any]]:
+    """One row per memory-relevant pass of a compiled session: {index, stage, pass, ir_kind,
+    changed, nodes, instructions, peak_bytes, lower_bound_bytes, delta_bytes (vs the previous
+    row of the same method), method}. The figures are the session's memory reports of the
+    stages (`CompileSession.memory_report(i)`)."""
     rows: list[dict[str, Any]] = []
     prev: dict[str, Any] | None = None
-    for ev in result.events:
-        if ev.stage == "schedule":
+    for i, rec in enumerate(session.stages):
+        if rec.stage == "schedule":
             continue
-        if ev.ir_kind == "graph":
-            if ev.stage == "import" or not _affects_memory(ev):
-                if ev.stage != "import":
-                    continue
-            if prev is not None and not ev.changed and prev["ir_kind"] == "graph":
-                peak, lb, n_instr = (
-                    prev["peak_bytes"],
-                    prev["lower_bound_bytes"],
-                    prev["instructions"],
-                )
-            else:
-                ctx = PipelineContext(disabled=options.disabled_passes)
-                low = run_low_level(ev.ir.clone(), options, ctx)
-                peak, lb = low.plan.peak_bytes, low.plan.lower_bound_bytes
-                n_instr = len(low.lir.code)
-            method = "graph + full low-level pipeline"
-            nodes = ev.count_after
-        else:
-            if ev.stage != "memory" and not _affects_memory(ev):
+        if rec.ir_kind == "graph":
+            if rec.stage != "import" and not _affects_memory(rec):
                 continue
-            plan = plan_memory(ev.ir.clone(), options.allocator)
-            peak, lb, n_instr = plan.peak_bytes, plan.lower_bound_bytes, len(ev.ir.code)
+            method = "graph + full low-level pipeline"
+            nodes: int | None = rec.count_after
+        else:
+            if rec.stage != "memory" and not _affects_memory(rec):
+                continue
             method = "LIR snapshot planned as-is"
             nodes = None
+        if prev is not None and not rec.changed and rec.ir_kind == prev["ir_kind"] == "graph":
+            # An unchanged graph pass: the same graph, so the same plan.
+            peak, lb, n_instr = prev["peak_bytes"], prev["lower_bound_bytes"], prev["instructions"]
+        else:
+            report = session.memory_report(i)
+            assert report is not None, "every stage of a compiled session can be planned"
+            peak, lb = report.peak_bytes, report.lower_bound_bytes
+            n_instr = report.n_instructions
         # Deltas compare rows of the same method only: the first LIR row (irgen, before any
         # LIR optimisation) starts a new series rather than "regressing" from the graph rows.
         same = prev is not None and prev["method"] == method
         row = {
-            "index": ev.index,
-            "stage": ev.stage,
-            "pass": ev.pass_name,
-            "ir_kind": ev.ir_kind,
-            "changed": bool(ev.changed),
+            "index": rec.index,
+            "stage": rec.stage,
+            "pass": rec.pass_name,
+            "ir_kind": rec.ir_kind,
+            "changed": rec.changed,
             "nodes": nodes,
             "instructions": n_instr,
-            "peak_bytes": int(peak),
-            "lower_bound_bytes": int(lb),
-            "delta_bytes": int(peak - prev["peak_bytes"]) if same else 0,
+            "peak_bytes": peak,
+            "lower_bound_bytes": lb,
+            "delta_bytes": peak - prev["peak_bytes"] if same else 0,
             "method": method,
         }
         rows.append(row)

@@ -1,11 +1,13 @@
 """`glowviz export` as a library: compile once (through the IDE's `CompileSession`), pick a stage
-by name, build the view's data and render it to DOT / SVG / PDF / PNG / JSON / text bytes.
+by name, take the view's data from the session and render it to DOT / SVG / PDF / PNG / JSON /
+text bytes (the exports layer: above the session, below the CLI and the IDE).
 
 Stage names are the pipeline's own: any PassEvent `pass_name` or `stage` (the last occurrence
 wins), `stage/pass`, `name#K` for the K-th occurrence (1-based), `@N` for event index N, and
 `final`. The graph view needs a graph stage, the lir view a low-level one; schedule, lifetimes
-and memory use the final plan, a low-level stage's own plan (its snapshot planned with the same
-allocator), or for a graph stage the plan the low-level pipeline makes of that graph.
+and memory show the session's memory report and schedules of the stage
+(`CompileSession.memory_report(i)`: the final plan, a low-level stage's own plan, or for a
+graph stage the plan the low-level pipeline makes of that graph).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.errors import CompilerError
+from compiler.pipeline import CompileOptions
 from glowviz.exports.render import GRAPHVIZ_FORMATS, ExportError, render_dot
+from glowviz.session import CompileSession, StageRecord
 
 VIEWS = ("graph", "lir", "schedule", "lifetimes", "memory")
 FORMATS = ("dot", "svg", "pdf", "png", "json", "txt")
@@ -52,11 +57,8 @@ def check_combination(view: str, fmt: str) -> None:
         )
 
 
-def compile_session(model: str, options: Any) -> Any:
+def compile_session(model: str, options: CompileOptions) -> CompileSession:
     """Compile with the IDE's session (every stage kept); compile errors become CompilerErrors."""
-    from compiler.errors import CompilerError
-    from glowviz.session import CompileSession
-
     session = CompileSession(model, options).compile()
     if session.error is not None:
         err = session.error
@@ -66,7 +68,7 @@ def compile_session(model: str, options: Any) -> Any:
     return session
 
 
-def stage_names(stages: list[Any]) -> list[str]:
+def stage_names(stages: list[StageRecord]) -> list[str]:
     """Every name `resolve_stage` accepts, in pipeline order (without the #K / @N forms)."""
     seen: dict[str, None] = {}
     for r in stages:
@@ -78,11 +80,11 @@ def stage_names(stages: list[Any]) -> list[str]:
 _OCCURRENCE = re.compile(r"^(?P<name>.+)#(?P<k>\d+)$")
 
 
-def resolve_stage(stages: list[Any], name: str, *, want: str | None = None) -> Stage:
+def resolve_stage(stages: list[StageRecord], name: str, *, want: str | None = None) -> Stage:
     """The stage record called `name`. `want` ("graph" | "lir") restricts `final` and plain
     names to stages of that IR kind (a plain name's last occurrence of that kind)."""
 
-    def as_stage(r: Any) -> Stage:
+    def as_stage(r: StageRecord) -> Stage:
         return Stage(r.index, r.stage, r.pass_name, r.ir_kind, r.ir)
 
     if not stages:
@@ -130,40 +132,11 @@ def resolve_stage(stages: list[Any], name: str, *, want: str | None = None) -> S
 
 
 # ---------------------------------------------------------------------------------------------
-# The view data
+# The view data: the session's (glowviz.session.views), never rebuilt here
 # ---------------------------------------------------------------------------------------------
 
 
-def _low_level_of_graph(module: Any, options: Any) -> Any:
-    """Schedule + IRGen + LIR passes + planning of a clone of `module` (same options)."""
-    from compiler.lir.pipeline import run_low_level
-    from compiler.passes.manager import PipelineContext
-
-    ctx = PipelineContext(disabled=getattr(options, "disabled_passes", frozenset()))
-    return run_low_level(module.clone(), options, ctx)
-
-
-def plan_for_stage(session: Any, st: Stage) -> tuple[Any, Any, Any]:
-    """(schedule, lir, plan) the low-level views show for stage `st`."""
-    from compiler.memory.plan import plan_memory
-
-    result, options = session.result, session.options
-    last = session.stages[-1]
-    if st.index == last.index or st.stage == "memory":
-        if result.plan is None:
-            raise ExportError(
-                "this compile has no memory plan",
-                hint=session.low_level_reason or "the pipeline stopped early",
-            )
-        return result.schedule, result.lir, result.plan
-    if st.ir_kind == "lir":
-        lir = st.ir.clone()
-        return result.schedule, lir, plan_memory(lir, options.allocator)
-    low = _low_level_of_graph(st.ir, options)
-    return low.schedule, low.lir, low.plan
-
-
-def view_data(session: Any, view: str, stage: str = "final") -> tuple[dict[str, Any] | Any, Stage]:
+def view_data(session: CompileSession, view: str, stage: str = "final") -> tuple[Any, Stage]:
     """(the view's data, the stage it shows). For graph/lir the data is the IR object."""
     from glowviz.exports.json_export import memory_data, schedule_data
 
@@ -184,19 +157,19 @@ def view_data(session: Any, view: str, stage: str = "final") -> tuple[dict[str, 
             )
         return st.ir, st
     st = resolve_stage(session.stages, stage)
-    model = session.model_name
-    sched, lir, plan = plan_for_stage(session, st)
-    opts = session.options
+    report = session.memory_report(st.index)
+    if report is None:
+        raise ExportError(
+            "this compile has no memory plan",
+            hint=session.low_level_reason or "the pipeline stopped early",
+        )
     if view == "schedule":
-        module = st.ir if st.ir_kind == "graph" else session.result.module
-        return schedule_data(module, sched, model=model, stage=st.label, plan=plan), st
-    return memory_data(
-        plan, lir, model=model, stage=st.label, scheduler=opts.scheduler, allocator=opts.allocator
-    ), st
+        return schedule_data(session.schedules(st.index), report, stage=st.label), st
+    return memory_data(report, stage=st.label), st
 
 
 def render_view(
-    session: Any,
+    session: CompileSession,
     view: str,
     fmt: str,
     *,
@@ -208,9 +181,9 @@ def render_view(
     title: str | None = None,
 ) -> bytes:
     """The export file's bytes."""
-    from glowviz.exports import figures
     from glowviz.exports.dot_graph import graph_data, graph_to_dot
     from glowviz.exports.dot_lir import lir_data, lir_text, lir_to_dot
+    from glowviz.exports.figures import FIGURES, figure_bytes
     from glowviz.exports.json_export import dumps
     from glowviz.exports.palette import load_palette
 
@@ -234,8 +207,8 @@ def render_view(
     if fmt == "json":
         return dumps(data).encode()
     assert fmt in GRAPHVIZ_FORMATS
-    fig = figures.FIGURES[view](data, theme=pal, wide=wide, title=title)
-    return figures.figure_bytes(fig, fmt)
+    fig = FIGURES[view](data, theme=pal, wide=wide, title=title)
+    return figure_bytes(fig, fmt)
 
 
 __all__ = [
@@ -245,7 +218,6 @@ __all__ = [
     "Stage",
     "check_combination",
     "compile_session",
-    "plan_for_stage",
     "render_view",
     "resolve_stage",
     "stage_names",

@@ -3,7 +3,6 @@ breakpoints on op kinds and buffer writes, themes, export and open model."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterator
 from functools import partial
 
@@ -53,12 +52,11 @@ def entries(app) -> Iterator[Entry]:
     yield ("Help: key bindings", app.action_help, "?")
     for name in app.glowviz_theme_names():
         yield (f"Theme: {name}", partial(app.set_glowviz_theme, name), "switch theme (remembered)")
-    if importlib.util.find_spec("glowviz.exports") is not None:
-        yield (
-            "Export current view…",
-            app.action_export_view,
-            "write the current view as a file (glowviz.exports)",
-        )
+    yield (
+        "Export current view…",
+        app.action_export_view,
+        "write the current view as a file (glowviz.exports)",
+    )
     dbg = screen.view("debugger")
     for label, act in (
         ("step", dbg.action_step),
@@ -72,7 +70,8 @@ def entries(app) -> Iterator[Entry]:
         ("show assembly of the selected instruction", partial(_debug_mode, screen, "asm")),
     ):
         yield (f"Debugger: {label}", act, "")
-    from glowviz.widgets.memory_view import allocator_names, scheduler_names
+    from compiler.memory.allocators import allocator_names
+    from compiler.scheduling import SCHEDULERS
 
     mem = screen.view("memory")
     yield (
@@ -82,7 +81,7 @@ def entries(app) -> Iterator[Entry]:
     )
     for a in allocator_names():
         yield (f"Memory: compare with allocator {a}", partial(mem.compare, allocator=a), "")
-    for s in scheduler_names():
+    for s in SCHEDULERS:
         yield (f"Memory: compare with scheduler {s}", partial(mem.compare, scheduler=s), "")
     for i, rec in enumerate(session.stages):
         yield (
@@ -98,16 +97,16 @@ def entries(app) -> Iterator[Entry]:
                 row["type"],
             )
     if session.done:
-        lt = session.lifetimes()
-        for b in lt.get("buffers", []):
+        report = session.memory_report()
+        for b in report.buffers if report is not None else ():
             yield (
-                f"Go to buffer: {b['name']}",
-                partial(screen.goto_buffer, b["name"]),
-                f"{b['size']} B at {b['offset']}",
+                f"Go to buffer: {b.name}",
+                partial(screen.goto_buffer, b.name),
+                f"{b.size} B at {b.offset}",
             )
             yield (
-                f"Break on write to buffer: {b['name']}",
-                partial(app.break_on_write, b["name"]),
+                f"Break on write to buffer: {b.name}",
+                partial(app.break_on_write, b.name),
                 "debugger breakpoint",
             )
         instrs = session.instructions()

@@ -244,6 +244,19 @@ class MainScreen(Screen):
 
         self.app.push_screen(OpenModelScreen(), opened)
 
+    @on(MemoryView.ReportRequested)
+    def _report_requested(self, event: MemoryView.ReportRequested) -> None:
+        """The Memory view wants a second report to compare with: ask for it."""
+        from glowviz.screens.compare_report import CompareReportScreen
+
+        view = event.view
+
+        def chosen(spec: str | None) -> None:
+            if spec:
+                view.compare_report(spec)
+
+        self.app.push_screen(CompareReportScreen(event.last), chosen)
+
     @on(GraphView.NodeOpened)
     def _node_opened(self, event: GraphView.NodeOpened) -> None:
         from glowviz.screens.node_detail import NodeDetailScreen

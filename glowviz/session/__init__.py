@@ -1,13 +1,14 @@
-"""A compile session: the pipeline run once through the observer, every stage kept for the views.
+"""A compile session: the pipeline run once through the observer, every stage kept for the views
+(the session layer: above glowviz.core, below the exports, the CLI and the IDE).
 
-Textual-free: the IDE and `glowviz export` share it. View data comes out as plain data
-(`graph_nodes`, `diff`, `schedule_data`, `lifetimes`, `memory_map`, `memory_report`,
-`compare_memory_report`); the debugger state lives here too (`Debugger`, over a small
-stepping-executor interface).
+Textual-free: the IDE and `glowviz export` share it. View data comes out as plain data or the
+compiler's own objects (`graph_nodes`, `diff`, `schedules`, `memory_report` — a
+`compiler.memory.report.MemoryReport` for any stage —, `instructions`, `compare_memory_report`);
+the debugger state lives here too (`Debugger`, over a small stepping-executor interface).
 
 Modules: `core` (stages, compile, errors), `views` (the view data, a mixin of the session),
 `memcompare` (the Memory view's side-by-side comparison data), `debugger` (stepping executors,
-breakpoints, comparison with the reference), `util` (shared helpers). Every public name is
+breakpoints, comparison with the reference), `util` (byte formatting). Every public name is
 importable from `glowviz.session`.
 """
 
@@ -20,7 +21,6 @@ from glowviz.session.core import (
     SessionError,
     StageRecord,
     default_model_path,
-    ir_text,
 )
 from glowviz.session.debugger import (
     ATOL,
@@ -33,7 +33,7 @@ from glowviz.session.debugger import (
     compare_arrays,
     slice_2d,
 )
-from glowviz.session.util import _get, _name_of, fmt_bytes
+from glowviz.session.util import fmt_bytes
 
 __all__ = [
     "ATOL",
@@ -47,12 +47,9 @@ __all__ = [
     "SessionError",
     "StageRecord",
     "SteppingExecutor",
-    "_get",
-    "_name_of",
     "array_stats",
     "compare_arrays",
     "default_model_path",
     "fmt_bytes",
-    "ir_text",
     "slice_2d",
 ]

@@ -15,23 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.errors import CompilerError
+from compiler.pipeline import CompileOptions, CompileResult, compile_model, ir_text
 from glowviz import resources
 from glowviz.diff import GraphDiff
-from glowviz.session.util import fmt_bytes  # noqa: F401 - re-exported
 from glowviz.session.views import SessionViewData
 
 if TYPE_CHECKING:
+    from compiler.passes.manager import PassEvent
     from glowviz.session.debugger import Debugger, SteppingExecutor
 
 DEFAULT_MODEL = "sample_models/resnet_small.onnx"
-
-#: The low-level parts of the compiler; when one is missing the views say so.
-_LOW_LEVEL_MODULES = (
-    "compiler.lir",
-    "compiler.scheduling",
-    "compiler.memory",
-    "compiler.backends.interpreter",
-)
 
 
 def default_model_path() -> str:
@@ -84,7 +78,7 @@ class StageRecord:
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = ir_text(self.ir, self.ir_kind)
+            self._text = ir_text(self.ir)
         return self._text
 
     @property
@@ -106,38 +100,6 @@ class StageRecord:
         }
 
 
-def ir_text(ir: Any, kind: str) -> str:
-    """The deterministic text of a graph Module or a low-level IR snapshot."""
-    if ir is None:
-        return ""
-    if kind == "graph":
-        from compiler.graph.printer import print_module
-
-        return print_module(ir)
-    for mod_name, fn_name in (
-        ("compiler.lir.printer", "print_lir"),
-        ("compiler.lir.printer", "print_function"),
-        ("compiler.lir.ir", "print_lir"),
-    ):
-        try:
-            mod = __import__(mod_name, fromlist=[fn_name])
-            fn = getattr(mod, fn_name, None)
-            if fn is not None:
-                return fn(ir)
-        except Exception:  # noqa: BLE001 - a partial low-level IR must not break the view
-            continue
-    for meth in ("to_text", "print", "dump"):
-        f = getattr(ir, meth, None)
-        if callable(f):
-            try:
-                out = f()
-                if isinstance(out, str):
-                    return out
-            except Exception:  # noqa: BLE001
-                pass
-    return str(ir)
-
-
 ProgressFn = Callable[[StageRecord], None]
 
 
@@ -147,15 +109,15 @@ class CompileSession(SessionViewData):
     def __init__(
         self,
         model_path: str | None = None,
-        options: Any = None,
+        options: CompileOptions | None = None,
         *,
-        compile_fn: Callable[..., Any] | None = None,
+        compile_fn: Callable[..., CompileResult] | None = None,
     ) -> None:
         self.model_path = model_path or default_model_path()
         self.options = options
-        self._compile_fn = compile_fn
+        self._compile_fn = compile_fn or compile_model
         self.stages: list[StageRecord] = []
-        self.result: Any = None
+        self.result: CompileResult | None = None
         self.error: SessionError | None = None
         self.low_level_reason: str | None = None  # why schedule/LIR/memory are missing
         self.done = False
@@ -175,10 +137,8 @@ class CompileSession(SessionViewData):
     def model_name(self) -> str:
         return Path(self.model_path).name
 
-    def _options(self) -> Any:
+    def _options(self) -> CompileOptions:
         if self.options is None:
-            from compiler.pipeline import CompileOptions
-
             self.options = CompileOptions()
         return self.options
 
@@ -190,19 +150,19 @@ class CompileSession(SessionViewData):
         self._view_cache.clear()
         self.debugger = None
 
-        def observe(ev: Any) -> None:
+        def observe(ev: PassEvent) -> None:
             rec = StageRecord(
                 ev.index,
                 ev.stage,
                 ev.pass_name,
-                bool(ev.changed),
-                int(ev.count_before),
-                int(ev.count_after),
-                float(ev.time_ms),
+                ev.changed,
+                ev.count_before,
+                ev.count_after,
+                ev.time_ms,
                 ev.ir_kind,
                 ev.ir,
-                list(ev.provenance or []),
-                dict(getattr(ev, "stats", None) or {}),
+                list(ev.provenance),
+                dict(ev.stats),
             )
             with self._lock:
                 self.stages.append(rec)
@@ -210,38 +170,19 @@ class CompileSession(SessionViewData):
                 progress(rec)
 
         try:
-            from compiler.errors import CompilerError
-        except Exception:  # noqa: BLE001
-            CompilerError = RuntimeError  # type: ignore[assignment,misc]  # noqa: N806
-        try:
-            compile_fn = self._compile_fn
-            if compile_fn is None:
-                from compiler.pipeline import compile_model as compile_fn
             if not Path(self.model_path).exists():
                 raise FileNotFoundError(f"model file not found: {self.model_path}")
-            self.result = compile_fn(self.model_path, self._options(), observe)
-            self.time_ms = float(getattr(self.result, "time_ms", 0.0) or 0.0)
+            self.result = self._compile_fn(self.model_path, self._options(), observe)
+            self.time_ms = self.result.time_ms
             self._check_low_level()
         except CompilerError as e:
             self.error = SessionError(
-                getattr(e, "message", str(e)) if not getattr(e, "pass_name", None) else str(e),
+                e.message if not getattr(e, "pass_name", None) else str(e),
                 type(e).__name__,
                 getattr(e, "pass_name", None) or self._next_pass_guess(),
                 getattr(e, "node", None) or getattr(e, "instruction", None),
                 self.stages[-1].stage if self.stages else "import",
             )
-        except ModuleNotFoundError as e:
-            missing = e.name or str(e)
-            if self.stages and any(missing.startswith(m) for m in _LOW_LEVEL_MODULES):
-                self.low_level_reason = f"low-level stages not built yet ({missing} missing)"
-            else:
-                self.error = SessionError(
-                    f"compiler part not available yet: {missing}",
-                    "NotAvailable",
-                    self._next_pass_guess(),
-                    None,
-                    internal=False,
-                )
         except FileNotFoundError as e:
             self.error = SessionError(str(e), "ModelLoadError", "import-onnx")
         except Exception as e:  # noqa: BLE001 - an internal bug: show it, keep the IDE alive
@@ -261,13 +202,11 @@ class CompileSession(SessionViewData):
 
     def _check_low_level(self) -> None:
         r = self.result
-        if r is None:
-            return
-        if getattr(r, "stopped_after", None):
+        assert r is not None
+        if r.stopped_after:
             self.low_level_reason = f"pipeline stopped after {r.stopped_after}"
-        elif getattr(r, "plan", None) is None and getattr(r, "lir", None) is None:
-            opts = getattr(r, "options", None)
-            if opts is not None and not getattr(opts, "low_level", True):
+        elif r.plan is None and r.lir is None:
+            if not r.options.low_level:
                 self.low_level_reason = "low-level stages disabled (options.low_level=False)"
             else:
                 self.low_level_reason = "low-level stages produced nothing"

@@ -9,9 +9,14 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.backends.interpreter.arena import ArenaInterpreter
+from compiler.errors import CompilerError
 from compiler.lir.instructions import Kind
+from compiler.lir.ir import LIRFunction, view_root
+from compiler.memory.plan import MemoryPlan
 
 if TYPE_CHECKING:
+    from compiler.backends.llvm.executor import LLVMExecutor
     from glowviz.session.core import CompileSession
 
 # ---------------------------------------------------------------------------------------------
@@ -21,9 +26,11 @@ if TYPE_CHECKING:
 
 class SteppingExecutor:
     """What the debugger needs from an executor: `pc`, `reset(inputs)`, `step()` (returning the
-    names it wrote, or None), `read(name)`. LLVM executors add `llvm_ir(k)`, `assembly(k)`."""
+    names it wrote, or None), `read(name)`. Executors that generate code (`generates_code`) add
+    `llvm_ir(k)`, `assembly(k)` and `strategy(k)` for the code views."""
 
     name = "abstract"
+    generates_code = False
 
     @property
     def pc(self) -> int:  # pragma: no cover - interface
@@ -38,16 +45,23 @@ class SteppingExecutor:
     def read(self, name: str) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def llvm_ir(self, k: int) -> str:  # pragma: no cover
+        raise NotImplementedError
+
+    def assembly(self, k: int) -> str:  # pragma: no cover
+        raise NotImplementedError
+
+    def strategy(self, k: int) -> str:  # pragma: no cover
+        raise NotImplementedError
+
 
 class ArenaStepper(SteppingExecutor):
     """Adapter over compiler.backends.interpreter.arena.ArenaInterpreter(lir, plan)."""
 
     name = "interpreter"
 
-    def __init__(self, lir: Any, plan: Any) -> None:
-        from compiler.backends.interpreter.arena import ArenaInterpreter  # type: ignore
-
-        self.interp = ArenaInterpreter(lir, plan)
+    def __init__(self, lir: LIRFunction, plan: MemoryPlan) -> None:
+        self.interp: ArenaInterpreter = ArenaInterpreter(lir, plan)
 
     @property
     def pc(self) -> int:
@@ -57,8 +71,7 @@ class ArenaStepper(SteppingExecutor):
         self.interp.reset(inputs)
 
     def step(self) -> list[str] | None:
-        info = self.interp.step()
-        return list(getattr(info, "written", None) or []) if info is not None else None
+        return list(self.interp.step().written)
 
     def read(self, name: str) -> Any:
         return self.interp.read(name)
@@ -69,17 +82,18 @@ class LLVMStepper(ArenaStepper):
     entry per instruction; the kernel's LLVM IR and host assembly for the code views."""
 
     name = "llvm"
+    generates_code = True
 
-    def __init__(self, lir: Any, plan: Any) -> None:
-        from compiler.backends.llvm.executor import LLVMExecutor  # type: ignore
+    def __init__(self, lir: LIRFunction, plan: MemoryPlan) -> None:
+        from compiler.backends.llvm.executor import LLVMExecutor
 
-        self.interp = LLVMExecutor(lir, plan)
+        self.interp: LLVMExecutor = LLVMExecutor(lir, plan)
         self._code: dict[tuple[str, int], str] = {}
         self._code_lock = threading.Lock()
 
     @property
     def timings(self) -> dict[str, float]:
-        return dict(getattr(self.interp, "timings", {}) or {})
+        return dict(self.interp.timings)
 
     def code(self, kind: str, k: int) -> str:
         """`kind` "llvm" (optimized LLVM IR) or "asm" (host assembly) of instruction `k`."""
@@ -97,7 +111,7 @@ class LLVMStepper(ArenaStepper):
         return self.code("asm", k)
 
     def strategy(self, k: int) -> str:
-        return str(self.interp.strategy(k) or "")
+        return self.interp.strategy(k)
 
     def kernels_of(self, k: int) -> list[str]:
         return list(self.interp.kernels_of(k))
@@ -199,33 +213,15 @@ class Debugger:
             self.restart()
 
     def _make_executors(self) -> None:
-        lir, plan = (
-            getattr(self.session.result, "lir", None),
-            getattr(self.session.result, "plan", None),
-        )
-        if lir is None or plan is None:
-            self.reason_unavailable = self.session._unavailable("low-level IR / memory plan")
+        result = self.session.result
+        if result is None or result.lir is None or result.plan is None:
+            self.reason_unavailable = self.session.unavailable("low-level IR / memory plan")
             return
         try:
-            from compiler.errors import CompilerError
-        except Exception:  # noqa: BLE001
-            CompilerError = RuntimeError  # type: ignore[assignment,misc]  # noqa: N806
-        try:
-            self.executor = LLVMStepper(lir, plan)
-        except CompilerError as e:
+            self.executor = LLVMStepper(result.lir, result.plan)
+        except CompilerError as e:  # no kernel for an instruction: the interpreter steps alone
             self.fallback_error = f"{type(e).__name__}: {e}"
-        except ModuleNotFoundError as e:
-            self.fallback_error = f"LLVM backend not available ({e.name})"
-        try:
-            interp = ArenaStepper(lir, plan)
-        except ModuleNotFoundError as e:
-            if self.executor is None:
-                self.reason_unavailable = f"arena interpreter not built yet ({e.name})"
-            return
-        except Exception as e:  # noqa: BLE001
-            if self.executor is None:
-                self.reason_unavailable = f"arena interpreter failed: {type(e).__name__}: {e}"
-            return
+        interp = ArenaStepper(result.lir, result.plan)
         if self.executor is None:
             self.executor = interp
         else:
@@ -233,24 +229,11 @@ class Debugger:
 
     def _buffer_roots(self) -> dict[str, str]:
         """Operand name -> the buffer it lives in (tensorviews resolve to their source)."""
-        lir = getattr(self.session.result, "lir", None)
-        get = getattr(lir, "get", None)
-        roots: dict[str, str] = {}
-        if get is None:
-            return roots
-        try:
-            from compiler.lir.ir import view_root
-        except Exception:  # noqa: BLE001
-            return roots
-        for ins in self.instrs:
-            for n, _m in ins["operands"]:
-                if n in roots:
-                    continue
-                try:
-                    roots[n] = view_root(get(n))[0].name
-                except Exception:  # noqa: BLE001
-                    roots[n] = n
-        return roots
+        result = self.session.result
+        lir = result.lir if result is not None else None
+        if lir is None:
+            return {}
+        return {v.name: view_root(v)[0].name for ins in lir.code for v, _ in ins.operands}
 
     @property
     def available(self) -> bool:
@@ -258,28 +241,24 @@ class Debugger:
 
     @property
     def executor_name(self) -> str:
-        return str(getattr(self.executor, "name", "?"))
+        return self.executor.name if self.executor is not None else "?"
 
     @property
     def has_code(self) -> bool:
         """Whether the executor can show generated code (LLVM IR, assembly)."""
-        return callable(getattr(self.executor, "llvm_ir", None))
+        return self.executor is not None and self.executor.generates_code
 
     def code(self, kind: str, k: int) -> str:
         """LLVM IR ("llvm") or assembly ("asm") of instruction `k` (may take a moment)."""
         if not self.has_code:
             why = self.fallback_error or f"the {self.executor_name} executor generates no code"
             return f"; no generated code: {why}\n"
-        if kind == "llvm":
-            return self.executor.llvm_ir(k)  # type: ignore[union-attr]
-        return self.executor.assembly(k)  # type: ignore[union-attr]
+        assert self.executor is not None
+        return self.executor.llvm_ir(k) if kind == "llvm" else self.executor.assembly(k)
 
     def strategy(self, k: int) -> str:
-        f = getattr(self.executor, "strategy", None)
-        try:
-            return str(f(k)) if callable(f) else ""
-        except Exception:  # noqa: BLE001
-            return ""
+        """The kernel strategy of instruction `k` ("" when the executor generates no code)."""
+        return self.executor.strategy(k) if self.executor is not None and self.has_code else ""
 
     @property
     def pc(self) -> int:
@@ -300,8 +279,8 @@ class Debugger:
                 return {k: f[k] for k in f.files}
         rng = np.random.default_rng(0)
         out = {}
-        module = getattr(self.session.result, "module", None)
-        for ph in module.inputs() if module is not None else []:
+        result = self.session.result
+        for ph in result.module.inputs() if result is not None else []:
             out[ph.name] = rng.standard_normal(ph.type.shape).astype(ph.type.np_dtype)
         return out
 
@@ -434,16 +413,18 @@ class Debugger:
         k = self.pc if k is None else k
         if k >= len(self.instrs):
             return []
-        bufs = {b["name"]: b for b in self.session.lifetimes().get("buffers", [])}
+        report = self.session.memory_report()
         out = []
         ops = self.instrs[k]["operands"] or [(self.instrs[k]["name"], "def")]
         for name, mode in ops:
-            b = bufs.get(name) or bufs.get(self._roots.get(name, name), {})
+            b = None
+            if report is not None:
+                b = report.buffer(name) or report.buffer(self._roots.get(name, name))
             row: dict[str, Any] = {
                 "name": name,
                 "mode": mode,
-                "offset": b.get("offset"),
-                "size": b.get("size"),
+                "offset": b.offset if b is not None else None,
+                "size": b.size if b is not None else None,
             }
             try:
                 arr = np.asarray(self.executor.read(name)) if self.executor else None

@@ -1,31 +1,55 @@
-"""The view data of a compile session, as plain data: graph rows, node detail and history,
-stage diffs, the schedule, buffer lifetimes, the memory map, the final LIR's instructions.
+"""The view data of a compile session: graph rows, node detail and history, stage diffs, the
+schedules, the memory report of any stage, the final LIR's instructions, the memory comparison.
 
+The IDE's views and the exports both read it (the exports never rebuild what is here).
 `SessionViewData` is a mixin of `CompileSession` (it reads `stages`, `result`, `options`,
 `error`, `low_level_reason`, `done` and the caches the session resets on every compile).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from compiler.errors import CompilerError
+from compiler.lir.pipeline import LowLevelResult
+from compiler.memory.report import MemoryReport
+from compiler.scheduling import SCHEDULERS, Schedule, schedule
 from glowviz.diff import GraphDiff, diff_modules, diff_texts
-from glowviz.session.util import _get, _name_of
+
+if TYPE_CHECKING:
+    from compiler.pipeline import CompileOptions, CompileResult
+    from glowviz.session.core import SessionError, StageRecord
 
 
 class SessionViewData:
-    """Graph, diff, schedule, lifetimes, memory and instruction data of a `CompileSession`."""
+    """Graph, diff, schedule, memory and instruction data of a `CompileSession`."""
 
-    # -- graph view data ----------------------------------------------------------------------
+    stages: list[StageRecord]
+    result: CompileResult | None
+    error: SessionError | None
+    low_level_reason: str | None
+    done: bool
+    model_path: str
+    _view_cache: dict[Any, Any]
+    _diff_cache: dict[tuple[int, int], GraphDiff]
+
+    def _options(self) -> CompileOptions:  # pragma: no cover - CompileSession's
+        raise NotImplementedError
+
     def _cached(self, key: Any, fn: Callable[[], Any]) -> Any:
-        """View data computed once per compile (the IR snapshots never change)."""
+        """View data computed once per compile (the IR snapshots never change); what depends on
+        the compile's result is not kept before the compile is done."""
+        if not self.done and key[0] in ("low_level", "memory_report", "schedules", "instructions"):
+            return fn()
         try:
             return self._view_cache[key]
         except KeyError:
             val = self._view_cache[key] = fn()
             return val
 
+    # -- graph view data ----------------------------------------------------------------------
     def graph_nodes(self, i: int) -> list[dict[str, Any]]:
         """One row per value of a graph stage: placeholders, nodes in order, then constants."""
         return self._cached(("graph_nodes", i), lambda: self._graph_nodes(i))
@@ -55,13 +79,9 @@ class SessionViewData:
                 users: list[str] = []
                 for r in n.results:
                     users.extend(u.name for u in r.user_nodes())
-                try:
-                    category = n.opdef.category
-                except Exception:  # noqa: BLE001
-                    category = "other"
                 rows.append(
                     {
-                        "kind": category,
+                        "kind": n.opdef.category,
                         "name": n.name,
                         "op": n.op,
                         "type": ", ".join(str(r.type) for r in n.results),
@@ -92,19 +112,11 @@ class SessionViewData:
         if row is None:
             return None
         detail = dict(row)
-        m = rec.ir
-        node = None
-        for fn in m.functions:
-            node = fn.find(name)
-            if node is not None:
-                break
+        node = next((n for fn in rec.ir.functions if (n := fn.find(name)) is not None), None)
         if node is not None:
-            try:
-                d = node.opdef
-                detail["doc"], detail["traits"] = d.doc, sorted(d.traits)
-                detail["operand_names"] = list(d.operands)
-            except Exception:  # noqa: BLE001
-                pass
+            d = node.opdef
+            detail["doc"], detail["traits"] = d.doc, sorted(d.traits)
+            detail["operand_names"] = list(d.operands)
             detail["input_types"] = [str(v.type) for v in node.operands]
             detail["origin"] = list(node.meta.get("origin", ()))
         detail["history"] = self.node_history(name, upto=i)
@@ -177,236 +189,151 @@ class SessionViewData:
                 return self.diff(j, i)
         return None
 
-    # -- low-level view data ------------------------------------------------------------------
-    def _unavailable(self, what: str) -> str:
+    # -- low-level view data (schedule, memory) of any stage ----------------------------------
+    def unavailable(self, what: str) -> str:
+        """Why this compile has no `what` (schedule, memory plan, ...)."""
         if self.error is not None:
             return f"compile failed ({self.error.kind})"
         return self.low_level_reason or f"no {what} in this compile"
 
-    def schedule_data(self) -> dict[str, Any]:
-        """{'available', 'reason', 'order': [names], 'live_bytes': [...], 'peak_index', 'peak',
-        'alternatives': {scheduler: {order, live_bytes, peak}}}"""
-        sched = getattr(self.result, "schedule", None)
-        if sched is None:
-            return {"available": False, "reason": self._unavailable("schedule")}
-        data = _schedule_dict(sched)
-        data["scheduler"] = getattr(self.options, "scheduler", "?")
-        data["alternatives"] = {}
-        alt = "topological" if data["scheduler"] != "topological" else "child-mem-size"
-        try:
-            other = _compute_schedule(self.result.module, alt)
-            if other is not None:
-                data["alternatives"][alt] = _schedule_dict(other)
-        except Exception as e:  # noqa: BLE001
-            data["alternatives_error"] = f"{type(e).__name__}: {e}"
-        return data
+    def _is_final(self, i: int | None) -> bool:
+        return i is None or i == len(self.stages) - 1 or self.stages[i].stage == "memory"
 
-    def lifetimes(self) -> dict[str, Any]:
-        """{'available', 'reason', 'buffers': [{name,size,offset,first,last,producer,users,...}],
-        'n_instructions'}"""
-        if not self.done:
-            return self._lifetimes()
-        return self._cached("lifetimes", self._lifetimes)
+    def low_level(self, i: int | None = None) -> LowLevelResult | None:
+        """(schedule, LIR, memory plan) as of stage `i` (None: the end of the compile).
 
-    def _lifetimes(self) -> dict[str, Any]:
-        plan = getattr(self.result, "plan", None)
-        if plan is None:
-            return {"available": False, "reason": self._unavailable("memory plan")}
-        bufs = [_buffer_dict(b) for b in _get(plan, "buffers", default=[])]
-        n = max((b["last"] for b in bufs), default=0) + 1
-        lir_n = len(self.instructions())
-        return {"available": True, "buffers": bufs, "n_instructions": max(n, lir_n)}
+        The final stage (and the memory stage) is the compile's own plan; a low-level stage's
+        LIR snapshot is planned as it is, with the same allocator; a graph stage is run through
+        the whole low-level pipeline (a clone, same options) — the plan you would get if graph
+        optimisation stopped there. None when the compile has no plan (see `unavailable`)."""
+        return self._cached(("low_level", i), lambda: self._low_level(i))
 
-    def memory_map(self) -> dict[str, Any]:
-        """The allocation map: buffers (offset, size, first, last, region, reason), the figures
-        (peak, lower bound, no-reuse, gap) and the buffers live at the peak instruction."""
-        plan = getattr(self.result, "plan", None)
-        if plan is None:
-            return {"available": False, "reason": self._unavailable("memory plan")}
-        lt = self.lifetimes()
-        bufs = lt["buffers"]
-        acts = [b for b in bufs if b["region"] in ("activations", "activation", None, "")]
-        peak = int(_get(plan, "peak_bytes", default=0) or 0)
-        lb = int(_get(plan, "lower_bound_bytes", default=0) or 0)
-        n = lt["n_instructions"]
-        live = [0] * max(n, 1)
-        for b in acts:
-            for k in range(max(0, b["first"]), min(n, b["last"] + 1)):
-                live[k] += b["size"]
-        peak_at = max(range(len(live)), key=lambda k: live[k]) if live else 0
-        at_peak = sorted(
-            (b for b in acts if b["first"] <= peak_at <= b["last"]), key=lambda b: -b["size"]
+    def _low_level(self, i: int | None) -> LowLevelResult | None:
+        r = self.result
+        if self._is_final(i):
+            if r is None or r.plan is None:
+                return None
+            return LowLevelResult(r.schedule, r.lir, r.plan)
+        assert i is not None
+        rec, options = self.stages[i], self._options()
+        if rec.ir_kind == "lir":
+            from compiler.memory.plan import plan_memory
+
+            lir = rec.ir.clone()
+            return LowLevelResult(
+                r.schedule if r is not None else None, lir, plan_memory(lir, options.allocator)
+            )
+        from compiler.lir.pipeline import run_low_level
+        from compiler.passes.manager import PipelineContext
+
+        return run_low_level(
+            rec.ir.clone(), options, PipelineContext(disabled=options.disabled_passes)
         )
-        return {
-            "available": True,
-            "peak_bytes": peak,
-            "lower_bound_bytes": lb,
-            "no_reuse_bytes": int(_get(plan, "no_reuse_bytes", default=0) or 0),
-            "gap_bytes": peak - lb,
-            "gap_pct": (100.0 * (peak - lb) / lb) if lb else 0.0,
-            "buffers": acts,
-            "all_buffers": bufs,
-            "live_bytes": live,
-            "peak_instruction": peak_at,
-            "live_at_peak": [b["name"] for b in at_peak],
-            "n_instructions": n,
-            "allocator": getattr(self.options, "allocator", "?"),
-            "scheduler": getattr(self.options, "scheduler", "?"),
-        }
 
+    def memory_report(self, i: int | None = None) -> MemoryReport | None:
+        """The memory report as of stage `i` (see `low_level`); None without a plan."""
+        return self._cached(("memory_report", i), lambda: self._memory_report(i))
+
+    def _memory_report(self, i: int | None) -> MemoryReport | None:
+        low = self.low_level(i)
+        if low is None or low.plan is None:
+            return None
+        options = self._options()
+        return MemoryReport.from_plan(
+            low.plan, low.lir, self.model_path, options.scheduler, options.allocator
+        )
+
+    def schedules(self, i: int | None = None) -> list[Schedule]:
+        """The schedule the compile used as of stage `i` (see `low_level`), then every other
+        scheduler on the same graph (cheap: no IRGen or planning). Empty without a schedule."""
+        return self._cached(("schedules", i), lambda: self._schedules(i))
+
+    def _schedules(self, i: int | None) -> list[Schedule]:
+        low = self.low_level(i)
+        used = low.schedule if low is not None else None
+        if used is None:
+            return []
+        rec = self.stages[i] if i is not None else None
+        module = rec.ir if rec is not None and rec.ir_kind == "graph" else self.result.module
+        fn = module.functions[0]
+        return [used, *(schedule(fn, kind) for kind in SCHEDULERS if kind != used.kind)]
+
+    # -- memory comparison --------------------------------------------------------------------
     def compare_memory(
         self, allocator: str | None = None, scheduler: str | None = None
     ) -> dict[str, Any]:
         """Recompile with another allocator/scheduler; the two memory figures side by side."""
-        import dataclasses
-
         base = self._options()
         opts = dataclasses.replace(
             base, allocator=allocator or base.allocator, scheduler=scheduler or base.scheduler
         )
         other = type(self)(self.model_path, opts, compile_fn=self._compile_fn).compile()
-        mine, theirs = self.memory_map(), other.memory_map()
+        mine, theirs = self.memory_report(), other.memory_report()
         return {
-            "base": {"allocator": base.allocator, "scheduler": base.scheduler, **_figs(mine)},
-            "other": {"allocator": opts.allocator, "scheduler": opts.scheduler, **_figs(theirs)},
+            "base": {"allocator": base.allocator, "scheduler": base.scheduler, **_figs(self, mine)},
+            "other": {
+                "allocator": opts.allocator,
+                "scheduler": opts.scheduler,
+                **_figs(other, theirs),
+            },
             "error": other.error.headline() if other.error else None,
             "comparison": (
-                self.compare_memory_with(other.memory_report())
-                if mine.get("available") and theirs.get("available")
+                self.compare_memory_with(theirs)
+                if mine is not None and theirs is not None
                 else None
             ),
         }
 
-    def memory_report(self) -> dict[str, Any]:
-        """The `glowviz.memory/1` report of the final memory plan (raises without a plan)."""
-        from glowviz.session.memcompare import session_report
-
-        return self._cached("memory_report", lambda: session_report(self))
-
-    def compare_memory_with(self, other: dict[str, Any]) -> dict[str, Any]:
-        """This compile's memory plan (old) against a `glowviz.memory/1` report (new): both
-        sides' figures and maps, mem-diff's diff and the changed buffers
-        (`glowviz.session.memcompare`)."""
+    def compare_memory_with(self, other: MemoryReport) -> dict[str, Any]:
+        """This compile's memory plan (old) against another report (new): both reports, labelled,
+        mem-diff's diff and the changed buffers (`glowviz.session.memcompare`)."""
         from glowviz.session.memcompare import compare_reports
 
-        return compare_reports({**self.memory_report(), "source": self.model_path}, other)
+        mine = self.memory_report()
+        if mine is None:
+            raise CompilerError(
+                f"this compile has no memory plan: {self.unavailable('memory plan')}"
+            )
+        return compare_reports(mine.with_source(self.model_path), other)
 
     def compare_memory_report(self, spec: str) -> dict[str, Any]:
         """Compare with a second report: a glowviz.memory/1 JSON file, an .onnx model or a
         mem-diff spec `model.onnx:scheduler=...,allocator=...,disable=PASS+PASS`. Raises a
         CompilerError (MemDiffInputError for a missing file, bad JSON, wrong schema)."""
-        from glowviz.exports.memdiff import load_side
+        from glowviz.core.memdiff import load_side
 
-        shapes = dict(getattr(self.options, "input_shapes", None) or {})
+        shapes = dict(self._options().input_shapes)
         return self.compare_memory_with(load_side(spec.strip(), shapes))
 
     # -- instructions / debugger --------------------------------------------------------------
     def instructions(self) -> list[dict[str, Any]]:
         """The final LIR's instructions: index, name, kind, operands [(name, mode)], text."""
-        if not self.done:
-            return self._instructions()
-        return self._cached("instructions", self._instructions)
+        return self._cached(("instructions",), self._instructions)
 
     def _instructions(self) -> list[dict[str, Any]]:
-        lir = getattr(self.result, "lir", None)
+        from compiler.lir.printer import format_instruction
+
+        lir = self.result.lir if self.result is not None else None
         if lir is None:
             return []
-        instrs = _get(lir, "instructions", "code", "instrs", default=None)
-        if instrs is None:
-            try:
-                instrs = list(lir)
-            except TypeError:
-                return []
-        out = []
-        for k, ins in enumerate(instrs):
-            ops = []
-            for o in _get(ins, "operands", default=[]) or []:
-                if isinstance(o, tuple) and len(o) == 2:
-                    v, mode = o
-                    ops.append((_name_of(v), str(getattr(mode, "value", mode))))
-                else:
-                    ops.append(
-                        (
-                            _name_of(_get(o, "value", default=o)),
-                            str(_get(o, "mode", "kind", default="")),
-                        )
-                    )
-            kind = str(_get(ins, "kind", "op", "opcode", default=type(ins).__name__))
-            try:
-                text = _instr_text(ins)
-            except Exception:  # noqa: BLE001
-                text = f"{kind} " + ", ".join(f"@{m} %{n}" for n, m in ops)
-            out.append(
-                {
-                    "index": k,
-                    "name": _name_of(_get(ins, "name", default=f"i{k}")),
-                    "kind": kind,
-                    "operands": ops,
-                    "text": text,
-                }
-            )
-        return out
+        return [
+            {
+                "index": k,
+                "name": ins.name,
+                "kind": ins.kind,
+                "operands": [(v.name, m) for v, m in ins.operands],
+                "text": format_instruction(ins),
+            }
+            for k, ins in enumerate(lir.code)
+        ]
 
 
-def _instr_text(ins: Any) -> str:
-    try:
-        from compiler.lir.printer import format_instruction  # type: ignore
-
-        return format_instruction(ins)
-    except Exception:  # noqa: BLE001
-        return str(ins)
-
-
-def _figs(m: dict[str, Any]) -> dict[str, Any]:
-    if not m.get("available"):
-        return {"available": False, "reason": m.get("reason")}
+def _figs(session: SessionViewData, report: MemoryReport | None) -> dict[str, Any]:
+    if report is None:
+        return {"available": False, "reason": session.unavailable("memory plan")}
     return {
         "available": True,
-        "peak_bytes": m["peak_bytes"],
-        "lower_bound_bytes": m["lower_bound_bytes"],
-        "no_reuse_bytes": m["no_reuse_bytes"],
+        "peak_bytes": report.peak_bytes,
+        "lower_bound_bytes": report.lower_bound_bytes,
+        "no_reuse_bytes": report.no_reuse_bytes,
     }
-
-
-def _buffer_dict(b: Any) -> dict[str, Any]:
-    users = _get(b, "users", default=()) or ()
-    return {
-        "name": _name_of(_get(b, "name", default="?")),
-        "size": int(_get(b, "size", default=0) or 0),
-        "offset": int(_get(b, "offset", default=0) or 0),
-        "region": str(_get(b, "region", default="activations") or "activations"),
-        "first": int(_get(b, "first", default=0) or 0),
-        "last": int(_get(b, "last", default=0) or 0),
-        "producer": _name_of(_get(b, "producer", default="") or ""),
-        "users": [_name_of(u) for u in users],
-        "reason": str(_get(b, "reason", default="") or ""),
-        "shape": str(_get(b, "type", "shape", default="") or ""),
-    }
-
-
-def _schedule_dict(sched: Any) -> dict[str, Any]:
-    order = [_name_of(n) for n in (_get(sched, "order", "nodes", default=[]) or [])]
-    live = list(_get(sched, "live_bytes", "live", default=[]) or [])
-    live = [int(x) for x in live]
-    peak_index = _get(sched, "peak_step", default=None)
-    if peak_index is None or peak_index < 0:
-        peak_index = max(range(len(live)), key=lambda k: live[k]) if live else None
-    peak = (
-        live[peak_index]
-        if peak_index is not None
-        else int(_get(sched, "peak_bytes", "peak", default=0) or 0)
-    )
-    return {
-        "available": True,
-        "order": order,
-        "live_bytes": live,
-        "peak_index": peak_index,
-        "peak": peak,
-    }
-
-
-def _compute_schedule(module: Any, name: str) -> Any:
-    """Run a named scheduler on the final graph, if compiler.scheduling offers a way."""
-    from compiler.scheduling import schedule  # type: ignore
-
-    return schedule(module.functions[0], name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from rich.text import Text
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
-PALETTE = ["#5fafff", "#87d7af", "#ffaf5f", "#d787d7", "#ffd75f", "#87d7ff", "#ff8787", "#afaf87"]
 
 
 def hbar(value: float, maximum: float, width: int, style: str = "") -> Text:
@@ -35,6 +34,6 @@ def span_bar(
     return t
 
 
-def colour(k: int, palette: list[str] | None = None) -> str:
-    p = palette or PALETTE
-    return p[k % len(p)]
+def colour(k: int, palette: list[str]) -> str:
+    """The `k`-th colour of a theme's buffer colours (`ThemeSpec.buffer_colours`), cycled."""
+    return palette[k % len(palette)]

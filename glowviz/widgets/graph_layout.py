@@ -15,19 +15,6 @@ from rich.text import Text
 
 X_PER_INCH = 10.0  # one character column = 0.1 inch
 Y_PER_INCH = 5.0  # one row = 0.2 inch
-CATEGORY_STYLE = {
-    "conv": "bold cyan",
-    "matmul": "bold cyan",
-    "activation": "green",
-    "elementwise": "yellow",
-    "pool": "magenta",
-    "norm": "blue",
-    "tensor": "white",
-    "reduction": "magenta",
-    "io": "dim",
-    "input": "bold green",
-    "output": "bold red",
-}
 
 
 class LayoutError(Exception):
@@ -110,7 +97,8 @@ def parse_plain(
     return width, height, nodes, edges
 
 
-def draw(nodes: list[dict[str, Any]], plain: str, selected: str) -> Text:
+def draw(nodes: list[dict[str, Any]], plain: str, selected: str, styles: dict[str, str]) -> Text:
+    """The laid-out nodes as box characters; `styles` by node kind (a theme's [ui.categories])."""
     width, height, pos, edges = parse_plain(plain)
     cols = int(width * X_PER_INCH) + 4
     rows = int(height * Y_PER_INCH) + 3
@@ -163,7 +151,7 @@ def draw(nodes: list[dict[str, Any]], plain: str, selected: str) -> Text:
     by_name = {n["name"]: n for n in nodes}
     for name, (x0, y0, x1, y1) in boxes.items():
         n = by_name.get(name, {"name": name, "op": "?", "kind": ""})
-        st = "bold reverse" if name == selected else CATEGORY_STYLE.get(n.get("kind", ""), "")
+        st = "bold reverse" if name == selected else styles.get(n.get("kind", ""), "")
         if y0 < 0 or y1 >= rows:
             continue
         grid[y0][x0], grid[y0][x1], grid[y1][x0], grid[y1][x1] = "┌", "┐", "└", "┘"
@@ -203,10 +191,11 @@ def render_neighbourhood(
     selected: str,
     nodes: list[dict[str, Any]],
     edges: list[tuple[str, str]],
+    styles: dict[str, str],
     radius: int = 2,
 ) -> Text:
     """The neighbourhood drawn as text (raises LayoutError when `dot` is missing or fails)."""
     if not nodes:
         return Text("(no node selected)", style="dim")
     plain = _cached((ir_hash, selected, radius), dot_source(nodes, edges))
-    return draw(nodes, plain, selected)
+    return draw(nodes, plain, selected, styles)

@@ -13,8 +13,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
+from glowviz import themes
 from glowviz.session import CompileSession
-from glowviz.widgets.graph_layout import CATEGORY_STYLE, LayoutError, render_neighbourhood
+from glowviz.widgets.graph_layout import LayoutError, render_neighbourhood
 from glowviz.widgets.node_list import NodeList
 
 
@@ -47,9 +48,21 @@ class GraphView(Vertical):
         )
         yield Static("", id="graph-info")
         with Horizontal():
-            yield NodeList(id="graph-table", kind_styles=CATEGORY_STYLE)
+            yield NodeList(id="graph-table")
             with VerticalScroll(id="graph-neigh-scroll"):
                 yield Static("", id="graph-neigh")
+
+    def on_mount(self) -> None:
+        self._apply_theme()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_theme())
+
+    def _styles(self) -> dict[str, str]:
+        """Node styles by category: the current theme's [ui.categories]."""
+        return themes.theme(self.app.theme).ui_categories
+
+    def _apply_theme(self) -> None:
+        self.query_one("#graph-table", NodeList).set_kind_styles(self._styles())
+        self._layout()
 
     def show(self, session: CompileSession, index: int) -> None:
         self.session, self.index = session, index
@@ -141,10 +154,14 @@ class GraphView(Vertical):
         if self.session is None or self.index is None or not self.selected_node:
             return
         self.query_one("#graph-neigh", Static).update(Text("laying out…", style="dim"))
-        self._layout_worker(self.session, self.index, self.selected_node, self.radius)
+        self._layout_worker(
+            self.session, self.index, self.selected_node, self.radius, self._styles()
+        )
 
     @work(thread=True, exclusive=True, group="graph-layout")
-    def _layout_worker(self, session: CompileSession, index: int, name: str, radius: int) -> None:
+    def _layout_worker(
+        self, session: CompileSession, index: int, name: str, radius: int, styles: dict[str, str]
+    ) -> None:
         nodes, edges = session.neighbourhood(index, name, radius)
         if not nodes:
             row = next((r for r in self.rows if r["name"] == name), None)
@@ -155,7 +172,7 @@ class GraphView(Vertical):
         else:
             try:
                 text = render_neighbourhood(
-                    session.stages[index].ir_hash, name, nodes, edges, radius
+                    session.stages[index].ir_hash, name, nodes, edges, styles, radius
                 )
             except LayoutError as e:
                 text = Text(str(e), style="bold red")

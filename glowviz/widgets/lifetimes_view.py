@@ -11,6 +11,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from compiler.memory.report import ReportBuffer
+from glowviz import themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour, span_bar
 
@@ -28,7 +30,7 @@ class LifetimesView(Vertical):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.sort = "start"
-        self.buffers: list[dict] = []
+        self.buffers: tuple[ReportBuffer, ...] = ()
         self.n = 0
         self.session: CompileSession | None = None
         self.selected: str | None = None
@@ -40,15 +42,16 @@ class LifetimesView(Vertical):
 
     def show(self, session: CompileSession, index: int | None = None) -> None:
         self.session = session
-        data = session.lifetimes()
+        report = session.memory_report()
         info = self.query_one("#lifetimes-info", Static)
         t = self.query_one("#lifetimes-table", DataTable)
         t.clear(columns=True)
-        if not data.get("available"):
-            self.buffers = []
-            info.update(Text(f"not available: {data.get('reason')}", style="bold yellow"))
+        if report is None:
+            self.buffers = ()
+            reason = session.unavailable("memory plan")
+            info.update(Text(f"not available: {reason}", style="bold yellow"))
             return
-        self.buffers, self.n = data["buffers"], data["n_instructions"]
+        self.buffers, self.n = report.buffers, report.n_instructions
         info.update(
             Text.assemble(
                 ("lifetimes: ", "bold"),
@@ -63,19 +66,20 @@ class LifetimesView(Vertical):
         t.add_column("live", key="live", width=9)
         t.add_column(f"0 … {self.n - 1}", key="bar", width=width)
         key = {
-            "start": lambda b: (b["first"], b["last"], b["name"]),
-            "size": lambda b: (-b["size"], b["first"]),
-            "name": lambda b: b["name"],
+            "start": lambda b: (b.first, b.last, b.name),
+            "size": lambda b: (-b.size, b.first),
+            "name": lambda b: b.name,
         }[self.sort]
         order = sorted(range(len(self.buffers)), key=lambda k: key(self.buffers[k]))
+        palette = themes.theme(self.app.theme).buffer_colours
         for k in order:
             b = self.buffers[k]
             t.add_row(
-                b["name"],
-                fmt_bytes(b["size"]),
-                f"{b['first']}–{b['last']}",
-                span_bar(b["first"], b["last"], self.n, width, colour(k)),
-                key=b["name"],
+                b.name,
+                fmt_bytes(b.size),
+                f"{b.first}–{b.last}",
+                span_bar(b.first, b.last, self.n, width, colour(k, palette)),
+                key=b.name,
             )
         if self.selected:
             self.select(self.selected)
@@ -100,27 +104,22 @@ class LifetimesView(Vertical):
             return
         name = event.row_key.value
         self.selected = name
-        b = next((x for x in self.buffers if x["name"] == name), None)
+        b = next((x for x in self.buffers if x.name == name), None)
         if b is None:
             return
         self.query_one("#lifetimes-detail", Static).update(buffer_card(b))
         self.post_message(self.BufferSelected(name))
 
 
-def buffer_card(b: dict) -> Text:
+def buffer_card(b: ReportBuffer) -> Text:
     t = Text()
-    t.append(f"{b['name']}", style="bold")
-    if b.get("shape"):
-        t.append(f"  {b['shape']}")
-    t.append(
-        f"  {fmt_bytes(b['size'])} at offset {b['offset']} ({b['region']})  "
-        f"live {b['first']}–{b['last']}\n"
-    )
+    t.append(f"{b.name}", style="bold")
+    t.append(f"  {fmt_bytes(b.size)} at offset {b.offset} ({b.region})  live {b.first}–{b.last}\n")
     t.append("producer: ", style="dim")
-    t.append(f"{b['producer'] or '?'}   ")
+    t.append(f"{b.instruction or '?'}   ")
     t.append("users: ", style="dim")
-    t.append(", ".join(b["users"]) or "-")
-    if b.get("reason"):
+    t.append(", ".join(b.users) or "-")
+    if b.reason:
         t.append("\nwhy here: ", style="dim")
-        t.append(b["reason"], style="italic")
+        t.append(b.reason, style="italic")
     return t

@@ -2,8 +2,9 @@
 peak / lower bound / gap, the buffers live at the peak, why the selected buffer sits where it
 does, and a side-by-side comparison with a second plan: another allocator or scheduler (A/S,
 recompiled in a worker) or a second report (o: a glowviz.memory/1 JSON file, a model or a
-mem-diff spec, loaded in a worker). The comparison data comes from the session
-(`CompileSession.compare_memory_report`, `glowviz.session.memcompare`)."""
+mem-diff spec, loaded in a worker). Everything drawn is the session's `MemoryReport` and its
+comparison data (`CompileSession.compare_memory_report`, `glowviz.session.memcompare`); asking
+for a second report posts `ReportRequested` (the screen shows the prompt)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from compiler.memory.allocators import allocator_names
+from compiler.memory.report import MemoryReport
+from compiler.scheduling import SCHEDULERS
+from glowviz import themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour
 from glowviz.widgets.lifetimes_view import buffer_card
@@ -22,54 +27,40 @@ from glowviz.widgets.lifetimes_view import buffer_card
 MAP_ROWS = 14
 
 
-def allocator_names() -> list[str]:
-    try:
-        from compiler.memory.allocators import allocator_names as names
-
-        return list(names())
-    except Exception:  # noqa: BLE001
-        return ["lower-bound", "first-fit"]
-
-
 def scheduler_names() -> list[str]:
-    try:
-        from compiler.scheduling import SCHEDULERS
-
-        return list(SCHEDULERS)
-    except Exception:  # noqa: BLE001
-        return ["child-mem-size", "topological"]
+    return list(SCHEDULERS)
 
 
-def map_top(data: dict) -> int:
-    """The highest byte the map of `data` shows."""
-    return max([data["peak_bytes"]] + [b["offset"] + b["size"] for b in data["buffers"]] + [1])
+def map_top(report: MemoryReport) -> int:
+    """The highest byte the map of `report` shows."""
+    return max([report.peak_bytes] + [b.offset + b.size for b in report.buffers] + [1])
 
 
 def draw_map(
-    data: dict,
+    report: MemoryReport,
     width: int,
+    palette: list[str],
     rows: int = MAP_ROWS,
     selected: str | None = None,
     top: int | None = None,
 ) -> Text:
-    """Offset (rows, top = 0) × instruction index (columns); each buffer a coloured block.
-    `top` fixes the offset scale (two maps side by side share one)."""
-    bufs = data["buffers"]
-    n = max(1, data["n_instructions"])
-    top = max(top or 0, map_top(data))
+    """Offset (rows, top = 0) × instruction index (columns); each buffer a coloured block (the
+    theme's buffer colours). `top` fixes the offset scale (two maps side by side share one)."""
+    n = max(1, report.n_instructions)
+    top = max(top or 0, map_top(report))
     per_row = top / rows
     grid: list[list[str | None]] = [[None] * width for _ in range(rows)]
-    for k, b in enumerate(bufs):
-        c0 = int(b["first"] * width / n)
-        c1 = max(c0, int((b["last"] + 1) * width / n) - 1)
-        r0 = int(b["offset"] / per_row)
-        r1 = max(r0, int((b["offset"] + b["size"] - 1) / per_row))
-        st = "bold white on red" if b["name"] == selected else f"on {colour(k)}"
+    for k, b in enumerate(report.buffers):
+        c0 = int(b.first * width / n)
+        c1 = max(c0, int((b.last + 1) * width / n) - 1)
+        r0 = int(b.offset / per_row)
+        r1 = max(r0, int((b.offset + b.size - 1) / per_row))
+        st = "bold white on red" if b.name == selected else f"on {colour(k, palette)}"
         for r in range(r0, min(r1 + 1, rows)):
             for c in range(c0, min(c1 + 1, width)):
-                if grid[r][c] is None or b["name"] == selected:
+                if grid[r][c] is None or b.name == selected:
                     grid[r][c] = st
-    peak_col = int(data["peak_instruction"] * width / n)
+    peak_col = int(report.peak_instruction * width / n)
     t = Text(no_wrap=True)
     for r in range(rows):
         t.append(f"{fmt_bytes(r * per_row):>9} ", style="dim")
@@ -98,10 +89,19 @@ class MemoryView(Vertical):
             super().__init__()
             self.name = name
 
+    class ReportRequested(Message):
+        """Ask the screen for a second report to compare with (`last`: the previous answer);
+        the screen answers with `compare_report(spec)`."""
+
+        def __init__(self, view: MemoryView, last: str) -> None:
+            super().__init__()
+            self.view = view
+            self.last = last
+
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.session: CompileSession | None = None
-        self.data: dict | None = None
+        self.report: MemoryReport | None = None
         self.selected: str | None = None
         self.compare_text: Text | None = None
         #: The comparison shown (`CompileSession.compare_memory_with`'s data), or None.
@@ -134,34 +134,35 @@ class MemoryView(Vertical):
         if session is not self.session and (self.comparison or self.compare_error):
             self._close_compare()
         self.session = session
-        data = session.memory_map()
-        self.data = data
+        rep = self.report = session.memory_report()
         figs = self.query_one("#memory-figures", Static)
         t = self.query_one("#memory-table", DataTable)
         t.clear(columns=True)
-        if not data.get("available"):
-            figs.update(Text(f"not available: {data.get('reason')}", style="bold yellow"))
+        if rep is None:
+            figs.update(
+                Text(f"not available: {session.unavailable('memory plan')}", style="bold yellow")
+            )
             self.query_one("#memory-map", Static).update("")
             return
         figs.update(
             Text.assemble(
                 ("memory: ", "bold"),
-                f"allocator {data['allocator']}, scheduler {data['scheduler']}  ",
+                f"allocator {rep.allocator}, scheduler {rep.scheduler}  ",
                 "peak ",
-                (fmt_bytes(data["peak_bytes"]), "bold red"),
+                (fmt_bytes(rep.peak_bytes), "bold red"),
                 "  lower bound ",
-                (fmt_bytes(data["lower_bound_bytes"]), "bold"),
+                (fmt_bytes(rep.lower_bound_bytes), "bold"),
                 "  gap ",
                 (
-                    f"{fmt_bytes(data['gap_bytes'])} ({data['gap_pct']:.1f}%)",
-                    "bold green" if data["gap_bytes"] == 0 else "bold yellow",
+                    f"{fmt_bytes(rep.gap_bytes)} ({rep.gap_pct:.1f}%)",
+                    "bold green" if rep.gap_bytes == 0 else "bold yellow",
                 ),
                 "  no reuse ",
-                fmt_bytes(data["no_reuse_bytes"]),
+                fmt_bytes(rep.no_reuse_bytes),
                 (
-                    f"   peak at instr {data['peak_instruction']}: "
-                    f"{', '.join(data['live_at_peak'][:6])}"
-                    f"{'…' if len(data['live_at_peak']) > 6 else ''}",
+                    f"   peak at instr {rep.peak_instruction}: "
+                    f"{', '.join(rep.live_at_peak[:6])}"
+                    f"{'…' if len(rep.live_at_peak) > 6 else ''}",
                     "dim",
                 ),
                 (
@@ -177,25 +178,29 @@ class MemoryView(Vertical):
         t.add_column("size", key="size")
         t.add_column("live", key="live")
         t.add_column("peak", key="peak", width=4)
-        at_peak = set(data["live_at_peak"])
-        for b in sorted(data["buffers"], key=lambda b: (b["offset"], b["first"])):
+        at_peak = set(rep.live_at_peak)
+        palette = self._palette()
+        for k, b in sorted(enumerate(rep.buffers), key=lambda kb: (kb[1].offset, kb[1].first)):
             t.add_row(
-                Text("■ ", style=colour(data["buffers"].index(b))) + Text(b["name"]),
-                str(b["offset"]),
-                fmt_bytes(b["size"]),
-                f"{b['first']}–{b['last']}",
-                Text("●", style="red") if b["name"] in at_peak else "",
-                key=b["name"],
+                Text("■ ", style=colour(k, palette)) + Text(b.name),
+                str(b.offset),
+                fmt_bytes(b.size),
+                f"{b.first}–{b.last}",
+                Text("●", style="red") if b.name in at_peak else "",
+                key=b.name,
             )
         if self.selected:
             self.select(self.selected)
 
+    def _palette(self) -> list[str]:
+        """The current theme's buffer colours (the exported figures use the same)."""
+        return themes.theme(self.app.theme).buffer_colours
+
     def _redraw_map(self) -> None:
-        if self.data and self.data.get("available"):
+        if self.report is not None:
             width = max(20, (self.size.width or 110) - 12)
-            self.query_one("#memory-map", Static).update(
-                crop_lines(draw_map(self.data, width, selected=self.selected), width + 10)
-            )
+            text = draw_map(self.report, width, self._palette(), selected=self.selected)
+            self.query_one("#memory-map", Static).update(crop_lines(text, width + 10))
         if self.comparison is not None:
             self._draw_compare_maps()
 
@@ -213,11 +218,11 @@ class MemoryView(Vertical):
     @on(DataTable.RowHighlighted, "#memory-table")
     def _highlight(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        if event.row_key is None or event.row_key.value is None or not self.data:
+        if event.row_key is None or event.row_key.value is None or self.report is None:
             return
         name = event.row_key.value
         self.selected = name
-        b = next((x for x in self.data["buffers"] if x["name"] == name), None)
+        b = self.report.buffer(name)
         if b is not None:
             self.query_one("#memory-detail", Static).update(buffer_card(b))
             self._redraw_map()
@@ -283,14 +288,8 @@ class MemoryView(Vertical):
 
     # -- comparison with a second report ------------------------------------------------------
     def action_open_report(self) -> None:
-        """Ask for a second report (JSON, model or mem-diff spec) and compare with it."""
-        from glowviz.screens.compare_report import CompareReportScreen
-
-        def chosen(spec: str | None) -> None:
-            if spec:
-                self.compare_report(spec)
-
-        self.app.push_screen(CompareReportScreen(self._last_spec), chosen)
+        """Ask (through the screen) for a second report: JSON, model or mem-diff spec."""
+        self.post_message(self.ReportRequested(self, self._last_spec))
 
     def compare_report(self, spec: str) -> None:
         if self.session is None:
@@ -383,7 +382,7 @@ class MemoryView(Vertical):
         cmp = self.comparison
         if cmp is None:
             return
-        base, other = cmp["base"]["map"], cmp["other"]["map"]
+        base, other = cmp["base"]["report"], cmp["other"]["report"]
         avail = (self.size.width or 110) - 4
         width = avail // 2 - 11
         left = self.query_one("#cmp-map-base", Static)
@@ -395,12 +394,13 @@ class MemoryView(Vertical):
         top = max(map_top(base), map_top(other))
         rows = 10
         old, new = self._cmp_selected
-        for w, side, label, data, sel in (
+        palette = self._palette()
+        for w, side, label, report, sel in (
             (left, "base", "this", base, old),
             (right, "other", "other", other, new),
         ):
             t = Text(f"{label}: {cmp[side]['label']}\n", style="bold")
-            t.append_text(draw_map(data, width, rows, selected=sel, top=top))
+            t.append_text(draw_map(report, width, palette, rows, selected=sel, top=top))
             w.update(crop_lines(t, width + 10))
 
 

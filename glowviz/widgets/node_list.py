@@ -89,6 +89,11 @@ class NodeList(ScrollView, can_focus=True):
         #: How many rows render_line drew since the last reset (for tests and profiling).
         self.rendered_rows = 0
 
+    def set_kind_styles(self, kind_styles: Mapping[str, str]) -> None:
+        """Rich styles of the first column by kind (a theme's [ui.categories])."""
+        self._kind_styles = {k: Style.parse(v) for k, v in kind_styles.items()}
+        self.refresh()
+
     # -- data ---------------------------------------------------------------------------------
     @property
     def row_count(self) -> int:

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from compiler.scheduling import Schedule
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import hbar
 
@@ -17,7 +18,8 @@ BAR = 24
 class ScheduleView(Vertical):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.data: dict | None = None
+        #: The session's schedules: the one used, then the alternatives.
+        self.schedules: list[Schedule] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="schedule-info")
@@ -27,60 +29,51 @@ class ScheduleView(Vertical):
         info = self.query_one("#schedule-info", Static)
         t = self.query_one("#schedule-table", DataTable)
         t.clear(columns=True)
-        data = session.schedule_data()
-        self.data = data
-        if not data.get("available"):
-            info.update(Text(f"not available: {data.get('reason')}", style="bold yellow"))
+        self.schedules = session.schedules()
+        if not self.schedules:
+            reason = session.unavailable("schedule")
+            info.update(Text(f"not available: {reason}", style="bold yellow"))
             return
-        alts = data.get("alternatives") or {}
-        alt_name, alt = next(iter(alts.items()), (None, None))
-        peak = data["peak"]
-        top = max([peak] + ([alt["peak"]] if alt else []))
+        used, alt = self.schedules[0], next(iter(self.schedules[1:]), None)
+        top = max([used.peak_bytes] + ([alt.peak_bytes] if alt else []))
         head = Text.assemble(
             ("schedule: ", "bold"),
-            f"{data.get('scheduler')}  ",
-            f"{len(data['order'])} steps  peak ",
-            (fmt_bytes(peak), "bold red"),
-            f" at step {data['peak_index']}",
+            f"{used.kind}  ",
+            f"{len(used.order)} steps  peak ",
+            (fmt_bytes(used.peak_bytes), "bold red"),
+            f" at step {used.peak_step}",
         )
         if alt:
-            diff = alt["peak"] - peak
+            diff = alt.peak_bytes - used.peak_bytes
             head.append(
-                f"   |   {alt_name}: peak {fmt_bytes(alt['peak'])} "
+                f"   |   {alt.kind}: peak {fmt_bytes(alt.peak_bytes)} "
                 f"({'+' if diff >= 0 else ''}{fmt_bytes(diff)})"
             )
-        elif data.get("alternatives_error"):
-            head.append(f"   (no comparison: {data['alternatives_error']})", style="dim")
         info.update(head)
         t.add_column("#", key="k", width=4)
-        t.add_column(f"{data.get('scheduler')}", key="node")
+        t.add_column(f"{used.kind}", key="node")
         t.add_column("live", key="live", width=10)
         t.add_column("", key="bar", width=BAR)
         if alt:
-            t.add_column(f"{alt_name}", key="alt_node")
+            t.add_column(f"{alt.kind}", key="alt_node")
             t.add_column("live", key="alt_live", width=10)
             t.add_column("", key="alt_bar", width=BAR)
-        n = max(len(data["order"]), len(alt["order"]) if alt else 0)
+        n = max(len(used.order), len(alt.order) if alt else 0)
         for k in range(n):
             row: list = [Text(str(k), style="dim")]
-            for d, name_key in ((data, "node"), (alt, "alt")):
-                if d is None:
+            for sched, colour in ((used, "cyan"), (alt, "magenta")):
+                if sched is None:
                     continue
-                if k < len(d["order"]):
-                    live = d["live_bytes"][k] if k < len(d["live_bytes"]) else 0
-                    is_peak = k == d["peak_index"]
+                if k < len(sched.order):
+                    live = sched.live_bytes[k] if k < len(sched.live_bytes) else 0
+                    is_peak = k == sched.peak_step
                     row += [
-                        Text(d["order"][k], style="bold red" if is_peak else ""),
+                        Text(sched.order[k].name, style="bold red" if is_peak else ""),
                         Text(
                             fmt_bytes(live) + (" ◀" if is_peak else ""),
                             style="bold red" if is_peak else "",
                         ),
-                        hbar(
-                            live,
-                            top,
-                            BAR,
-                            "red" if is_peak else ("cyan" if name_key == "node" else "magenta"),
-                        ),
+                        hbar(live, top, BAR, "red" if is_peak else colour),
                     ]
                 else:
                     row += ["", "", ""]

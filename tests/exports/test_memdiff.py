@@ -7,8 +7,9 @@ import json
 import pytest
 from export_helpers import MODELS
 
+from compiler.memory.report import MemoryReport
 from glowviz.cli import main
-from glowviz.exports.memdiff import (
+from glowviz.core.memdiff import (
     MemDiffInputError,
     diff_reports,
     load_side,
@@ -25,8 +26,13 @@ def base_report():
 
 
 def _write(path, data):
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(data.to_json() if isinstance(data, MemoryReport) else data))
     return str(path)
+
+
+def _doctored(report: MemoryReport) -> dict:
+    """The report's JSON, to edit by hand (read back with MemoryReport.from_json)."""
+    return json.loads(json.dumps(report.to_json()))
 
 
 def test_spec_syntax():
@@ -42,7 +48,7 @@ def test_spec_syntax():
 def test_identical_reports_no_change(base_report):
     d = diff_reports(base_report, base_report, fail_above=0)
     assert d["peak"]["delta"] == 0 and d["exit_code"] == 0
-    assert d["buffers"]["matched"] == len(base_report["buffers"])
+    assert d["buffers"]["matched"] == len(base_report.buffers)
     assert not d["buffers"]["appeared"] and not d["buffers"]["vanished"]
 
 
@@ -85,7 +91,7 @@ def test_buffer_sharing_off_is_a_regression(capsys):
 
 def test_doctored_report_threshold(tmp_path, base_report, capsys):
     old = _write(tmp_path / "old.json", base_report)
-    grown = json.loads(json.dumps(base_report))
+    grown = _doctored(base_report)
     victim = grown["live_at_peak"][0]
     extra = 4096
     for b in grown["buffers"]:
@@ -94,7 +100,7 @@ def test_doctored_report_threshold(tmp_path, base_report, capsys):
     grown["peak_bytes"] += extra
     grown["lower_bound_bytes"] += extra
     new = _write(tmp_path / "new.json", grown)
-    pct = 100 * extra / base_report["peak_bytes"]
+    pct = 100 * extra / base_report.peak_bytes
     assert main(["mem-diff", old, new, "--fail-above", f"{pct / 2:.3f}"]) == 1
     out = capsys.readouterr().out
     assert f"%{victim}" in out and "grew" in out
@@ -108,21 +114,21 @@ def test_doctored_report_threshold(tmp_path, base_report, capsys):
 
 
 def test_match_by_producer_when_names_change(base_report):
-    renamed = json.loads(json.dumps(base_report))
+    renamed = _doctored(base_report)
     for b in renamed["buffers"]:
         b["name"] = b["name"] + "_v2"
     renamed["live_at_peak"] = [n + "_v2" for n in renamed["live_at_peak"]]
-    d = diff_reports(base_report, renamed)
+    d = diff_reports(base_report, MemoryReport.from_json(renamed))
     assert d["buffers"]["matched_by"]["producer"] + d["buffers"]["matched_by"][
         "instruction"
-    ] == len(base_report["buffers"])
+    ] == len(base_report.buffers)
     assert not d["buffers"]["appeared"]
 
 
 def test_lifetime_longer_reported(base_report):
-    longer = json.loads(json.dumps(base_report))
+    longer = _doctored(base_report)
     longer["buffers"][0]["last"] += 3
-    d = diff_reports(base_report, longer)
+    d = diff_reports(base_report, MemoryReport.from_json(longer))
     assert d["buffers"]["longer"][0]["lifetime_delta"] == 3
 
 
@@ -131,7 +137,7 @@ def test_bad_input_exits_2(tmp_path, base_report, capsys):
     notjson = tmp_path / "bad.json"
     notjson.write_text("{not json")
     wrong = _write(tmp_path / "wrong.json", {"schema": "other/1"})
-    nobufs = _write(tmp_path / "nobufs.json", {**base_report, "buffers": [{"name": 1}]})
+    nobufs = _write(tmp_path / "nobufs.json", {**_doctored(base_report), "buffers": [{"name": 1}]})
     for other in (
         str(tmp_path / "missing.json"),
         str(notjson),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from export_helpers import MODELS
+from export_helpers import MODELS, session_for
 
-from compiler.pipeline import CompileOptions
 from glowviz.exports.per_pass import format_per_pass, per_pass_memory
 
 
 def test_per_pass_finds_buffer_sharing():
-    rows = per_pass_memory(str(MODELS / "transformer_block.onnx"), CompileOptions())
+    rows = per_pass_memory(session_for("transformer_block.onnx"))
     names = [r["pass"] for r in rows]
     assert names[0] == "import-onnx" and "buffer-sharing" in names and names[-1] == "lower-bound"
     bs = next(r for r in rows if r["pass"] == "buffer-sharing")
@@ -28,7 +27,7 @@ def test_per_pass_finds_buffer_sharing():
 
 
 def test_per_pass_only_changes():
-    rows = per_pass_memory(str(MODELS / "mlp.onnx"))
+    rows = per_pass_memory(session_for("mlp.onnx"))
     text = format_per_pass(rows, only_changes=True)
     assert "import-onnx" not in text.splitlines()[2:3] or True
     assert all(r["peak_bytes"] >= r["lower_bound_bytes"] for r in rows)

@@ -1,17 +1,22 @@
-"""A small hand-made pipeline for IDE tests: fixed graph, passes with provenance, and a fake
-low-level result (schedule, LIR, memory plan, stepping executor) — stable whatever the real
-compiler does, so snapshot and Pilot tests test the IDE."""
+"""A small hand-made pipeline for IDE tests: fixed graph, passes with provenance, and a hand-made
+low-level result (schedule, LIR, memory plan: the compiler's own classes, so the session reads
+them through the real APIs) and a fake stepping executor — stable whatever the real passes,
+scheduler and allocator do, so snapshot and Pilot tests test the IDE."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from compiler.graph.ir import Module
 from compiler.graph.types import f32
+from compiler.lir.ir import LIRFunction
+from compiler.memory.plan import BufferPlacement, MemoryPlan
 from compiler.passes.manager import PassEvent
+from compiler.pipeline import CompileOptions, CompileResult
+from compiler.scheduling import Schedule
+from glowviz.session import SteppingExecutor
 
 
 def build_module() -> Module:
@@ -71,86 +76,57 @@ PASSES = [
 ]
 
 
-@dataclass
-class FakeBuffer:
-    name: str
-    size: int
-    offset: int
-    first: int
-    last: int
-    producer: str
-    users: list[str]
-    reason: str
-    region: str = "activations"
-
-
-@dataclass
-class FakeInstr:
-    name: str
-    kind: str
-    operands: list[tuple[str, str]]
-
-    def __str__(self) -> str:
-        ops = ", ".join(f"@{m} %{n}" for n, m in self.operands)
-        return f"%{self.name} = {self.kind} {ops}"
-
-
-@dataclass
-class FakeLIR:
-    instructions: list[FakeInstr]
-
-    def __str__(self) -> str:
-        return "function main {\n" + "\n".join(f"  {i}" for i in self.instructions) + "\n}\n"
-
-
-@dataclass
-class FakePlan:
-    buffers: list[FakeBuffer]
-    peak_bytes: int
-    lower_bound_bytes: int
-    no_reuse_bytes: int
-
-
-@dataclass
-class FakeSchedule:
-    order: list[str]
-    live_bytes: list[int]
-
-
-@dataclass
-class FakeResult:
-    module: Module
-    options: Any
-    schedule: Any = None
-    lir: Any = None
-    plan: Any = None
-    events: list = field(default_factory=list)
-    stopped_after: str | None = None
-    time_ms: float = 1.0
-
-
-def fake_low_level() -> tuple[FakeSchedule, FakeLIR, FakePlan]:
-    ins = [
-        FakeInstr("a0", "allocactivation", [("conv1_bn", "out")]),
-        FakeInstr("conv1_bn", "convolution", [("conv1_bn", "out"), ("input", "in"), ("w1", "in")]),
-        FakeInstr("a1", "allocactivation", [("relu1", "out")]),
-        FakeInstr("relu1", "relu", [("relu1", "out"), ("conv1_bn", "in")]),
-        FakeInstr("d0", "deallocactivation", [("conv1_bn", "out")]),
-        FakeInstr("a2", "allocactivation", [("conv2_relu", "out")]),
-        FakeInstr(
-            "conv2_relu", "convolution", [("conv2_relu", "out"), ("relu1", "in"), ("w2", "in")]
-        ),
-        FakeInstr(
-            "add1", "elementadd", [("conv2_relu", "out"), ("conv2_relu", "in"), ("relu1", "in")]
-        ),
-        FakeInstr("pool", "avgpool", [("output", "out"), ("conv2_relu", "in")]),
-    ]
+def fake_low_level(m: Module) -> tuple[Schedule, LIRFunction, MemoryPlan]:
+    """A hand-made schedule, LIR and memory plan of the final graph, built with the compiler's
+    own classes: three activation buffers, the middle one (relu1_res) live across a reuse."""
+    fn = m.main
     sz = 4 * 4 * 8 * 8
+    t = f32(1, 4, 8, 8)
+    lir = LIRFunction("main")
+    w = {
+        p.name: lir.add_weight(
+            p.name, p.type, "mutable", role="output" if p.is_output else "input", exact_name=True
+        )
+        for p in m.placeholders.values()
+    }
+    for name in ("w1", "b1", "w2", "b2"):
+        c = m.constants[name]
+        w[name] = lir.add_weight(name, c.type, data=c.data, exact_name=True)
+
+    def alloc(name: str):
+        return lir.create("allocactivation", type=t, name=name, exact_name=True)
+
+    a0 = alloc("conv1_bn_res")
+    lir.create(
+        "conv",
+        [(a0, "out"), (w["input"], "in"), (w["w1"], "in"), (w["b1"], "in")],
+        {"pads": [1, 1, 1, 1]},
+        name="conv1_bn",
+        exact_name=True,
+    )
+    a1 = alloc("relu1_res")
+    lir.create("relu", [(a1, "out"), (a0, "in")], name="relu1", exact_name=True)
+    lir.create("deallocactivation", [(a0, "out")], name="conv1_bn_res.dealloc", exact_name=True)
+    a2 = alloc("conv2_relu_res")
+    lir.create(
+        "conv",
+        [(a2, "out"), (a1, "in"), (w["w2"], "in"), (w["b2"], "in")],
+        {"pads": [1, 1, 1, 1], "activation": "relu"},
+        name="conv2_relu",
+        exact_name=True,
+    )
+    lir.create("add", [(a2, "out"), (a2, "in"), (a1, "in")], name="add1", exact_name=True)
+    lir.create("globalavgpool", [(w["output"], "out"), (a2, "in")], name="pool", exact_name=True)
+
+    def buf(name, offset, first, last, producer, users, reason):
+        return BufferPlacement(
+            name, sz, offset, "activations", first, last, producer, users, reason, producer, sz
+        )
+
     bufs = [
-        FakeBuffer("conv1_bn", sz, 0, 0, 4, "conv1_bn", ["relu1"], "first fit at 0"),
-        FakeBuffer(
-            "relu1",
-            sz,
+        buf("conv1_bn_res", 0, 0, 4, "conv1_bn", ["relu1"], "first fit at 0"),
+        buf(
+            "relu1_res",
             sz,
             2,
             7,
@@ -158,9 +134,8 @@ def fake_low_level() -> tuple[FakeSchedule, FakeLIR, FakePlan]:
             ["conv2_relu", "add1"],
             "conv1_bn still live: placed after it",
         ),
-        FakeBuffer(
-            "conv2_relu",
-            sz,
+        buf(
+            "conv2_relu_res",
             0,
             5,
             8,
@@ -169,18 +144,25 @@ def fake_low_level() -> tuple[FakeSchedule, FakeLIR, FakePlan]:
             "reuses conv1_bn's space (freed at #4)",
         ),
     ]
-    plan = FakePlan(bufs, 2 * sz, 2 * sz, 3 * sz)
-    sched = FakeSchedule(
-        ["conv1_bn", "relu1", "conv2_relu", "add1", "pool", "save"],
-        [sz, 2 * sz, 2 * sz, 2 * sz, sz, 0],
+    plan = MemoryPlan(
+        allocator="lower-bound",
+        region_sizes={"constant": 0, "mutable": 0, "activations": 2 * sz},
+        buffers=bufs,
+        peak_bytes=2 * sz,
+        lower_bound_bytes=2 * sz,
+        no_reuse_bytes=3 * sz,
+        peak_instruction=2,
     )
-    return sched, FakeLIR(ins), plan
+    order = [fn.find(n) for n in ("conv1_bn", "relu1", "conv2_relu", "add1", "pool", "save")]
+    sched = Schedule("child-mem-size", order, [sz, 2 * sz, 2 * sz, 2 * sz, sz, 0], 2 * sz, 1)
+    return sched, lir, plan
 
 
-class FakeExecutor:
+class FakeExecutor(SteppingExecutor):
     """Steps the fake LIR: each instruction writes its @out buffer with a known value."""
 
     name = "fake"
+    generates_code = True
 
     def __init__(self, session: Any) -> None:
         self.instrs = session.instructions()
@@ -255,7 +237,7 @@ def _import_event(m: Module) -> PassEvent:
     )
 
 
-def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> FakeResult:
+def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> CompileResult:
     import time
 
     m = build_module()
@@ -281,7 +263,7 @@ def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> Fa
                 provenance=list(m.main.journal),
             )
         )
-    sched, lir, plan = fake_low_level()
+    sched, lir, plan = fake_low_level(m)
     idx += 1
     observer(
         PassEvent(
@@ -289,14 +271,15 @@ def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> Fa
             stage="irgen",
             pass_name="irgen",
             ir_kind="lir",
-            ir=lir,
+            ir=lir.clone(),
             changed=True,
             time_ms=0.2,
             count_before=m.node_count(),
-            count_after=len(lir.instructions),
+            count_after=len(lir),
         )
     )
-    return FakeResult(m, options, sched, lir, plan)
+    options = options or CompileOptions()
+    return CompileResult(m, str(model), options, sched, lir, plan, time_ms=1.0)
 
 
 def fake_failing_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> Any:

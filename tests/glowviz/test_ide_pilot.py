@@ -3,46 +3,16 @@ once on the real default model."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 
 import pytest
-from ide_helpers import ROOT, make_fake_session
+from ide_helpers import ROOT, make_fake_session, ready, run_async, settle
 from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp
 from glowviz.screens.main import VIEWS, MainScreen
 
 SIZE = (160, 50)
-
-
-def run_async(fn):
-    """Run an async test with asyncio.run (no pytest-asyncio needed)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
-
-
-async def _ready(app, pilot):
-    for _ in range(100):
-        await pilot.pause(0.05)
-        if app.session.done and isinstance(app.screen, MainScreen):
-            break
-    await _workers(app)
-    await pilot.pause()
-
-
-async def _workers(app):
-    from textual.worker import WorkerState
-
-    for _ in range(200):
-        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
-            return
-        await asyncio.sleep(0.02)
 
 
 def _main(app) -> MainScreen:
@@ -53,18 +23,18 @@ def _main(app) -> MainScreen:
 async def test_every_view_renders():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         assert "7 stages" in app.sub_title
         for k, (tab, _title, _cls) in enumerate(VIEWS):
             await pilot.press(str(k + 1))
             await pilot.pause()
-            await _workers(app)
+            await settle(app, pilot)
             assert main.query_one(TabbedContent).active == tab
             # keys go to the view just shown, never to the pipeline's filter box
             assert app.focused is not None and main.view(tab) in app.focused.ancestors_with_self
-        assert main.view("schedule").data["peak"] == 2048
-        assert main.view("memory").data["gap_bytes"] == 0
+        assert main.view("schedule").schedules[0].peak_bytes == 2048
+        assert main.view("memory").report.gap_bytes == 0
         assert main.view("lifetimes").buffers
         assert main.view("debugger").dbg.available
 
@@ -73,7 +43,7 @@ async def test_every_view_renders():
 async def test_step_passes_with_n_and_p_and_views_follow():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         start = main.index
         assert start == 5  # the last graph stage is selected after compiling
@@ -96,7 +66,7 @@ async def test_step_passes_with_n_and_p_and_views_follow():
 async def test_open_a_diff():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         main.goto_stage(1)
         await pilot.press("2")
@@ -117,7 +87,7 @@ async def test_open_a_diff():
 async def test_graph_search_detail_and_neighbourhood():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         main.goto_stage(0)
         await pilot.press("1")
@@ -127,7 +97,7 @@ async def test_graph_search_detail_and_neighbourhood():
         await pilot.pause()
         graph = main.view("graph")
         assert graph.selected_node == "relu2"
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         drawn = str(graph.query_one("#graph-neigh").render())
         assert "relu2" in drawn
@@ -146,7 +116,7 @@ async def test_graph_search_detail_and_neighbourhood():
 async def test_ir_goto_definition():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         await pilot.press("3")
         await pilot.pause()
@@ -162,12 +132,12 @@ async def test_ir_goto_definition():
 async def test_select_a_buffer():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
-        main.goto_buffer("relu1")
+        main.goto_buffer("relu1_res")
         await pilot.pause()
         mem = main.view("memory")
-        assert mem.selected == "relu1"
+        assert mem.selected == "relu1_res"
         detail = str(mem.query_one("#memory-detail").render())
         assert "conv1_bn still live" in detail
         await pilot.press("5")
@@ -183,7 +153,7 @@ async def test_select_a_buffer():
 async def test_breakpoint_and_continue():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         await pilot.press("7")
         await pilot.pause()
@@ -194,31 +164,31 @@ async def test_breakpoint_and_continue():
         await pilot.press("b")
         assert 6 in dbg.breakpoints
         await pilot.press("c")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert dbg.pc == 6
         await pilot.press("s")
         assert dbg.pc == 7
         await pilot.press("r")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert dbg.pc == 0
-        app.break_on_op("avgpool")
+        app.break_on_op("globalavgpool")
         await pilot.press("c")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert dbg.pc == 6  # the index breakpoint comes first
         await pilot.press("c")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
-        assert dbg.pc == 8 and "avgpool" in dbg.stop_reason
+        assert dbg.pc == 8 and "globalavgpool" in dbg.stop_reason
 
 
 @run_async
 async def test_switch_theme_is_remembered(_config_dir):
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         assert app.theme == "glowviz-dark"
         app.set_glowviz_theme("paper")
         await pilot.pause()
@@ -238,7 +208,7 @@ async def test_palette_and_help():
 
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         texts = [e[0] for e in entries(app)]
         for prefix in (
             "Go to pass:",
@@ -276,7 +246,7 @@ async def test_palette_and_help():
 async def test_error_pane_on_failing_compile():
     app = GlowvizApp(session=make_fake_session(failing=True))
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         pane = main.query_one("#error-pane")
         assert not pane.has_class("hidden")
@@ -294,10 +264,10 @@ async def test_bad_model_file_opens_with_error(tmp_path):
     bad.write_bytes(b"garbage")
     app = GlowvizApp(str(bad))
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         assert not _main(app).query_one("#error-pane").has_class("hidden")
         app.open_model(str(ROOT / "sample_models" / "mlp.onnx"))  # and it keeps working
-        await _ready(app, pilot)
+        await ready(app, pilot)
         assert _main(app).session.model_name == "mlp.onnx"
 
 
@@ -305,19 +275,18 @@ async def test_bad_model_file_opens_with_error(tmp_path):
 async def test_real_default_model():
     app = GlowvizApp(None)
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
         assert app.session.model_name == "resnet_small.onnx"
-        if app.session.error is not None:
-            pytest.skip(app.session.error.headline())
+        assert app.session.error is None, app.session.error.headline()
         for k in range(len(VIEWS)):
             await pilot.press(str(k + 1))
             await pilot.pause()
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.click("#debug-table")
         await pilot.press("s", "s")
         dbg = main.view("debugger").dbg
-        assert not dbg.available or dbg.pc == 2
+        assert dbg.available and dbg.pc == 2
 
 
 # -- the debugger: LLVM, the interpreter in lock-step, code views, divergence -----------------
@@ -327,7 +296,7 @@ async def _debugger(app, pilot):
     main = _main(app)
     await pilot.press("7")
     await pilot.pause()
-    await _workers(app)
+    await settle(app, pilot)
     await pilot.click("#debug-table")
     view = main.view("debugger")
     assert view.dbg is not None and view.dbg.available
@@ -338,13 +307,14 @@ async def _debugger(app, pilot):
 async def test_run_to_first_divergence_fake():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         view = await _debugger(app, pilot)
         dbg = view.dbg
-        await pilot.press("s")
+        await pilot.press("n")  # the allocactivation, then the conv that writes its buffer
+        assert dbg.last_index == 1
         assert dbg.comparison and all(r["ok"] for r in dbg.comparison)
         await pilot.press("d")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert dbg.divergence is not None and dbg.divergence["index"] == 7
         assert dbg.last_index == 7 and dbg.pc == 8
@@ -354,7 +324,7 @@ async def test_run_to_first_divergence_fake():
         assert "✗" in side and "max abs err 0.5" in side
         assert "✗" in view._gutter[7]
         await pilot.press("r")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert dbg.pc == 0 and dbg.divergence is None
 
@@ -363,17 +333,17 @@ async def test_run_to_first_divergence_fake():
 async def test_code_views_cycle_fake():
     app = GlowvizApp(session=make_fake_session())
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         view = await _debugger(app, pilot)
         view.query_one("#debug-table", DataTable).move_cursor(row=1)
         await pilot.press("i")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert view.mode == "llvm"
         assert "define void @instr_1" in view.last_code[2]
         assert not view.query_one("#debug-operands").display
         await pilot.press("i")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert view.mode == "asm" and "instr_1:" in view.last_code[2]
         await pilot.press("i")
@@ -388,9 +358,8 @@ async def test_llvm_debugger_on_the_default_model():
 
     app = GlowvizApp(None)
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
-        if app.session.error is not None:
-            pytest.skip(app.session.error.headline())
+        await ready(app, pilot)
+        assert app.session.error is None, app.session.error.headline()
         view = await _debugger(app, pilot)
         dbg = view.dbg
         assert dbg.executor_name == "llvm" and dbg.fallback_error is None
@@ -408,25 +377,25 @@ async def test_llvm_debugger_on_the_default_model():
         # LLVM IR and assembly of the selected (a compute) instruction
         view.query_one("#debug-table", DataTable).move_cursor(row=k)
         await pilot.press("i")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert view.last_code[:2] == ("llvm", k) and f"@instr_{k}" in view.last_code[2]
         await pilot.press("i")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert view.last_code[:2] == ("asm", k) and f"instr_{k}:" in view.last_code[2]
         await pilot.press("i")
         # run to first divergence: LLVM agrees with the interpreter on the sample model
         await pilot.press("r")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.press("d")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert dbg.finished and dbg.divergence is None
         assert dbg.stop_reason.startswith(f"no divergence, {len(dbg.instrs)} instructions")
         # a breakpoint on an op kind (the palette entry), then continue
         await pilot.press("r")
-        await _workers(app)
+        await settle(app, pilot)
         kinds = [ins["kind"] for ins in dbg.instrs]
         kind = "relu" if "relu" in kinds else kinds[-1]
         cb = next(cb for text, cb, _ in entries(app) if text == f"Break on op: {kind}")
@@ -434,22 +403,22 @@ async def test_llvm_debugger_on_the_default_model():
         await pilot.pause()
         await pilot.click("#debug-table")
         await pilot.press("c")
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert dbg.instrs[dbg.pc]["kind"] == kind and kind in dbg.stop_reason
         first = dbg.pc
         await pilot.press("c")
-        await _workers(app)
+        await settle(app, pilot)
         assert dbg.finished or (dbg.pc > first and dbg.instrs[dbg.pc]["kind"] == kind)
         # a breakpoint on a write to a buffer
         await pilot.press("r")
-        await _workers(app)
+        await settle(app, pilot)
         buf = dbg.written_buffers(dbg._writes(first))[0]
         app.break_on_write(buf)
         app.break_on_op(kind)  # off again
         await pilot.click("#debug-table")
         await pilot.press("c")
-        await _workers(app)
+        await settle(app, pilot)
         assert buf in dbg.stop_reason and buf in dbg.written_buffers(dbg._writes(dbg.pc))
 
 
@@ -466,17 +435,16 @@ async def test_resnet50_shaped_model_stage_switching(tmp_path):
     path = write_model("resnet50", tmp_path, image=64, classes=10)
     app = GlowvizApp(str(path))
     async with app.run_test(size=SIZE) as pilot:
-        await _ready(app, pilot)
+        await ready(app, pilot)
         main = _main(app)
-        if app.session.error is not None:
-            pytest.skip(app.session.error.headline())
+        assert app.session.error is None, app.session.error.headline()
         assert len(app.session.stages) > 10
         assert sum(r["op"] == "Conv" for r in app.session.graph_nodes(0)) == 53
         await pilot.click("#pipeline-table")
         for k, (tab, _title, _cls) in enumerate(VIEWS):
             await pilot.press(str(k + 1))
             await pilot.pause()
-            await _workers(app)
+            await settle(app, pilot)
             await pilot.click("#pipeline-table")
             before = main.index
             await pilot.press("p", "p", "n")

@@ -4,10 +4,9 @@ and the changed buffers; bad paths show one error line and the IDE keeps working
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from pathlib import Path
 
+from ide_helpers import ready, run_async, settle
 from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp
@@ -17,14 +16,6 @@ from glowviz.session import CompileSession
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "sample_models" / "transformer_block.onnx"
 SIZE = (160, 50)
-
-
-def run_async(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def _write_report_without_buffer_sharing(path: Path) -> dict:
@@ -39,26 +30,11 @@ def _write_report_without_buffer_sharing(path: Path) -> dict:
     return report
 
 
-async def _workers(app):
-    from textual.worker import WorkerState
-
-    for _ in range(500):
-        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
-            return
-        await asyncio.sleep(0.02)
-
-
 async def _ready(app, pilot) -> MainScreen:
-    for _ in range(400):
-        await pilot.pause(0.05)
-        if app.session.done and isinstance(app.screen, MainScreen):
-            break
-    await _workers(app)
-    await pilot.pause()
-    main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
+    main = await ready(app, pilot)
     await pilot.press("6")  # the Memory view (focuses its table)
     await pilot.pause()
-    await _workers(app)
+    await settle(app, pilot)
     assert main.query_one(TabbedContent).active == "memory"
     return main
 
@@ -69,7 +45,7 @@ async def _compare_with(app, pilot, spec: str) -> None:
     assert type(app.screen).__name__ == "CompareReportScreen"
     await pilot.press(*spec, "enter")
     await pilot.pause()
-    await _workers(app)
+    await settle(app, pilot)
     await pilot.pause()
 
 
@@ -85,7 +61,7 @@ async def test_compare_with_a_report_without_buffer_sharing(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         main = await _ready(app, pilot)
         view = main.view("memory")
-        base_peak = view.data["peak_bytes"]
+        base_peak = view.report.peak_bytes
         assert other["peak_bytes"] > base_peak  # without buffer sharing the peak grows
         await _compare_with(app, pilot, str(path))
         assert isinstance(app.screen, MainScreen)
@@ -145,11 +121,11 @@ async def test_bad_paths_show_one_error_line_and_the_app_keeps_working(tmp_path)
         # the app keeps working: A (compare allocator) uses the same side-by-side display
         await pilot.press("A")
         await pilot.pause()
-        await _workers(app)
+        await settle(app, pilot)
         await pilot.pause()
         assert view.comparison is not None and view.has_class("comparing")
         assert "comparing with" in _status(view)
-        assert view.comparison["other"]["map"]["buffers"]
+        assert view.comparison["other"]["report"].buffers
 
 
 @run_async

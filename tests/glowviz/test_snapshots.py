@@ -3,32 +3,18 @@ accept a deliberate change)."""
 
 from __future__ import annotations
 
-from ide_helpers import make_fake_session
+from ide_helpers import make_fake_session, settle
 
 from glowviz.app import GlowvizApp
 
 SIZE = (160, 50)
 
 
-async def _workers(app):
-    import asyncio
-
-    from textual.worker import WorkerState
-
-    for _ in range(200):
-        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
-            return
-        await asyncio.sleep(0.02)
-
-
 async def _settle(pilot):
     app = pilot.app
-    for _ in range(100):
+    while not app.session.done:
         await pilot.pause(0.05)
-        if app.session.done:
-            break
-    await _workers(app)
-    await pilot.pause()
+    await settle(app, pilot)
 
 
 def _app(failing: bool = False) -> GlowvizApp:

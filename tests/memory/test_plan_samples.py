@@ -11,7 +11,7 @@ import pytest
 
 from compiler.lir.pipeline import DEFAULT_LIR_PASSES
 from compiler.memory.plan import check_plan, plan_memory
-from compiler.memory.report import SCHEMA, format_report, memory_report
+from compiler.memory.report import SCHEMA, MemoryReport, format_report, memory_report
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, compile_model
 
@@ -108,7 +108,7 @@ def test_report_schema() -> None:
             ("reason", str),
         ]:
             assert isinstance(b[key], typ), key
-    text = format_report(rep)
+    text = format_report(MemoryReport.from_json(rep))
     assert "lower bound" in text and "ratio 1.000" in text
 
 

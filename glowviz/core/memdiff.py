@@ -1,4 +1,5 @@
-"""Compare two memory reports (`glowviz.memory/1`): the regression check behind `glowviz mem-diff`.
+"""Compare two memory reports (`MemoryReport`, `glowviz.memory/1`): the one memory diff, behind
+`glowviz mem-diff` and the IDE's memory comparison (core layer).
 
 Each side is a report JSON file, a model (`.onnx`, compiled with the default options) or a model
 with a configuration, `model.onnx:scheduler=topological,allocator=first-fit,disable=buffer-sharing`
@@ -32,39 +33,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import CompilerError
+from compiler.memory.report import MemoryReport, ReportBuffer, ReportError
 
 SCHEMA = "glowviz.memdiff/1"
-REPORT_SCHEMA = "glowviz.memory/1"
-_BUFFER_KEYS = ("name", "size", "offset", "first", "last")
 CONFIG_KEYS = ("scheduler", "allocator", "disable", "input")
 
 
-class MemDiffInputError(CompilerError):
+class MemDiffInputError(ReportError):
     """A side of mem-diff is missing, not JSON, not a glowviz.memory/1 report, or a bad spec."""
-
-
-def validate_report(data: Any, source: str) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise MemDiffInputError(f"{source}: not a glowviz.memory/1 report (a JSON object)")
-    if data.get("schema") != REPORT_SCHEMA:
-        raise MemDiffInputError(
-            f"{source}: schema is {data.get('schema')!r}, expected {REPORT_SCHEMA!r}"
-        )
-    for key in ("peak_bytes", "lower_bound_bytes", "no_reuse_bytes"):
-        if not isinstance(data.get(key), int):
-            raise MemDiffInputError(f"{source}: '{key}' missing or not an integer")
-    bufs = data.get("buffers")
-    if not isinstance(bufs, list):
-        raise MemDiffInputError(f"{source}: 'buffers' missing or not a list")
-    for i, b in enumerate(bufs):
-        if (
-            not isinstance(b, dict)
-            or not isinstance(b.get("name"), str)
-            or not all(isinstance(b.get(k), int) for k in _BUFFER_KEYS[1:])
-        ):
-            raise MemDiffInputError(f"{source}: buffers[{i}] needs name, size, offset, first, last")
-    return data
 
 
 def split_spec(spec: str) -> tuple[str, dict[str, str]]:
@@ -86,8 +62,8 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
     return path, config
 
 
-def load_side(spec: str, input_shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
-    """A report dict for one side (with a `source` key added for the diff)."""
+def load_side(spec: str, input_shapes: dict[str, tuple[int, ...]] | None = None) -> MemoryReport:
+    """The report of one side, its `source` set to `spec`."""
     path, config = split_spec(spec)
     p = Path(path)
     if not p.exists():
@@ -103,16 +79,18 @@ def load_side(spec: str, input_shapes: dict[str, tuple[int, ...]] | None = None)
             raise MemDiffInputError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from None
         except OSError as e:
             raise MemDiffInputError(f"cannot read {path}: {e.strerror}") from None
-        report = validate_report(data, path)
-    return {**report, "source": spec}
+        try:
+            report = MemoryReport.from_json(data, path)
+        except ReportError as e:
+            raise MemDiffInputError(e.message, hint=e.hint) from None
+    return report.with_source(spec)
 
 
 def report_for_model(
     path: str, config: dict[str, str], input_shapes: dict[str, tuple[int, ...]]
-) -> dict[str, Any]:
-    from compiler.memory.report import memory_report
+) -> MemoryReport:
     from compiler.pipeline import CompileOptions, compile_model
-    from glowviz.cli import parse_shape_args
+    from glowviz.core.shapes import parse_shape_args
 
     shapes = dict(input_shapes)
     if config.get("input"):
@@ -127,7 +105,9 @@ def report_for_model(
     result = compile_model(path, options)
     if result.plan is None:
         raise MemDiffInputError(f"{path}: the pipeline produced no memory plan")
-    return memory_report(result.plan, result.lir, path, options.scheduler, options.allocator)
+    return MemoryReport.from_plan(
+        result.plan, result.lir, path, options.scheduler, options.allocator
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,70 +120,45 @@ def _delta(old: int, new: int) -> dict[str, Any]:
     return {"old": old, "new": new, "delta": new - old, "pct": pct}
 
 
-def _peak_info(report: dict[str, Any]) -> tuple[int, list[str]]:
-    bufs = report["buffers"]
-    at = report.get("peak_instruction")
-    if not isinstance(at, int) or at < 0:
-        n = max((b["last"] for b in bufs), default=-1) + 1
-        diff = [0] * (n + 1)
-        for b in bufs:
-            diff[b["first"]] += b["size"]
-            diff[b["last"] + 1] -= b["size"]
-        best, acc, at = -1, 0, -1
-        for i in range(n):
-            acc += diff[i]
-            if acc > best:
-                best, at = acc, i
-    live = report.get("live_at_peak")
-    if not isinstance(live, list):
-        live = [
-            b["name"]
-            for b in sorted(
-                (b for b in bufs if b["first"] <= at <= b["last"]),
-                key=lambda b: (-b["size"], b["name"]),
-            )
-        ]
-    return at, live
-
-
-def _side(report: dict[str, Any]) -> dict[str, Any]:
-    at, live = _peak_info(report)
+def _side(report: MemoryReport) -> dict[str, Any]:
     return {
-        "source": report.get("source", ""),
-        "model": report.get("model", ""),
-        "scheduler": report.get("scheduler", ""),
-        "allocator": report.get("allocator", ""),
-        "peak_bytes": report["peak_bytes"],
-        "lower_bound_bytes": report["lower_bound_bytes"],
-        "no_reuse_bytes": report["no_reuse_bytes"],
-        "peak_instruction": at,
-        "live_at_peak": live,
-        "buffers": len(report["buffers"]),
+        "source": report.source,
+        "model": report.model,
+        "scheduler": report.scheduler,
+        "allocator": report.allocator,
+        "peak_bytes": report.peak_bytes,
+        "lower_bound_bytes": report.lower_bound_bytes,
+        "no_reuse_bytes": report.no_reuse_bytes,
+        "peak_instruction": report.peak_instruction,
+        "live_at_peak": list(report.live_at_peak),
+        "buffers": len(report.buffers),
     }
 
 
-def _index_by(side: dict[str, dict[str, Any]], key: str) -> dict[str, list[str]]:
+#: How buffers are matched when their names differ, in order (each only when unique).
+_MATCH_KEYS = ("producer", "instruction")
+
+
+def _index_by(side: dict[str, ReportBuffer], key: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for n, b in side.items():
-        v = b.get(key)
-        if isinstance(v, str) and v:
+        v = getattr(b, key)
+        if v:
             out.setdefault(v, []).append(n)
     return out
 
 
 def match_buffers(
-    old: list[dict[str, Any]], new: list[dict[str, Any]]
-) -> tuple[
-    list[tuple[dict[str, Any], dict[str, Any], str]], list[dict[str, Any]], list[dict[str, Any]]
-]:
+    old: tuple[ReportBuffer, ...], new: tuple[ReportBuffer, ...]
+) -> tuple[list[tuple[ReportBuffer, ReportBuffer, str]], list[ReportBuffer], list[ReportBuffer]]:
     """(matched (old, new, how), vanished, appeared)."""
-    pairs: list[tuple[dict[str, Any], dict[str, Any], str]] = []
-    left = {b["name"]: b for b in old}
-    right = {b["name"]: b for b in new}
+    pairs: list[tuple[ReportBuffer, ReportBuffer, str]] = []
+    left = {b.name: b for b in old}
+    right = {b.name: b for b in new}
     for name in list(left):
         if name in right:
             pairs.append((left.pop(name), right.pop(name), "name"))
-    for key in ("producer", "instruction"):
+    for key in _MATCH_KEYS:
         li, ri = _index_by(left, key), _index_by(right, key)
         for v, names in sorted(li.items()):
             if len(names) == 1 and len(ri.get(v, ())) == 1:
@@ -211,38 +166,39 @@ def match_buffers(
     return pairs, list(left.values()), list(right.values())
 
 
-def _buf(b: dict[str, Any]) -> dict[str, Any]:
+def _buf(b: ReportBuffer) -> dict[str, Any]:
     return {
-        "name": b["name"],
-        "size": b["size"],
-        "first": b["first"],
-        "last": b["last"],
-        "producer": b.get("producer", ""),
+        "name": b.name,
+        "size": b.size,
+        "first": b.first,
+        "last": b.last,
+        "producer": b.producer,
     }
 
 
 def diff_reports(
-    old: dict[str, Any], new: dict[str, Any], fail_above: float | None = None
+    old: MemoryReport, new: MemoryReport, fail_above: float | None = None
 ) -> dict[str, Any]:
-    pairs, vanished, appeared = match_buffers(old["buffers"], new["buffers"])
+    """The `glowviz.memdiff/1` data of OLD -> NEW (see the module docstring)."""
+    pairs, vanished, appeared = match_buffers(old.buffers, new.buffers)
     changes = []
     for a, b, how in pairs:
         changes.append(
             {
-                "old": a["name"],
-                "new": b["name"],
+                "old": a.name,
+                "new": b.name,
                 "matched_by": how,
-                "old_size": a["size"],
-                "new_size": b["size"],
-                "size_delta": b["size"] - a["size"],
-                "old_first": a["first"],
-                "old_last": a["last"],
-                "new_first": b["first"],
-                "new_last": b["last"],
-                "lifetime_delta": (b["last"] - b["first"]) - (a["last"] - a["first"]),
-                "old_offset": a["offset"],
-                "new_offset": b["offset"],
-                "producer": b.get("producer") or a.get("producer", ""),
+                "old_size": a.size,
+                "new_size": b.size,
+                "size_delta": b.size - a.size,
+                "old_first": a.first,
+                "old_last": a.last,
+                "new_first": b.first,
+                "new_last": b.last,
+                "lifetime_delta": (b.last - b.first) - (a.last - a.first),
+                "old_offset": a.offset,
+                "new_offset": b.offset,
+                "producer": b.producer or a.producer,
             }
         )
     by = {"name": 0, "producer": 0, "instruction": 0}
@@ -266,8 +222,8 @@ def diff_reports(
         (c for c in changes if c["old_offset"] != c["new_offset"]),
         key=lambda c: (-(c["new_offset"] + c["new_size"]), c["new"]),
     )
-    peak = _delta(old["peak_bytes"], new["peak_bytes"])
-    regions_old, regions_new = old.get("regions") or {}, new.get("regions") or {}
+    peak = _delta(old.peak_bytes, new.peak_bytes)
+    regions_old, regions_new = old.regions, new.regions
     regions = {
         k: _delta(int(regions_old.get(k, 0)), int(regions_new.get(k, 0)))
         for k in ("constant", "mutable", "activations")
@@ -281,8 +237,8 @@ def diff_reports(
         "old": _side(old),
         "new": _side(new),
         "peak": peak,
-        "lower_bound": _delta(old["lower_bound_bytes"], new["lower_bound_bytes"]),
-        "no_reuse": _delta(old["no_reuse_bytes"], new["no_reuse_bytes"]),
+        "lower_bound": _delta(old.lower_bound_bytes, new.lower_bound_bytes),
+        "no_reuse": _delta(old.no_reuse_bytes, new.no_reuse_bytes),
         "regions": regions,
         "buffers": {
             "matched": len(pairs),
@@ -430,6 +386,6 @@ __all__ = [
     "format_diff",
     "load_side",
     "match_buffers",
+    "report_for_model",
     "split_spec",
-    "validate_report",
 ]
