@@ -29,6 +29,7 @@ class Executor(Protocol):
     """A runnable compiled model."""
 
     kind: str
+    aliases: dict[str, str]  # ONNX input name -> input placeholder name, where they differ
     input_names: list[str]
     output_names: list[str]
     input_types: dict[str, TensorType]

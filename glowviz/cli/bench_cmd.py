@@ -216,10 +216,10 @@ def bench_model(
     proto = load_model(model)
     if batch is not None:
         proto = _with_batch(proto, batch)
-    res: dict[str, Any] = {"model": str(model) if not hasattr(model, "graph") else "<proto>"}
+    res: dict[str, Any] = {"model": str(model) if isinstance(model, str | Path) else "<proto>"}
     result, executor, t_front = _compile(proto, input_shapes or {}, kind)
     res["frontend_s"] = t_front
-    lir = getattr(result, "lir", None)
+    lir = result.lir
     if lir is not None:
         res["instructions"] = len(lir.code)
         res["flops"] = lir_flops(lir)
@@ -228,10 +228,7 @@ def bench_model(
     if vs == "onnxruntime":
         sess = _ort_session(proto, threads)
         ort_inputs = {
-            i.name: inputs[executor.aliases.get(i.name, i.name)]
-            if hasattr(executor, "aliases")
-            else inputs[i.name]
-            for i in sess.get_inputs()
+            i.name: inputs[executor.aliases.get(i.name, i.name)] for i in sess.get_inputs()
         }
     # Warm up, then alternate.
     ours = executor.run(inputs)

@@ -1,4 +1,4 @@
-"""Export the current view through `glowviz.exports` (when that module is present): the file
+"""Export the current view through `glowviz.exports`: the file
 goes to ./glowviz-exports/, rendered in a worker, with the current theme."""
 
 from __future__ import annotations

@@ -164,9 +164,7 @@ class DebuggerView(Vertical):
         else:
             out.append(f"[{dbg.executor_name}]", style="bold green")
         if dbg.reference is not None:
-            out.append(
-                f" vs {getattr(dbg.reference, 'name', 'reference')} in lock-step", style="dim"
-            )
+            out.append(f" vs {dbg.reference.name} in lock-step", style="dim")
         out.append("  ")
         out.append("finished" if dbg.finished else f"pc {dbg.pc}/{len(dbg.instrs)}", "bold")
         reason_style = "bold red" if dbg.divergence or "error" in dbg.stop_reason else ""
@@ -290,7 +288,7 @@ class DebuggerView(Vertical):
     def _comparison(self) -> Text:
         dbg = self.dbg
         assert dbg is not None
-        ref = getattr(dbg.reference, "name", None)
+        ref = dbg.reference.name if dbg.reference is not None else None
         if ref is None:
             why = "no reference executor" + (
                 " (the interpreter is the primary)" if dbg.fallback_error else ""
@@ -372,7 +370,7 @@ class DebuggerView(Vertical):
         lines = text.splitlines()
         more = len(lines) - MAX_CODE_LINES
         shown = "\n".join(lines[:MAX_CODE_LINES])
-        dark = getattr(self.app.current_theme, "dark", True)
+        dark = self.app.current_theme.dark
         head = Text(f"#{k} {dbg.instrs[k]['kind']}", style="bold")
         strat = dbg.strategy(k)
         if strat:

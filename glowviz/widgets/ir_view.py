@@ -74,10 +74,11 @@ class IRTextArea(TextArea):
 
     def _ir_styles(self) -> dict[str, Style]:
         t = self.app.current_theme
-        dark = getattr(t, "dark", True)
+        dark = t.dark
 
         def c(name: str, fallback: str) -> str:
-            return getattr(t, name, None) or fallback
+            # Textual's own themes may leave a colour unset; glowviz's theme files set them all.
+            return getattr(t, name) or fallback
 
         return {
             "gv.value": Style(color=c("primary", "#5fafff")),

@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import RowDoesNotExist
 
 from compiler.memory.report import ReportBuffer
 from glowviz import themes
@@ -88,7 +89,7 @@ class LifetimesView(Vertical):
         t = self.query_one("#lifetimes-table", DataTable)
         try:
             t.move_cursor(row=t.get_row_index(name))
-        except Exception:  # noqa: BLE001
+        except RowDoesNotExist:  # not in this table (e.g. another stage's buffer)
             return False
         return True
 

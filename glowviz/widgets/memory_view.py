@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import RowDoesNotExist
 
 from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport
@@ -211,7 +212,7 @@ class MemoryView(Vertical):
         t = self.query_one("#memory-table", DataTable)
         try:
             t.move_cursor(row=t.get_row_index(name))
-        except Exception:  # noqa: BLE001
+        except RowDoesNotExist:  # not in this table (e.g. another stage's buffer)
             return False
         return True
 
@@ -231,14 +232,14 @@ class MemoryView(Vertical):
     # -- comparison with another allocator / scheduler ----------------------------------------
     def action_cycle_allocator(self) -> None:
         names = allocator_names()
-        cur = getattr(self.session.options, "allocator", None) if self.session else None
+        cur = self.session.options.allocator if self.session and self.session.options else None
         others = [n for n in names if n != cur] or names
         self._alloc_k = (self._alloc_k + 1) % len(others)
         self.compare(allocator=others[self._alloc_k - 1])
 
     def action_cycle_scheduler(self) -> None:
         names = scheduler_names()
-        cur = getattr(self.session.options, "scheduler", None) if self.session else None
+        cur = self.session.options.scheduler if self.session and self.session.options else None
         others = [n for n in names if n != cur] or names
         self._sched_k = (self._sched_k + 1) % len(others)
         self.compare(scheduler=others[self._sched_k - 1])

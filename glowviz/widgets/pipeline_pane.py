@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Checkbox, DataTable, Input, Label
+from textual.widgets.data_table import RowDoesNotExist
 
 from glowviz.session import StageRecord
 
@@ -107,7 +108,7 @@ class PipelinePane(Vertical):
         self.selected = index
         try:
             row = t.get_row_index(str(index))
-        except Exception:  # noqa: BLE001 - the stage is filtered out
+        except RowDoesNotExist:  # the stage is filtered out
             row = None
         if row is not None and t.cursor_row != row:
             self._syncing = True
