@@ -46,6 +46,16 @@ class ReportBuffer:
     def live_at(self, index: int) -> bool:
         return self.first <= index <= self.last
 
+    def placement(self) -> dict[str, int | str]:
+        """Where and when, as JSON: the keys every report schema starts a buffer with."""
+        return {
+            "name": self.name,
+            "size": self.size,
+            "offset": self.offset,
+            "first": self.first,
+            "last": self.last,
+        }
+
 
 @dataclass(frozen=True)
 class MemoryReport:
@@ -233,11 +243,7 @@ class MemoryReport:
             "no_reuse_bytes": self.no_reuse_bytes,
             "buffers": [
                 {
-                    "name": b.name,
-                    "size": b.size,
-                    "offset": b.offset,
-                    "first": b.first,
-                    "last": b.last,
+                    **b.placement(),
                     "producer": b.producer,
                     "reason": b.reason,
                     "instruction": b.instruction,

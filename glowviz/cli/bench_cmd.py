@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import CompilerError
+from glowviz.cli.common import add_common_model_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,13 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ORT_ENABLE_ALL) on the same inputs, alternating, and report medians, "
         "the ratio, GFLOP/s and compile times.",
     )
-    p.add_argument("model", help="path to an ONNX model")
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        metavar="NAME=1x3x224x224",
-        help="concrete shape for an input with symbolic dims (repeatable)",
-    )
+    add_common_model_args(p)
     p.add_argument("--executor", default="llvm", help="executor to time (default: llvm)")
     p.add_argument(
         "--vs",

@@ -58,11 +58,7 @@ def memory_data(report: MemoryReport, *, stage: str | None = None) -> dict[str, 
         "live_bytes": report.live_bytes,
         "buffers": [
             {
-                "name": b.name,
-                "size": b.size,
-                "offset": b.offset,
-                "first": b.first,
-                "last": b.last,
+                **b.placement(),
                 "producer": b.instruction,
                 "node": b.node,
                 "category": b.category,

@@ -84,3 +84,10 @@ async def ready(app, pilot):
         await pilot.pause(0.05)
     await settle(app, pilot)
     return next(s for s in app.screen_stack if isinstance(s, MainScreen))
+
+
+async def until(pilot, condition) -> None:
+    """Let the app run until `condition()` holds (things Textual does after a refresh, such as
+    moving the focus). No time limit of its own: pytest-timeout bounds every test."""
+    while not condition():
+        await pilot.pause(0.02)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ide_helpers import ROOT, make_fake_session, ready, run_async, settle
+from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
 from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp
@@ -31,8 +31,10 @@ async def test_every_view_renders():
             await pilot.pause()
             await settle(app, pilot)
             assert main.query_one(TabbedContent).active == tab
-            # keys go to the view just shown, never to the pipeline's filter box
-            assert app.focused is not None and main.view(tab) in app.focused.ancestors_with_self
+            # keys go to the view just shown (focused after the next refresh), never to the
+            # pipeline's filter box
+            await until(pilot, lambda: app.focused is not None)
+            assert main.view(tab) in app.focused.ancestors_with_self, (tab, app.focused)
         assert main.view("schedule").schedules[0].peak_bytes == 2048
         assert main.view("memory").report.gap_bytes == 0
         assert main.view("lifetimes").buffers
