@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -57,6 +57,7 @@ class MainScreen(Screen):
         self.session = session
         self.index: int | None = None
         self._shown: dict[str, tuple[int, int | None]] = {}
+        self._focus_pending: str | None = None  # the view to focus once its tab is shown
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -157,6 +158,11 @@ class MainScreen(Screen):
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
         self.refresh_active_view()
+        if event.pane.id is not None and event.pane.id == self._focus_pending:
+            # Focus once the pane is displayed: focusing a widget of a still-hidden pane is a
+            # no-op, and hiding the old pane then blurs its widget, leaving no focus at all.
+            self._focus_pending = None
+            self.call_after_refresh(self._focus_view, event.pane.id)
 
     def active_view_id(self) -> str:
         return self.query_one(TabbedContent).active or "graph"
@@ -191,8 +197,27 @@ class MainScreen(Screen):
         self.query_one("#pipeline-filter").focus()
 
     def action_show_view(self, tab_id: str) -> None:
-        self.query_one(TabbedContent).active = tab_id
-        self.call_after_refresh(self._focus_view, tab_id)
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == tab_id:
+            self.call_after_refresh(self._focus_view, tab_id)
+        else:
+            self._focus_pending = tab_id  # focused when TabActivated says it is shown
+            tabs.active = tab_id
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        self.call_after_refresh(self._keep_focus)
+
+    def _keep_focus(self) -> None:
+        """Never leave the workspace without focus, or with the focus in a hidden tab: when the
+        focused widget was hidden (a Hide can reach a view's widget after its tab was shown and
+        the widget focused, and Textual then moves the focus to a sibling or to nothing),
+        focus the active view again."""
+        focused = self.focused
+        hidden = focused is not None and not all(
+            getattr(node, "display", True) for node in focused.ancestors_with_self
+        )
+        if self.is_current and (focused is None or hidden):
+            self._focus_view(self.active_view_id())
 
     def _focus_view(self, tab_id: str) -> None:
         """Keys go to the view just shown (its table or text), not to the filter box."""
