@@ -11,7 +11,8 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import human_bytes
 from compiler.pipeline import CompileOptions, compile_model
 from compiler.scheduling import SCHEDULERS
-from glowviz.cli import add_common_model_args, parse_shape_args
+from glowviz.cli.common import add_common_model_args
+from glowviz.core.shapes import parse_shape_args
 
 # Not offered yet: `--quantize PROFILE` (int8 bundles) arrives with the quantization issue,
 # which brings the profile format and the int8 pipeline it selects. Until then argparse

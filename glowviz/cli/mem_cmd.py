@@ -97,7 +97,7 @@ def run_header(args: argparse.Namespace) -> int:
     from compiler.backends.llvm.bundle_header import format_bundle, read_header_report
 
     report = read_header_report(Path(args.model).read_text(errors="replace"), args.model)
-    print(format_report(report, top=args.top))
+    print(format_report(MemoryReport.from_json(report, args.model), top=args.top))
     print(format_bundle(report))
     if args.json:
         write_json(args.json, report)

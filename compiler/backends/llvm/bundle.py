@@ -159,7 +159,7 @@ def _constant_region(lir: LIRFunction, plan: MemoryPlan, program: Program, read:
 
 
 def _tensors(result: Any, plan: MemoryPlan) -> tuple[list[BundleTensor], list[BundleTensor]]:
-    from compiler.executors import io_specs
+    from compiler.runtime import io_specs
 
     in_specs, out_specs, _ = io_specs(result.module)
     onnx_name = {p: o for o, p in result.module.meta.get("onnx_inputs", ())}
