@@ -87,8 +87,7 @@ def convert_param_activation(ctx: NodeContext) -> list[Value | None]:
     if op == "Celu":
         # celu(x) = max(0, x) + min(0, alpha * (exp(x / alpha) - 1)) = alpha * elu(x / alpha)
         ctx.check_attrs({"alpha": None})
-        alpha = np.float32(_float_attr(ctx, "alpha", 1.0))
-        a = ctx.scalar_like(x, alpha, "alpha")
+        a = ctx.scalar_like(x, float(np.float32(_float_attr(ctx, "alpha", 1.0))), "alpha")
         e = ctx.create(
             "Elu", [ctx.create("Div", [x, a], suffix="scaled")], {"alpha": 1.0}, suffix="elu"
         )

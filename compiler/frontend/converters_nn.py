@@ -606,11 +606,12 @@ def convert_gemm(ctx: NodeContext) -> list[Value | None]:
         and (c.type.rank < 2 or c.type.shape[0] == 1)
     )
     if alpha == 1.0 and vector_bias:
+        bias: Value
         if c is None:
             bias = ctx.constant(np.zeros((n,), np.float32), suffix="bias")
         elif c.type.shape == (n,):
             bias = c
-        elif isinstance(c, Constant):
+        elif isinstance(c, Constant) and c.data is not None:  # the importer's always have data
             bias = ctx.constant(np.broadcast_to(c.data.reshape(-1), (n,)).copy(), suffix="bias")
         else:
             bias = ctx.create(

@@ -314,7 +314,7 @@ def convert_split(ctx: NodeContext) -> list[Value | None]:
         raise ctx.unsupported(f"split {split} does not fit dim {dim} into {n} outputs")
     if n == 1:
         return [x]
-    return ctx.create_multi("Split", [x], {"axis": axis, "splits": split})
+    return [*ctx.create_multi("Split", [x], {"axis": axis, "splits": split})]
 
 
 def normalize_slice(
@@ -370,7 +370,7 @@ def convert_gather(ctx: NodeContext) -> list[Value | None]:
     axis = norm_axis(ctx, int(ctx.attr("axis", 0)), data.type.rank)
     if isinstance(idx, Constant):
         n = data.type.shape[axis]
-        arr = idx.data
+        arr = ctx.require_const(1, "indices")
         if np.any(arr < -n) or np.any(arr >= n):
             raise ctx.unsupported(f"indices out of range for dim {n}")
         if np.any(arr < 0):
@@ -502,8 +502,9 @@ def _nearest_is_ambiguous(n_in: int, n_out: int, scale: float, ctm: str, mode: s
     boundary, which happens with scales that are not exactly out/in."""
     picks = []
     for dt in (np.float32, np.float64):
-        x = np.arange(n_out, dtype=dt)
+        x: np.ndarray = np.arange(n_out, dtype=dt)
         sc = dt(scale)
+        xs: np.ndarray
         if ctm == "asymmetric":
             xs = x / sc
         elif ctm == "half_pixel_symmetric":
@@ -525,8 +526,7 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
     in_shape = x.type.shape
     if ctx.opset < 11:
         ctx.check_attrs({"mode": ("nearest", "linear")})
-        scales = ctx.require_const(1, "scales").astype(np.float64).reshape(-1)
-        return [_resize_old(ctx, x, scales)]
+        return [_resize_old(ctx, x, ctx.require_const(1, "scales").astype(np.float64).reshape(-1))]
     ctx.check_attrs(
         {
             "mode": ("nearest", "linear", "cubic"),
@@ -570,10 +570,11 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
                 factors[a] = common
                 out[a] = int(common * in_shape[a] + 0.5)
     else:
-        vals = [float(s) for s in scales.reshape(-1)]
-        if len(vals) != len(axes):
-            raise ctx.unsupported(f"scales {vals} do not match axes {axes}")
-        for a, s in zip(axes, vals):
+        assert scales is not None  # exactly one of the two, checked above
+        fvals = [float(s) for s in scales.reshape(-1)]
+        if len(fvals) != len(axes):
+            raise ctx.unsupported(f"scales {fvals} do not match axes {axes}")
+        for a, s in zip(axes, fvals):
             if s <= 0:
                 raise ctx.unsupported(f"scale {s} is not positive")
             out[a] = int(math.floor(in_shape[a] * s))

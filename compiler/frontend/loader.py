@@ -151,8 +151,11 @@ def _per_channel_prelu_slopes(model: onnx.ModelProto) -> bool:
         for n in model.graph.node
         if n.op_type == "PRelu" and n.domain in ("", "ai.onnx") and len(n.input) > 1
     ]
-    slopes = [(n, inits.get(n.input[1])) for n in prelus]
-    slopes = [(n, t) for n, t in slopes if t is not None and len(t.dims) == 1 and t.dims[0] > 1]
+    slopes = [
+        (n, t)
+        for n in prelus
+        if (t := inits.get(n.input[1])) is not None and len(t.dims) == 1 and t.dims[0] > 1
+    ]
     if not slopes:
         return False
     try:

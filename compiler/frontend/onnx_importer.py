@@ -7,6 +7,7 @@ spot with the reference kernels, so shape computations never reach the graph.
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -220,7 +221,7 @@ class NodeContext:
         return self.constant(np.array(x, dtype=v.type.np_dtype), suffix=suffix)
 
     def unsupported(
-        self, message: str, kind: type[UnsupportedError] = UnsupportedError
+        self, message: str, kind: builtins.type[UnsupportedError] = UnsupportedError
     ) -> UnsupportedError:
         """The error to raise; `kind` says what is missing (UnsupportedTypeError: a dtype)."""
         return kind(
@@ -332,7 +333,7 @@ class Importer:
         name = base if suffix is None else f"{base}.{suffix}"
         opdef = get_op(op)
         full = opdef.normalize_attrs(attrs, node_name=name)
-        types = opdef.infer([v.type for v in operands], full, name)
+        types = opdef.infer_types([v.type for v in operands], full, name)
         if (
             operands
             and all(isinstance(v, Constant) for v in operands)
@@ -342,7 +343,9 @@ class Importer:
             fake = SimpleNamespace(
                 op=op, name=name, attrs=full, results=[SimpleNamespace(type=t) for t in types]
             )
-            outs = evaluate(fake, [v.data for v in operands])
+            outs = evaluate(
+                fake, [v.data for v in operands if isinstance(v, Constant) and v.data is not None]
+            )
             return [
                 self.detached_constant(name if len(outs) == 1 else f"{name}#{i}", a)
                 for i, a in enumerate(outs)
@@ -403,8 +406,8 @@ class Importer:
             p = Placeholder(pname, v.type, is_output=True)
             self.module.placeholders[pname] = p
             self.attach(v)
-            node = self.fn.create("Save", [v, p], name=f"save_{pname}", origin=[o.name])
-            node.meta["onnx_node"] = o.name
+            save = self.fn.create("Save", [v, p], name=f"save_{pname}", origin=[o.name])
+            save.meta["onnx_node"] = o.name
             onnx_outputs.append((o.name, pname))
         self.module.meta["onnx_inputs"] = onnx_inputs
         self.module.meta["onnx_outputs"] = onnx_outputs
@@ -498,14 +501,14 @@ class Importer:
             return TensorType(elem, dims)
         if not tt.HasField("shape"):
             return TensorType(elem, given)
-        dims = declared_dims(tt)
-        if len(given) != len(dims):
+        declared = declared_dims(tt)
+        if len(given) != len(declared):
             raise ShapeError(
                 f"input_shapes gives '{vi.name}' rank {len(given)} "
                 f"({'x'.join(map(str, given))}), the model declares rank "
-                f"{len(dims)} ({format_dims(tt)})"
+                f"{len(declared)} ({format_dims(tt)})"
             )
-        for i, (g_, d) in enumerate(zip(given, dims)):
+        for i, (g_, d) in enumerate(zip(given, declared)):
             if g_ < 0:
                 raise ShapeError(f"input_shapes gives '{vi.name}' a negative dim {g_}")
             if d is not None and d != g_:

@@ -11,12 +11,15 @@ import hashlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from compiler.graph.types import ElemKind, TensorType
 from compiler.provenance import Journal, ProvenanceRecord
+
+if TYPE_CHECKING:
+    from compiler.graph.ops import OpDef
 
 AttrValue = Any  # int | float | str | bool | tuple[int, ...] | tuple[float, ...]
 
@@ -69,7 +72,7 @@ class Constant(Value):
             type = type or TensorType.of(data)
         assert type is not None
         super().__init__(name, type)
-        self.data = data
+        self.data: np.ndarray | None = data
         self._digest = digest
 
     @property
@@ -122,7 +125,7 @@ class Node:
         return self.results[0]
 
     @property
-    def opdef(self):  # -> OpDef (import cycle avoided)
+    def opdef(self) -> OpDef:
         from compiler.graph.ops import get_op
 
         return get_op(self.op)
@@ -176,7 +179,7 @@ class Function:
         full_attrs = opdef.normalize_attrs(attrs or {}, node_name=name)
         node = Node(op, self.module.unique_name(name or op.lower()), full_attrs)
         if result_types is None:
-            result_types = opdef.infer([v.type for v in operands], full_attrs, node.name)
+            result_types = opdef.infer_types([v.type for v in operands], full_attrs, node.name)
         for i, v in enumerate(operands):
             node.operands.append(v)
             v.users.append((node, i))

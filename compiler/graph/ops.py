@@ -76,6 +76,24 @@ class OpDef:
                 out[key] = _coerce(spec.kind, spec.default)
         return out
 
+    def infer_types(
+        self, types: list[TensorType], attrs: dict[str, Any], node_name: str = "?"
+    ) -> list[TensorType]:
+        """The declared `infer` rule with the operand count checked and its errors naming the
+        op and the node."""
+        n = len(self.operands)
+        if (not self.variadic and len(types) != n) or (self.variadic and len(types) < n):
+            raise VerifyError(
+                f"{self.name} '{node_name}': expected {n}{'+' if self.variadic else ''}"
+                f" operands, got {len(types)}"
+            )
+        try:
+            return self.infer(types, attrs)
+        except (ShapeError, VerifyError) as e:
+            raise type(e)(f"{self.name} '{node_name}': {e.message}") from None
+        except (ValueError, IndexError, ZeroDivisionError) as e:
+            raise ShapeError(f"{self.name} '{node_name}': {e}") from None
+
 
 def _coerce(kind: str, v: Any) -> Any:
     if kind == "int":
@@ -98,29 +116,7 @@ def register(op: OpDef) -> OpDef:
     assert op.name not in _OPS, op.name
     assert op.category in CATEGORIES, f"{op.name}: unknown category '{op.category}'"
     _OPS[op.name] = op
-    # OpDef.infer is called with (types, attrs); keep a uniform signature.
-    object.__setattr__(op, "infer", _wrap_infer(op))
     return op
-
-
-def _wrap_infer(op: OpDef) -> Callable[..., list[TensorType]]:
-    fn = op.infer
-
-    def infer(types: list[TensorType], attrs: dict[str, Any], node_name: str = "?"):
-        n = len(op.operands)
-        if (not op.variadic and len(types) != n) or (op.variadic and len(types) < n):
-            raise VerifyError(
-                f"{op.name} '{node_name}': expected {n}{'+' if op.variadic else ''}"
-                f" operands, got {len(types)}"
-            )
-        try:
-            return fn(types, attrs)
-        except (ShapeError, VerifyError) as e:
-            raise type(e)(f"{op.name} '{node_name}': {e.message}") from None
-        except (ValueError, IndexError, ZeroDivisionError) as e:
-            raise ShapeError(f"{op.name} '{node_name}': {e}") from None
-
-    return infer
 
 
 def get_op(name: str) -> OpDef:

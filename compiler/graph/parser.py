@@ -74,7 +74,9 @@ def parse_attr_value(text: str) -> Any:
 
 
 def _split_attrs(text: str) -> list[tuple[str, str]]:
-    items, depth, cur, in_str = [], 0, [], False
+    items: list[str] = []
+    cur: list[str] = []
+    depth, in_str = 0, False
     prev = ""
     for ch in text:
         if ch == '"' and prev != "\\":

@@ -66,7 +66,7 @@ def verify_module(module: Module) -> None:
                 if (node, i) not in v.users:
                     raise VerifyError(f"use list of %{v.name} misses operand {i} {where}")
             try:
-                expect = opdef.infer([v.type for v in node.operands], node.attrs, node.name)
+                expect = opdef.infer_types([v.type for v in node.operands], node.attrs, node.name)
             except Exception as e:  # noqa: BLE001 - report any inference failure as a verify error
                 raise VerifyError(f"type inference failed: {e} {where}") from None
             got = [r.type for r in node.results]

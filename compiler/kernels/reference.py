@@ -176,7 +176,9 @@ def _prelu(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(a < 0, a * b, a)
 
 
-def _arith(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+def _arith(
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     def k(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
             return fn(a, b)

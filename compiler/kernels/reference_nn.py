@@ -168,7 +168,9 @@ def conv_transpose(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndar
 # -- pooling ----------------------------------------------------------------------------------
 
 
-def _pool_geometry(x: np.ndarray, attrs: dict[str, Any], dil: tuple[int, int]):
+def _pool_geometry(
+    x: np.ndarray, attrs: dict[str, Any], dil: tuple[int, int]
+) -> tuple[int, int, tuple[int, int]]:
     n, c, h, w = x.shape
     kh, kw = attrs["kernel"]
     sh, sw = attrs["strides"]
@@ -320,10 +322,10 @@ def _nearest(xs: np.ndarray, mode: str) -> np.ndarray:
 def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
     """Weights of taps floor(x)-1 .. floor(x)+2 for fractional offsets t (Keys kernel)."""
 
-    def near(d):  # |d| <= 1
+    def near(d: np.ndarray) -> np.ndarray:  # |d| <= 1
         return ((a + 2) * d - (a + 3)) * d * d + 1
 
-    def far(d):  # 1 < |d| < 2
+    def far(d: np.ndarray) -> np.ndarray:  # 1 < |d| < 2
         return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
 
     return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
@@ -374,9 +376,10 @@ def resize(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
             continue
         bshape = [1] * y.ndim
         bshape[ax] = o
-        acc = None
+        acc: np.ndarray | None = None
         for t in range(idx.shape[1]):
             term = np.take(y, idx[:, t], axis=ax) * wts[:, t].reshape(bshape)
             acc = term if acc is None else acc + term
+        assert acc is not None  # at least one tap
         y = acc
     return [np.asarray(y).astype(x.dtype, copy=False)]

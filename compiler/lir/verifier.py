@@ -145,7 +145,7 @@ def _check_types(instr: Instruction, i: int) -> None:
         assert opdef is not None
         ins = [_t(v) for v, _ in ops[1:]]
         try:
-            (expect,) = opdef.infer(ins, attrs, instr.name)
+            (expect,) = opdef.infer_types(ins, attrs, instr.name)
         except Exception as e:  # noqa: BLE001 - any inference failure is a verify error
             raise _err(f"type inference failed: {e}", i, instr) from None
         got = _t(ops[0][0])

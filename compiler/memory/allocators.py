@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from compiler.errors import CompilerError
@@ -110,8 +111,9 @@ class _Layout:
 
     def gaps(self, iv: Interval) -> list[tuple[int, int | None, Interval | None, Interval | None]]:
         """Free ranges (start, end or None for unbounded, buffer below, buffer above)."""
-        out = []
-        cursor, below = 0, None
+        out: list[tuple[int, int | None, Interval | None, Interval | None]] = []
+        cursor = 0
+        below: Interval | None = None
         for lo, hi, p in self.conflicts(iv):
             if lo > cursor:
                 out.append((cursor, lo, below, p))
@@ -248,7 +250,9 @@ def _peak_packed(intervals: Sequence[Interval], peak_at: int) -> tuple[_Layout, 
     return layout, rules
 
 
-def _order_strategy(intervals: Sequence[Interval], peak_at: int, order: str, fit: str):
+def _order_strategy(
+    intervals: Sequence[Interval], peak_at: int, order: str, fit: str
+) -> tuple[_Layout, dict[str, str]]:
     layout, rules = _peak_packed(intervals, peak_at)
     done = set(rules)
     rest = sorted((iv for iv in intervals if iv.name not in done), key=_ORDERS[order])
@@ -259,7 +263,9 @@ def _order_strategy(intervals: Sequence[Interval], peak_at: int, order: str, fit
     return layout, rules
 
 
-def _iterated_peaks(intervals: Sequence[Interval], peak_at: int, fit: str):
+def _iterated_peaks(
+    intervals: Sequence[Interval], peak_at: int, fit: str
+) -> tuple[_Layout, dict[str, str]]:
     """Glow's loop: repeatedly take the instruction where unplaced buffers weigh the most and
     place those buffers (largest first) into the gaps left by the placed ones."""
     layout, rules = _peak_packed(intervals, peak_at)
@@ -286,13 +292,13 @@ def lower_bound_allocator(intervals: Sequence[Interval]) -> Allocation:
     attempts: list[tuple[str, Callable[[], tuple[_Layout, dict[str, str]]]]] = []
     for fit in ("best", "first"):
         attempts.append(
-            (f"iterated peaks, {fit} fit", lambda fit=fit: _iterated_peaks(intervals, peak_at, fit))
+            (f"iterated peaks, {fit} fit", partial(_iterated_peaks, intervals, peak_at, fit))
         )
         for order in _ORDERS:
             attempts.append(
                 (
                     f"peak first, then {order}, {fit} fit",
-                    lambda order=order, fit=fit: _order_strategy(intervals, peak_at, order, fit),
+                    partial(_order_strategy, intervals, peak_at, order, fit),
                 )
             )
     for label, run in attempts:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler.lir.ir import Instruction, LIRFunction
-from compiler.lir.passes.analysis import analyze
+from compiler.lir.passes.analysis import Access, analyze
 from compiler.lir.passes.base import LIRPass
 from compiler.passes.rewriter import Rewriter
 
@@ -55,10 +55,8 @@ class SinkAlloc(LIRPass):
         return rw.changed
 
 
-def analyze_one(lir: LIRFunction, alloc: Instruction):
+def analyze_one(lir: LIRFunction, alloc: Instruction) -> Access:
     """Accesses of one buffer (cheaper than `analyze` when called once per buffer)."""
-    from compiler.lir.passes.analysis import Access
-
     acc = Access(alloc, alloc)
     for v in (alloc, *_views_of(alloc)):
         for user, idx in v.users:
