@@ -9,7 +9,7 @@ which inputs a model takes and one error message for each way of getting them wr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,11 @@ from compiler.errors import InputError
 from compiler.graph.ir import Module
 from compiler.graph.types import TensorType
 from compiler.lir.ir import LIRFunction
+from compiler.lir.irgen import irgen
+
+if TYPE_CHECKING:
+    from compiler.memory.plan import MemoryPlan
+    from compiler.pipeline import CompileResult
 
 Spec = tuple[str, TensorType]
 
@@ -34,6 +39,18 @@ def io_specs(module: Module) -> tuple[list[Spec], list[Spec], dict[str, str]]:
     out_order = [p for _, p in onnx_out] + [n for n in outs if n not in {p for _, p in onnx_out}]
     aliases = {o: p for o, p in onnx_in if o != p}
     return ([(n, ins[n].type) for n in in_order], [(n, outs[n].type) for n in out_order], aliases)
+
+
+def lowered(result: CompileResult | Module) -> tuple[Module, LIRFunction, MemoryPlan | None]:
+    """The graph module, low-level function and memory plan an executor runs: the compile
+    result's own, or - for a compile that stopped before the low-level stages, or a bare graph
+    Module - the function IRGen makes now (in the schedule's order if there is one), no plan."""
+    if isinstance(result, Module):
+        return result, irgen(result), None
+    if result.lir is not None:
+        return result.module, result.lir, result.plan
+    order = result.schedule.order if result.schedule is not None else None
+    return result.module, irgen(result.module, order), None
 
 
 def lir_io_specs(
@@ -108,4 +125,4 @@ def check_inputs(
     return out
 
 
-__all__ = ["Spec", "check_inputs", "io_specs", "lir_io_specs"]
+__all__ = ["Spec", "check_inputs", "io_specs", "lir_io_specs", "lowered"]

@@ -51,6 +51,13 @@ class LValue:
         """Whether the value names memory (can be an operand)."""
         return True
 
+    @property
+    def type_(self) -> TensorType:
+        """The type of a value that names memory: weights, allocations and views have one,
+        compute instructions (never operands) have none."""
+        assert self.type is not None, self.name
+        return self.type
+
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
 
@@ -81,11 +88,6 @@ class WeightVar(LValue):
         self.role = role
         self.data = data
         self._digest = digest
-
-    @property
-    def type_(self) -> TensorType:
-        assert self.type is not None
-        return self.type
 
     @property
     def is_constant(self) -> bool:

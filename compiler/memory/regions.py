@@ -9,6 +9,8 @@ all take these from here; `REGIONS` is also the order of the base pointers gener
 
 from __future__ import annotations
 
+from typing import Protocol
+
 #: Bytes: one cache line, and the widest vector (AVX-512) loads without splitting.
 ALIGNMENT = 64
 
@@ -25,9 +27,22 @@ def align(n: int, alignment: int = ALIGNMENT) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
+class ArenaLayout(Protocol):
+    """What a backend reads of a memory plan: the planner's `MemoryPlan`, or the arena
+    interpreter's no-reuse `NaivePlan` when a compile result has none."""
+
+    alignment: int
+    region_sizes: dict[str, int]
+
+    def offset_of(self, name: str) -> tuple[str, int]:
+        """(region, byte offset) of a weight or activation buffer."""
+        ...
+
+
 __all__ = [
     "ACTIVATION_REGION",
     "ALIGNMENT",
+    "ArenaLayout",
     "CONSTANT_REGION",
     "MUTABLE_REGION",
     "REGIONS",

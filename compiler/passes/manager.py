@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from compiler.errors import CompilerError, PassError
 from compiler.graph.ir import Function, Module
@@ -21,6 +21,21 @@ from compiler.lir.ir import LIRFunction
 from compiler.provenance import Journal, ProvenanceRecord
 
 IR = Module | LIRFunction
+
+
+class PassStats(TypedDict, total=False):
+    """The figures a stage adds to its event: the scheduler's and the memory planner's."""
+
+    peak_bytes: int
+    order: list[str]  # schedule: node names in the chosen order
+    live_bytes: list[int]  # schedule: live activation bytes after each step
+    peak_step: int
+    lower_bound_bytes: int  # memory: the plan's bounds and the allocator's result
+    no_reuse_bytes: int
+    ratio: float
+    regions: dict[str, int]
+    strategy: str
+    peak_instruction: int
 
 
 @dataclass(kw_only=True)
@@ -37,7 +52,7 @@ class PassEvent:
     count_before: int
     count_after: int
     provenance: list[ProvenanceRecord] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)  # extra figures (e.g. peak bytes)
+    stats: PassStats = field(default_factory=PassStats)  # extra figures
 
 
 Observer = Callable[[PassEvent], None]
@@ -149,7 +164,7 @@ class PipelineContext:
         count_before: int,
         count_after: int | None = None,
         provenance: Iterable[ProvenanceRecord] = (),
-        stats: dict[str, Any] | None = None,
+        stats: PassStats | None = None,
     ) -> None:
         """Build the event of one pass or stage (the IR as it is now) and emit it."""
         self.emit(
@@ -164,7 +179,7 @@ class PipelineContext:
                 count_before=count_before,
                 count_after=ir_size(ir) if count_after is None else count_after,
                 provenance=list(provenance),
-                stats=dict(stats or {}),
+                stats=PassStats(**(stats or {})),
             )
         )
 

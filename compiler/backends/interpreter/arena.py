@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -26,9 +26,14 @@ from compiler.memory.regions import (
     CONSTANT_REGION,
     MUTABLE_REGION,
     REGIONS,
+    ArenaLayout,
     align,
 )
-from compiler.runtime import check_inputs, lir_io_specs
+from compiler.runtime import check_inputs, lir_io_specs, lowered
+
+if TYPE_CHECKING:
+    from compiler.graph.ir import Module
+    from compiler.pipeline import CompileResult
 
 Breakpoint = int | Callable[[int, Instruction], bool]
 
@@ -72,12 +77,17 @@ class ArenaInterpreter:
     """Executes `lir` over one numpy byte arena laid out by `plan` (see module docstring)."""
 
     def __init__(
-        self, lir: LIRFunction, plan: Any = None, *, poison: bool = False, check_plan: bool = True
+        self,
+        lir: LIRFunction,
+        plan: ArenaLayout | None = None,
+        *,
+        poison: bool = False,
+        check_plan: bool = True,
     ) -> None:
         self.lir = lir
-        self.plan = plan if plan is not None else NaivePlan(lir)
+        self.plan: ArenaLayout = plan if plan is not None else NaivePlan(lir)
         self.poison = poison
-        self.alignment = int(getattr(self.plan, "alignment", ALIGNMENT))
+        self.alignment = self.plan.alignment
         sizes = self.plan.region_sizes
         self.region_base: dict[str, int] = {}
         total = 0
@@ -191,13 +201,31 @@ class ArenaInterpreter:
         written = [v.name for v, m in ins.operands if m in ("out", "inout") and not ins.is_dealloc]
         return StepInfo(idx, ins, written)
 
+    @overload
+    def run(
+        self,
+        inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+        *,
+        until: int | None = None,
+        breakpoints: Iterable[Breakpoint] | None = None,
+    ) -> dict[str, np.ndarray]: ...
+
+    @overload
+    def run(
+        self,
+        inputs: None = None,
+        *,
+        until: int | None = None,
+        breakpoints: Iterable[Breakpoint] | None = None,
+    ) -> StepInfo | None: ...
+
     def run(
         self,
         inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None,
         *,
         until: int | None = None,
         breakpoints: Iterable[Breakpoint] | None = None,
-    ) -> Any:
+    ) -> dict[str, np.ndarray] | StepInfo | None:
         """Two uses.
 
         `run(inputs)`: reset, run the whole program, return the outputs by name (executors).
@@ -313,18 +341,8 @@ class ArenaExecutor:
 
     kind = "interpreter"
 
-    def __init__(self, result: Any, *, poison: bool = False) -> None:
-        from compiler.graph.ir import Module
-
-        module = result if isinstance(result, Module) else getattr(result, "module", None)
-        lir = None if isinstance(result, Module) else getattr(result, "lir", None)
-        plan = None if isinstance(result, Module) else getattr(result, "plan", None)
-        if lir is None:
-            from compiler.lir.irgen import irgen
-
-            sched = getattr(result, "schedule", None)
-            lir = irgen(module, getattr(sched, "order", None))
-            plan = None
+    def __init__(self, result: CompileResult | Module, *, poison: bool = False) -> None:
+        module, lir, plan = lowered(result)
         self.lir: LIRFunction = lir
         self.interpreter = ArenaInterpreter(lir, plan, poison=poison)
         in_specs, out_specs, self.aliases = lir_io_specs(lir, module)
@@ -342,7 +360,7 @@ class ArenaExecutor:
 def run_lir(
     lir: LIRFunction,
     inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
-    plan: Any = None,
+    plan: ArenaLayout | None = None,
     *,
     poison: bool = False,
 ) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ import hashlib
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -42,6 +42,10 @@ from compiler.lir.ir import LIRFunction, view_root
 from compiler.memory.plan import MemoryPlan
 from compiler.memory.regions import ACTIVATION_REGION, CONSTANT_REGION, MUTABLE_REGION, REGIONS
 from compiler.memory.report import memory_report
+
+if TYPE_CHECKING:
+    from compiler.graph.ir import Module
+    from compiler.pipeline import CompileResult
 
 #: libm functions LLVM may call for an intrinsic the target has no instruction for (fmaf
 #: without FMA, floorf without SSE4.1, ...), besides the ones the kernels call (LIBM).
@@ -158,12 +162,12 @@ def _constant_region(lir: LIRFunction, plan: MemoryPlan, program: Program, read:
     return buf.tobytes()
 
 
-def _tensors(result: Any, plan: MemoryPlan) -> tuple[list[BundleTensor], list[BundleTensor]]:
+def _tensors(module: Module, plan: MemoryPlan) -> tuple[list[BundleTensor], list[BundleTensor]]:
     from compiler.runtime import io_specs
 
-    in_specs, out_specs, _ = io_specs(result.module)
-    onnx_name = {p: o for o, p in result.module.meta.get("onnx_inputs", ())}
-    onnx_name.update({p: o for o, p in result.module.meta.get("onnx_outputs", ())})
+    in_specs, out_specs, _ = io_specs(module)
+    onnx_name = {p: o for o, p in module.meta.get("onnx_inputs", ())}
+    onnx_name.update({p: o for o, p in module.meta.get("onnx_outputs", ())})
     names = [onnx_name.get(n, n) for n, _ in (*in_specs, *out_specs)]
     macros = unique_macros(names)
     out: list[BundleTensor] = []
@@ -290,7 +294,7 @@ def object_sections(obj: bytes) -> dict[str, int]:
     return sizes
 
 
-def build_bundle(result: Any, options: BundleOptions | None = None) -> Bundle:
+def build_bundle(result: CompileResult, options: BundleOptions | None = None) -> Bundle:
     """Bundle a compile result (with its LIR and memory plan) for `options`' target."""
     options = options or BundleOptions()
     if result.lir is None or result.plan is None:
@@ -311,7 +315,7 @@ def build_bundle(result: Any, options: BundleOptions | None = None) -> Bundle:
 
     weights = _constant_region(lir, dense, program, read)
     crc = zlib.crc32(weights)
-    ins, outs = _tensors(result, plan)
+    ins, outs = _tensors(result.module, plan)
     regions = {r: int(plan.region_sizes.get(r, 0)) for r in REGIONS}
     regions[CONSTANT_REGION] = len(weights)
     entry = _entry_ir(name, regions, plan.alignment, crc, ins, outs)

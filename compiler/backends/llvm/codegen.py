@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -36,7 +35,7 @@ from compiler.backends.llvm.emitters.common import (
 from compiler.backends.llvm.emitters.elementwise import emit_chain, is_elementwise
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
-from compiler.memory.regions import CONSTANT_REGION, REGIONS, align
+from compiler.memory.regions import CONSTANT_REGION, REGIONS, ArenaLayout, align
 
 
 @dataclass
@@ -76,7 +75,7 @@ class Program:
 class Addresses:
     """(region, byte offset, byte size) of every operand, from the plan (views resolved)."""
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: ArenaLayout) -> None:
         self.plan = plan
 
     def of(self, value: LValue) -> tuple[int, int, int]:
@@ -85,7 +84,7 @@ class Addresses:
             region, base = self.plan.offset_of(root.name)
         except (KeyError, CompilerError):
             raise CodegenError(f"the memory plan has no offset for %{root.name}") from None
-        return REGIONS.index(region), int(base) + off, value.type.size_bytes
+        return REGIONS.index(region), int(base) + off, value.type_.size_bytes
 
     def overlap(self, a: LValue, b: LValue) -> bool:
         ra, oa, sa = self.of(a)
@@ -159,7 +158,7 @@ def _chainable(cur: list[Instruction], nxt: Instruction, addr: Addresses) -> boo
     prev = cur[-1]
     pdest = prev.operands[0][0]
     ndest = nxt.operands[0][0]
-    if tuple(pdest.type.shape) != tuple(ndest.type.shape):
+    if tuple(pdest.type_.shape) != tuple(ndest.type_.shape):
         return False
     if not any(v is pdest for v, _ in nxt.operands[1:]):
         return False
@@ -170,7 +169,7 @@ def _chainable(cur: list[Instruction], nxt: Instruction, addr: Addresses) -> boo
             if v is pdest:
                 continue
             for w in (ndest,):
-                if addr.overlap(v, w) and not (addr.same(v, w) and v.type.shape == w.type.shape):
+                if addr.overlap(v, w) and not (addr.same(v, w) and v.type_.shape == w.type_.shape):
                     return False
     return True
 
@@ -179,7 +178,12 @@ class CodeGen:
     """Builds the Program of a LIR function over a memory plan."""
 
     def __init__(
-        self, lir: LIRFunction, plan: Any, *, fuse: bool = True, conv_strategy: str | None = None
+        self,
+        lir: LIRFunction,
+        plan: ArenaLayout,
+        *,
+        fuse: bool = True,
+        conv_strategy: str | None = None,
     ) -> None:
         self.lir = lir
         self.plan = plan
@@ -290,7 +294,7 @@ class CodeGen:
 
 
 def generate(
-    lir: LIRFunction, plan: Any, *, fuse: bool = True, conv_strategy: str | None = None
+    lir: LIRFunction, plan: ArenaLayout, *, fuse: bool = True, conv_strategy: str | None = None
 ) -> Program:
     """Generate the Program (LLVM module + entries) for `lir` laid out by `plan`."""
     return CodeGen(lir, plan, fuse=fuse, conv_strategy=conv_strategy).generate()

@@ -12,7 +12,7 @@ import ctypes
 import ctypes.util
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,8 +21,14 @@ from compiler.backends.llvm.codegen import Addresses, Program, generate
 from compiler.backends.llvm.emitters.common import LIBM
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
 from compiler.errors import ExecutionError
+from compiler.graph.ir import Module
 from compiler.lir.ir import LIRFunction
-from compiler.runtime import check_inputs, lir_io_specs
+from compiler.memory.regions import ArenaLayout
+from compiler.runtime import check_inputs, lir_io_specs, lowered
+
+if TYPE_CHECKING:
+    from compiler.memory.plan import MemoryPlan
+    from compiler.pipeline import CompileResult
 
 _symbols_done = False
 
@@ -49,7 +55,7 @@ class LLVMExecutor(ArenaInterpreter):
     def __init__(
         self,
         lir: LIRFunction,
-        plan: Any = None,
+        plan: ArenaLayout | None = None,
         *,
         engine: JITEngine | None = None,
         fuse: bool = True,
@@ -82,7 +88,7 @@ class LLVMExecutor(ArenaInterpreter):
         for blob, off in zip(self.program.blobs, self.program.blob_offsets):
             self.constants[off : off + blob.nbytes] = blob.view(np.uint8).ravel()
         base = self.arena.ctypes.data
-        self._args = (
+        self._args: tuple[int | ctypes.c_void_p, ...] = (
             self.constants.ctypes.data,
             base + self.region_base["mutable"],
             base + self.region_base["activations"],
@@ -191,14 +197,9 @@ class LLVMExecutor(ArenaInterpreter):
         return self.program.instrs[index].strategy
 
 
-def _lir_and_plan(result: Any) -> tuple[LIRFunction, Any]:
-    lir = getattr(result, "lir", None)
-    plan = getattr(result, "plan", None)
-    if lir is None:
-        from compiler.lir.irgen import irgen
-
-        sched = getattr(result, "schedule", None)
-        lir = irgen(result.module, getattr(sched, "order", None))
+def _lir_and_plan(result: CompileResult | Module) -> tuple[LIRFunction, MemoryPlan | None]:
+    _, lir, plan = lowered(result)
+    if isinstance(result, Module) or result.lir is None:  # made now: plan it as the pipeline does
         try:
             from compiler.memory.plan import plan_memory
 
@@ -213,9 +214,9 @@ class LLVMModelExecutor:
 
     kind = "llvm"
 
-    def __init__(self, result: Any, **options: Any) -> None:
+    def __init__(self, result: CompileResult | Module, **options: Any) -> None:
         lir, plan = _lir_and_plan(result)
-        self.module = getattr(result, "module", None)
+        self.module = result if isinstance(result, Module) else result.module
         self.executor = LLVMExecutor(lir, plan, **options)
         self.lir = lir
         in_specs, out_specs, self.aliases = lir_io_specs(lir, self.module)

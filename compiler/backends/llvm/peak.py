@@ -12,11 +12,11 @@ from llvmlite import ir
 
 from compiler.backends.llvm.jit import JITEngine
 from compiler.backends.llvm.kernels.common import I64, PTR, VOID, fma, i64, splat, vec
-from compiler.backends.llvm.target import vector_width_f32
+from compiler.backends.llvm.target import Isa, vector_width_f32
 
 
 @cache
-def fma_peak_gflops(iters: int = 2_000_000, reps: int = 5, isa: str | None = None) -> float:
+def fma_peak_gflops(iters: int = 2_000_000, reps: int = 5, isa: Isa | None = None) -> float:
     """GFLOP/s of 12 independent vector FMA chains on one core: the fastest of `reps` runs
 
     (a peak is what the core can do, so the least-disturbed run is the honest figure)."""

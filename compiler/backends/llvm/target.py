@@ -121,9 +121,9 @@ def _cpu_has(cpu: HostCPU, feature: str) -> bool:
     if cpu.features:
         return cpu.has(feature)
     # A forced CPU name without features: answer from well-known names.
-    avx512 = ("skylake-avx512", "cascadelake", "icelake", "sapphirerapids", "znver4", "znver5")
+    avx512 = ["skylake-avx512", "cascadelake", "icelake", "sapphirerapids", "znver4", "znver5"]
     avx512 += ("x86-64-v4",)
-    avx2 = ("haswell", "broadwell", "skylake", "znver1", "znver2", "znver3", "alderlake") + avx512
+    avx2 = ["haswell", "broadwell", "skylake", "znver1", "znver2", "znver3", "alderlake"] + avx512
     avx2 += ("x86-64-v3",)
     table = {"avx512f": avx512, "avx2": avx2, "fma": avx2}
     return any(cpu.name.startswith(n) for n in table.get(feature, ()))

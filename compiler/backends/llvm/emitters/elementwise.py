@@ -456,7 +456,7 @@ def emit_chain(
         dest = ins.operands[0][0]
         if tuple(dest.type.shape) != shape:
             raise unsupported(ins, "fused chain with differing shapes")
-        sources = []
+        sources: list[tuple] = []
         in_elems = []
         for v, _m in ins.operands[1:]:
             in_elems.append(v.type.elem)
@@ -514,8 +514,8 @@ def emit_chain(
                         xs.append(load_elem(b, p, e))
                 try:
                     v = SCALAR[s.kind](b, xs, s.in_elems, s.out_elem, s.attrs)
-                except _NoScalar as e:
-                    raise unsupported(chain[0], f"{s.kind}: {e}") from None
+                except _NoScalar as why:
+                    raise unsupported(chain[0], f"{s.kind}: {why}") from None
                 vals.append(v)
                 if s.store_arg is not None:
                     e = arg_elems[s.store_arg]

@@ -287,7 +287,8 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
     dst, (src,) = _ops(ins)
     at = dict(ins.attrs)
     ss = contiguous_strides(src.type.shape)
-    idx_tabs, w_tabs = [], []
+    idx_tabs: list[np.ndarray] = []
+    w_tabs: list[np.ndarray | None] = []
     for ax, (i, o) in enumerate(zip(src.type.shape, dst.type.shape)):
         # The reference kernel's rule for axes it leaves alone, then its taps.
         scaled = bool(at.get("scales")) and at["scales"][ax] != 1.0
@@ -322,7 +323,7 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
         os_ = contiguous_strides(shape)
 
         def body(ivs):
-            combos = [()]
+            combos: list[tuple[int, ...]] = [()]
             for t in taps:
                 combos = [c + (k,) for c in combos for k in range(t)]
             acc = const(F64, 0.0)

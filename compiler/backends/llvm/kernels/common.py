@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeAlias
 
 from llvmlite import ir
 
@@ -17,7 +18,7 @@ I64 = ir.IntType(64)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
-Int = int | ir.Value
+Int: TypeAlias = int | ir.Value  # an index known at compile time, or computed at run time
 
 
 def vec(n: int) -> ir.VectorType:

@@ -344,7 +344,8 @@ def emit_conv2d(
     row = select(s, forced=strategy)
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
-    row.body(b, s, cfg, ConvPtrs(*fn.args[:3], fn.args[3] if bias else None), activation)
+    x, w, out = fn.args[:3]
+    row.body(b, s, cfg, ConvPtrs(x, w, out, fn.args[3] if bias else None), activation)
     b.ret_void()
     packed = row.pack(weights, s, cfg) if row.pack is not None else _pack_raw(weights, s, cfg)
     return ConvKernel(fn, packed, s, row.name)

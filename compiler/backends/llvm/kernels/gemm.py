@@ -370,6 +370,7 @@ def emit_matmul(
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
     pa, pb, pcv = fn.args[:3]
+    b_addr: BAddr
     if b_packed:
 
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
