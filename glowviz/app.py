@@ -5,6 +5,8 @@ push screens, widgets post messages, only the app and the screens reach down int
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import App
 from textual.binding import Binding
 from textual.theme import Theme
@@ -47,7 +49,7 @@ class GlowvizApp(App):
         return list(self._specs)
 
     def set_glowviz_theme(self, name: str, remember: bool = True) -> None:
-        short = themes.short_name(name)
+        short: str | None = themes.short_name(name)
         if short not in self._specs:
             short = themes.DEFAULT_THEME if themes.DEFAULT_THEME in self._specs else None
         if short is None:
@@ -112,4 +114,5 @@ _UI_KEYS = (
 def textual_theme(spec: themes.ThemeSpec) -> Theme:
     """A theme file's [ui] table as a Textual theme (named `glowviz-<name>`)."""
     ui = spec.ui
-    return Theme(name=spec.textual_name, dark=spec.dark, **{k: ui[k] for k in _UI_KEYS if k in ui})
+    colours: dict[str, Any] = {k: ui[k] for k in _UI_KEYS if k in ui}  # Theme's str keywords
+    return Theme(name=spec.textual_name, dark=spec.dark, **colours)

@@ -9,7 +9,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compiler.graph.ir import Module
+    from compiler.provenance import ProvenanceRecord
 
 #: Fields compared for a node present on both sides.
 NODE_FIELDS = ("op", "attrs", "operands", "types")
@@ -94,7 +98,7 @@ class GraphDiff:
         }
 
 
-def summarize_nodes(module: Any) -> dict[str, NodeSummary]:
+def summarize_nodes(module: Module) -> dict[str, NodeSummary]:
     """Name -> NodeSummary of every node of every function of a graph Module."""
     from compiler.graph.printer import format_attr
 
@@ -112,7 +116,7 @@ def summarize_nodes(module: Any) -> dict[str, NodeSummary]:
     return out
 
 
-def provenance_lines(records: Iterable[tuple[str, Any]]) -> list[str]:
+def provenance_lines(records: Iterable[tuple[str, ProvenanceRecord]]) -> list[str]:
     """Readable provenance from (pass name, ProvenanceRecord) pairs, in order.
 
     "conv_3 + relu_3 -> conv_3_relu  [fuse-activations]"; erasures already explained by a
@@ -176,10 +180,10 @@ def text_diff(
 
 
 def diff_modules(
-    before: Any,
-    after: Any,
+    before: Module,
+    after: Module,
     *,
-    records: Iterable[tuple[str, Any]] = (),
+    records: Iterable[tuple[str, ProvenanceRecord]] = (),
     before_text: str | None = None,
     after_text: str | None = None,
     names: tuple[str, str] = ("before", "after"),

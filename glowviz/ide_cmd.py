@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from compiler.pipeline import CompileOptions
 
 
-def open_ide(model_path: str | None, options: Any = None) -> int:
+def open_ide(model_path: str | None, options: CompileOptions | None = None) -> int:
     """Open the IDE on `model_path` (None: the default sample model). Returns the exit code."""
     from glowviz.app import GlowvizApp
 

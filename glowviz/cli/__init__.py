@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         commands = (
-            set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()
+            set(parser._subparsers._group_actions[0].choices or ()) if parser._subparsers else set()
         )
         if not argv or (argv[0] not in commands and argv[0] not in ("-h", "--help", "--version")):
             return _open_ide(argv)

@@ -12,12 +12,15 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from compiler.errors import CompilerError
 from glowviz.cli.common import add_common_model_args
+
+if TYPE_CHECKING:
+    from compiler.pipeline import CompileResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -134,19 +137,21 @@ def _compile(proto: Any, input_shapes: dict, kind: str) -> tuple[Any, Any, float
     return result, ex, t1 - t0
 
 
-def compile_times(result: Any) -> dict[str, float]:
+def compile_times(result: CompileResult) -> dict[str, float]:
     """Backend compile time (codegen + JIT) with a fresh cache dir, then from that disk cache."""
+    from compiler.backends.interpreter.arena import NaivePlan
     from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
     from compiler.backends.llvm.jit import JITEngine, module_key
 
     lir, plan = _lir_and_plan(result)
+    layout = plan if plan is not None else NaivePlan(lir)  # what LLVMExecutor runs over
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="glowviz-bench-cache-") as tmp:
         engine = JITEngine(directory=Path(tmp))
         for label in ("cold_s", "cached_s"):
             from compiler.backends.llvm.codegen import generate
 
-            key = module_key(str(generate(lir, plan).module))
+            key = module_key(str(generate(lir, layout).module))
             JITEngine._memory.pop(key, None)  # force the disk (or a full compile) path
             t = time.perf_counter()
             ex = LLVMExecutor(lir, plan, engine=engine)
@@ -162,7 +167,7 @@ def profile(executor: Any, inputs: dict[str, np.ndarray], runs: int = 5) -> list
     """Median time of every instruction entry over `runs` stepped runs, slowest first."""
     ex = executor.executor
     lir = ex.lir
-    times = [[] for _ in lir.code]
+    times: list[list[float]] = [[] for _ in lir.code]
     for _ in range(runs):
         ex.set_inputs(inputs)
         for i in range(len(lir.code)):

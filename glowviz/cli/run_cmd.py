@@ -103,7 +103,7 @@ def write_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
     folder = Path(path).parent if str(Path(path).parent) else Path(".")
     if not folder.is_dir():
         raise CompilerError(f"cannot write '{path}': directory '{folder}' does not exist")
-    atomic_write_with(path, lambda f: np.savez(f, **arrays))
+    atomic_write_with(path, lambda f: np.savez(f, allow_pickle=False, **arrays))
 
 
 def _ort_session(model: str, so: Any) -> Any:

@@ -181,7 +181,7 @@ def diff_reports(
 ) -> dict[str, Any]:
     """The `glowviz.memdiff/1` data of OLD -> NEW (see the module docstring)."""
     pairs, vanished, appeared = match_buffers(old.buffers, new.buffers)
-    changes = []
+    changes: list[dict[str, Any]] = []
     for a, b, how in pairs:
         changes.append(
             {

@@ -66,7 +66,7 @@ def per_pass_memory(session: CompileSession) -> list[dict[str, Any]]:
             "instructions": n_instr,
             "peak_bytes": peak,
             "lower_bound_bytes": lb,
-            "delta_bytes": peak - prev["peak_bytes"] if same else 0,
+            "delta_bytes": peak - prev["peak_bytes"] if prev is not None and same else 0,
             "method": method,
         }
         rows.append(row)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.errors import CompilerError
+from compiler.passes.manager import IR
 from compiler.pipeline import CompileOptions
 from glowviz.exports.render import GRAPHVIZ_FORMATS, ExportError, render_dot
 from glowviz.session import CompileSession, StageRecord
@@ -40,7 +41,7 @@ class Stage:
     stage: str
     pass_name: str
     ir_kind: str
-    ir: Any
+    ir: IR
 
     @property
     def label(self) -> str:

@@ -37,7 +37,7 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
             if isinstance(b, Binding):
                 rows.append((b.key_display or b.key, b.description or b.action))
             else:
-                rows.append((b[0], b[2] if len(b) > 2 else b[1]))
+                rows.append((b[0], b[-1]))  # (key, action) or (key, action, description)
         groups.append((title, rows))
     groups.append(
         (
@@ -75,6 +75,3 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(Text("glowviz — keys (Esc to close)", style="bold"))
             yield Static(tbl, id="help-table")
-
-    def action_dismiss(self) -> None:
-        self.dismiss(None)

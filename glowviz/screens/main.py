@@ -3,14 +3,15 @@ selected stage. Compilation runs in a thread worker; stages appear as they are p
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, ProgressBar, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, ProgressBar, TabbedContent, TabPane
 
 from glowviz.session import CompileSession, StageRecord
 from glowviz.widgets.debugger_view import DebuggerView
@@ -22,6 +23,9 @@ from glowviz.widgets.lifetimes_view import LifetimesView
 from glowviz.widgets.memory_view import MemoryView
 from glowviz.widgets.pipeline_pane import PipelinePane
 from glowviz.widgets.schedule_view import ScheduleView
+
+if TYPE_CHECKING:  # the app above pushes this screen; only its type is needed here
+    from glowviz.app import GlowvizApp
 
 _HERE = Path(__file__).resolve().parent
 _WIDGETS = _HERE.parent / "widgets"
@@ -39,7 +43,10 @@ VIEWS = (
 
 
 class MainScreen(Screen):
-    CSS_PATH = [str(_HERE / "main.tcss")] + sorted(str(p) for p in _WIDGETS.glob("*.tcss"))
+    CSS_PATH: ClassVar[list[str | PurePath]] = [
+        str(_HERE / "main.tcss"),
+        *sorted(str(p) for p in _WIDGETS.glob("*.tcss")),
+    ]
     BINDINGS = [
         Binding("n", "step_stage(1)", "Next stage", id="stage.next"),
         Binding("p", "step_stage(-1)", "Prev stage", id="stage.prev"),
@@ -232,9 +239,9 @@ class MainScreen(Screen):
 
     def goto_stage(self, index: int) -> None:
         pane = self.query_one(PipelinePane)
-        if not pane.visible(self.session.stages[index]):
+        if not pane.shows(self.session.stages[index]):
             pane.filter_text = ""
-            self.query_one("#pipeline-filter").value = ""
+            self.query_one("#pipeline-filter", Input).value = ""
             if pane.hide_unchanged:
                 pane.toggle_hide_unchanged()
             pane.rebuild()
@@ -265,7 +272,7 @@ class MainScreen(Screen):
 
         def opened(path: str | None) -> None:
             if path:
-                self.app.open_model(path)
+                cast("GlowvizApp", self.app).open_model(path)
 
         self.app.push_screen(OpenModelScreen(), opened)
 

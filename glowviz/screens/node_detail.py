@@ -53,6 +53,3 @@ class NodeDetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(detail_renderable(self.detail), id="node-detail")
-
-    def action_dismiss(self) -> None:
-        self.dismiss(None)

@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler.errors import CompilerError
+from compiler.graph.ir import Module
+from compiler.lir.ir import LIRFunction
+from compiler.passes.manager import IR, PassStats
 from compiler.pipeline import CompileOptions, CompileResult, compile_model, ir_text
+from compiler.provenance import ProvenanceRecord
 from glowviz import resources
 from glowviz.diff import GraphDiff
 from glowviz.session.views import SessionViewData
@@ -65,15 +69,27 @@ class StageRecord:
     count_after: int
     time_ms: float
     ir_kind: str
-    ir: Any
-    provenance: list[Any] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
+    ir: IR  # the snapshot after the pass: a graph Module or a low-level function
+    provenance: list[ProvenanceRecord] = field(default_factory=list)
+    stats: PassStats = field(default_factory=PassStats)
     _text: str | None = field(default=None, repr=False)
     _hash: str | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
         return f"{self.stage}/{self.pass_name}"
+
+    @property
+    def module(self) -> Module:
+        """The snapshot of a graph stage."""
+        assert isinstance(self.ir, Module), f"{self.label} is a {self.ir_kind} stage"
+        return self.ir
+
+    @property
+    def lir(self) -> LIRFunction:
+        """The snapshot of a low-level stage."""
+        assert isinstance(self.ir, LIRFunction), f"{self.label} is a {self.ir_kind} stage"
+        return self.ir
 
     @property
     def text(self) -> str:
@@ -142,6 +158,9 @@ class CompileSession(SessionViewData):
             self.options = CompileOptions()
         return self.options
 
+    def _recompile(self, options: CompileOptions) -> CompileSession:
+        return CompileSession(self.model_path, options, compile_fn=self._compile_fn).compile()
+
     def compile(self, progress: ProgressFn | None = None) -> CompileSession:
         """Run the pipeline (callable from a worker thread); `progress` gets each new stage."""
         self.stages, self.result, self.error, self.done = [], None, None, False
@@ -162,7 +181,7 @@ class CompileSession(SessionViewData):
                 ev.ir_kind,
                 ev.ir,
                 list(ev.provenance),
-                dict(ev.stats),
+                PassStats(**ev.stats),
             )
             with self._lock:
                 self.stages.append(rec)

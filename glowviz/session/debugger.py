@@ -392,6 +392,7 @@ class Debugger:
             bad = [r for r in self.comparison or [] if not r.get("ok", True)]
             if bad:
                 k = self.last_index
+                assert k is not None  # a step just ran
                 worst = max(bad, key=lambda r: r["abs"])
                 self.divergence = {"index": k, "name": self.instrs[k]["name"], **worst}
                 self.stop_reason = (

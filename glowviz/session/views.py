@@ -38,6 +38,10 @@ class SessionViewData:
     def _options(self) -> CompileOptions:  # pragma: no cover - CompileSession's
         raise NotImplementedError
 
+    def _recompile(self, options: CompileOptions) -> SessionViewData:  # pragma: no cover
+        """The same model compiled with `options` (CompileSession's)."""
+        raise NotImplementedError
+
     def _cached(self, key: Any, fn: Callable[[], Any]) -> Any:
         """View data computed once per compile (the IR snapshots never change); what depends on
         the compile's result is not kept before the compile is done."""
@@ -60,7 +64,7 @@ class SessionViewData:
             return []
         from compiler.graph.printer import format_attr
 
-        m = rec.ir
+        m = rec.module
         rows: list[dict[str, Any]] = []
         for p in m.placeholders.values():
             rows.append(
@@ -112,7 +116,7 @@ class SessionViewData:
         if row is None:
             return None
         detail = dict(row)
-        node = next((n for fn in rec.ir.functions if (n := fn.find(name)) is not None), None)
+        node = next((n for fn in rec.module.functions if (n := fn.find(name)) is not None), None)
         if node is not None:
             d = node.opdef
             detail["doc"], detail["traits"] = d.doc, sorted(d.traits)
@@ -170,8 +174,8 @@ class SessionViewData:
             names = (ra.label, rb.label)
             if ra.ir_kind == rb.ir_kind == "graph":
                 d = diff_modules(
-                    ra.ir,
-                    rb.ir,
+                    ra.module,
+                    rb.module,
                     records=records,
                     before_text=ra.text,
                     after_text=rb.text,
@@ -219,7 +223,7 @@ class SessionViewData:
         if rec.ir_kind == "lir":
             from compiler.memory.plan import plan_memory
 
-            lir = rec.ir.clone()
+            lir = rec.lir.clone()
             return LowLevelResult(
                 r.schedule if r is not None else None, lir, plan_memory(lir, options.allocator)
             )
@@ -227,7 +231,7 @@ class SessionViewData:
         from compiler.passes.manager import PipelineContext
 
         return run_low_level(
-            rec.ir.clone(), options, PipelineContext(disabled=options.disabled_passes)
+            rec.module.clone(), options, PipelineContext(disabled=options.disabled_passes)
         )
 
     def memory_report(self, i: int | None = None) -> MemoryReport | None:
@@ -254,7 +258,11 @@ class SessionViewData:
         if used is None:
             return []
         rec = self.stages[i] if i is not None else None
-        module = rec.ir if rec is not None and rec.ir_kind == "graph" else self.result.module
+        if rec is not None and rec.ir_kind == "graph":
+            module = rec.module
+        else:
+            assert self.result is not None  # the schedule of a low-level stage is the compile's
+            module = self.result.module
         fn = module.functions[0]
         return [used, *(schedule(fn, kind) for kind in SCHEDULERS if kind != used.kind)]
 
@@ -267,7 +275,7 @@ class SessionViewData:
         opts = dataclasses.replace(
             base, allocator=allocator or base.allocator, scheduler=scheduler or base.scheduler
         )
-        other = type(self)(self.model_path, opts, compile_fn=self._compile_fn).compile()
+        other = self._recompile(opts)
         mine, theirs = self.memory_report(), other.memory_report()
         return {
             "base": {"allocator": base.allocator, "scheduler": base.scheduler, **_figs(self, mine)},

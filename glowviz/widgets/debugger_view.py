@@ -6,6 +6,8 @@ the largest absolute/relative error — and the selected instruction's LLVM IR a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.table import Table
@@ -46,7 +48,7 @@ class DebuggerView(Vertical):
         self.dbg: Debugger | None = None
         self.busy = False
         self.mode = "values"
-        self.code_index: int | None = None  # the instruction whose code is shown
+        self.code_index: tuple[str, int] | None = None  # (mode, instruction) of the code shown
         self._gutter: dict[int, str] = {}
         self._pending_ops: set[str] = set()
         self._pending_writes: set[str] = set()
@@ -233,10 +235,10 @@ class DebuggerView(Vertical):
         rows = dbg.operands(k)
         txt = Text()
         for r in rows:
-            written = r["name"] in dbg.last_written and k == dbg.last_index
+            was_written = r["name"] in dbg.last_written and k == dbg.last_index
             txt.append(f"@{r['mode']:<5} ", style="dim")
-            txt.append(r["name"], style="bold reverse yellow" if written else "bold")
-            if written:
+            txt.append(r["name"], style="bold reverse yellow" if was_written else "bold")
+            if was_written:
                 txt.append(" ◀ written", style="yellow")
             off = "-" if r.get("offset") is None else str(r["offset"])
             txt.append(f"  offset {off}  {r.get('shape', '-')} {r.get('dtype', '')}\n")
@@ -397,7 +399,8 @@ class DebuggerView(Vertical):
             self._show_code(event.cursor_row)
 
     # -- actions ------------------------------------------------------------------------------
-    def _ready(self) -> bool:
+    def _ready(self) -> Debugger | None:
+        """The debugger if it takes a command now; else None and a notice why not."""
         if self.dbg is None or not self.dbg.available:
             self.notify(
                 "debugger not available"
@@ -405,8 +408,8 @@ class DebuggerView(Vertical):
                 else "debugger still being prepared",
                 severity="warning",
             )
-            return False
-        return not self.busy
+            return None
+        return None if self.busy else self.dbg
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -429,16 +432,16 @@ class DebuggerView(Vertical):
         self.set_mode(MODES[(MODES.index(self.mode) + 1) % len(MODES)])
 
     def action_step(self) -> None:
-        if self._ready():
-            self.dbg.step()
+        if (dbg := self._ready()) is not None:
+            dbg.step()
             self.refresh_state()
 
     def action_next(self) -> None:
         """Execute the next real instruction: the bookkeeping ones before it (alloc, dealloc,
         tensorview) run silently, unless a breakpoint stands on one of them."""
-        if not self._ready():
+        dbg = self._ready()
+        if dbg is None:
             return
-        dbg = self.dbg
         first = True
         while not dbg.finished and dbg.instrs[dbg.pc]["kind"] in BOOKKEEPING:
             if not first and dbg.pc in dbg.breakpoints:
@@ -457,9 +460,10 @@ class DebuggerView(Vertical):
 
     def action_divergence(self) -> None:
         """Step LLVM and the interpreter together until an output differs beyond tolerance."""
-        if not self._ready():
+        dbg = self._ready()
+        if dbg is None:
             return
-        if self.dbg.reference is None:
+        if dbg.reference is None:
             self.notify("no reference executor to compare with", severity="warning")
             return
         self.busy = True
@@ -474,11 +478,13 @@ class DebuggerView(Vertical):
             self._run(lambda d: d.restart())
 
     @work(thread=True, exclusive=True, group="debugger")
-    def _run(self, fn, notify: bool = False) -> None:
+    def _run(self, fn: Callable[[Debugger], object], notify: bool = False) -> None:
+        dbg = self.dbg
+        assert dbg is not None  # commands run only once `_ready` gave the debugger
         try:
-            fn(self.dbg)
+            fn(dbg)
         except Exception as e:  # noqa: BLE001 - an executor fault is shown, not fatal
-            self.dbg.stop_reason = f"error: {type(e).__name__}: {e}"
+            dbg.stop_reason = f"error: {type(e).__name__}: {e}"
         self.app.call_from_thread(self._done, notify)
 
     def _done(self, notify: bool = False) -> None:

@@ -170,11 +170,11 @@ def draw(nodes: list[dict[str, Any]], plain: str, selected: str, styles: dict[st
         line = grid[yy]
         k = 0
         while k < cols:
-            st = style[yy][k]
+            run = style[yy][k]
             j = k
-            while j < cols and style[yy][j] == st:
+            while j < cols and style[yy][j] == run:
                 j += 1
-            text.append("".join(line[k:j]), style=st or "")
+            text.append("".join(line[k:j]), style=run or "")
             k = j
         text.append("\n")
     text.rstrip()

@@ -66,9 +66,9 @@ def draw_map(
     for r in range(rows):
         t.append(f"{fmt_bytes(r * per_row):>9} ", style="dim")
         for c in range(width):
-            st = grid[r][c]
-            ch = "┃" if c == peak_col and st is None else " "
-            t.append(ch, style=st or ("red" if c == peak_col else ""))
+            cell = grid[r][c]
+            ch = "┃" if c == peak_col and cell is None else " "
+            t.append(ch, style=cell or ("red" if c == peak_col else ""))
         t.append("\n")
     t.append(
         " " * 10 + "0".ljust(max(1, peak_col)) + "▲peak" + f"  (instr {n - 1} at right)",

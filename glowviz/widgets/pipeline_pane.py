@@ -46,8 +46,7 @@ class PipelinePane(Vertical):
         yield Input(placeholder="filter passes…", id="pipeline-filter")
         with Horizontal(id="pipeline-options"):
             yield Checkbox("hide unchanged", id="hide-unchanged")
-        table = DataTable(id="pipeline-table", cursor_type="row", zebra_stripes=False)
-        yield table
+        yield DataTable(id="pipeline-table", cursor_type="row", zebra_stripes=False)
 
     def on_mount(self) -> None:
         t = self.query_one(DataTable)
@@ -58,14 +57,15 @@ class PipelinePane(Vertical):
         t.add_column("ms", key="ms", width=5)
 
     # -- data ---------------------------------------------------------------------------------
-    def visible(self, rec: StageRecord) -> bool:
+    def shows(self, rec: StageRecord) -> bool:
+        """Whether the filters keep `rec` in the table."""
         if self.hide_unchanged and not rec.changed and rec.index != 0:
             return False
         f = self.filter_text.lower()
         return not f or f in rec.pass_name.lower() or f in rec.stage.lower()
 
     def visible_indices(self) -> list[int]:
-        return [i for i, r in enumerate(self.records) if self.visible(r)]
+        return [i for i, r in enumerate(self.records) if self.shows(r)]
 
     def _row(self, i: int, rec: StageRecord) -> list:
         mark = Text("●", style="bold green") if rec.changed else Text("·", style="dim")
@@ -85,7 +85,7 @@ class PipelinePane(Vertical):
     def add_record(self, rec: StageRecord) -> None:
         self.records.append(rec)
         i = len(self.records) - 1
-        if self.visible(rec):
+        if self.shows(rec):
             self.query_one(DataTable).add_row(*self._row(i, rec), key=str(i))
 
     def set_records(self, records: list[StageRecord]) -> None:
