@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.lir.instructions import Kind
-from compiler.lir.ir import LIRFunction
 from glowviz.exports.dot_graph import _cut, _h, _q
 from glowviz.exports.palette import Palette, load_palette
 
 
-def lir_data(fn: LIRFunction, *, stage: str | None = None) -> dict[str, Any]:
+def lir_data(fn: Any, *, stage: str | None = None) -> dict[str, Any]:
     """`glowviz.export.lir/1`: the function's weights and instructions as plain data."""
     from compiler.graph.printer import format_attr
     from compiler.lir.printer import format_instruction
@@ -51,18 +50,14 @@ def _weight_label(w: dict[str, Any], kind: str) -> str:
     return f"%{w['name']}\n{kind} {w['type']}"
 
 
-def lir_text(fn: LIRFunction) -> str:
+def lir_text(fn: Any) -> str:
     from compiler.lir.printer import print_lir
 
     return print_lir(fn)
 
 
 def lir_to_dot(
-    fn: LIRFunction | dict[str, Any],
-    *,
-    theme: str | Palette | None = None,
-    compact: bool = False,
-    title: str | None = None,
+    fn: Any, *, theme: str | Palette | None = None, compact: bool = False, title: str | None = None
 ) -> str:
     data = fn if isinstance(fn, dict) else lir_data(fn)
     pal = theme if isinstance(theme, Palette) else load_palette(theme)

@@ -56,7 +56,7 @@ def draw_map(
         c1 = max(c0, int((b.last + 1) * width / n) - 1)
         r0 = int(b.offset / per_row)
         r1 = max(r0, int((b.offset + b.size - 1) / per_row))
-        st = "bold white on red" if b.name == selected else f"on {colour(k, palette)}"
+        st: str | None = "bold white on red" if b.name == selected else f"on {colour(k, palette)}"
         for r in range(r0, min(r1 + 1, rows)):
             for c in range(c0, min(c1 + 1, width)):
                 if grid[r][c] is None or b.name == selected:
@@ -66,9 +66,9 @@ def draw_map(
     for r in range(rows):
         t.append(f"{fmt_bytes(r * per_row):>9} ", style="dim")
         for c in range(width):
-            cell = grid[r][c]
-            ch = "┃" if c == peak_col and cell is None else " "
-            t.append(ch, style=cell or ("red" if c == peak_col else ""))
+            st = grid[r][c]
+            ch = "┃" if c == peak_col and st is None else " "
+            t.append(ch, style=st or ("red" if c == peak_col else ""))
         t.append("\n")
     t.append(
         " " * 10 + "0".ljust(max(1, peak_col)) + "▲peak" + f"  (instr {n - 1} at right)",
