@@ -271,7 +271,12 @@ def _iterated_peaks(
     layout, rules = _peak_packed(intervals, peak_at)
     left = [iv for iv in intervals if iv.name not in rules]
     while left:
-        _, at = lower_bound(left)
+        weight, at = lower_bound(left)
+        if weight == 0:
+            # Only zero-size buffers are left: the profile is flat at 0 and its "peak" (index
+            # 0) may hold none of them, so the loop would never shrink `left`. Start from the
+            # first one still unplaced instead.
+            at = min(iv.first for iv in left)
         now = sorted(
             (iv for iv in left if iv.first <= at <= iv.last),
             key=lambda iv: (-iv.size, iv.first, iv.name),

@@ -105,3 +105,16 @@ def test_lower_bound_reaches_bound_on_most_random_sets() -> None:
     # bound is reached on every model); this records the rate so regressions show.
     print(f"lower-bound reached the bound on {hit}/{total} random interval sets")
     assert hit >= total * 0.7
+
+
+@pytest.mark.parametrize("name", ALLOCATORS)
+def test_zero_size_buffers_terminate(name: str) -> None:
+    # Issue 11: zero-size buffers (an input dim of 0) sent the lower-bound allocator's
+    # iterated-peaks loop into an infinite loop: the flat-zero profile's "peak" held none of them.
+    only_empty = [Interval("e0", 0, 2, 3), Interval("e1", 0, 5, 6)]
+    mixed = [Interval("a", 128, 0, 1), Interval("e", 0, 3, 4), Interval("b", 64, 1, 2)]
+    for ivs in (only_empty, mixed):
+        alloc = allocate(ivs, name)
+        assert set(alloc.offsets) == {iv.name for iv in ivs}
+        assert not check_allocation(ivs, alloc.offsets)
+        assert alloc.size == alloc.lower_bound or name == "first-fit"
