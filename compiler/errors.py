@@ -23,6 +23,8 @@ class ModelLoadError(CompilerError):
 class UnsupportedError(CompilerError):
     """The model uses an op, attribute, dtype or opset the compiler does not support."""
 
+    kind = "unsupported"  # the message's first word(s)
+
     def __init__(
         self,
         message: str,
@@ -41,8 +43,23 @@ class UnsupportedError(CompilerError):
             where.append(f"node '{node}'")
         if op:
             where.append(f"op {op}" + (f" (opset {opset})" if opset is not None else ""))
-        prefix = ("unsupported: " + ", ".join(where) + ": ") if where else "unsupported: "
+        prefix = f"{self.kind}: " + (", ".join(where) + ": " if where else "")
         super().__init__(prefix + message, hint=hint)
+
+
+class InvalidModelError(UnsupportedError):
+    """The model breaks ONNX's own rules in a way the ONNX checker lets through: initializer
+    data that does not match its shape and type, out-of-range attributes (a stride of 0, a group
+    that does not divide the channels, an axis past the rank), impossible dims. Raised by the
+    import-time validation (compiler/frontend/validate.py)."""
+
+    kind = "invalid model"
+
+
+class ResourceLimitError(CompilerError):
+    """A compile would need more memory than its limits allow (the planned arena above
+    `CompileOptions.max_memory`, a tensor larger than the whole budget, a constant to fold above
+    `CompileOptions.fold_limit`). The message says how much and how to raise the limit."""
 
 
 class ShapeError(CompilerError):

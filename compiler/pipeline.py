@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from compiler.graph.ir import Module
+from compiler.limits import DEFAULT_FOLD_LIMIT, DEFAULT_MAX_MEMORY
 from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
 
 if TYPE_CHECKING:  # the low-level half is imported only when a compile gets there
@@ -50,6 +51,10 @@ class CompileOptions:
     stop_after: str | None = None  # a pass or stage name
     disabled_passes: frozenset[str] = frozenset()
     low_level: bool = True  # run schedule/IRGen/LIR passes/memory planning
+    #: bytes the planned arena (and any single tensor) may take; compiler/limits.py
+    max_memory: int = DEFAULT_MAX_MEMORY
+    #: bytes one tensor computed at compile time (import folding, constant folding) may take
+    fold_limit: int = DEFAULT_FOLD_LIMIT
 
 
 @dataclass
@@ -81,6 +86,8 @@ def import_model(
         input_shapes=shapes or None,
         const_inputs=options.const_inputs or None,
         name=Path(source).stem if source != "<memory>" else None,
+        fold_limit=options.fold_limit,
+        source=source if source != "<memory>" else None,
     )
     module.meta.setdefault("source", source)
     return module, source
@@ -111,6 +118,8 @@ def compile_model(
         module, source = model, str(model.meta.get("source", "<module>"))
     else:
         module, source = import_model(model, options)
+    module.meta["fold_limit"] = options.fold_limit
+    check_tensor_sizes(module, options.max_memory)
     if options.verify:
         from compiler.graph.verifier import verify_module
 
@@ -142,9 +151,41 @@ def compile_model(
         result.stopped_after = stop.pass_name
     if low is not None:
         result.schedule, result.lir, result.plan = low.schedule, low.lir, low.plan
+        if low.plan is not None:
+            from compiler.limits import check_memory
+
+            sizes = low.plan.region_sizes
+            check_memory(
+                "the memory plan ("
+                + ", ".join(
+                    f"{r} {sizes.get(r, 0)} B" for r in ("constant", "mutable", "activations")
+                )
+                + ")",
+                sum(sizes.values()),
+                options.max_memory,
+            )
     result.events = ctx.events
     result.time_ms = (time.perf_counter() - t_start) * 1000
     return result
+
+
+def check_tensor_sizes(module: Module, limit: int) -> None:
+    """Refuse a graph with any single tensor above `limit` bytes, before any pass or kernel
+    could try to allocate it (an input dim of 1e9, a Tile or Resize to a huge shape)."""
+    from compiler.limits import check_memory
+
+    for p in module.placeholders.values():
+        check_memory(
+            f"{'output' if p.is_output else 'input'} '{p.name}' ({p.type})",
+            p.type.size_bytes,
+            limit,
+        )
+    for fn in module.functions:
+        for node in fn.nodes:
+            for r in node.results:
+                check_memory(
+                    f"node '{node.name}' ({node.op}) result {r.type}", r.type.size_bytes, limit
+                )
 
 
 def ir_text(ir: IR) -> str:

@@ -17,6 +17,7 @@ from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_nam
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Constant, Value
 from compiler.graph.types import ElemKind, broadcast_shapes
+from compiler.limits import check_fold
 
 INT_KINDS = (ElemKind.I64, ElemKind.I32)
 
@@ -90,6 +91,10 @@ def convert_constant_of_shape(ctx: NodeContext) -> list[Value | None]:
         value = np.zeros((1,), np.float32)
     if value.size != 1:
         raise ctx.unsupported("'value' must hold one element")
+    if math.prod(shape) * value.dtype.itemsize > ctx.imp.fold_limit:
+        # too big to materialise at import: a broadcast the memory limits judge later
+        one = ctx.constant(value.reshape((1,) * len(shape)), suffix="value")
+        return [ctx.create("Broadcast", [one], {"shape": shape})]
     return [ctx.constant(np.full(shape, value.reshape(-1)[0], dtype=value.dtype), suffix="value")]
 
 
@@ -123,6 +128,7 @@ def convert_range(ctx: NodeContext) -> list[Value | None]:
     if d == 0:
         raise ctx.unsupported("delta is 0")
     n = max(int(math.ceil((l - s) / d)), 0)
+    check_fold(f"node '{ctx.name}' (Range): {n} elements", n * dt.itemsize, ctx.imp.fold_limit)
     vals = (
         np.array([s + i * d for i in range(n)], dtype=dt)
         if dt.kind != "f"

@@ -54,8 +54,10 @@ def load_model(source: ModelSource, *, check: bool = True) -> onnx.ModelProto:
         raise ModelLoadError(
             f"model file '{where}' is not a valid ONNX model (truncated or not ONNX: {_short(e)})"
         ) from None
-    check_model(model, where, checker=check)
+    # External weights first: the ONNX checker resolves their files against the working
+    # directory when it is given a proto, so it only sees them right once they are loaded.
     _load_external(model, where, source)
+    check_model(model, where, checker=check)
     return model
 
 
@@ -86,6 +88,9 @@ def _load_external(model: onnx.ModelProto, where: str, source: ModelSource) -> N
         return
     if not isinstance(source, str | os.PathLike):
         raise ModelLoadError(f"model '{where}' stores weights in external files; load it by path")
+    from compiler.frontend.validate import check_external_data
+
+    check_external_data(model, Path(source).resolve().parent, model_name=where)
     try:
         from onnx.external_data_helper import load_external_data_for_model
 

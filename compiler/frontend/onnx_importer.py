@@ -41,10 +41,12 @@ from compiler.frontend.loader import (
     upgrade_opset,
 )
 from compiler.frontend.registry import CONVERTERS
+from compiler.frontend.validate import check_input_dims, validate_model, validate_node
 from compiler.graph.ir import Constant, Function, Module, Placeholder, Result, Value
 from compiler.graph.ops import get_op
 from compiler.graph.types import ElemKind, TensorType
 from compiler.kernels.reference import KERNELS, evaluate
+from compiler.limits import DEFAULT_FOLD_LIMIT
 
 MIN_OPSET, MAX_OPSET = 7, 28
 #: Folding results larger than this (elements) are left as nodes rather than materialised.
@@ -243,8 +245,11 @@ class Importer:
         name: str | None,
         source: str | None,
         const_inputs: dict[str, np.ndarray] | None = None,
+        fold_limit: int | None = None,
     ) -> None:
         self.model = model
+        #: bytes one tensor folded at import may take (CompileOptions.fold_limit)
+        self.fold_limit = DEFAULT_FOLD_LIMIT if fold_limit is None else fold_limit
         self.graph = model.graph
         self.source = source
         self.opset = _default_opset(model, source)
@@ -338,7 +343,7 @@ class Importer:
             operands
             and all(isinstance(v, Constant) for v in operands)
             and op in KERNELS
-            and all(t.numel <= FOLD_LIMIT for t in types)
+            and all(t.numel <= FOLD_LIMIT and t.size_bytes <= self.fold_limit for t in types)
         ):
             fake = SimpleNamespace(
                 op=op, name=name, attrs=full, results=[SimpleNamespace(type=t) for t in types]
@@ -431,6 +436,7 @@ class Importer:
         self.check_supported(node, index)
         conv = CONVERTERS[node.op_type]
         ctx = NodeContext(self, node, name)
+        validate_node(ctx)
         outs = conv(ctx)
         for i, oname in enumerate(node.output):
             if not oname:
@@ -498,7 +504,9 @@ class Importer:
         if given is None:
             dims = static_shape(vi)
             assert dims is not None, vi.name  # _check_symbolic ran first
+            check_input_dims(vi.name, dims, model=self.source)
             return TensorType(elem, dims)
+        check_input_dims(vi.name, given, model=self.source)
         if not tt.HasField("shape"):
             return TensorType(elem, given)
         declared = declared_dims(tt)
@@ -589,18 +597,26 @@ def import_onnx(
     input_shapes: dict[str, Sequence[int]] | None = None,
     name: str | None = None,
     const_inputs: dict[str, np.ndarray] | None = None,
+    *,
+    fold_limit: int | None = None,
+    source: str | None = None,
 ) -> Module:
     """Import an ONNX model (proto, path or bytes) into a graph-IR Module.
 
     `input_shapes` gives concrete shapes for inputs with symbolic dims; `const_inputs` gives
     inputs' values, which then become Constants (the model is specialized on them). Models
     below opset 7 are upgraded by onnx's version converter first (noted in
-    `module.meta["notes"]`). Raises ModelLoadError, UnsupportedError (InputValueRequiredError
-    when a shape-like operand depends on an input), ShapeError or InputError: all
-    CompilerErrors, with a message naming what is wrong.
+    `module.meta["notes"]`). `fold_limit` bounds the bytes of one tensor computed at import
+    (default compiler.limits.DEFAULT_FOLD_LIMIT); `source` names the file a proto came from in
+    messages. Raises ModelLoadError, UnsupportedError (InputValueRequiredError when a
+    shape-like operand depends on an input; InvalidModelError for what the ONNX checker lets
+    through), ShapeError or InputError: all CompilerErrors, naming what is wrong.
     """
     try:
-        return _checked_importer(model, input_shapes, name, const_inputs).run()
+        importer = _checked_importer(
+            model, input_shapes, name, const_inputs, fold_limit=fold_limit, source=source
+        )
+        return importer.run()
     except CompilerError:
         raise
     except RecursionError:  # pragma: no cover
@@ -622,18 +638,23 @@ def _checked_importer(
     input_shapes: dict[str, Sequence[int]] | None,
     name: str | None,
     const_inputs: dict[str, np.ndarray] | None,
+    *,
+    fold_limit: int | None = None,
+    source: str | None = None,
 ) -> Importer:
-    source = str(model) if isinstance(model, str | os.PathLike) else None
+    if isinstance(model, str | os.PathLike):
+        source = str(model)
     proto = load_model(model, check=False)
     original = proto
     proto, note = upgrade_opset(proto, MIN_OPSET, source)
-    importer = Importer(proto, input_shapes, name, source, const_inputs)
+    importer = Importer(proto, input_shapes, name, source, const_inputs, fold_limit)
     if note:
         importer.module.meta["notes"] = [note]
         importer.module.meta["model_opset"] = default_opset(original)
     # Unknown ops first: UnsupportedError names them better than the checker would.
     for index, node in enumerate(proto.graph.node):
         importer.check_supported(node, index)
+    validate_model(proto, source)  # what the ONNX checker lets through
     check_model(proto, source or "<ModelProto>")
     return importer
 

@@ -14,6 +14,7 @@ import numpy as np
 from compiler.errors import CompilerError
 from compiler.graph.ir import Constant, Function, Node, Value
 from compiler.kernels.reference import evaluate
+from compiler.limits import DEFAULT_FOLD_LIMIT
 from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import Rewriter, is_pure
 
@@ -21,7 +22,9 @@ from compiler.passes.rewriter import Rewriter, is_pure
 MAX_FOLD_ELEMENTS = 4 * 1024 * 1024
 
 
-def foldable(node: Node, max_elements: int = MAX_FOLD_ELEMENTS) -> bool:
+def foldable(
+    node: Node, max_elements: int = MAX_FOLD_ELEMENTS, max_bytes: int = DEFAULT_FOLD_LIMIT
+) -> bool:
     if not is_pure(node) or not node.results or not node.operands:
         return False
     if any(r.type.rank == 0 for r in node.results):
@@ -30,6 +33,8 @@ def foldable(node: Node, max_elements: int = MAX_FOLD_ELEMENTS) -> bool:
         return False
     if not all(isinstance(v, Constant) and v.data is not None for v in node.operands):
         return False
+    if sum(r.type.size_bytes for r in node.results) > max_bytes:
+        return False  # the per-compile budget (CompileOptions.fold_limit): left for run time
     out = sum(r.type.numel for r in node.results)
     return out <= max_elements or out <= sum(v.type.numel for v in node.operands)
 
@@ -42,8 +47,9 @@ class ConstantFolding(GraphPass):
 
     def run(self, fn: Function) -> bool:
         rw = Rewriter(fn, rule=self.name)
+        budget = int(fn.module.meta.get("fold_limit", DEFAULT_FOLD_LIMIT))
         for node in list(fn.nodes):
-            if node.function is not fn or not foldable(node, self.max_elements):
+            if node.function is not fn or not foldable(node, self.max_elements, budget):
                 continue
             inputs = [v.data for v in node.operands]  # type: ignore[attr-defined]
             try:

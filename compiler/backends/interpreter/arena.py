@@ -95,7 +95,15 @@ class ArenaInterpreter:
             self.region_base[r] = total
             total += align(int(sizes.get(r, 0)), self.alignment)
         self.region_end = {r: self.region_base[r] + int(sizes.get(r, 0)) for r in REGIONS}
-        self._raw = np.zeros(total + self.alignment, dtype=np.uint8)
+        try:
+            self._raw = np.zeros(total + self.alignment, dtype=np.uint8)
+        except MemoryError:
+            from compiler.limits import format_size
+
+            raise ExecutionError(
+                f"cannot allocate the {format_size(total)} arena the memory plan needs: "
+                "out of memory"
+            ) from None
         shift = (-self._raw.ctypes.data) % self.alignment
         #: The arena: one aligned byte buffer holding all three regions.
         self.arena: np.ndarray = self._raw[shift : shift + total]
