@@ -73,8 +73,11 @@ def format_size(n: float) -> str:
 def check_memory(what: str, nbytes: int, limit: int) -> None:
     """Refuse `what` (a plan, a tensor) when it needs more than `limit` bytes (max_memory)."""
     if nbytes > limit:
+        need, have = format_size(nbytes), format_size(limit)
+        if need == have:  # 8.0 GiB above 8.0 GiB: say by how much
+            need = f"{need} ({nbytes - limit} B more than the limit)"
         raise ResourceLimitError(
-            f"{what} needs {format_size(nbytes)}, above the memory limit of {format_size(limit)}",
+            f"{what} needs {need}, above the memory limit of {have}",
             hint="raise it with --max-memory SIZE or CompileOptions.max_memory if the machine "
             "has the memory",
         )

@@ -1,0 +1,153 @@
+"""The numeric oracle of the campaign: onnxruntime, a float64 `onnx.reference` run, and the
+comparison rule (rtol 1e-4, NaN positions are data) that decides a wrong answer.
+
+Where our executors disagree with onnxruntime, a float64 run of the same graph through
+`onnx.reference` decides: agreeing with it is right even when onnxruntime is off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+RTOL = 1e-4
+#: absolute slack, relative to the largest finite magnitude of the reference output: float32
+#: sums of a few hundred terms legitimately differ by ~1e-6 of their scale between kernels
+ATOL_SCALE = 1e-5
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    note: str = ""
+
+
+def compare(ours: np.ndarray, ref: np.ndarray, rtol: float = RTOL) -> Comparison:
+    """`ours` matches `ref`: same shape, NaN at the same places, finite values within
+    rtol (plus a small absolute slack scaled by ref's magnitude), infinities equal."""
+    ours, ref = np.asarray(ours), np.asarray(ref)
+    if ours.shape != ref.shape:
+        return Comparison(False, note=f"shape {list(ours.shape)} vs {list(ref.shape)}")
+    if ours.size == 0:
+        return Comparison(True)
+    if ours.dtype == np.bool_ or ref.dtype == np.bool_ or ref.dtype.kind in "iu":
+        bad = int(np.sum(ours.astype(np.float64) != ref.astype(np.float64)))
+        return Comparison(bad == 0, float(bad), 0.0, f"{bad} elements differ" if bad else "")
+    a, b = ours.astype(np.float64), ref.astype(np.float64)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    if (nan_a != nan_b).any():
+        return Comparison(
+            False,
+            note=f"NaN at {int((nan_a & ~nan_b).sum())} extra / {int((nan_b & ~nan_a).sum())} missing places",
+        )
+    inf_b = np.isinf(b)
+    if (np.isinf(a) != inf_b).any() or (a[inf_b] != b[inf_b]).any():
+        return Comparison(False, note="infinities differ")
+    fin = ~(nan_b | inf_b)
+    if not fin.any():
+        return Comparison(True)
+    a, b = a[fin], b[fin]
+    scale = float(np.abs(b).max())
+    diff = np.abs(a - b)
+    tol = rtol * np.abs(b) + ATOL_SCALE * max(scale, 1e-6)
+    rel = diff / np.maximum(np.abs(b), 1e-30)
+    return Comparison(bool((diff <= tol).all()), float(diff.max()), float(rel.max()))
+
+
+def run_onnxruntime(
+    model: bytes | onnx.ModelProto, feeds: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(3)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(None, feeds)))
+
+
+# (op, input index) pairs that stay float32 in the float64 model: their type is fixed
+_FLOAT32_ONLY = {("Resize", 2), ("Upsample", 1)}
+
+
+def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` computing in float64: every float tensor, type and Cast target."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    keep = {
+        n.input[i]
+        for n in g.node
+        for op, i in _FLOAT32_ONLY
+        if n.op_type == op and len(n.input) > i
+    }
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        tt = vi.type.tensor_type
+        if tt.elem_type == TensorProto.FLOAT:
+            tt.elem_type = TensorProto.DOUBLE
+    for t in g.initializer:
+        if t.data_type == TensorProto.FLOAT and t.name not in keep:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT:
+                if n.op_type == "Constant" and n.output[0] in keep:
+                    continue
+                a.t.CopyFrom(
+                    numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name)
+                )
+            if (
+                n.op_type in ("Cast", "EyeLike", "RandomNormal")
+                and a.name in ("to", "dtype")
+                and a.i == TensorProto.FLOAT
+            ):
+                a.i = TensorProto.DOUBLE
+    return m
+
+
+def _reference_fixes() -> list[type]:
+    """Ops whose `onnx.reference` implementation is wrong for some inputs, redone here."""
+    from onnx.reference.op_run import OpRun
+
+    class GlobalMaxPool(OpRun):
+        # onnx 1.23's drops the spatial dim of a 3-D input ([1, C, L] -> [1, C])
+        def _run(self, x):  # type: ignore[override]
+            return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+    return [GlobalMaxPool]
+
+
+def run_reference64(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The graph run by `onnx.reference` in float64."""
+    from onnx.reference import ReferenceEvaluator
+
+    m64 = to_float64(model)
+    f64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    sess = ReferenceEvaluator(m64, new_ops=_reference_fixes())
+    names = [o.name for o in m64.graph.output]
+    outs = sess.run(None, f64)
+    return dict(zip(names, outs))
+
+
+def summarize(a: Any) -> str:
+    a = np.asarray(a)
+    if a.size == 0:
+        return f"{a.dtype}{list(a.shape)} empty"
+    f = a.astype(np.float64)
+    return (
+        f"{a.dtype}{list(a.shape)} nan={int(np.isnan(f).sum())} range=[{np.nanmin(f):.4g}, {np.nanmax(f):.4g}]"
+        if not np.isnan(f).all()
+        else f"{a.dtype}{list(a.shape)} all NaN"
+    )
+
+
+__all__ = ["Comparison", "compare", "run_onnxruntime", "run_reference64", "summarize", "to_float64"]
