@@ -223,15 +223,21 @@ class NodeContext:
         return self.constant(np.array(x, dtype=v.type.np_dtype), suffix=suffix)
 
     def unsupported(
-        self, message: str, kind: builtins.type[UnsupportedError] = UnsupportedError
+        self,
+        message: str,
+        kind: builtins.type[UnsupportedError] = UnsupportedError,
+        *,
+        hint: str | None = None,
     ) -> UnsupportedError:
-        """The error to raise; `kind` says what is missing (UnsupportedTypeError: a dtype)."""
+        """The error to raise; `kind` says what is wrong (UnsupportedTypeError: a dtype,
+        InvalidModelError: a model breaking ONNX's own rules)."""
         return kind(
             message,
             node=self.node.name or self.name,
             op=self.op_type,
             opset=self.opset,
             model=self.imp.source,
+            hint=hint,
         )
 
 

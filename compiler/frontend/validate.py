@@ -281,15 +281,8 @@ def _ints_attr(ctx: NodeContext, key: str) -> list[int] | None:
     raise ctx_invalid(ctx, f"attribute {key}={v!r} must be integers")
 
 
-def ctx_invalid(ctx: NodeContext, message: str, hint: str | None = None) -> InvalidModelError:
-    return InvalidModelError(
-        message,
-        node=ctx.node.name or ctx.name,
-        op=ctx.op_type,
-        opset=ctx.opset,
-        model=ctx.imp.source,
-        hint=hint,
-    )
+def ctx_invalid(ctx: NodeContext, message: str) -> InvalidModelError:
+    return ctx.unsupported(message, kind=InvalidModelError)  # type: ignore[return-value]
 
 
 def _rank_of(ctx: NodeContext, i: int) -> int | None:

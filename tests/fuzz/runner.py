@@ -446,8 +446,9 @@ def sample_bytes() -> dict[str, bytes]:
     return {n: (SAMPLES / f"{n}.onnx").read_bytes() for n in SAMPLE_NAMES}
 
 
-def mutant_cases(seed: int, count: int) -> Iterator[Case]:
-    from .mutator import mutate
+def mutant_cases(seed: int, count: int, *, slow: bool = True) -> Iterator[Case]:
+    """`count` mutants of the sample models; `slow=False` skips those marked mutator.SLOW."""
+    from .mutator import SLOW, mutate
 
     samples = sample_bytes()
     names = sorted(samples)
@@ -455,6 +456,9 @@ def mutant_cases(seed: int, count: int) -> Iterator[Case]:
         s = seed * 1_000_003 + i
         base = names[s % len(names)]
         data, fam, desc = mutate(samples[base], s)
+        while not slow and SLOW in desc:
+            s += 7_919_000_000  # deterministic: another mutant in the same slot
+            data, fam, desc = mutate(samples[base], s)
         yield Case(f"mut-{seed}-{i}", "mutant", fam, f"{base}: {desc}", data, seed=i)
 
 
