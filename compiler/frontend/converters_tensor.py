@@ -326,12 +326,17 @@ def convert_split(ctx: NodeContext) -> list[Value | None]:
 def normalize_slice(
     shape: tuple[int, ...], starts: list[int], ends: list[int], axes: list[int], steps: list[int]
 ) -> tuple[list[int], list[int], list[int]]:
-    """Per-dim (start, stop, step) with Python slice clamping; `axes` already normalised."""
+    """Per-dim (start, stop, step) as clamped range bounds; `axes` already normalised.
+
+    ONNX clamps like Python's slice.indices except for a negative step whose start lies before
+    the first element: ONNX clamps it to 0 (one element), Python to -1 (empty)."""
     s_all, e_all, st_all = [0] * len(shape), list(shape), [1] * len(shape)
     for s, e, a, st in zip(starts, ends, axes, steps):
         # Clamp huge values (INT_MAX/INT_MIN markers) before handing them to slice.indices.
         s = max(min(s, 1 << 62), -(1 << 62))
         e = max(min(e, 1 << 62), -(1 << 62))
+        if st < 0 and s < -shape[a]:
+            s = -shape[a]
         s_all[a], e_all[a], st_all[a] = slice(s, e, st).indices(shape[a])
     return s_all, e_all, st_all
 

@@ -203,13 +203,14 @@ def check_external_data(
 def check_input_dims(
     name: str, dims: list[int] | tuple[int, ...], *, model: str | None = None
 ) -> None:
-    """Concrete dims of a graph input: positive and within MAX_DIM."""
+    """Concrete dims of a graph input: not negative and within MAX_DIM. A dim of 0 is legal
+    ONNX (an empty tensor; the node tests' empty-set reductions use it) and compiles."""
     for i, d in enumerate(dims):
-        if d <= 0:
+        if d < 0:
             raise InvalidModelError(
-                f"input '{name}' dim {i} is {d}: empty and negative dims are not supported",
+                f"input '{name}' dim {i} is {d}: dims must not be negative",
                 model=model,
-                hint="give a positive size with --input-shape if the dim is symbolic",
+                hint="give the size with --input-shape if the dim is symbolic",
             )
         if d > MAX_DIM:
             raise InvalidModelError(
@@ -244,8 +245,7 @@ def validate_model(model: onnx.ModelProto, source: str | None = None) -> None:
         if vi.name in seen or not vi.type.HasField("tensor_type"):
             continue
         for i, d in enumerate(vi.type.tensor_type.shape.dim):
-            # 0 is refused once the input's shape is final (an --input-shape cannot change
-            # a fixed dim); a negative dim reads as symbolic, so --input-shape can fix it
+            # a negative dim reads as symbolic (the importer asks for --input-shape)
             if d.HasField("dim_value") and d.dim_value > MAX_DIM:
                 check_input_dims(vi.name, [1] * i + [d.dim_value], model=source)
 

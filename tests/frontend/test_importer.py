@@ -463,6 +463,21 @@ def test_slice_negative_steps_and_int_max() -> None:
     check_vs_ort(model, {"x": x})
 
 
+def test_slice_negative_step_start_before_the_first_element() -> None:
+    # ONNX clamps such a start to 0 (one element), Python's slice.indices to -1 (empty): found
+    # by the fuzzing campaign (tests/fuzz) as a [1, 1, 0] output where onnxruntime gives [1, 1, 1]
+    x = rand(1, 3, 4)
+    node = helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])
+    inits = {
+        "st": np.array([-3, -9], np.int64),
+        "en": np.array([-2, -12], np.int64),
+        "ax": np.array([0, 2], np.int64),
+        "sp": np.array([-1, -2], np.int64),
+    }
+    model = make_model([node], {"x": x}, {"y": F}, 13, inits)
+    check_vs_ort(model, {"x": x})
+
+
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
 def test_pad_modes_and_negative_pads(mode: str) -> None:
     x = rand(3, 5)

@@ -72,7 +72,7 @@ REGRESSIONS: list[Regression] = [
     Regression("conv_stride_0", "refusal", match=r"node 'conv'.*strides=\[0, 1\]"),
     Regression("conv_group_not_dividing", "refusal", match=r"group=3 does not divide"),
     Regression("softmax_axis_out_of_range", "refusal", match=r"axis=5 is out of range"),
-    Regression("input_dim_0", "refusal", match=r"input 'x' dim 1 is 0"),
+    Regression("input_dim_0", "ok", ALL, note="empty tensors are legal; the allocator hung"),
     Regression("input_dim_int64_max", "refusal", match=r"dim 1 is 9223372036854775807"),
     Regression("input_dim_1e12", "refusal", match=r"dim 0 is 1000000000000"),
     Regression("gather_index_out_of_range", "refusal", match=r"Gather.*out of range"),
