@@ -103,3 +103,17 @@ def test_wrong_input_shape_is_one_line(tmp_path, capsys):
     assert err == [
         "glowviz: error: input 'input': expected shape [1, 1, 28, 28] (f32<1x1x28x28>), got [2, 2]"
     ]
+
+
+def test_out_of_memory_is_one_line(monkeypatch, capsys):
+    # a plan under the memory limit that the machine cannot hold: numpy's MemoryError becomes
+    # one line and exit 2, like every other user-facing failure (issue 11)
+    import glowviz.cli.run_cmd as run_cmd
+
+    def no_memory(*_a, **_k):
+        raise MemoryError("Unable to allocate 1.14 GiB for an array")
+
+    monkeypatch.setattr(run_cmd, "make_executor", no_memory)
+    assert cli("run", LENET) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["glowviz: error: out of memory: Unable to allocate 1.14 GiB for an array"]

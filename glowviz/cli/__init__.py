@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
         print(f"glowviz: error: {e.strerror}: {e.filename}", file=sys.stderr)
         return 2
+    except MemoryError as e:  # a plan under --max-memory that this machine cannot hold
+        print(f"glowviz: error: out of memory: {e or 'MemoryError'}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("glowviz: interrupted", file=sys.stderr)
         return 130
