@@ -129,6 +129,14 @@ REGRESSIONS: list[Regression] = [
         "length-1 input, 4 -> 8 channels",
     ),
     Regression(
+        "graph_conv1d_group2_stride3",
+        "ok",
+        ALL,
+        failing={"check": "conv-implicit-gemm"},
+        note="random graph 5000049 shrunk to one grouped 1-D Conv: kernel 3, stride 3, "
+        "SAME_UPPER, length-1 input; two runs differ",
+    ),
+    Regression(
         "graph_layernorm_near_constant",
         "ok",
         ALL,

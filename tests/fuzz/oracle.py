@@ -123,7 +123,123 @@ def _reference_fixes() -> list[type]:
         def _run(self, x):  # type: ignore[override]
             return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
 
-    return [GlobalMaxPool]
+    class LRN(OpRun):
+        # onnx 1.23's loops over the batch dim instead of the channels
+        def _run(self, x, alpha=None, beta=None, bias=None, size=None):  # type: ignore[override]
+            c = x.shape[1]
+            lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+            sq = np.zeros_like(x)
+            for i in range(c):
+                sq[:, i] = np.sum(x[:, max(0, i - lo) : min(c, i + hi + 1)] ** 2, axis=1)
+            return ((x / (bias + alpha / size * sq) ** beta).astype(x.dtype),)
+
+    from onnx.reference.ops.op_conv_transpose import ConvTranspose as _ConvTranspose
+
+    class ConvTranspose(_ConvTranspose):
+        # onnx 1.23's grouped case slices the filter and the bias wrongly: one group at a time
+        def _run(self, X, W, B=None, **attrs):  # type: ignore[override]
+            g = attrs.get("group") or 1
+            if g == 1:
+                return super()._run(X, W, B, **attrs)
+            c, m = X.shape[1] // g, W.shape[1]
+            parts = [
+                super(ConvTranspose, self)._run(
+                    X[:, k * c : (k + 1) * c],
+                    W[k * c : (k + 1) * c],
+                    None if B is None else B[k * m : (k + 1) * m],
+                    **{**attrs, "group": 1},
+                )[0]
+                for k in range(g)
+            ]
+            return (np.concatenate(parts, axis=1),)
+
+    class BatchNormalization(OpRun):
+        # onnx 1.23's opset 9-13 version reads momentum's default as "training mode"
+        def _run(self, x, scale, bias, mean, var, epsilon=None, **_):  # type: ignore[override]
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            r = [a.reshape(shape) for a in (scale, bias, mean, var)]
+            return (((x - r[2]) / np.sqrt(r[3] + epsilon) * r[0] + r[1]).astype(x.dtype),)
+
+    class Slice(OpRun):
+        # onnx 1.23's clamps like Python: a negative step's start before the first element
+        # gives nothing, where the ONNX spec (and onnxruntime) clamp it to 0
+        def _run(self, data, starts, ends, axes=None, steps=None):  # type: ignore[override]
+            axes = list(range(len(starts))) if axes is None else [int(a) % data.ndim for a in axes]
+            steps = [1] * len(starts) if steps is None else list(steps)
+            idx = [slice(None)] * data.ndim
+            for a, s, e, st in zip(axes, starts, ends, steps):
+                d = data.shape[a]
+                s, e, st = int(s), int(e), int(st)
+                s += d if s < 0 else 0
+                e += d if e < 0 else 0
+                if st > 0:
+                    s, e = min(max(s, 0), d), min(max(e, 0), d)
+                else:
+                    s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
+                idx[a] = slice(s, None if e < 0 else e, st)
+            return (data[tuple(idx)],)
+
+    def pool(x, kind, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
+        n = len(kernel_shape)
+        strides = strides or [1] * n
+        dilations = dilations or [1] * n
+        pads = pads or [0] * (2 * n)
+        outs = []
+        for i in range(n):
+            size = (
+                x.shape[2 + i] + pads[i] + pads[i + n] - (dilations[i] * (kernel_shape[i] - 1) + 1)
+            )
+            o = (-(-size // strides[i]) if ceil_mode else size // strides[i]) + 1
+            if ceil_mode and (o - 1) * strides[i] >= x.shape[2 + i] + pads[i]:
+                o -= 1  # the last window starts inside the input or its left padding
+            outs.append(o)
+        y = np.empty(x.shape[:2] + tuple(outs), x.dtype)
+        for pos in np.ndindex(*outs):
+            inside, padded = 1, 1
+            idxs = []
+            for i, o in enumerate(pos):
+                start = o * strides[i] - pads[i]
+                taps = start + dilations[i] * np.arange(kernel_shape[i])
+                hi_pad = x.shape[2 + i] + pads[i + n]
+                padded *= int(np.sum(taps < hi_pad))
+                taps = taps[(taps >= 0) & (taps < x.shape[2 + i])]
+                idxs.append(taps)
+                inside *= len(taps)
+            win = x[(slice(None), slice(None), *np.ix_(*idxs))] if inside else None
+            if kind == "max":
+                v = win.reshape(*x.shape[:2], -1).max(-1) if inside else np.nan
+            else:
+                total = win.reshape(*x.shape[:2], -1).sum(-1) if inside else 0.0
+                v = total / max(padded if count_include_pad else inside, 1)
+            y[(slice(None), slice(None), *pos)] = v
+        return y
+
+    class MaxPool(OpRun):
+        # onnx 1.23's gets some padded and ceil-mode windows wrong (shape and values)
+        def _run(
+            self, x, kernel_shape=None, strides=None, pads=None, dilations=None, ceil_mode=0, **_
+        ):  # type: ignore[override]
+            return (pool(x, "max", kernel_shape, strides, pads, dilations, ceil_mode, 0),)
+
+    class AveragePool(OpRun):
+        def _run(
+            self,
+            x,
+            kernel_shape=None,
+            strides=None,
+            pads=None,
+            dilations=None,
+            ceil_mode=0,
+            count_include_pad=0,
+            **_,
+        ):  # type: ignore[override]
+            return (
+                pool(
+                    x, "avg", kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad
+                ),
+            )
+
+    return [GlobalMaxPool, LRN, ConvTranspose, BatchNormalization, Slice, MaxPool, AveragePool]
 
 
 def run_reference64(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
