@@ -25,16 +25,14 @@ BUGS: dict[str, str] = {
     "conv-implicit-gemm": "LLVM conv, implicit-gemm strategy: wrong (and run-to-run varying) "
     "results when the dilated kernel window sticks out past both sides of a small input with "
     "stride > 1 (reads outside its buffers) - compiler/backends/llvm conv kernels",
-    "nan-swallowed": "LLVM kernels turn NaN into finite numbers: max/relu/clip fused into Conv "
-    "(NaN weights, BatchNorm with negative variance) - issue item 5",
     "int-div-trap": "integer Div by zero or INT_MIN / -1 kills the process with SIGFPE in LLVM "
     "code - issue item 4",
     "compile-time-superlinear": "compile time grows super-linearly with chain length and fan-out "
     "(3000-node chain, 2000 users: > 20 s in compiler/lir/passes/analysis.py) - issue item 3",
-    "norm-precision": "Instance/LayerNormalization of nearly-equal values: float32 x - mean "
-    "cancels, so interpreter and LLVM are off by ~1e-4 of the output scale where onnxruntime "
-    "(double accumulation) and a float64 reference agree - the LayerNorm/InstanceNorm lowering "
-    "and kernels",
+    "norm-precision": "InstanceNormalization of nearly-equal values: float32 x - mean cancels, "
+    "so interpreter and LLVM are off by ~1e-4 of the output scale where onnxruntime (double "
+    "accumulation) and a float64 reference agree - InstanceNorm's lowering (LayerNorm has a "
+    "double kernel now)",
 }
 
 
@@ -105,8 +103,9 @@ REGRESSIONS: list[Regression] = [
     Regression("int_div_by_runtime_zero", "no-crash", failing={"run-llvm": "int-div-trap"}),
     Regression("int_min_div_minus_one", "no-crash", failing={"run-llvm": "int-div-trap"}),
     # NaN and Inf propagate as in onnxruntime
-    Regression("nan_weight_conv_relu", "ok", ALL, failing={"check": "nan-swallowed"}),
-    Regression("batchnorm_negative_variance", "ok", ALL, failing={"check": "nan-swallowed"}),
+    Regression("nan_weight_conv_relu", "ok", ALL),
+    Regression("batchnorm_negative_variance", "ok", ALL),
+    Regression("batchnorm_nan_epsilon", "ok", ALL),
     Regression("clip_nan_bound", "ok", ALL),
     Regression("log_of_negative", "ok", ALL),
     Regression("max_with_nan", "ok", ALL),
@@ -140,9 +139,8 @@ REGRESSIONS: list[Regression] = [
         "graph_layernorm_near_constant",
         "ok",
         ALL,
-        failing={"check": "norm-precision"},
-        note="random graph 7000486 shrunk: LayerNormalization (lowered to float32 arithmetic) "
-        "of nearly-equal values; the interpreter is off by 5e-5 of the output scale",
+        note="random graph 7000486 shrunk: LayerNormalization of nearly-equal values (float32 "
+        "x - mean cancelled in the interpreter before LayerNorm kept its double kernel)",
     ),
     Regression(
         "graph_instancenorm_constant_rows",
@@ -167,7 +165,6 @@ KNOWN: list[Known] = [
     Known(
         "norm-precision", r"^wrong \| check \| vs-ort interpreter: values(, vs-ort llvm: values)?$"
     ),
-    Known("nan-swallowed", r"^wrong \| check \| vs-ort llvm: nan$"),
     Known("int-div-trap", r"^crash \| (run-llvm|check) \| SIGFPE"),
     Known("compile-time-superlinear", r"^hang \| [\w-]+ \| compiler/lir/passes/"),
 ]

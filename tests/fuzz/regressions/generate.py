@@ -362,6 +362,29 @@ def _() -> onnx.ModelProto:
     )
 
 
+@model("batchnorm_nan_epsilon")
+def _() -> onnx.ModelProto:
+    c = 4
+    return _make(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"]),
+            helper.make_node(
+                "BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"], epsilon=float("nan")
+            ),
+            helper.make_node("Relu", ["bn"], ["y"]),
+        ],
+        [
+            _t("w", np.full((c, 3, 1, 1), 0.5, np.float32)),
+            _t("s", np.ones(c, np.float32)),
+            _t("b", np.zeros(c, np.float32)),
+            _t("m", np.zeros(c, np.float32)),
+            _t("v", np.ones(c, np.float32)),
+        ],
+        [_vi("x", [1, 3, 4, 4])],
+        [_vi("y", [1, c, 4, 4])],
+    )
+
+
 @model("clip_nan_bound")
 def _() -> onnx.ModelProto:
     return _make(
