@@ -15,7 +15,18 @@ import time
 from pathlib import Path
 
 from .known import known_signature
-from .runner import GIB, Settings, Tally, graph_cases, mutant_cases, run_cases, run_cli_subprocess
+from .runner import (
+    GIB,
+    Case,
+    Outcome,
+    Settings,
+    Tally,
+    classify_cli,
+    graph_cases,
+    mutant_cases,
+    run_cases,
+    run_cli_subprocess,
+)
 
 SMALL = {"mutants": 80, "graphs": 40, "subprocess": 6}
 LONG = {"mutants": 2000, "graphs": 500, "subprocess": 40}
@@ -37,11 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write every outcome as JSON lines")
     p.add_argument("--save", metavar="DIR", help="write one failing model per signature")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--report", metavar="FILE", help="only print the counts of a --json file")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.report:
+        return report(args.report)
     sizes = dict(LONG if args.long else SMALL)
     for k in sizes:
         if getattr(args, k) is not None:
@@ -106,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         for m in mismatch:
             print("  " + m)
     print()
+    print_signatures(tally)
+    return 0
+
+
+def print_signatures(tally: Tally) -> None:
+    """Failure signatures, most frequent first, each with one example (KNOWN: in known.py)."""
     print("failure signatures (count, KNOWN = listed in tests/fuzz/known.py):")
     for sig, os_ in sorted(tally.signatures.items(), key=lambda kv: -len(kv[1])):
         k = known_signature(sig)
@@ -113,8 +133,28 @@ def main(argv: list[str] | None = None) -> int:
         ex = os_[0]
         print(f"{len(os_):5d}  {sig}   [{tag}]")
         print(f"       e.g. {ex.case}: {tally.cases[ex.case].desc[:150]}")
-        if ex.detail:
-            print(f"       {ex.detail.splitlines()[0][:200] if ex.detail.strip() else ''}")
+        if ex.detail.strip():
+            print(f"       {ex.detail.strip().splitlines()[0][:200]}")
+
+
+def report(path: str) -> int:
+    """Counts and signatures of a finished run, from its --json file (re-classified hangs)."""
+    tally = Tally()
+    by_case: dict[str, tuple[Case, list[Outcome]]] = {}
+    for line in open(path):  # noqa: SIM115
+        d = json.loads(line)
+        case = Case(d["case"], "", d.get("family", ""), d.get("desc", ""), b"")
+        keys = Outcome.__dataclass_fields__
+        o = Outcome(**{k: v for k, v in d.items() if k in keys})
+        if o.cls == "hang":
+            o.cause = classify_cli(None, "", timed_out=True, dump=o.detail)[1]
+        by_case.setdefault(o.case, (case, []))[1].append(o)
+    for case, outcomes in by_case.values():
+        tally.add(case, outcomes)
+    print(f"{len(by_case)} cases from {path}")
+    print(tally.table())
+    print()
+    print_signatures(tally)
     return 0
 
 

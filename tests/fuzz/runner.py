@@ -94,14 +94,19 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+),? in (\S+)')
 _PROJECT = re.compile(r"/(compiler|glowviz)/(.+\.py)$")
 
 
-def project_frame(text: str) -> str:
-    """The deepest frame of a Python traceback or faulthandler dump inside compiler/ or glowviz/."""
+#: IR core modules: a hang sampled inside one of them is blamed on the pass that called it.
+_IR_CORE = ("compiler/lir/ir.py", "compiler/graph/ir.py", "compiler/graph/types.py")
+
+
+def project_frame(text: str, *, skip: tuple[str, ...] = ()) -> str:
+    """The deepest frame of a Python traceback or faulthandler dump inside compiler/ or glowviz/
+    (and not in a `skip` file)."""
     frames = _FRAME.findall(text)
     if "most recent call first" in text:
         frames = frames[::-1]  # faulthandler lists the innermost frame first
     for path, _line, func in reversed(frames):
         m = _PROJECT.search(path)
-        if m:
+        if m and f"{m.group(1)}/{m.group(2)}" not in skip:
             return f"{m.group(1)}/{m.group(2)}:{func}"
     return frames[-1][2] if frames else "?"
 
@@ -124,7 +129,7 @@ def classify_cli(
 ) -> tuple[str, str, str]:
     """(class, cause, detail) of one CLI run."""
     if timed_out:
-        return "hang", project_frame(dump), dump[-1500:]
+        return "hang", project_frame(dump, skip=_IR_CORE), dump[-1500:]
     if sig is not None:
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         if "out of memory" in dump.lower() or "bad_alloc" in dump or "MemoryError" in dump:
