@@ -136,6 +136,14 @@ REGRESSIONS: list[Regression] = [
         "SAME_UPPER, length-1 input; two runs differ",
     ),
     Regression(
+        "graph_conv3x3_on_1x1_nondeterministic",
+        "ok",
+        ALL,
+        failing={"check": "conv-implicit-gemm"},
+        note="random graph 2026006218 shrunk to 6 nodes: a 3x3 Conv, strides [1, 3], SAME_UPPER "
+        "on a 1x1 input; two runs of the same program differ",
+    ),
+    Regression(
         "graph_layernorm_near_constant",
         "ok",
         ALL,
@@ -160,7 +168,9 @@ class Known:
 
 KNOWN: list[Known] = [
     Known(
-        "conv-implicit-gemm", r"^wrong \| check \| (nondeterministic llvm, )?vs-ort llvm: values$"
+        "conv-implicit-gemm",
+        r"^wrong \| check \| (nondeterministic llvm|step-vs-run llvm|vs-ort llvm: values)"
+        r"(, (nondeterministic llvm|step-vs-run llvm|vs-ort llvm: values))*$",
     ),
     Known(
         "norm-precision", r"^wrong \| check \| vs-ort interpreter: values(, vs-ort llvm: values)?$"
