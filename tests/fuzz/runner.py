@@ -129,12 +129,12 @@ def classify_cli(
 ) -> tuple[str, str, str]:
     """(class, cause, detail) of one CLI run."""
     if timed_out:
-        return "hang", project_frame(dump, skip=_IR_CORE), dump[-1500:]
+        return "hang", project_frame(dump, skip=_IR_CORE), _ends(dump)
     if sig is not None:
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        if "out of memory" in dump.lower() or "bad_alloc" in dump or "MemoryError" in dump:
-            return "memory", f"{name} {project_frame(dump)}", dump[-1500:]
-        return "crash", f"{name} {project_frame(dump)}", dump[-1500:]
+        if any(m in dump for m in _OOM_MARKS):
+            return "memory", f"{name} {project_frame(dump)}", _ends(dump)
+        return "crash", f"{name} {project_frame(dump)}", _ends(dump)
     if "Traceback (most recent call last)" in stderr:
         exc = _exc_line(stderr)
         etype = exc.split(":")[0]
@@ -149,6 +149,15 @@ def classify_cli(
         return "memory", lines[-1][:120], stderr[-800:]
     first = lines[0] if lines else "(no message)"
     return "unclean", f"exit {code}: " + _normalize(first), stderr[-800:]
+
+
+#: What a process killed by running out of memory leaves on stderr (numpy, C++, LLVM's JIT).
+_OOM_MARKS = ("MemoryError", "bad_alloc", "out of memory", "Unable to allocate", "Cannot allocate")
+
+
+def _ends(text: str) -> str:
+    """The start (what the process said) and the end (the outer frames) of a long dump."""
+    return text if len(text) <= 1500 else f"{text[:600]}\n...\n{text[-900:]}"
 
 
 def _normalize(line: str) -> str:

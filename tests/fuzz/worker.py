@@ -155,8 +155,11 @@ def task_check(req: dict[str, Any], tmp: Path) -> dict[str, Any]:
         ours_i = interp.run(feeds)
     except CompilerError as e:
         return {"cls": "refusal", "cause": type(e).__name__, "detail": f"interpreter: {e}"}
-    llvm = make_executor(result, "llvm")
-    ours_l = llvm.run(feeds)
+    try:
+        llvm = make_executor(result, "llvm")
+        ours_l = llvm.run(feeds)
+    except CompilerError as e:  # what `run --executor llvm` would refuse too
+        return {"cls": "refusal", "cause": type(e).__name__, "detail": f"llvm: {e}"}
     again_l = llvm.run(feeds)
     again_i = interp.run(feeds)
     # stepping: the IDE debugger's path (compiler/backends/llvm/executor.py per-instruction entries)
