@@ -22,9 +22,6 @@ ALL = (*CLI, "check")
 
 #: Bug classes still open, what they are and where the fix belongs (issue 11 items).
 BUGS: dict[str, str] = {
-    "conv-implicit-gemm": "LLVM conv, implicit-gemm strategy: wrong (and run-to-run varying) "
-    "results when the dilated kernel window sticks out past both sides of a small input with "
-    "stride > 1 (reads outside its buffers) - compiler/backends/llvm conv kernels",
     "int-div-trap": "integer Div by zero or INT_MIN / -1 kills the process with SIGFPE in LLVM "
     "code - issue item 4",
     "compile-time-superlinear": "compile time grows super-linearly with chain length and fan-out "
@@ -119,12 +116,11 @@ REGRESSIONS: list[Regression] = [
     Regression("log_of_negative", "ok", ALL),
     Regression("max_with_nan", "ok", ALL),
     # wrong answers on valid graphs
-    Regression("conv_tiny_spatial_stride2", "ok", ALL, failing={"check": "conv-implicit-gemm"}),
+    Regression("conv_tiny_spatial_stride2", "ok", ALL),
     Regression(
         "graph_conv1d_same_lower_stride2",
         "ok",
         ALL,
-        failing={"check": "conv-implicit-gemm"},
         note="random graph 1000084 shrunk: a 12-node prefix ending in a 1-D Conv, kernel 5, "
         "stride 2, SAME_LOWER on a length-1 input",
     ),
@@ -132,7 +128,6 @@ REGRESSIONS: list[Regression] = [
         "graph_conv1d_k3_s2_same_upper",
         "ok",
         ALL,
-        failing={"check": "conv-implicit-gemm"},
         note="random graph 7000054 shrunk to one 1-D Conv: kernel 3, stride 2, SAME_UPPER, "
         "length-1 input, 4 -> 8 channels",
     ),
@@ -140,7 +135,6 @@ REGRESSIONS: list[Regression] = [
         "graph_conv1d_group2_stride3",
         "ok",
         ALL,
-        failing={"check": "conv-implicit-gemm"},
         note="random graph 5000049 shrunk to one grouped 1-D Conv: kernel 3, stride 3, "
         "SAME_UPPER, length-1 input; two runs differ",
     ),
@@ -148,7 +142,6 @@ REGRESSIONS: list[Regression] = [
         "graph_conv3x3_on_1x1_nondeterministic",
         "ok",
         ALL,
-        failing={"check": "conv-implicit-gemm"},
         note="random graph 2026006218 shrunk to 6 nodes: a 3x3 Conv, strides [1, 3], SAME_UPPER "
         "on a 1x1 input; two runs of the same program differ",
     ),
@@ -176,11 +169,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known(
-        "conv-implicit-gemm",
-        r"^wrong \| check \| (nondeterministic llvm|step-vs-run llvm|vs-ort llvm: values)"
-        r"(, (nondeterministic llvm|step-vs-run llvm|vs-ort llvm: values))*$",
-    ),
     Known(
         "norm-precision", r"^wrong \| check \| vs-ort interpreter: values(, vs-ort llvm: values)?$"
     ),
