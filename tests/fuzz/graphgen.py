@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from .oracle import onnx_slice_bounds
+
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 MAX_NUMEL = 4096  # keep every tensor small: the campaign runs thousands of graphs
 MAX_BOUND = 1e4
@@ -665,14 +667,8 @@ def g_split(b: Builder, v: V) -> V | None:
 
 
 def onnx_slice_len(d: int, start: int, end: int, step: int) -> int:
-    """Elements ONNX Slice keeps along one axis (its spec, not Python's: a negative step
-    clamps a start below 0 to 0, where Python would clamp it to -1)."""
-    start += d if start < 0 else 0
-    end += d if end < 0 else 0
-    if step > 0:
-        start, end = min(max(start, 0), d), min(max(end, 0), d)
-    else:
-        start, end = min(max(start, 0), d - 1), min(max(end, -1), d - 1)
+    """Elements ONNX Slice keeps along one axis."""
+    start, end = onnx_slice_bounds(d, start, end, step)
     return max(0, -(-(end - start) // step))
 
 

@@ -114,6 +114,16 @@ def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
+def onnx_slice_bounds(d: int, start: int, end: int, step: int) -> tuple[int, int]:
+    """(start, end) of ONNX Slice along a dim of size `d`, clamped as its spec says (unlike
+    Python: a negative step clamps a start before the first element to 0, not to -1)."""
+    start += d if start < 0 else 0
+    end += d if end < 0 else 0
+    if step > 0:
+        return min(max(start, 0), d), min(max(end, 0), d)
+    return min(max(start, 0), d - 1), min(max(end, -1), d - 1)
+
+
 def _reference_fixes() -> list[type]:
     """Ops whose `onnx.reference` implementation is wrong for some inputs, redone here."""
     from onnx.reference.op_run import OpRun
@@ -168,15 +178,8 @@ def _reference_fixes() -> list[type]:
             steps = [1] * len(starts) if steps is None else list(steps)
             idx = [slice(None)] * data.ndim
             for a, s, e, st in zip(axes, starts, ends, steps):
-                d = data.shape[a]
-                s, e, st = int(s), int(e), int(st)
-                s += d if s < 0 else 0
-                e += d if e < 0 else 0
-                if st > 0:
-                    s, e = min(max(s, 0), d), min(max(e, 0), d)
-                else:
-                    s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
-                idx[a] = slice(s, None if e < 0 else e, st)
+                s, e = onnx_slice_bounds(data.shape[a], int(s), int(e), int(st))
+                idx[a] = slice(s, None if e < 0 else e, int(st))
             return (data[tuple(idx)],)
 
     def pool(x, kind, kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad):
@@ -266,4 +269,12 @@ def summarize(a: Any) -> str:
     )
 
 
-__all__ = ["Comparison", "compare", "run_onnxruntime", "run_reference64", "summarize", "to_float64"]
+__all__ = [
+    "Comparison",
+    "compare",
+    "onnx_slice_bounds",
+    "run_onnxruntime",
+    "run_reference64",
+    "summarize",
+    "to_float64",
+]
