@@ -108,6 +108,11 @@ class ExecutionError(CompilerError):
     """Running compiled code failed (bad plan, kernel fault caught, wrong state)."""
 
 
+class QuantizationError(CompilerError):
+    """A quantization profile or option cannot be used: a stale or unreadable profile, a tensor
+    the profile never saw, an unknown schema or calibration."""
+
+
 class UnsupportedOpError(UnsupportedError):
     """The model uses an operator (or an operator domain) the frontend has no converter for."""
 

@@ -1,6 +1,8 @@
 """The whole compile pipeline, stage by stage, observable after every pass.
 
-import -> graph-opt -> lower -> post-lower-opt -> schedule -> irgen -> lir-opt -> memory.
+import -> graph-opt -> lower -> post-lower-opt -> [quantize] -> schedule -> irgen -> lir-opt ->
+memory. The quantize stage runs when `CompileOptions.quantize` gives a profile (or `profile`
+asks for profile points; compiler/quantization/).
 The IDE's session and every CLI command drive compilation only through `compile_model` and the
 observer it calls (see compiler/passes/manager.py: PassEvent).
 """
@@ -30,6 +32,7 @@ STAGES = (
     "graph-opt",
     "lower",
     "post-lower-opt",
+    "quantize",
     "schedule",
     "irgen",
     "lir-opt",
@@ -55,6 +58,9 @@ class CompileOptions:
     max_memory: int = DEFAULT_MAX_MEMORY
     #: bytes one tensor computed at compile time (import folding, constant folding) may take
     fold_limit: int = DEFAULT_FOLD_LIMIT
+    # int8 quantization from a profile: a QuantizeOptions, a Profile or a profile path.
+    quantize: Any = None
+    profile: bool = False  # add profile points (compiler/quantize.py runs them)
 
 
 @dataclass
@@ -142,6 +148,10 @@ def compile_model(
         run_passes(module, graph_opt_passes(), "graph-opt", ctx)
         run_passes(module, [lowering_pass(options.lowering)], "lower", ctx)
         run_passes(module, graph_opt_passes(), "post-lower-opt", ctx)
+        if options.profile or options.quantize is not None:
+            from compiler.passes.pipelines import quantize_passes
+
+            run_passes(module, quantize_passes(options), "quantize", ctx)
         if options.low_level:
             from compiler.lir.pipeline import LowLevelResult, run_low_level
 

@@ -352,7 +352,11 @@ class Importer:
             and all(t.numel <= FOLD_LIMIT and t.size_bytes <= self.fold_limit for t in types)
         ):
             fake = SimpleNamespace(
-                op=op, name=name, attrs=full, results=[SimpleNamespace(type=t) for t in types]
+                op=op,
+                name=name,
+                attrs=full,
+                operands=operands,
+                results=[SimpleNamespace(type=t) for t in types],
             )
             outs = evaluate(
                 fake, [v.data for v in operands if isinstance(v, Constant) and v.data is not None]

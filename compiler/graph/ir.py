@@ -279,8 +279,9 @@ class Module:
         return fresh_name(base, self._names, self._counters)
 
     # -- storage ------------------------------------------------------------------------------
-    def add_constant(self, name: str, data: np.ndarray) -> Constant:
-        c = Constant(self.unique_name(name), data)
+    def add_constant(self, name: str, data: np.ndarray, type: TensorType | None = None) -> Constant:
+        """A new constant; `type` gives quantized data its scale and offset."""
+        c = Constant(self.unique_name(name), data, type)
         self.constants[c.name] = c
         return c
 

@@ -236,7 +236,7 @@ def _pool(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         if o <= 0:
             raise ShapeError(f"output size {o} is not positive")
         out.append(o)
-    return [TensorType(x.elem, (n, c, out[0], out[1]))]
+    return [x.with_shape((n, c, out[0], out[1]))]  # max pooling keeps a quantized type
 
 
 def _global_pool(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -268,8 +268,10 @@ def _concat(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     ax = _axis(attrs["axis"], first.rank)
     total = 0
     for t in types:
-        if t.rank != first.rank or t.elem != first.elem:
+        if t.rank != first.rank or t.elem != first.elem or t.scale != first.scale:
             raise ShapeError(f"operands {first} and {t} cannot be concatenated")
+        if t.offset != first.offset:
+            raise ShapeError(f"quantized operands {first} and {t} differ in offset")
         if any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != ax):
             raise ShapeError(f"operands {first} and {t} differ off axis {ax}")
         total += t.shape[ax]
@@ -956,3 +958,6 @@ register(
         doc="write a value into an output placeholder",
     )
 )
+
+# The quantized rows live in their own module (it registers on import).
+from compiler.graph import ops_quant  # noqa: E402, F401

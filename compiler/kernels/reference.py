@@ -24,6 +24,7 @@ from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ops import all_ops
 from compiler.graph.types import ElemKind
 from compiler.kernels.reference_nn import NN_KERNELS, erf
+from compiler.kernels.reference_quant import QUANT_KERNELS
 
 Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
 
@@ -402,6 +403,22 @@ for _name, _fn in NN_KERNELS.items():
     KERNELS[_name] = _fn
 
 
+# The quantized ops' kernels read their operands' scales and offsets: `run_kernel` passes types.
+for _name, _fn in QUANT_KERNELS.items():
+    assert _name not in KERNELS, _name
+    KERNELS[_name] = _fn  # type: ignore[assignment]
+
+
+def run_kernel(
+    fn: Kernel, inputs: list[np.ndarray], attrs: dict[str, Any], in_types: Any, out_types: Any
+) -> list[np.ndarray]:
+    """Call a kernel of `KERNELS`; typed ones (the quantized ops) also get the operand and
+    result types, which carry the quantization parameters."""
+    if getattr(fn, "typed", False):
+        return fn(inputs, attrs, in_types, out_types)  # type: ignore[call-arg]
+    return fn(inputs, attrs)
+
+
 # -- fused activations ------------------------------------------------------------------------
 
 
@@ -443,7 +460,13 @@ def evaluate(node: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
         raise ExecutionError(f"node '{node.name}': no reference kernel for op {node.op}") from None
     try:
         with np.errstate(all="ignore"):
-            outs = fn(list(inputs), node.attrs)
+            outs = run_kernel(
+                fn,
+                list(inputs),
+                node.attrs,
+                [v.type for v in getattr(node, "operands", ())],
+                [r.type for r in node.results],
+            )
     except ExecutionError as e:
         raise ExecutionError(f"node '{node.name}' ({node.op}): {e.message}") from None
     except (ValueError, TypeError, IndexError, ArithmeticError, MemoryError) as e:
@@ -470,4 +493,4 @@ def evaluate(node: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return res
 
 
-__all__ = ["KERNELS", "Kernel", "apply_activation", "evaluate", "kernel"]
+__all__ = ["KERNELS", "Kernel", "apply_activation", "evaluate", "kernel", "run_kernel"]

@@ -211,17 +211,26 @@ def avg_pool(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     sh, sw = attrs["strides"]
     xp = _pad_nchw(x, pads, 0.0, extra)
     sums = _windows(xp, kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5), dtype=x.dtype)
-    # Divisor: positions inside the input, or (count_include_pad) inside input + explicit pads;
-    # the ceil_mode overhang never counts (onnxruntime's rule).
-    h, w = x.shape[2:]
+    return [sums / avg_pool_counts(x.shape, attrs, x.dtype)]
+
+
+def avg_pool_counts(shape: tuple[int, ...], attrs: dict[str, Any], dtype: Any) -> np.ndarray:
+    """The divisor of each output position of AvgPool (and QAvgPool): positions inside the
+    input, or (count_include_pad) inside input + explicit pads; the ceil_mode overhang never
+    counts (onnxruntime's rule)."""
+    oh, ow, extra = _pool_geometry(np.empty(shape, dtype=np.float32), attrs, (1, 1))
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["strides"]
+    h, w = shape[2:]
+    pads = attrs["pads"]
     pt, pl, pb, pr = pads
     if attrs["count_include_pad"]:
-        mask = np.zeros((h + pt + pb + extra[0], w + pl + pr + extra[1]), dtype=x.dtype)
+        mask = np.zeros((h + pt + pb + extra[0], w + pl + pr + extra[1]), dtype=dtype)
         mask[: h + pt + pb, : w + pl + pr] = 1
     else:
-        mask = _pad_nchw(np.ones((1, 1, h, w), dtype=x.dtype), pads, 0.0, extra)[0, 0]
+        mask = _pad_nchw(np.ones((1, 1, h, w), dtype=dtype), pads, 0.0, extra)[0, 0]
     counts = _windows(mask[None, None], kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5))[0, 0]
-    return [sums / np.maximum(counts, 1)]
+    return np.maximum(counts, 1)
 
 
 @_k("GlobalAvgPool")

@@ -61,7 +61,7 @@ class ConstantFolding(GraphPass):
             consts: list[Value] = []
             for r, data in zip(node.results, outs):
                 arr = np.asarray(data, dtype=r.type.np_dtype).reshape(r.type.shape)
-                consts.append(fn.module.add_constant(f"{node.name}_folded", arr))
+                consts.append(fn.module.add_constant(f"{node.name}_folded", arr, r.type))
             with rw.at(node):
                 rw.replace_node(node, consts)
         if rw.changed:

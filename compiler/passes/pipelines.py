@@ -4,6 +4,8 @@ before lowering, the lowering pass for a backend policy, and the same optimisati
 
 from __future__ import annotations
 
+from typing import Any
+
 from compiler.passes.arithmetic import ArithmeticSimplification
 from compiler.passes.batchnorm_folding import BatchNormFolding
 from compiler.passes.concat_slice import ConcatSliceCleanup
@@ -16,6 +18,7 @@ from compiler.passes.manager import GraphPass
 from compiler.passes.pad_merge import PadMerging
 from compiler.passes.reshape import ReshapeMerging
 from compiler.passes.transpose_sinking import TransposeSinking
+from compiler.quantization.passes import InstrumentProfile, QuantCleanup, QuantizeGraph
 
 
 def graph_opt_passes() -> list[GraphPass]:
@@ -41,6 +44,23 @@ def graph_opt_passes() -> list[GraphPass]:
 def lowering_pass(policy: str | LoweringPolicy = "cpu") -> GraphPass:
     """The `lower` pass for a backend policy: "cpu" (default) or "lower-all"."""
     return Lower(policy)
+
+
+def quantize_passes(options: Any) -> list[GraphPass]:
+    """The quantize stage for `CompileOptions` `options`: profile points (`profile`), or the
+    quantizer for the policy's backend, then the clean-ups it enables."""
+    from compiler.passes.lowering import get_policy
+
+    if options.profile:
+        return [InstrumentProfile()]
+    backend = get_policy(options.lowering).backend
+    return [
+        QuantizeGraph(options.quantize, backend),
+        QuantCleanup(),
+        ConstantFolding(),
+        CommonSubexpressionElimination(),
+        DeadCodeElimination(),
+    ]
 
 
 def post_lowering_passes() -> list[GraphPass]:

@@ -27,6 +27,7 @@ from compiler.passes.manager import Pass
 from compiler.passes.pad_merge import PadMerging
 from compiler.passes.reshape import ReshapeMerging
 from compiler.passes.transpose_sinking import TransposeSinking
+from compiler.quantization.passes import InstrumentProfile, QuantCleanup, QuantizeGraph
 
 #: Every pass, graph passes first; names are unique across both IRs.
 PASSES: tuple[type[Pass], ...] = (
@@ -42,6 +43,9 @@ PASSES: tuple[type[Pass], ...] = (
     PadMerging,
     ActivationFusion,
     Lower,
+    InstrumentProfile,
+    QuantizeGraph,
+    QuantCleanup,
     # low-level IR
     Peephole,
     DeadStoreElimination,

@@ -313,7 +313,7 @@ class ArenaInterpreter:
             graph_op = ins.graph_op
             if graph_op is None:
                 raise ExecutionError(f"no semantics for instruction kind '{kind}'")
-            from compiler.kernels.reference import KERNELS
+            from compiler.kernels.reference import KERNELS, run_kernel
 
             try:
                 kernel = KERNELS[graph_op]
@@ -323,7 +323,13 @@ class ArenaInterpreter:
                 ) from None
             dests = [(a, m) for a, (v, m) in zip(ops, ins.operands) if m in ("out", "inout")]
             inputs = [a for a, (v, m) in zip(ops, ins.operands) if m == "in"]
-            results = kernel(inputs, ins.attrs)
+            results = run_kernel(
+                kernel,
+                inputs,
+                ins.attrs,
+                [v.type for v, m in ins.operands if m == "in"],
+                [v.type for v, m in ins.operands if m in ("out", "inout")],
+            )
             # Compute everything first, then write: an @out may alias an @in.
             staged = []
             for (dst, _), res in zip(dests, results):

@@ -1,0 +1,278 @@
+"""The quantized rows of the graph op table (compiler/graph/ops.py registers them by importing
+this): Quantize, Dequantize, RescaleQuantized and the int8 compute ops the quantizer and the
+QDQ importer rewrite float nodes into.
+
+A quantized value is an `i8` tensor whose type carries its scale and offset (`i8<1x64:0.02,-3>`,
+real = scale * (q - offset)); the type is the one place those live. An op that *defines* a
+quantization takes it as attributes (`scale`, `offset`), and type inference builds the result
+type from them, so attributes and type cannot disagree. Inputs' parameters are read from their
+types. Per-channel weight scales are a float32 operand (one per output channel); such weights
+are plain `i8` (offset 0) and biases plain `i32` in units of input scale x weight scale.
+
+`qmin` / `qmax` clamp the integer result: a Relu or Clip folded into the op is that range
+(docs/QUANTIZATION.md gives the exact arithmetic every kernel follows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.errors import ShapeError
+from compiler.graph.ops import (
+    Attr,
+    OpDef,
+    _conv,
+    _matmul,
+    _pool,
+    register,
+)
+from compiler.graph.types import ElemKind, TensorType, broadcast_shapes
+
+#: The integer range of the quantized element kind.
+QMIN, QMAX = -128, 127
+
+#: What an op that defines a quantization takes.
+_QPARAMS = {
+    "scale": Attr("float", doc="real value of one integer step"),
+    "offset": Attr("int", doc="the integer that stands for real 0"),
+    "qmin": Attr("int", QMIN, "lower clamp of the integer result (a folded Relu/Clip)"),
+    "qmax": Attr("int", QMAX, "upper clamp of the integer result"),
+}
+
+
+def is_quantized(t: TensorType) -> bool:
+    """An int8 tensor with a scale: the only quantized kind the kernels compute on."""
+    return t.elem == ElemKind.I8 and t.scale is not None
+
+
+def qtype(shape: tuple[int, ...], attrs: dict[str, Any]) -> TensorType:
+    """The quantized result type an op's `scale` / `offset` attributes define."""
+    scale, offset = float(attrs["scale"]), int(attrs["offset"])
+    if not scale > 0:
+        raise ShapeError(f"scale {scale} must be positive")
+    if not QMIN <= offset <= QMAX:
+        raise ShapeError(f"offset {offset} is outside [{QMIN}, {QMAX}]")
+    if not QMIN <= attrs.get("qmin", QMIN) <= attrs.get("qmax", QMAX) <= QMAX:
+        raise ShapeError(f"clamp [{attrs['qmin']}, {attrs['qmax']}] is not inside the i8 range")
+    return TensorType(ElemKind.I8, shape, scale, offset)
+
+
+def _need_q(t: TensorType, what: str) -> None:
+    if not is_quantized(t):
+        raise ShapeError(f"{what} must be a quantized i8 tensor, got {t}")
+
+
+def _need(t: TensorType, elem: ElemKind, what: str, shape: tuple[int, ...] | None = None) -> None:
+    if t.elem != elem or t.scale is not None:
+        raise ShapeError(f"{what} must be plain {elem.value}, got {t}")
+    if shape is not None and t.shape != shape:
+        raise ShapeError(f"{what} {t} must have shape {list(shape)}")
+
+
+def _quantize(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    if x.elem != ElemKind.F32:
+        raise ShapeError(f"quantizes f32, got {x}")
+    return [qtype(x.shape, attrs)]
+
+
+def _dequantize(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    _need_q(x, "input")
+    return [TensorType(ElemKind.F32, x.shape)]
+
+
+def _rescale(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    _need_q(x, "input")
+    return [qtype(x.shape, attrs)]
+
+
+def _channel_scales(s: TensorType, n: int, what: str) -> None:
+    if s.elem != ElemKind.F32 or s.shape != (n,):
+        raise ShapeError(f"{what} must be f32<{n}>, got {s}")
+
+
+def _qconv(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, w, b, ws = types
+    _need_q(x, "input")
+    _need(w, ElemKind.I8, "filter")
+    k = w.shape[0] if w.rank == 4 else 0
+    _need(b, ElemKind.I32, "bias", (k,))
+    _channel_scales(ws, k, "filter_scales")
+    (t,) = _conv([x.with_elem(ElemKind.F32), w.with_elem(ElemKind.F32), b], attrs)
+    return [qtype(t.shape, attrs)]
+
+
+def _qfc(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, w, b, ws = types
+    _need_q(x, "input")
+    _need(w, ElemKind.I8, "weights")
+    if x.rank != 2 or w.rank != 2 or x.shape[1] != w.shape[0]:
+        raise ShapeError(f"expects x[M,K] w[K,N], got {x} and {w}")
+    n = w.shape[1]
+    _need(b, ElemKind.I32, "bias", (n,))
+    _channel_scales(ws, n, "weight_scales")
+    return [qtype((x.shape[0], n), attrs)]
+
+
+def _qmatmul(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    a, b = types
+    _need_q(a, "lhs")
+    _need_q(b, "rhs")
+    (t,) = _matmul([a.with_elem(ElemKind.F32), b.with_elem(ElemKind.F32)], attrs)
+    return [qtype(t.shape, attrs)]
+
+
+def _qbinary(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    a, b = types
+    _need_q(a, "lhs")
+    _need_q(b, "rhs")
+    return [qtype(broadcast_shapes(a.shape, b.shape), attrs)]
+
+
+def _qpool(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    _need_q(x, "input")
+    (t,) = _pool([x], attrs)
+    return [qtype(t.shape, attrs)]
+
+
+def _qglobal_pool(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    _need_q(x, "input")
+    if x.rank < 3:
+        raise ShapeError(f"expects N x C x spatial input, got {x}")
+    return [qtype(x.shape[:2] + (1,) * (x.rank - 2), attrs)]
+
+
+_PURE = frozenset({"pure", "quantized"})
+
+register(
+    OpDef(
+        "Quantize",
+        ("input",),
+        _quantize,
+        {"scale": _QPARAMS["scale"], "offset": _QPARAMS["offset"]},
+        _PURE,
+        "quantization",
+        "f32 -> i8: clamp(round_half_even(x / scale) + offset)",
+    )
+)
+register(
+    OpDef(
+        "Dequantize",
+        ("input",),
+        _dequantize,
+        traits=_PURE,
+        category="quantization",
+        doc="i8 -> f32: (q - offset) * scale, the input type's parameters",
+    )
+)
+register(
+    OpDef(
+        "RescaleQuantized",
+        ("input",),
+        _rescale,
+        dict(_QPARAMS),
+        _PURE,
+        "quantization",
+        "i8 -> i8 with another scale/offset (and clamp)",
+    )
+)
+register(
+    OpDef(
+        "QConv",
+        ("input", "filter", "bias", "filter_scales"),
+        _qconv,
+        {
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
+            "dilations": Attr("ints", (1, 1)),
+            "group": Attr("int", 1),
+            **_QPARAMS,
+        },
+        _PURE | {"accumulates"},
+        "conv",
+        "int8 2-D convolution, NCHW; per-channel filter scales; int32 bias; requantized",
+    )
+)
+register(
+    OpDef(
+        "QFullyConnected",
+        ("input", "weights", "bias", "weight_scales"),
+        _qfc,
+        dict(_QPARAMS),
+        _PURE | {"accumulates"},
+        "matmul",
+        "int8 x[M,K] @ w[K,N] + b[N]; per-column weight scales; requantized",
+    )
+)
+register(
+    OpDef(
+        "QMatMul",
+        ("lhs", "rhs"),
+        _qmatmul,
+        dict(_QPARAMS),
+        _PURE | {"accumulates"},
+        "matmul",
+        "int8 matrix product of two quantized tensors (batch dims broadcast); requantized",
+    )
+)
+for _name, _doc in (("QAdd", "a + b"), ("QMul", "a * b")):
+    register(
+        OpDef(
+            _name,
+            ("lhs", "rhs"),
+            _qbinary,
+            dict(_QPARAMS),
+            _PURE,
+            "elementwise",
+            f"int8 {_doc}, broadcasting; requantized",
+        )
+    )
+register(
+    OpDef(
+        "QAvgPool",
+        ("input",),
+        _qpool,
+        {
+            "kernel": Attr("ints"),
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0)),
+            "ceil_mode": Attr("int", 0),
+            "count_include_pad": Attr("int", 0),
+            **_QPARAMS,
+        },
+        _PURE | {"accumulates"},
+        "pool",
+        "int8 2-D average pooling, NCHW; requantized",
+    )
+)
+register(
+    OpDef(
+        "QGlobalAvgPool",
+        ("input",),
+        _qglobal_pool,
+        dict(_QPARAMS),
+        _PURE | {"accumulates"},
+        "pool",
+        "int8 mean over all spatial dims; requantized",
+    )
+)
+
+#: The ops whose kernels run on quantized integers (and need their operands' types).
+QUANTIZED_OPS = frozenset(
+    {
+        "Quantize",
+        "Dequantize",
+        "RescaleQuantized",
+        "QConv",
+        "QFullyConnected",
+        "QMatMul",
+        "QAdd",
+        "QMul",
+        "QAvgPool",
+        "QGlobalAvgPool",
+    }
+)

@@ -1,0 +1,78 @@
+"""What `CompileOptions.quantize` takes: a profile (path or object) and how to use it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compiler.quantization.params import check_calibration, check_schema
+from compiler.quantization.profile import Profile
+
+#: The float ops the quantizer rewrites by default ("everything the schema allows").
+DEFAULT_OPS = frozenset(
+    {
+        "Conv",
+        "FullyConnected",
+        "MatMul",
+        "Add",
+        "Mul",
+        "AvgPool",
+        "GlobalAvgPool",
+        "ReduceMean",
+        "MaxPool",
+        "GlobalMaxPool",
+        "Concat",
+        "Relu",
+        "Clip",
+        # Data movement: run on int8 when their input already is quantized.
+        "Reshape",
+        "Transpose",
+        "Slice",
+        "Split",
+        "Pad",
+        "Broadcast",
+    }
+)
+
+
+@dataclass(frozen=True)
+class QuantizeOptions:
+    """How to quantize: the profile, the schema and calibration of activations, per-channel
+    weights, and the nodes to keep in float (by name at the quantization point)."""
+
+    profile: Profile | str | Path
+    schema: str = "asymmetric"
+    calibration: str = "minmax"
+    percentile: float = 99.99
+    per_channel: bool = True
+    keep_float: frozenset[str] = frozenset()
+    ops: frozenset[str] = DEFAULT_OPS
+    #: Per tensor (value name) calibration overrides, e.g. {"conv_3": "kl"}.
+    tensor_calibration: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_schema(self.schema)
+        check_calibration(self.calibration)
+        for method in self.tensor_calibration.values():
+            check_calibration(method)
+        object.__setattr__(self, "keep_float", frozenset(self.keep_float))
+        object.__setattr__(self, "ops", frozenset(self.ops))
+
+    def load_profile(self) -> Profile:
+        return self.profile if isinstance(self.profile, Profile) else Profile.load(self.profile)
+
+    def with_keep_float(self, names: Any) -> QuantizeOptions:
+        from dataclasses import replace
+
+        return replace(self, keep_float=frozenset(names))
+
+
+def as_quantize_options(value: QuantizeOptions | Profile | str | Path) -> QuantizeOptions:
+    """`CompileOptions.quantize` accepts a profile path or object too (default options)."""
+    if isinstance(value, QuantizeOptions):
+        return value
+    return QuantizeOptions(profile=value)
+
+
+__all__ = ["DEFAULT_OPS", "QuantizeOptions", "as_quantize_options"]

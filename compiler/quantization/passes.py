@@ -1,0 +1,177 @@
+"""The quantization passes (pipeline stage "quantize", after post-lower-opt, as in Glow):
+
+- `instrument-profile`: a profile point on every float activation (and graph input): a Save
+  into an extra output placeholder `profile.<value>`, so either executor can profile the graph
+  and the profile runner (compiler/quantize.py) reads every activation from the outputs. The
+  graph's hash (before instrumenting) keys the profile.
+- `quantize`: rewrites float nodes into quantized ones from a profile (quantizer.py); refuses a
+  profile of another graph.
+- `quant-opt`: removes what quantizing node by node leaves between neighbours:
+  Quantize(Dequantize(q)) becomes q (or a RescaleQuantized when the parameters differ), an
+  identity rescale disappears, and a rescale after a single-use requantizing op is folded into
+  that op's output parameters (one rounding instead of two).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.backends.contract import Backend
+from compiler.graph.ir import Function, Module, Node, Result
+from compiler.graph.ops_quant import QMAX, QMIN, is_quantized
+from compiler.passes.manager import GraphPass
+from compiler.passes.rewriter import (
+    Rewriter,
+    apply_patterns,
+    graph_patterns,
+    is_trivially_dead,
+    producer,
+)
+from compiler.quantization.options import QuantizeOptions, as_quantize_options
+from compiler.quantization.profile import graph_hash
+from compiler.quantization.quantizer import (
+    REQUANTIZING,
+    Quantizer,
+    params_of,
+    qattrs,
+    quantize_node,
+)
+
+#: Output placeholders of profile points are named PROFILE_PREFIX + the value's name.
+PROFILE_PREFIX = "profile."
+
+
+def profiled_values(fn: Function) -> list[Any]:
+    """The values a profile covers: float graph inputs and float node results."""
+    out: list[Any] = [p for p in fn.module.inputs() if p.type.elem.is_float]
+    for node in fn.nodes:
+        if node.op == "Save":
+            continue
+        out.extend(r for r in node.results if r.type.elem.is_float and r.type.numel > 0)
+    return out
+
+
+class InstrumentProfile(GraphPass):
+    """Saves every float activation into a `profile.<name>` output (see the module docstring)."""
+
+    name = "instrument-profile"
+    affects_memory = True
+
+    def run_on_module(self, module: Module) -> bool:
+        module.meta["profile_graph_hash"] = graph_hash(module)
+        return super().run_on_module(module)
+
+    def run(self, fn: Function) -> bool:
+        rw = Rewriter(fn, rule=self.name)
+        points: dict[str, str] = fn.module.meta.setdefault("profile_points", {})
+        for v in profiled_values(fn):
+            ph = fn.module.add_placeholder(PROFILE_PREFIX + v.name, v.type, is_output=True)
+            points[ph.name] = v.name
+            anchor = v.node if isinstance(v, Result) else None
+            if anchor is not None:
+                with rw.at(anchor):
+                    rw.create("Save", [v, ph], name=f"profile_{v.name}")
+            else:
+                rw.create("Save", [v, ph], name=f"profile_{v.name}", origin=[])
+        return rw.changed
+
+
+class QuantizeGraph(GraphPass):
+    """Quantizes the graph from a profile (see compiler/quantization/quantizer.py)."""
+
+    name = "quantize-graph"
+
+    def __init__(self, options: Any, backend: Backend) -> None:
+        self.options: QuantizeOptions = as_quantize_options(options)
+        self.backend = backend
+
+    def run_on_module(self, module: Module) -> bool:
+        profile = self.options.load_profile()
+        profile.check_hash(graph_hash(module), "the graph being quantized")
+        self._profile = profile
+        changed = super().run_on_module(module)
+        if changed:
+            module.remove_unused_constants()
+        return changed
+
+    def run(self, fn: Function) -> bool:
+        rw = Rewriter(fn, rule=self.name)
+        q = Quantizer(rw, self.options, self._profile, self.backend)
+        for node in list(fn.nodes):
+            if node.function is not fn:
+                continue  # replaced by an earlier rewrite (a fused bias Add)
+            with rw.at(node, f"quantize-{node.op.lower()}"):
+                quantize_node(q, node)
+        fn.module.meta.setdefault("quantization", {}).update(q.decisions)
+        return rw.changed
+
+
+# -- quant-opt ------------------------------------------------------------------------------------
+
+
+def fold_quantize_dequantize(node: Node, rw: Rewriter) -> bool:
+    """Quantize(Dequantize(q)) -> q, or a rescale of q to the Quantize's parameters."""
+    src = producer(node.operands[0])
+    if src is None or src.op != "Dequantize":
+        return False
+    q = src.operands[0]
+    if q.type == node.result.type:
+        rw.replace(node.result, q)
+        return True
+    attrs = {"scale": node.attrs["scale"], "offset": node.attrs["offset"]}
+    rw.replace(node.result, rw.create("RescaleQuantized", [q], attrs, name=node.name).result)
+    return True
+
+
+def fold_rescale(node: Node, rw: Rewriter) -> bool:
+    """An identity rescale disappears; a rescale of a single-use requantizing op's result
+    becomes that op's own output parameters and clamp."""
+    (x,) = node.operands
+    full = (node.attrs["qmin"], node.attrs["qmax"]) == (QMIN, QMAX)
+    if full and x.type == node.result.type:
+        rw.replace(node.result, x)
+        return True
+    src = producer(x)
+    live_users = [u for u in x.user_nodes() if not is_trivially_dead(u)]
+    if (
+        src is None
+        or src.op not in REQUANTIZING
+        or live_users != [node]
+        or (src.attrs["qmin"], src.attrs["qmax"]) != (QMIN, QMAX)
+    ):
+        return False
+    attrs = dict(src.attrs)
+    attrs.update(qattrs(params_of(node.result.type), (node.attrs["qmin"], node.attrs["qmax"])))
+    folded = rw.create(src.op, list(src.operands), attrs, name=src.name, origin=[src, node])
+    # It now computes the rescale's value (a folded Relu's) or, rescaled, still the op's own.
+    folded.meta["quantizes"] = node.meta.get("quantizes") or src.meta.get("quantizes", {})
+    rw.replace(node.result, folded.result)
+    return True
+
+
+CLEANUP = graph_patterns(
+    {"Quantize": [fold_quantize_dequantize], "RescaleQuantized": [fold_rescale]}
+)
+
+
+class QuantCleanup(GraphPass):
+    """quant-opt: see the module docstring."""
+
+    name = "quant-opt"
+
+    def run(self, fn: Function) -> bool:
+        if not any(is_quantized(r.type) for n in fn.nodes for r in n.results):
+            return False
+        return apply_patterns(fn, CLEANUP)
+
+
+__all__ = [
+    "CLEANUP",
+    "PROFILE_PREFIX",
+    "InstrumentProfile",
+    "QuantCleanup",
+    "QuantizeGraph",
+    "fold_quantize_dequantize",
+    "fold_rescale",
+    "profiled_values",
+]

@@ -1,0 +1,248 @@
+"""Quantization profiles (Glow's `-dump-profile` / `-load-profile`): per tensor, the range and
+a histogram of the values seen on calibration inputs, keyed by a hash of the graph they were
+measured on, so a profile of another (or an edited) graph is refused instead of misapplied.
+
+The JSON form (`glowviz.profile/1`, docs/QUANTIZATION.md):
+
+    {"format": "glowviz.profile/1", "graph_hash": "sha256:...", "source": "resnet50.onnx",
+     "inputs": 32, "bins": 2048,
+     "tensors": {"conv_0_relu": {"min": 0.0, "max": 5.1, "count": 802816, "nonfinite": 0,
+                                  "hist_min": 0.0, "hist_max": 5.1, "hist": [12, 0, ...]}, ...}}
+
+Histograms have `bins` equal bins over [hist_min, hist_max]; when later data falls outside, the
+range grows and the old counts are spread over the new bins in proportion to their overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import QuantizationError
+from compiler.graph.ir import Module
+
+FORMAT = "glowviz.profile/1"
+DEFAULT_BINS = 2048
+
+
+def graph_hash(module: Module) -> str:
+    """A hash of the graph a profile belongs to: its text (ops, attributes, types, names and
+    the constants' digests), so any change to structure or weights changes it."""
+    from compiler.graph.printer import print_module
+
+    return "sha256:" + hashlib.sha256(print_module(module).encode()).hexdigest()
+
+
+@dataclass
+class TensorProfile:
+    """What one tensor did on the calibration inputs: range, count and histogram."""
+
+    min: float = math.inf
+    max: float = -math.inf
+    count: int = 0
+    nonfinite: int = 0
+    hist_min: float = 0.0
+    hist_max: float = 0.0
+    hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+
+    @property
+    def empty(self) -> bool:
+        return self.count == 0
+
+    def update(self, data: np.ndarray, bins: int = DEFAULT_BINS) -> None:
+        """Add one tensor's values (non-finite ones are only counted)."""
+        flat = np.asarray(data, dtype=np.float32).reshape(-1)
+        finite = flat[np.isfinite(flat)]
+        self.nonfinite += int(flat.size - finite.size)
+        if finite.size == 0:
+            return
+        lo, hi = float(finite.min()), float(finite.max())
+        self.min, self.max = min(self.min, lo), max(self.max, hi)
+        self.count += int(finite.size)
+        if self.hist.size == 0:
+            self.hist_min, self.hist_max = _nonempty(lo, hi)
+            self.hist = np.zeros(bins, np.float64)
+        elif lo < self.hist_min or hi > self.hist_max:
+            self._grow(min(lo, self.hist_min), max(hi, self.hist_max))
+        counts, _ = np.histogram(finite, bins=self.hist.size, range=(self.hist_min, self.hist_max))
+        self.hist += counts
+
+    def _grow(self, lo: float, hi: float) -> None:
+        """Spread the counts over bins covering [lo, hi] (proportional to the overlap)."""
+        lo, hi = _nonempty(lo, hi)
+        n = self.hist.size
+        old = np.linspace(self.hist_min, self.hist_max, n + 1)
+        new = np.linspace(lo, hi, n + 1)
+        cdf = np.concatenate([[0.0], np.cumsum(self.hist)])
+        self.hist = np.diff(np.interp(new, old, cdf))
+        self.hist_min, self.hist_max = lo, hi
+
+    def merge(self, other: TensorProfile) -> None:
+        """Add another profile of the same tensor (e.g. from another process)."""
+        if other.empty:
+            self.nonfinite += other.nonfinite
+            return
+        if self.empty:
+            self.__dict__.update(other.copy().__dict__)
+            return
+        lo, hi = min(self.hist_min, other.hist_min), max(self.hist_max, other.hist_max)
+        if (lo, hi) != (self.hist_min, self.hist_max):
+            self._grow(lo, hi)
+        theirs = other.copy()
+        if theirs.hist.size != self.hist.size or (lo, hi) != (theirs.hist_min, theirs.hist_max):
+            theirs.hist = _rebin(theirs, self.hist.size, lo, hi)
+        self.hist += theirs.hist
+        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
+        self.count += other.count
+        self.nonfinite += other.nonfinite
+
+    def copy(self) -> TensorProfile:
+        return TensorProfile(
+            self.min,
+            self.max,
+            self.count,
+            self.nonfinite,
+            self.hist_min,
+            self.hist_max,
+            self.hist.copy(),
+        )
+
+    def bin_edges(self) -> np.ndarray:
+        return np.linspace(self.hist_min, self.hist_max, self.hist.size + 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "min": self.min if self.count else None,
+            "max": self.max if self.count else None,
+            "count": self.count,
+            "nonfinite": self.nonfinite,
+            "hist_min": self.hist_min,
+            "hist_max": self.hist_max,
+            "hist": [round(float(c), 3) for c in self.hist],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TensorProfile:
+        return cls(
+            math.inf if d.get("min") is None else float(d["min"]),
+            -math.inf if d.get("max") is None else float(d["max"]),
+            int(d.get("count", 0)),
+            int(d.get("nonfinite", 0)),
+            float(d.get("hist_min", 0.0)),
+            float(d.get("hist_max", 0.0)),
+            np.asarray(d.get("hist", []), dtype=np.float64),
+        )
+
+
+def _nonempty(lo: float, hi: float) -> tuple[float, float]:
+    """A histogram range of positive width around a constant tensor."""
+    if hi > lo:
+        return lo, hi
+    pad = max(abs(lo) * 1e-6, 1e-12)
+    return lo - pad, hi + pad
+
+
+def _rebin(tp: TensorProfile, n: int, lo: float, hi: float) -> np.ndarray:
+    cdf = np.concatenate([[0.0], np.cumsum(tp.hist)])
+    return np.diff(np.interp(np.linspace(lo, hi, n + 1), tp.bin_edges(), cdf))
+
+
+@dataclass
+class Profile:
+    """Profiles of every activation of one graph (see the module docstring)."""
+
+    graph_hash: str
+    tensors: dict[str, TensorProfile] = field(default_factory=dict)
+    source: str = ""
+    inputs: int = 0
+    bins: int = DEFAULT_BINS
+    executor: str = ""
+
+    def update(self, values: dict[str, np.ndarray]) -> None:
+        """Add one calibration input's values (tensor name -> array)."""
+        for name, data in values.items():
+            self.tensors.setdefault(name, TensorProfile()).update(data, self.bins)
+        self.inputs += 1
+
+    def merge(self, other: Profile) -> None:
+        self.check_hash(other.graph_hash, "merging profiles")
+        for name, tp in other.tensors.items():
+            self.tensors.setdefault(name, TensorProfile()).merge(tp)
+        self.inputs += other.inputs
+
+    def check_hash(self, expected: str, what: str = "this graph") -> None:
+        """Refuse a profile measured on another graph (or on other weights)."""
+        if self.graph_hash != expected:
+            raise QuantizationError(
+                f"the profile belongs to another graph ({self.graph_hash[:19]}..., "
+                f"{what} is {expected[:19]}...)",
+                hint="profile the model again with the same compile options "
+                "(`glowviz profile`): the graph or its weights changed since",
+            )
+
+    def __getitem__(self, name: str) -> TensorProfile:
+        return self.tensors[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tensors
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "graph_hash": self.graph_hash,
+            "source": self.source,
+            "inputs": self.inputs,
+            "bins": self.bins,
+            "executor": self.executor,
+            "tensors": {k: v.to_json() for k, v in sorted(self.tensors.items())},
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Profile:
+        if d.get("format") != FORMAT:
+            raise QuantizationError(
+                f"not a quantization profile (format {d.get('format')!r}, expected {FORMAT!r})"
+            )
+        return cls(
+            str(d["graph_hash"]),
+            {k: TensorProfile.from_json(v) for k, v in d.get("tensors", {}).items()},
+            str(d.get("source", "")),
+            int(d.get("inputs", 0)),
+            int(d.get("bins", DEFAULT_BINS)),
+            str(d.get("executor", "")),
+        )
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), separators=(",", ":")) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Profile:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise QuantizationError(f"cannot read profile {path}: {e.strerror or e}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise QuantizationError(f"profile {path} is not JSON: {e}") from None
+        return cls.from_json(data)
+
+    @classmethod
+    def merged(cls, profiles: Iterable[Profile]) -> Profile:
+        it = iter(profiles)
+        first = next(it)
+        out = Profile(first.graph_hash, {}, first.source, 0, first.bins, first.executor)
+        out.merge(first)
+        for p in it:
+            out.merge(p)
+        return out
+
+
+__all__ = ["DEFAULT_BINS", "FORMAT", "Profile", "TensorProfile", "graph_hash"]

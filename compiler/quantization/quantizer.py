@@ -1,0 +1,449 @@
+"""Rewriting float nodes into quantized ones (Glow's `quantizeFunction`), one node at a time.
+
+For each node the schema allows (`QuantizeOptions.ops`, not kept in float, and run by the
+backend in its quantized form), a builder creates the quantized node from quantized operands
+and puts a Dequantize after it for the float users. Quantized operands come from the producer's
+quantized form (looking through its Dequantize), from a Quantize of the profiled float value,
+or, for a constant, from quantizing its data. The Quantize(Dequantize(..)) pairs this leaves
+between neighbours are removed by `quant-opt` (compiler/quantization/passes.py).
+
+Every change goes through the Rewriter inside `rw.at(node, rule)`, so the quantized nodes'
+provenance is the float node they replace.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from compiler.backends.contract import Backend
+from compiler.graph.activations import NONE
+from compiler.graph.ir import Constant, Node, Result, Value
+from compiler.graph.ops_quant import QMAX, QMIN, QUANTIZED_OPS, is_quantized
+from compiler.graph.types import ElemKind, TensorType
+from compiler.kernels.reference_quant import quantize
+from compiler.passes.rewriter import Rewriter, const_data
+from compiler.quantization.options import QuantizeOptions
+from compiler.quantization.params import (
+    QParams,
+    calibrate,
+    choose_params,
+    quantize_bias,
+    quantize_weights,
+)
+from compiler.quantization.profile import Profile
+
+I8, I32, F32 = ElemKind.I8, ElemKind.I32, ElemKind.F32
+
+#: Ops that requantize their result (a Rescale after them can be folded into their params).
+REQUANTIZING = frozenset(
+    {
+        "QConv",
+        "QFullyConnected",
+        "QMatMul",
+        "QAdd",
+        "QMul",
+        "QAvgPool",
+        "QGlobalAvgPool",
+        "RescaleQuantized",
+    }
+)
+
+
+def clamp_for(act: str, act_args: tuple[float, ...], p: QParams) -> tuple[int, int]:
+    """The integer clamp [qmin, qmax] of a fused Relu / Clip in the output's parameters."""
+    if act == NONE:
+        return QMIN, QMAX
+    if act == "relu":
+        return max(QMIN, p.offset), QMAX
+    if act == "clip":
+        lo, hi = act_args
+        qlo = QMIN if lo == -math.inf else int(quantize(np.float32(lo), p.scale, p.offset))
+        qhi = QMAX if hi == math.inf else int(quantize(np.float32(hi), p.scale, p.offset))
+        return qlo, max(qlo, qhi)
+    raise ValueError(act)
+
+
+def qattrs(p: QParams, clamp: tuple[int, int] = (QMIN, QMAX)) -> dict[str, Any]:
+    return {"scale": p.scale, "offset": p.offset, "qmin": clamp[0], "qmax": clamp[1]}
+
+
+def params_of(t: TensorType) -> QParams:
+    assert t.scale is not None and t.offset is not None
+    return QParams(t.scale, t.offset)
+
+
+class Quantizer:
+    """The state of one quantize run over a function (see the module docstring)."""
+
+    def __init__(
+        self, rw: Rewriter, options: QuantizeOptions, profile: Profile, backend: Backend
+    ) -> None:
+        self.rw, self.options, self.profile, self.backend = rw, options, profile, backend
+        self._params: dict[str, QParams | None] = {}
+        self._quantized: dict[int, Value] = {}
+        #: Float node name -> what became of it ("quantized" or why it stayed float).
+        self.decisions: dict[str, str] = {}
+
+    @property
+    def module(self) -> Any:
+        return self.rw.module
+
+    # -- parameters and operands -----------------------------------------------------------------
+    def params(self, v: Value) -> QParams | None:
+        """Scale and offset for a float value, from its profile (None: never profiled)."""
+        if v.name not in self._params:
+            tp = self.profile.tensors.get(v.name)
+            if tp is None or tp.empty:
+                self._params[v.name] = None
+            else:
+                method = self.options.tensor_calibration.get(v.name, self.options.calibration)
+                lo, hi = calibrate(tp, method, self.options.schema, self.options.percentile)
+                self._params[v.name] = choose_params(lo, hi, self.options.schema)
+        return self._params[v.name]
+
+    def qvalue(self, v: Value, *, create: bool = True) -> Value | None:
+        """The quantized form of float value `v`: the producer's own (through a Dequantize),
+        an int8 constant for constant data, or a new Quantize of the profiled value."""
+        if is_quantized(v.type):
+            return v
+        if v.type.elem != F32:
+            return None
+        if isinstance(v, Result) and v.node.op == "Dequantize":
+            return v.node.operands[0]
+        if id(v) in self._quantized:
+            return self._quantized[id(v)]
+        data = const_data(v)
+        if data is not None:
+            if data.size == 0 or not np.all(np.isfinite(data)):
+                return None
+            p = choose_params(float(data.min()), float(data.max()), self.options.schema)
+            qdata = quantize(data, p.scale, p.offset)
+            t = TensorType(I8, v.type.shape, p.scale, p.offset)
+            out: Value = self.module.add_constant(f"{v.name}_q", qdata, t)
+        else:
+            p2 = self.params(v)
+            if p2 is None or not create:
+                return None
+            out = self.rw.create(
+                "Quantize", [v], {"scale": p2.scale, "offset": p2.offset}, name=f"{v.name}_quant"
+            ).result
+        self._quantized[id(v)] = out
+        return out
+
+    def has_quantized(self, v: Value) -> bool:
+        """`v` already exists in quantized form (so data movement on it can stay int8)."""
+        return is_quantized(v.type) or (isinstance(v, Result) and v.node.op == "Dequantize")
+
+    def runs_int8(self, op: str) -> bool:
+        """The backend runs `op` on quantized operands (the quantized ops' other operands,
+        weights, biases and scales, are part of what their kernels take)."""
+        if op in QUANTIZED_OPS:
+            return self.backend.runs(op, [])
+        return self.backend.runs(op, [I8, I8])
+
+    # -- building --------------------------------------------------------------------------------
+    def constant(self, name: str, data: np.ndarray) -> Constant:
+        return self.rw.constant(name, np.ascontiguousarray(data))
+
+    def create(self, node: Node, op: str, operands: list[Value], attrs: dict[str, Any]) -> Node:
+        return self.rw.create(op, operands, attrs, name=f"{node.name}_q")
+
+    def finish(self, old: Value, qresult: Value, tag: str = "") -> None:
+        """Float users of `old` read the quantized result through a Dequantize; the quantized
+        producer records which float value it computes (`meta["quantizes"]`, by result index),
+        which the SQNR report pairs up."""
+        if isinstance(qresult, Result):
+            qresult.node.meta.setdefault("quantizes", {})[qresult.index] = old.name
+        dq = self.rw.create("Dequantize", [qresult], name=f"{old.name}_dq{tag}")
+        self.rw.replace(old, dq.result)
+
+
+Builder = Callable[[Quantizer, Node], bool]
+BUILDERS: dict[str, Builder] = {}
+#: Float op -> the ops its builder may create, which the backend must run on int8.
+TARGETS: dict[str, tuple[str, ...]] = {}
+
+
+def builder(*ops: str, targets: tuple[str, ...] | None = None) -> Callable[[Builder], Builder]:
+    """Register a builder for float `ops`; `targets` (default: each op itself, on int8) are
+    the ops it creates besides Dequantize / Quantize / Reshape."""
+
+    def deco(fn: Builder) -> Builder:
+        for op in ops:
+            BUILDERS[op] = fn
+            TARGETS[op] = targets if targets is not None else (op,)
+        return fn
+
+    return deco
+
+
+def _weights(q: Quantizer, w: np.ndarray, axis: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """int8 weights and float32[n] scales (per channel along `axis`, or one scale repeated)."""
+    if q.options.per_channel:
+        return quantize_weights(w, axis)
+    wq, s = quantize_weights(w, None)
+    return wq, np.repeat(s, n)
+
+
+@builder("Conv", targets=("QConv",))
+def quantize_conv(q: Quantizer, node: Node) -> bool:
+    x, w, b = node.operands
+    wdata, bdata = const_data(w), const_data(b)
+    act = node.attrs["activation"]
+    out = q.params(node.result)
+    if wdata is None or bdata is None or act not in (NONE, "relu", "clip") or out is None:
+        return False
+    k = w.type.shape[0]
+    qx = q.qvalue(x)
+    if qx is None:
+        return False
+    wq, ws = _weights(q, wdata, 0, k)
+    bq = quantize_bias(bdata, qx.type.scale or 1.0, ws)
+    consts = [
+        q.constant(f"{w.name}_i8", wq),
+        q.constant(f"{b.name}_i32", bq),
+        q.constant(f"{w.name}_scales", ws),
+    ]
+    attrs = {key: node.attrs[key] for key in ("strides", "pads", "dilations", "group")}
+    attrs.update(qattrs(out, clamp_for(act, node.attrs["act_args"], out)))
+    qc = q.create(node, "QConv", [qx, *consts], attrs)
+    q.finish(node.result, qc.result)
+    return True
+
+
+def _fc(
+    q: Quantizer,
+    node: Node,
+    qx: Value,
+    wdata: np.ndarray,
+    bdata: np.ndarray,
+    out: QParams,
+    clamp: tuple[int, int],
+    stem: str,
+) -> Value:
+    n = wdata.shape[1]
+    wq, ws = _weights(q, wdata, 1, n)
+    bq = quantize_bias(bdata, qx.type.scale or 1.0, ws)
+    consts = [
+        q.constant(f"{stem}_w_i8", wq),
+        q.constant(f"{stem}_b_i32", bq),
+        q.constant(f"{stem}_w_scales", ws),
+    ]
+    return q.create(node, "QFullyConnected", [qx, *consts], qattrs(out, clamp)).result
+
+
+@builder("FullyConnected", targets=("QFullyConnected",))
+def quantize_fully_connected(q: Quantizer, node: Node) -> bool:
+    x, w, b = node.operands
+    wdata, bdata = const_data(w), const_data(b)
+    act = node.attrs["activation"]
+    out = q.params(node.result)
+    if wdata is None or bdata is None or act not in (NONE, "relu", "clip") or out is None:
+        return False
+    qx = q.qvalue(x)
+    if qx is None:
+        return False
+    y = _fc(q, node, qx, wdata, bdata, out, clamp_for(act, node.attrs["act_args"], out), node.name)
+    q.finish(node.result, y)
+    return True
+
+
+def _bias_add(node: Node) -> tuple[Node, np.ndarray] | None:
+    """The Add of a constant row vector that is the MatMul result's only user, and the row."""
+    users = node.result.user_nodes()
+    if len(users) != 1 or users[0].op != "Add" or len(node.result.users) != 1:
+        return None
+    add = users[0]
+    other = add.operands[1] if add.operands[0] is node.result else add.operands[0]
+    data = const_data(other)
+    n = node.result.type.shape[-1]
+    if data is None or add.result.type != node.result.type or data.size != n:
+        return None
+    if data.shape[-1:] != (n,):
+        return None
+    return add, data.reshape(n)
+
+
+@builder("MatMul", targets=("QFullyConnected", "QMatMul"))
+def quantize_matmul(q: Quantizer, node: Node) -> bool:
+    a, b = node.operands
+    bdata = const_data(b)
+    if bdata is not None and bdata.ndim == 2:
+        # x @ W (+ row bias): a fully-connected layer on the rows of x, per-column scales.
+        fused = _bias_add(node)
+        last = fused[0] if fused is not None else node
+        out = q.params(last.result)
+        qa = q.qvalue(a) if out is not None else None
+        if qa is None or out is None:
+            return False
+        k, n = bdata.shape
+        bias = fused[1] if fused is not None else np.zeros(n, np.float32)
+        rows = qa
+        if a.type.rank != 2:
+            rows = q.rw.create(
+                "Reshape", [qa], {"shape": (a.type.numel // k, k)}, name=f"{node.name}_rows"
+            ).result
+        y = _fc(q, node, rows, bdata, bias, out, (QMIN, QMAX), node.name)
+        if a.type.rank != 2:
+            y = q.rw.create(
+                "Reshape", [y], {"shape": last.result.type.shape}, name=f"{node.name}_unrows"
+            ).result
+        q.finish(last.result, y)
+        if fused is not None:
+            q.decisions[fused[0].name] = f"fused into {node.name}"
+        return True
+    out = q.params(node.result)
+    if out is None:
+        return False
+    qa, qb = q.qvalue(a), q.qvalue(b)
+    if qa is None or qb is None:
+        return False
+    qm = q.create(node, "QMatMul", [qa, qb], qattrs(out))
+    q.finish(node.result, qm.result)
+    return True
+
+
+@builder("Add", targets=("QAdd",))
+@builder("Mul", targets=("QMul",))
+def quantize_binary(q: Quantizer, node: Node) -> bool:
+    out = q.params(node.result)
+    if out is None:
+        return False
+    qa, qb = (q.qvalue(v) for v in node.operands)
+    if qa is None or qb is None:
+        return False
+    qn = q.create(node, "Q" + node.op, [qa, qb], qattrs(out))
+    q.finish(node.result, qn.result)
+    return True
+
+
+@builder("Relu", "Clip", targets=("RescaleQuantized",))
+def quantize_activation(q: Quantizer, node: Node) -> bool:
+    """A Relu / Clip on a quantized value is a rescale to its output range with that clamp."""
+    (x,) = node.operands
+    out = q.params(node.result)
+    if out is None or not q.has_quantized(x):
+        return False
+    qx = q.qvalue(x)
+    assert qx is not None
+    if node.op == "Relu":
+        clamp = clamp_for("relu", (), out)
+    else:
+        clamp = clamp_for("clip", (node.attrs["min"], node.attrs["max"]), out)
+    qn = q.create(node, "RescaleQuantized", [qx], qattrs(out, clamp))
+    q.finish(node.result, qn.result)
+    return True
+
+
+@builder("AvgPool", targets=("QAvgPool",))
+def quantize_avgpool(q: Quantizer, node: Node) -> bool:
+    out = q.params(node.result)
+    qx = q.qvalue(node.operands[0]) if out is not None else None
+    if qx is None or out is None:
+        return False
+    qn = q.create(node, "QAvgPool", [qx], {**node.attrs, **qattrs(out)})
+    q.finish(node.result, qn.result)
+    return True
+
+
+def _is_spatial_mean(node: Node) -> bool:
+    x = node.operands[0]
+    axes = sorted(a % x.type.rank for a in node.attrs["axes"])
+    return x.type.rank >= 3 and axes == list(range(2, x.type.rank))
+
+
+@builder("GlobalAvgPool", "ReduceMean", targets=("QGlobalAvgPool",))
+def quantize_global_avgpool(q: Quantizer, node: Node) -> bool:
+    if node.op == "ReduceMean" and not _is_spatial_mean(node):
+        return False
+    out = q.params(node.result)
+    qx = q.qvalue(node.operands[0]) if out is not None else None
+    if qx is None or out is None:
+        return False
+    y = q.create(node, "QGlobalAvgPool", [qx], qattrs(out)).result
+    if y.type.shape != node.result.type.shape:  # ReduceMean with keepdims=0
+        y = q.rw.create(
+            "Reshape", [y], {"shape": node.result.type.shape}, name=f"{node.name}_flat"
+        ).result
+    q.finish(node.result, y)
+    return True
+
+
+#: Ops that only move or select values: on int8 they keep the input's scale and offset.
+MOVERS = ("MaxPool", "GlobalMaxPool", "Reshape", "Transpose", "Slice", "Split", "Broadcast", "Pad")
+
+
+@builder(*MOVERS)
+def quantize_mover(q: Quantizer, node: Node) -> bool:
+    (x,) = node.operands
+    if not q.has_quantized(x):
+        return False  # quantizing just to move data would add work, not remove it
+    qx = q.qvalue(x)
+    assert qx is not None
+    attrs = dict(node.attrs)
+    if node.op == "Pad":
+        p = params_of(qx.type)
+        attrs["value"] = float(quantize(np.float32(attrs["value"]), p.scale, p.offset))
+    qn = q.create(node, node.op, [qx], attrs)
+    for i, (r, qr) in enumerate(zip(node.results, qn.results)):
+        q.finish(r, qr, tag=f"{i}" if len(node.results) > 1 else "")
+    return True
+
+
+@builder("Concat", targets=("Concat", "RescaleQuantized"))
+def quantize_concat(q: Quantizer, node: Node) -> bool:
+    out = q.params(node.result)
+    if out is None or not any(q.has_quantized(v) for v in node.operands):
+        return False
+    ins = [q.qvalue(v) for v in node.operands]
+    if any(v is None for v in ins):
+        return False
+    aligned = []
+    for i, v in enumerate(ins):
+        assert v is not None
+        if params_of(v.type) != out:
+            v = q.rw.create(
+                "RescaleQuantized", [v], qattrs(out), name=f"{node.name}_in{i}_rescale"
+            ).result
+        aligned.append(v)
+    qn = q.create(node, "Concat", aligned, dict(node.attrs))
+    q.finish(node.result, qn.result)
+    return True
+
+
+def quantize_node(q: Quantizer, node: Node) -> bool:
+    """Quantize one node if the options, the profile and the backend allow; records why not."""
+    fn = BUILDERS.get(node.op)
+    if node.op not in q.options.ops or fn is None:
+        return False
+    if node.name in q.options.keep_float:
+        q.decisions[node.name] = "kept in float (asked)"
+        return False
+    missing = [op for op in TARGETS[node.op] if not q.runs_int8(op)]
+    if missing:
+        q.decisions[node.name] = f"float: the {q.backend.name} backend has no int8 {missing[0]}"
+        return False
+    if not all(r.type.elem == F32 for r in node.results):
+        return False
+    done = fn(q, node)
+    if done:
+        q.decisions.setdefault(node.name, "quantized")
+    else:
+        q.decisions.setdefault(node.name, "float (no profile, or operands not quantizable)")
+    return done
+
+
+__all__ = [
+    "BUILDERS",
+    "MOVERS",
+    "REQUANTIZING",
+    "Quantizer",
+    "clamp_for",
+    "params_of",
+    "qattrs",
+    "quantize_node",
+]
