@@ -125,7 +125,9 @@ def _cpu_has(cpu: HostCPU, feature: str) -> bool:
     avx512 += ("x86-64-v4",)
     avx2 = ["haswell", "broadwell", "skylake", "znver1", "znver2", "znver3", "alderlake"] + avx512
     avx2 += ("x86-64-v3",)
-    table = {"avx512f": avx512, "avx2": avx2, "fma": avx2}
+    vnni = ("cascadelake", "icelake", "sapphirerapids", "znver4", "znver5")
+    table = {"avx512f": avx512, "avx2": avx2, "fma": avx2, "avx512vnni": vnni}
+    table |= {"avx512bw": avx512, "avx512vl": avx512, "avxvnni": ("alderlake", "znver5")}
     return any(cpu.name.startswith(n) for n in table.get(feature, ()))
 
 
@@ -143,6 +145,25 @@ def default_isa() -> Isa:
     """The kernel flavour for the current target: register tiles and vector width follow it."""
     if has_avx512():
         return "avx512"
+    if has_avx2():
+        return "avx2"
+    return "generic"
+
+
+IntIsa = Literal["vnni512", "vnni256", "avx2", "generic"]
+
+
+def int8_isa() -> IntIsa:
+    """The int8 dot-product flavour for the current target (kernels/qgemm.py): AVX-512 VNNI
+    (vpdpbusd on 512-bit vectors), AVX-VNNI or AVX-512 VNNI with VL (256-bit vpdpbusd), AVX2
+    (vpmaddwd on 16-bit pairs), else plain IR the vectoriser widens."""
+    cpu = host_cpu()
+    if has_avx512() and _cpu_has(cpu, "avx512vnni") and _cpu_has(cpu, "avx512bw"):
+        return "vnni512"
+    if has_avx2() and (
+        _cpu_has(cpu, "avxvnni") or (_cpu_has(cpu, "avx512vnni") and _cpu_has(cpu, "avx512vl"))
+    ):
+        return "vnni256"
     if has_avx2():
         return "avx2"
     return "generic"

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from compiler.backends.llvm.emitters import conv, elementwise, matmul, pool, reduce, tensor  # noqa: F401
+from compiler.backends.llvm.emitters import (  # noqa: F401 - the families register on import
+    conv,
+    elementwise,
+    matmul,
+    pool,
+    quant,
+    reduce,
+    tensor,
+)
 from compiler.backends.llvm.emitters.common import EMITTERS, NO_CODE, accepts, register
 from compiler.backends.llvm.emitters.elementwise import SCALAR, emit_elementwise
 

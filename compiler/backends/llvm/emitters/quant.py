@@ -1,0 +1,276 @@
+"""The quantized instructions: Quantize, Dequantize, RescaleQuantized, QAdd, QMul, the int8
+pools, and the int8 convolution and matrix products (kernels/qgemm.py: VNNI / AVX2 dot
+products, requantization fused in the epilogue; a plain loop nest for the shapes they do not
+take). Every kernel follows compiler/kernels/reference_quant.py bit for bit: the multipliers
+are the reference's own float32 constants (`multipliers`, `ratio`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.backends.llvm.emitters.common import (
+    F32,
+    I8,
+    I32,
+    Arg,
+    Call,
+    EmitContext,
+    Emitted,
+    broadcast_strides,
+    c64,
+    collapse,
+    contiguous_strides,
+    gep,
+    linear,
+    loop,
+    loop_nest,
+    register,
+    unsupported,
+)
+from compiler.backends.llvm.kernels import quant as qk
+from compiler.backends.llvm.kernels.window import Axis
+from compiler.kernels.reference_nn import avg_pool_counts
+from compiler.kernels.reference_quant import multipliers, ratio
+
+
+def _params(v: Any) -> tuple[float, int]:
+    t = v.type
+    if t.scale is None or t.offset is None:
+        raise ValueError(f"%{v.name} is not quantized ({t})")
+    return t.scale, t.offset
+
+
+def _clamp(ins: Any) -> tuple[int, int, int]:
+    """(offset, qmin, qmax) of the instruction's quantized result."""
+    return int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"])
+
+
+def _f32(x: float | np.floating) -> ir.Constant:
+    return ir.Constant(F32, float(np.float32(x)))
+
+
+def _map(ctx: EmitContext, ins: Any, key: Any, fn: Any) -> Emitted:
+    """An element-wise kernel over the result's shape with broadcast operand strides:
+    `fn(b, [loaded operands]) -> stored value`; operand element types from their LValues."""
+    out = ins.operands[0][0]
+    srcs = [v for v, _ in ins.operands[1:]]
+    shape = out.type.shape
+    pats = [list(contiguous_strides(shape))] + [
+        list(broadcast_strides(s.type.shape, shape)) for s in srcs
+    ]
+    cshape, cstrides = collapse(shape, pats)
+    etys = [_ety(s) for s in srcs]
+    full_key = (key, tuple(cshape), tuple(tuple(s) for s in cstrides), tuple(map(str, etys)))
+
+    def build(f: ir.Function, b: ir.IRBuilder) -> None:
+        po, *ps = f.args
+
+        def body(ivs: list[ir.Value]) -> None:
+            vals = [
+                b.load(gep(b, p, linear(b, ivs, st), ety), typ=ety)
+                for p, st, ety in zip(ps, cstrides[1:], etys)
+            ]
+            res = fn(b, vals)
+            b.store(res, gep(b, po, linear(b, ivs, cstrides[0]), res.type))
+
+        loop_nest(b, cshape, body)
+
+    name = ctx.sink.kernel(full_key, 1 + len(srcs), build, ins.kind)
+    return Emitted([Call(name, [Arg(value=out)] + [Arg(value=s) for s in srcs])], "loop")
+
+
+def _ety(v: Any) -> ir.Type:
+    return F32 if v.type.elem.is_float else I8
+
+
+@register("quantize")
+def emit_quantize(ctx: EmitContext, ins: Any) -> Emitted:
+    scale, offset = float(ins.attrs["scale"]), int(ins.attrs["offset"])
+    return _map(
+        ctx,
+        ins,
+        ("quantize", scale, offset),
+        lambda b, xs: qk.quantize(b, xs[0], scale, offset),
+    )
+
+
+@register("dequantize")
+def emit_dequantize(ctx: EmitContext, ins: Any) -> Emitted:
+    scale, offset = _params(ins.operands[1][0])
+    return _map(
+        ctx,
+        ins,
+        ("dequantize", scale, offset),
+        lambda b, xs: qk.dequantize(b, xs[0], scale, offset),
+    )
+
+
+@register("rescalequantized")
+def emit_rescale(ctx: EmitContext, ins: Any) -> Emitted:
+    s_in, z_in = _params(ins.operands[1][0])
+    m = ratio(s_in, ins.attrs["scale"])
+    z, lo, hi = _clamp(ins)
+
+    def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
+        return qk.requantize(b, qk.centered(b, xs[0], z_in), _f32(m), z, lo, hi)
+
+    return _map(ctx, ins, ("rescale", float(m), z_in, z, lo, hi), fn)
+
+
+@register("qadd")
+def emit_qadd(ctx: EmitContext, ins: Any) -> Emitted:
+    (sa, za), (sb, zb) = _params(ins.operands[1][0]), _params(ins.operands[2][0])
+    ma, mb = ratio(sa, ins.attrs["scale"]), ratio(sb, ins.attrs["scale"])
+    z, lo, hi = _clamp(ins)
+
+    def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
+        a = b.fmul(b.sitofp(qk.centered(b, xs[0], za), F32), _f32(ma))
+        c = b.fmul(b.sitofp(qk.centered(b, xs[1], zb), F32), _f32(mb))
+        return qk.round_to_q(b, b.fadd(a, c), z, lo, hi)
+
+    return _map(ctx, ins, ("qadd", float(ma), float(mb), za, zb, z, lo, hi), fn)
+
+
+@register("qmul")
+def emit_qmul(ctx: EmitContext, ins: Any) -> Emitted:
+    (sa, za), (sb, zb) = _params(ins.operands[1][0]), _params(ins.operands[2][0])
+    m = multipliers(sa, sb, ins.attrs["scale"])
+    z, lo, hi = _clamp(ins)
+
+    def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
+        acc = b.mul(qk.centered(b, xs[0], za), qk.centered(b, xs[1], zb))
+        return qk.requantize(b, acc, _f32(m), z, lo, hi)
+
+    return _map(ctx, ins, ("qmul", float(m), za, zb, z, lo, hi), fn)
+
+
+# -- pools -------------------------------------------------------------------------------------------
+
+
+@register("qglobalavgpool")
+def emit_qglobal_avgpool(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    s_in, z_in = _params(x)
+    m = ratio(s_in, ins.attrs["scale"])
+    z, lo, hi = _clamp(ins)
+    nc = math.prod(x.type.shape[:2])
+    hw = math.prod(x.type.shape[2:])
+    key = ("qgap", nc, hw, float(m), z_in, z, lo, hi)
+
+    def build(f: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = f.args
+        with loop(b, 0, nc, 1, "c") as c:
+            base = gep(b, px, b.mul(c, c64(hw)), I8)
+            acc = b.alloca(I32)
+            b.store(ir.Constant(I32, 0), acc)
+            with loop(b, 0, hw, 1, "p") as p:
+                v = qk.centered(b, b.load(gep(b, base, p, I8), typ=I8), z_in)
+                b.store(b.add(b.load(acc, typ=I32), v), acc)
+            y = b.fmul(b.sitofp(b.load(acc, typ=I32), F32), _f32(m))
+            y = b.fdiv(y, _f32(hw))
+            b.store(qk.round_to_q(b, y, z, lo, hi), gep(b, po, c, I8))
+
+    name = ctx.sink.kernel(key, 2, build, "qgap")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+@register("qavgpool")
+def emit_qavgpool(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x = (v for v, _ in ins.operands)
+    at = ins.attrs
+    s_in, z_in = _params(x)
+    m = ratio(s_in, at["scale"])
+    z, lo, hi = _clamp(ins)
+    N, C, H, W = x.type.shape
+    _, _, OH, OW = out.type.shape
+    kh, kw = at["kernel"]
+    sh, sw = at["strides"]
+    counts = avg_pool_counts(x.type.shape, at, np.float32).astype(np.float32)
+    rows_ax = Axis(H, OH, kh, sh, at["pads"][0], 1)
+    cols_ax = Axis(W, OW, kw, sw, at["pads"][1], 1)
+    key = ("qavgpool", x.type.shape, out.type.shape, at["kernel"], at["strides"], at["pads"])
+    key += (counts.tobytes(), float(m), z_in, z, lo, hi)
+
+    def build(f: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = f.args
+        ctab = ctx.sink.global_table(counts, "qcnt")
+        acc = b.alloca(I32)
+        with loop(b, 0, N * C, 1, "nc") as nc, loop(b, 0, OH, 1, "oh") as oh:
+            with loop(b, 0, OW, 1, "ow") as ow:
+                b.store(ir.Constant(I32, 0), acc)
+                xb = gep(b, px, b.mul(nc, c64(H * W)), I8)
+                for r in range(kh):
+                    okr, ih = rows_ax.tap(b, oh, r)
+                    for t in range(kw):
+                        okc, iw = cols_ax.tap(b, ow, t)
+                        ok = b.and_(okr, okc)
+                        idx = b.select(ok, b.add(b.mul(ih, c64(W)), iw), c64(0))
+                        v = qk.centered(b, b.load(gep(b, xb, idx, I8), typ=I8), z_in)
+                        v = b.select(ok, v, ir.Constant(I32, 0))
+                        b.store(b.add(b.load(acc, typ=I32), v), acc)
+                pos = b.add(b.mul(oh, c64(OW)), ow)
+                y = b.fmul(b.sitofp(b.load(acc, typ=I32), F32), _f32(m))
+                y = b.fdiv(y, b.load(gep(b, ctab, pos, F32), typ=F32))
+                o = b.add(b.mul(nc, c64(OH * OW)), pos)
+                b.store(qk.round_to_q(b, y, z, lo, hi), gep(b, po, o, I8))
+
+    name = ctx.sink.kernel(key, 2, build, "qavgpool")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "window")
+
+
+# -- convolution and matrix products -------------------------------------------------------------------
+
+
+def conv_constants(
+    ctx: EmitContext, ins: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
+    """(filter int8, bias int32, multipliers float32, input scale, input offset) of a QConv or
+    QFullyConnected whose filter, bias and scales are constants."""
+    _, x, w, bias, ws = (v for v, _ in ins.operands)
+    datas = [ctx.constant_data(v) for v in (w, bias, ws)]
+    if any(d is None for d in datas):
+        raise unsupported(ins, "run-time weights, bias or weight scales")
+    wd, bd, sd = (np.asarray(d) for d in datas)  # type: ignore[arg-type]
+    s_in, z_in = _params(x)
+    return wd, bd.astype(np.int32), multipliers(s_in, sd, ins.attrs["scale"]), s_in, z_in
+
+
+@register("qconv")
+def emit_qconv(ctx: EmitContext, ins: Any) -> Emitted:
+    from compiler.backends.llvm.kernels.qconv import emit_qconv_kernel
+
+    return emit_qconv_kernel(ctx, ins)
+
+
+@register("qfullyconnected")
+def emit_qfc(ctx: EmitContext, ins: Any) -> Emitted:
+    from compiler.backends.llvm.kernels.qgemm import emit_qfc_kernel
+
+    return emit_qfc_kernel(ctx, ins)
+
+
+@register("qmatmul")
+def emit_qmatmul(ctx: EmitContext, ins: Any) -> Emitted:
+    from compiler.backends.llvm.kernels.qgemm import emit_qmatmul_kernel
+
+    return emit_qmatmul_kernel(ctx, ins)
+
+
+__all__ = [
+    "conv_constants",
+    "emit_dequantize",
+    "emit_qadd",
+    "emit_qavgpool",
+    "emit_qconv",
+    "emit_qfc",
+    "emit_qglobal_avgpool",
+    "emit_qmatmul",
+    "emit_qmul",
+    "emit_quantize",
+    "emit_rescale",
+]

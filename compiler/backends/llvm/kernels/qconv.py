@@ -1,0 +1,471 @@
+"""int8 convolution (NCHW) as one implicit GEMM per image and group, on kernels/qgemm.py's
+register tile: output channels are the tile's rows (their filter words broadcast), output pixels
+its vector lanes.
+
+The input is packed once per call into *planes*: the zero-point-padded image, split into its
+stride phases (plane (ph, pw) holds padded pixels (i * sh + ph, j * sw + pw)), with G channels
+interleaved per pixel and stored unsigned (x + 128). In a plane every filter tap is a constant
+shift of the flattened pixel index, so the GEMM's "B panel" for a tap is just the plane at an
+offset: no im2col. Outputs are computed on the plane's grid (width Wq >= OW); when Wq > OW the
+extra columns land in a scratch buffer and the valid rows are copied out (otherwise the tile
+stores straight into the output). Padding holds the zero point, whose products the compensated
+bias removes with the rest (qgemm.py).
+
+Depthwise convolutions (one input channel per output channel) have no reduction to pack; they
+run on float32 planes of (x - z): every product and sum is an integer below 2**24, so the float
+arithmetic is exact and the result is the reference's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.backends.llvm.kernels.common import F32, I32, I64, PTR, gep, i64, loop
+from compiler.backends.llvm.kernels.qgemm import (
+    QGemmConfig,
+    compensated_bias,
+    masked_store_i8,
+    micro_kernel,
+    pack_broadcast_operand,
+    qgemm_config,
+    requant_vec,
+    scratch_bytes,
+    splat,
+    to_unsigned,
+    unsigned_pad,
+)
+from compiler.backends.llvm.kernels.quant import I8
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where each tap reads in the stride-phase planes (module docstring)."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    K: int
+    R: int
+    S: int
+    stride: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+    group: int
+    OH: int
+    OW: int
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.group
+
+    @property
+    def Kg(self) -> int:
+        return self.K // self.group
+
+    @property
+    def depthwise(self) -> bool:
+        return self.Cg == 1 and self.Kg == 1
+
+    def tap_planes(self) -> list[tuple[int, int]]:
+        """(plane index, shift in plane pixels) of each tap, (r, s) row-major."""
+        sh, sw = self.stride
+        dh, dw = self.dilation
+        planes = self.planes()
+        out = []
+        for r in range(self.R):
+            for s in range(self.S):
+                ph, pw = (r * dh) % sh, (s * dw) % sw
+                out.append((planes.index((ph, pw)), ((r * dh) // sh) * self.Wq + (s * dw) // sw))
+        return out
+
+    def planes(self) -> list[tuple[int, int]]:
+        sh, sw = self.stride
+        dh, dw = self.dilation
+        used = {((r * dh) % sh, (s * dw) % sw) for r in range(self.R) for s in range(self.S)}
+        return sorted(used)
+
+    @property
+    def Hq(self) -> int:
+        sh, dh = self.stride[0], self.dilation[0]
+        return self.OH + ((self.R - 1) * dh) // sh
+
+    @property
+    def Wq(self) -> int:
+        sw, dw = self.stride[1], self.dilation[1]
+        return self.OW + ((self.S - 1) * dw) // sw
+
+    @property
+    def Q(self) -> int:
+        """Output positions on the plane grid (OH rows of Wq)."""
+        return self.OH * self.Wq
+
+    @property
+    def direct(self) -> bool:
+        """The plane grid is the output grid: tiles store straight into the output."""
+        return self.Wq == self.OW
+
+    def plane_size(self, nr: int) -> int:
+        """Pixels per plane, with room for the last tile's lanes past the grid."""
+        return self.Hq * self.Wq + self.Wq + nr
+
+
+def geometry(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_shape, attrs) -> Geometry:
+    N, C, H, W = x_shape
+    K, _, R, S = w_shape
+    return Geometry(
+        N,
+        C,
+        H,
+        W,
+        K,
+        R,
+        S,
+        tuple(attrs["strides"]),
+        tuple(attrs["pads"]),
+        tuple(attrs["dilations"]),
+        int(attrs["group"]),
+        out_shape[2],
+        out_shape[3],
+    )
+
+
+def _pack_planes(
+    b: ir.IRBuilder,
+    g: Geometry,
+    x: ir.Value,
+    dst: ir.Value,
+    cgroups: int,
+    group: int,
+    esize: int,
+    store: Any,
+    pad_word: ir.Constant,
+    plane_size: int,
+    channels: int,
+) -> None:
+    """Write the stride-phase planes of one image-group (module docstring). `store(b, v, ptr)`
+    stores input value v (int8) converted; `pad_word` fills a whole padded pixel group;
+    channel indices past `channels` read the last channel (their filter taps are zero)."""
+    sh, sw = g.stride
+    pt, pl = g.pads[0], g.pads[1]
+    H, W, Wq = g.H, g.W, g.Wq
+    pix = group * esize  # bytes per packed pixel
+    for pidx, (ph, pw) in enumerate(g.planes()):
+        jlo = min(g.Wq, max(0, -(-(pl - pw) // sw)))
+        jhi = max(jlo, min(g.Wq, (W - 1 + pl - pw) // sw + 1))
+        with loop(b, 0, cgroups, 1, "pc") as c4, loop(b, 0, g.Hq, 1, "pi") as i:
+            base = b.add(
+                b.mul(b.add(b.mul(i64(pidx), i64(cgroups)), c4), i64(plane_size)), b.mul(i, i64(Wq))
+            )
+            drow = gep(b, dst, b.mul(base, i64(pix)), I8)
+            ih = b.sub(b.add(b.mul(i, i64(sh)), i64(ph)), i64(pt))
+            ok = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(H)))
+
+            def fill(j0: int, j1: int, drow: ir.Value = drow) -> None:
+                if j1 > j0:
+                    with loop(b, j0, j1, 1, "pj") as j:
+                        b.store(pad_word, gep(b, drow, b.mul(j, i64(pix)), I8), align=1)
+
+            with b.if_else(ok) as (inside, outside):
+                with inside:
+                    fill(0, jlo)
+                    rows = []
+                    for e in range(group):
+                        c = b.add(b.mul(c4, i64(group)), i64(e))
+                        c = b.select(b.icmp_signed("<", c, i64(channels)), c, i64(channels - 1))
+                        rows.append(gep(b, x, b.add(b.mul(c, i64(H * W)), b.mul(ih, i64(W))), I8))
+                    if jhi > jlo:
+                        with loop(b, jlo, jhi, 1, "pj") as j:
+                            iw = b.sub(b.add(b.mul(j, i64(sw)), i64(pw)), i64(pl))
+                            for e, row in enumerate(rows):
+                                v = b.load(gep(b, row, iw, I8), typ=I8)
+                                off = b.add(b.mul(j, i64(pix)), i64(e * esize))
+                                store(b, v, gep(b, drow, off, I8))
+                    fill(jhi, Wq)
+                with outside:
+                    fill(0, Wq)
+
+
+# -- the GEMM path -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QConvPlan:
+    cfg: QGemmConfig
+    g: Geometry
+    weights: np.ndarray  # per group: pack_broadcast_operand, concatenated
+    bias: np.ndarray  # int32[K], compensated
+    mult: np.ndarray  # float32[K]
+    zero_point: int
+    out: tuple[int, int, int]
+
+    @property
+    def cgroups(self) -> int:
+        return math.ceil(self.g.Cg / self.cfg.group)
+
+    @property
+    def steps(self) -> int:
+        return self.g.R * self.g.S * self.cgroups
+
+    @property
+    def kblocks(self) -> int:
+        return math.ceil(self.g.Kg / self.cfg.mr)
+
+    def step_offsets(self) -> np.ndarray:
+        """Byte offset in the packed planes of each reduction step (tap, channel group)."""
+        cfg, g = self.cfg, self.g
+        qs = g.plane_size(cfg.nr)
+        pix = cfg.group * cfg.esize
+        out = []
+        for plane, shift in g.tap_planes():
+            for c4 in range(self.cgroups):
+                out.append(((plane * self.cgroups + c4) * qs + shift) * pix)
+        return np.asarray(out, np.int64)
+
+    def pack_bytes(self) -> int:
+        g, cfg = self.g, self.cfg
+        return len(g.planes()) * self.cgroups * g.plane_size(cfg.nr) * cfg.group * cfg.esize
+
+
+def plan_qconv(
+    g: Geometry,
+    w: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    zero_point: int,
+    out: tuple[int, int, int],
+    cfg: QGemmConfig | None = None,
+) -> QConvPlan:
+    cfg = cfg or qgemm_config()
+    G = cfg.group
+    cg4 = math.ceil(g.Cg / G)
+    packs = []
+    for gi in range(g.group):
+        wg = w[gi * g.Kg : (gi + 1) * g.Kg].astype(np.int64)  # [Kg, Cg, R, S]
+        wt = np.zeros((g.Kg, g.R * g.S, cg4 * G), np.int64)
+        wt[:, :, : g.Cg] = wg.transpose(0, 2, 3, 1).reshape(g.Kg, g.R * g.S, g.Cg)
+        packs.append(pack_broadcast_operand(wt.reshape(g.Kg, -1), cfg, g.R * g.S * cg4).ravel())
+    sums = w.astype(np.int64).reshape(g.K, -1).sum(axis=1)
+    b = compensated_bias(bias, sums, zero_point)
+    return QConvPlan(cfg, g, np.concatenate(packs), b, mult.astype(np.float32), zero_point, out)
+
+
+def build_qconv(b: ir.IRBuilder, fn: ir.Function, p: QConvPlan, module: ir.Module) -> None:
+    """Body of `void f(ptr x, ptr packed_w, ptr out, ptr bias, ptr mult)`."""
+    cfg, g = p.cfg, p.g
+    px, pw, po, pbias, pmult = fn.args
+    xp = scratch_bytes(module, "qconv.planes", p.pack_bytes())
+    y = po if g.direct else scratch_bytes(module, "qconv.y", g.Kg * g.Q)
+    offs_tab = _i64_table(module, p.step_offsets(), "qconv.steps")
+    pad = unsigned_pad(p.zero_point, cfg)
+    G, esize, vw, nr, mr = cfg.group, cfg.esize, cfg.vw, cfg.nr, cfg.mr
+    pad_word = ir.Constant(
+        ir.IntType(8 * G * esize),
+        int.from_bytes(bytes([pad & 0xFF, (pad >> 8) & 0xFF][:esize] * G), "little"),
+    )
+    wblock = p.steps * mr * G * esize  # bytes of one block of MR filter rows
+    wgroup = p.kblocks * wblock
+
+    def store(bb: ir.IRBuilder, v: ir.Value, ptr: ir.Value) -> None:
+        bb.store(to_unsigned(bb, cfg, v), ptr, align=1)
+
+    qfull, qtail = divmod(g.Q, nr)
+    kfull, ktail = divmod(g.Kg, mr)
+
+    with loop(b, 0, g.N, 1, "n") as n, loop(b, 0, g.group, 1, "g") as gi:
+        ximg = gep(
+            b, px, b.mul(b.add(b.mul(n, i64(g.C)), b.mul(gi, i64(g.Cg))), i64(g.H * g.W)), I8
+        )
+        _pack_planes(b, g, ximg, xp, p.cgroups, G, esize, store, pad_word, g.plane_size(nr), g.Cg)
+        kbase = b.mul(gi, i64(g.Kg))  # first output channel of the group
+        obase = gep(b, po, b.mul(b.add(b.mul(n, i64(g.K)), kbase), i64(g.OH * g.OW)), I8)
+        ybase = obase if g.direct else y
+        wg = gep(b, pw, b.mul(gi, i64(wgroup)), I8)
+
+        def tile(kb: ir.Value, nrows: int, q0: ir.Value, nvec: int, last_valid: int) -> None:
+            wtile = gep(b, wg, b.mul(kb, i64(wblock)), I8)
+
+            def bcast_addr(bb: ir.IRBuilder, t: ir.Value, m: int) -> ir.Value:
+                return gep(
+                    bb, wtile, bb.add(bb.mul(t, i64(mr * G * esize)), i64(m * G * esize)), I8
+                )
+
+            def vec_addr(bb: ir.IRBuilder, t: ir.Value, v: int) -> ir.Value:
+                off = bb.load(gep(bb, offs_tab, t, I64), typ=I64)
+                pos = bb.mul(bb.add(q0, i64(v * vw)), i64(G * esize))
+                return gep(bb, xp, bb.add(off, pos), I8)
+
+            accs = micro_kernel(b, cfg, p.steps, bcast_addr, vec_addr, nrows, nvec, True)
+            for m in range(nrows):
+                k = b.add(b.mul(kb, i64(mr)), i64(m))
+                kg = b.add(kbase, k)
+                bias = splat(b, b.load(gep(b, pbias, kg, I32), typ=I32), vw)
+                mult = splat(b, b.load(gep(b, pmult, kg, F32), typ=F32), vw)
+                row = gep(b, ybase, b.mul(k, i64(g.Q)), I8)
+                for v in range(nvec):
+                    qv = requant_vec(b, accs[m][v], bias, mult, p.out)
+                    dst = gep(b, row, b.add(q0, i64(v * vw)), I8)
+                    masked_store_i8(b, qv, dst, vw if v < nvec - 1 else last_valid)
+
+        def kblocks(kb0: int, kb1: int, nrows: int) -> None:
+            if kb1 <= kb0:
+                return
+            with loop(b, kb0, kb1, 1, "kb") as kb:
+                if qfull:
+                    with loop(b, 0, qfull * nr, nr, "qb") as q0:
+                        tile(kb, nrows, q0, cfg.nv, vw)
+                if qtail:
+                    nvec = math.ceil(qtail / vw)
+                    tile(kb, nrows, i64(qfull * nr), nvec, qtail - (nvec - 1) * vw)
+
+        kblocks(0, kfull, mr)
+        kblocks(kfull, kfull + (1 if ktail else 0), ktail)
+        if not g.direct:
+            _compact(b, g, y, obase, g.Kg)
+
+
+def _compact(b: ir.IRBuilder, g: Geometry, y: ir.Value, out: ir.Value, channels: int) -> None:
+    """Copy the OW valid columns of each plane-grid row into the output."""
+    with loop(b, 0, channels, 1, "ck") as k, loop(b, 0, g.OH, 1, "ch") as oh:
+        src = gep(b, y, b.add(b.mul(k, i64(g.Q)), b.mul(oh, i64(g.Wq))), I8)
+        dst = gep(b, out, b.add(b.mul(k, i64(g.OH * g.OW)), b.mul(oh, i64(g.OW))), I8)
+        with loop(b, 0, g.OW, 1, "cw") as ow:
+            b.store(b.load(gep(b, src, ow, I8), typ=I8), gep(b, dst, ow, I8))
+
+
+def _i64_table(module: ir.Module, data: np.ndarray, name: str) -> ir.GlobalVariable:
+    aty = ir.ArrayType(I64, max(1, data.size))
+    gv = ir.GlobalVariable(module, aty, module.get_unique_name(name))
+    gv.initializer = ir.Constant(aty, [ir.Constant(I64, int(v)) for v in data.tolist()] or [0])
+    gv.global_constant = True
+    gv.linkage = "private"
+    gv.type = PTR
+    return gv
+
+
+# -- depthwise ------------------------------------------------------------------------------------------------
+
+
+def build_qdepthwise(
+    b: ir.IRBuilder,
+    fn: ir.Function,
+    g: Geometry,
+    zero_point: int,
+    out: tuple[int, int, int],
+    vw: int,
+    nv: int,
+    module: ir.Module,
+) -> None:
+    """Body of `void f(ptr x, ptr wf32, ptr out, ptr bias_i32, ptr mult)` for a depthwise conv:
+    float32 planes of x - z, then per channel vectors of output pixels (module docstring)."""
+    px, pw, po, pbias, pmult = fn.args
+    nr = vw * nv
+    qs = g.plane_size(nr)
+    nplanes = len(g.planes())
+    planes = scratch_bytes(module, "qdw.planes", nplanes * g.C * qs * 4)
+    y = po if g.direct else scratch_bytes(module, "qdw.y", g.C * g.Q)
+    taps = g.tap_planes()
+    fty = ir.VectorType(F32, vw)
+
+    def store(bb: ir.IRBuilder, v: ir.Value, ptr: ir.Value) -> None:
+        f = bb.sitofp(bb.sub(bb.sext(v, I32), ir.Constant(I32, zero_point)), F32)
+        bb.store(f, ptr, align=4)
+
+    zero = ir.Constant(ir.IntType(32), 0)  # float +0.0 bits
+    qfull, qtail = divmod(g.Q, nr)
+    with loop(b, 0, g.N, 1, "n") as n:
+        ximg = gep(b, px, b.mul(n, i64(g.C * g.H * g.W)), I8)
+        _pack_planes(b, g, ximg, planes, g.C, 1, 4, store, zero, qs, g.C)
+        obase = gep(b, po, b.mul(n, i64(g.K * g.OH * g.OW)), I8)
+        ybase = obase if g.direct else y
+        with loop(b, 0, g.C, 1, "c") as c:
+            wts = [
+                splat(
+                    b, b.load(gep(b, pw, b.add(b.mul(c, i64(len(taps))), i64(t)), F32), typ=F32), vw
+                )
+                for t in range(len(taps))
+            ]
+            bias = splat(b, b.load(gep(b, pbias, c, I32), typ=I32), vw)
+            mult = splat(b, b.load(gep(b, pmult, c, F32), typ=F32), vw)
+            row = gep(b, ybase, b.mul(c, i64(g.Q)), I8)
+
+            def block(q0: ir.Value, nvec: int, last_valid: int) -> None:
+                for v in range(nvec):
+                    acc = ir.Constant(fty, [0.0] * vw)
+                    for t, (plane, shift) in enumerate(taps):
+                        base = b.add(
+                            b.mul(b.add(i64(plane * g.C), c), i64(qs)), i64(shift + v * vw)
+                        )
+                        xv = b.load(gep(b, planes, b.add(base, q0), F32), typ=fty, align=4)
+                        acc = b.fadd(acc, b.fmul(xv, wts[t]))
+                    iacc = b.fptosi(acc, ir.VectorType(I32, vw))
+                    qv = requant_vec(b, iacc, bias, mult, out)
+                    masked_store_i8(
+                        b,
+                        qv,
+                        gep(b, row, b.add(q0, i64(v * vw)), I8),
+                        vw if v < nvec - 1 else last_valid,
+                    )
+
+            if qfull:
+                with loop(b, 0, qfull * nr, nr, "dq") as q0:
+                    block(q0, nv, vw)
+            if qtail:
+                nvec = math.ceil(qtail / vw)
+                block(i64(qfull * nr), nvec, qtail - (nvec - 1) * vw)
+        if not g.direct:
+            _compact(b, g, y, obase, g.C)
+
+
+# -- the emitter's entry point --------------------------------------------------------------------------------
+
+
+def emit_qconv_kernel(ctx: Any, ins: Any) -> Any:
+    import compiler.backends.llvm.target as target
+    from compiler.backends.llvm.emitters.common import Arg, Call, Emitted, unsupported
+    from compiler.backends.llvm.emitters.quant import conv_constants
+
+    out, x, w = (v for v, _ in ins.operands[:3])
+    if ctx.may_alias(out, x):
+        raise unsupported(ins, "output overlaps the input")
+    wd, bias, mult, _, z_in = conv_constants(ctx, ins)
+    g = geometry(x.type.shape, w.type.shape, out.type.shape, ins.attrs)
+    q = (int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"]))
+    if g.depthwise:
+        vw = {"avx512": 16, "avx2": 8}.get(target.default_isa(), 4)
+        nv = 4 if vw == 16 else 2
+        key = ("qdw", g, z_in, q, vw, nv)
+
+        def build_dw(fn: ir.Function, b: ir.IRBuilder) -> None:
+            build_qdepthwise(b, fn, g, z_in, q, vw, nv, b.module)
+
+        name = ctx.sink.kernel(key, 5, build_dw, "qdw")
+        wf = wd.reshape(g.K, -1).astype(np.float32)
+        wb = ctx.sink.blob(wf, key=("qdw-w", w.name))
+        args = [Arg(blob=wb)]
+        tag = "qdepthwise"
+        bias_arr, mult_arr = bias.astype(np.int32), mult.astype(np.float32)
+    else:
+        p = plan_qconv(g, wd, bias, mult, z_in, q)
+        key = ("qconv", p.cfg, g, z_in, q)
+
+        def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+            build_qconv(b, fn, p, b.module)
+
+        name = ctx.sink.kernel(key, 5, build, "qconv")
+        wb = ctx.sink.blob(p.weights, key=("qconv-w", w.name, p.cfg))
+        args = [Arg(blob=wb)]
+        tag = f"qconv-{p.cfg.isa}"
+        bias_arr, mult_arr = p.bias, p.mult
+    bb = ctx.sink.blob(bias_arr, key=("qconv-b", ins.name))
+    mb = ctx.sink.blob(mult_arr, key=("qconv-m", ins.name))
+    call = Call(name, [Arg(value=x), *args, Arg(value=out), Arg(blob=bb), Arg(blob=mb)])
+    return Emitted([call], tag)
+
+
+__all__ = ["Geometry", "QConvPlan", "build_qconv", "emit_qconv_kernel", "geometry", "plan_qconv"]

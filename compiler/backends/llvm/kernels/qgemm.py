@@ -1,0 +1,491 @@
+"""int8 x int8 -> int32 matrix products with the host's dot-product instructions, requantized in
+the epilogue (the int8 side of kernels/gemm.py).
+
+The register tile holds MR x NV vectors of int32 accumulators. Each step of the reduction loop
+loads NV vectors of one operand (the "vector" operand, packed as [step][NR][G]) and broadcasts
+G consecutive reduction elements (one 32-bit word) of the other for each of the MR rows, then
+does one dot-product instruction per (row, vector):
+
+- `vnni512`: AVX-512 VNNI `vpdpbusd` on 512-bit vectors (16 lanes, G = 4 bytes);
+- `vnni256`: AVX-VNNI (or AVX-512 VNNI with VL) `vpdpbusd` on 256-bit vectors;
+- `avx2`: `vpmaddwd` on 16-bit pairs (8 lanes, G = 2 words, operands widened when packed);
+- `generic`: the same pairs in plain IR (sign-extend, multiply, add).
+
+`vpdpbusd` multiplies unsigned by signed bytes, so activations are stored offset by 128
+(x ^ 0x80 as unsigned) and weights stay signed; the 128 (plus the activation's zero point) times
+each output channel's weight sum is folded into the int32 bias at compile time. The widened
+paths use the same convention, so every ISA computes the same integers: the reference's.
+
+The epilogue adds the bias, converts to float32, multiplies by the per-channel multiplier,
+clamps, rounds half to even and stores int8 (kernels/quant.py), as the reference does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+import compiler.backends.llvm.target as target
+from compiler.backends.llvm.kernels.common import (
+    F32,
+    I1,
+    I32,
+    I64,
+    PTR,
+    VOID,
+    gep,
+    i64,
+    intrinsic,
+    loop,
+)
+from compiler.backends.llvm.kernels.quant import I8, round_to_q
+
+I16 = ir.IntType(16)
+
+
+@dataclass(frozen=True)
+class QGemmConfig:
+    """One int8 kernel flavour (module docstring): lanes, group, operand width, tile."""
+
+    isa: str
+    vw: int  # int32 lanes per vector
+    group: int  # reduction elements per dot-product step
+    wide: bool  # operands are packed as int16 (the vpmaddwd paths)
+    mr: int  # rows of the register tile
+    nv: int  # vectors per row of the register tile
+
+    @property
+    def nr(self) -> int:
+        return self.vw * self.nv
+
+    @property
+    def pty(self) -> ir.IntType:
+        return I16 if self.wide else I8
+
+    @property
+    def np_pty(self) -> np.dtype:
+        return np.dtype(np.int16 if self.wide else np.int8)
+
+    @property
+    def esize(self) -> int:
+        return 2 if self.wide else 1
+
+    def gvec(self) -> ir.VectorType:
+        """The type of one loaded operand vector: vw lanes x group elements."""
+        return ir.VectorType(self.pty, self.vw * self.group)
+
+
+def qgemm_config(
+    isa: str | None = None, *, mr: int | None = None, nv: int | None = None
+) -> QGemmConfig:
+    isa = isa or target.int8_isa()
+    base = {
+        "vnni512": QGemmConfig("vnni512", 16, 4, False, 8, 3),
+        "vnni256": QGemmConfig("vnni256", 8, 4, False, 4, 3),
+        "avx2": QGemmConfig("avx2", 8, 2, True, 4, 3),
+        "generic": QGemmConfig("generic", 4, 2, True, 4, 2),
+    }
+    try:
+        cfg = base[isa]
+    except KeyError:
+        raise ValueError(f"unknown int8 isa {isa!r}") from None
+    if mr is not None or nv is not None:
+        cfg = QGemmConfig(cfg.isa, cfg.vw, cfg.group, cfg.wide, mr or cfg.mr, nv or cfg.nv)
+    return cfg
+
+
+# -- compile-time packing ------------------------------------------------------------------------------
+
+
+def unsigned_pad(zero_point: int, cfg: QGemmConfig) -> int:
+    """The stored form of an activation's zero point (what padding holds): x + 128."""
+    return (zero_point + 128) & 0xFF if not cfg.wide else zero_point + 128
+
+
+def pack_vector_operand(w: np.ndarray, cfg: QGemmConfig) -> np.ndarray:
+    """Signed weights W[K, N] -> panels [ceil(N/NR)][ceil(K/G)][NR][G] (zero padded)."""
+    k, n = w.shape
+    kg, nb = math.ceil(k / cfg.group), math.ceil(n / cfg.nr)
+    padded = np.zeros((kg * cfg.group, nb * cfg.nr), cfg.np_pty)
+    padded[:k, :n] = w
+    out = padded.reshape(kg, cfg.group, nb, cfg.nr).transpose(2, 0, 3, 1)
+    return np.ascontiguousarray(out)
+
+
+def pack_broadcast_operand(w: np.ndarray, cfg: QGemmConfig, steps: int) -> np.ndarray:
+    """Signed weights W[M, steps * G] (reduction already in step order) -> [ceil(M/MR)][steps]
+    [MR][G] (zero padded), the rows a conv tile broadcasts."""
+    m = w.shape[0]
+    mb = math.ceil(m / cfg.mr)
+    padded = np.zeros((mb * cfg.mr, steps * cfg.group), cfg.np_pty)
+    padded[:m, : w.shape[1]] = w
+    out = padded.reshape(mb, cfg.mr, steps, cfg.group).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(out)
+
+
+def compensated_bias(bias: np.ndarray, weight_sums: np.ndarray, zero_point: int) -> np.ndarray:
+    """bias - (128 + z) * sum(w): the activations are stored as x + 128 (module docstring)."""
+    out = bias.astype(np.int64) - (128 + int(zero_point)) * weight_sums.astype(np.int64)
+    return out.astype(np.int32)  # wraps like the int32 accumulators
+
+
+# -- IR pieces -----------------------------------------------------------------------------------------------
+
+
+def dot(b: ir.IRBuilder, cfg: QGemmConfig, acc: ir.Value, u: ir.Value, s: ir.Value) -> ir.Value:
+    """acc + the dot products of `u` (unsigned operand) and `s` (signed), G elements per lane."""
+    vty = acc.type
+    if cfg.isa in ("vnni512", "vnni256"):
+        bits = 512 if cfg.isa == "vnni512" else 256
+        name = f"llvm.x86.avx512.vpdpbusd.{bits}"
+        fn = intrinsic(b.module, name, ir.FunctionType(vty, [vty, u.type, s.type]))
+        return b.call(fn, [acc, u, s])
+    if cfg.isa == "avx2":
+        fn = intrinsic(b.module, "llvm.x86.avx2.pmadd.wd", ir.FunctionType(vty, [u.type, u.type]))
+        return b.add(acc, b.call(fn, [u, s]))
+    n = cfg.vw * cfg.group
+    wide = ir.VectorType(I32, n)
+    p = b.mul(b.sext(u, wide), b.sext(s, wide))
+    undef = ir.Constant(wide, ir.Undefined)
+    idx = ir.VectorType(I32, cfg.vw)
+    even = b.shuffle_vector(p, undef, ir.Constant(idx, list(range(0, n, 2))))
+    odd = b.shuffle_vector(p, undef, ir.Constant(idx, list(range(1, n, 2))))
+    return b.add(acc, b.add(even, odd))
+
+
+def splat_group(b: ir.IRBuilder, cfg: QGemmConfig, word: ir.Value) -> ir.Value:
+    """One 32-bit group broadcast to every lane, as an operand vector."""
+    vty = ir.VectorType(I32, cfg.vw)
+    v = b.insert_element(ir.Constant(vty, ir.Undefined), word, ir.Constant(I32, 0))
+    v = b.shuffle_vector(v, ir.Constant(vty, ir.Undefined), ir.Constant(vty, [0] * cfg.vw))
+    return b.bitcast(v, cfg.gvec())
+
+
+Addr = Callable[[ir.IRBuilder, ir.Value, int], ir.Value]
+
+
+def micro_kernel(
+    b: ir.IRBuilder,
+    cfg: QGemmConfig,
+    steps: int,
+    bcast_addr: Addr,
+    vec_addr: Addr,
+    nrows: int,
+    nvec: int,
+    vector_is_unsigned: bool,
+) -> list[list[ir.Value]]:
+    """The reduction loop of one register tile; returns the accumulators [row][vector].
+
+    `bcast_addr(b, t, row)` / `vec_addr(b, t, v)`: addresses of step t's broadcast word and
+    vectors. `vector_is_unsigned`: the vectors are the activations (convolutions), else the
+    broadcast words are (matrix products).
+    """
+    vty = ir.VectorType(I32, cfg.vw)
+    zero = ir.Constant(vty, [0] * cfg.vw)
+    pre = b.block
+    header = b.append_basic_block("qk.hdr")
+    body = b.append_basic_block("qk.body")
+    end = b.append_basic_block("qk.end")
+    b.branch(header)
+    b.position_at_end(header)
+    t = b.phi(I64, "t")
+    t.add_incoming(i64(0), pre)
+    accs = []
+    for m in range(nrows):
+        row = []
+        for v in range(nvec):
+            p = b.phi(vty, f"acc{m}_{v}")
+            p.add_incoming(zero, pre)
+            row.append(p)
+        accs.append(row)
+    b.cbranch(b.icmp_signed("<", t, i64(steps)), body, end)
+    b.position_at_end(body)
+    vecs = [b.load(vec_addr(b, t, v), typ=cfg.gvec(), align=1) for v in range(nvec)]
+    for m in range(nrows):
+        word = splat_group(b, cfg, b.load(bcast_addr(b, t, m), typ=I32, align=1))
+        for v in range(nvec):
+            u, s = (vecs[v], word) if vector_is_unsigned else (word, vecs[v])
+            accs[m][v].add_incoming(dot(b, cfg, accs[m][v], u, s), body)
+    t.add_incoming(b.add(t, i64(1)), body)
+    b.branch(header)
+    b.position_at_end(end)
+    return accs
+
+
+def masked_store_i8(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int) -> None:
+    """Store the first `valid` lanes of an int8 vector."""
+    n = v.type.count
+    if valid >= n:
+        b.store(v, ptr, align=1)
+        return
+    mty = ir.VectorType(I1, n)
+    fnty = ir.FunctionType(VOID, [v.type, PTR, I32, mty])
+    fn = intrinsic(b.module, f"llvm.masked.store.v{n}i8.p0", fnty)
+    mask = ir.Constant(mty, [1 if i < valid else 0 for i in range(n)])
+    b.call(fn, [v, ptr, ir.Constant(I32, 1), mask])
+
+
+def requant_vec(
+    b: ir.IRBuilder, acc: ir.Value, bias: ir.Value, mult: ir.Value, q: tuple[int, int, int]
+) -> ir.Value:
+    """(acc + bias) -> int8 vector with float32 multipliers `mult` (kernels/quant.py)."""
+    n = acc.type.count
+    y = b.fmul(b.sitofp(b.add(acc, bias), ir.VectorType(F32, n)), mult)
+    return round_to_q(b, y, *q)
+
+
+def splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    vty = ir.VectorType(x.type, n)
+    v = b.insert_element(ir.Constant(vty, ir.Undefined), x, ir.Constant(I32, 0))
+    return b.shuffle_vector(
+        v, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n)
+    )
+
+
+# -- fully connected: C[M, N] = A[M, K] @ W[K, N] ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QFCPlan:
+    """A quantized fully-connected layer's compile-time data for the kernel."""
+
+    cfg: QGemmConfig
+    M: int
+    N: int
+    K: int
+    weights: np.ndarray  # pack_vector_operand
+    bias: np.ndarray  # int32[NB * NR], compensated
+    mult: np.ndarray  # float32[NB * NR]
+    zero_point: int  # of A
+    out: tuple[int, int, int]  # offset, qmin, qmax
+
+    @property
+    def steps(self) -> int:
+        return math.ceil(self.K / self.cfg.group)
+
+
+def plan_qfc(
+    w: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    zero_point: int,
+    M: int,
+    out: tuple[int, int, int],
+    cfg: QGemmConfig | None = None,
+) -> QFCPlan:
+    cfg = cfg or qgemm_config()
+    K, N = w.shape
+    nb = math.ceil(N / cfg.nr)
+    b = np.zeros(nb * cfg.nr, np.int32)
+    b[:N] = compensated_bias(bias, w.astype(np.int64).sum(axis=0), zero_point)
+    m = np.zeros(nb * cfg.nr, np.float32)
+    m[:N] = mult
+    return QFCPlan(cfg, M, N, K, pack_vector_operand(w, cfg), b, m, zero_point, out)
+
+
+def build_qfc(b: ir.IRBuilder, fn: ir.Function, p: QFCPlan, scratch_a: ir.Value) -> None:
+    """Body of `void f(ptr x, ptr packed_w, ptr out, ptr bias, ptr mult)`."""
+    cfg = p.cfg
+    px, pw, po, pbias, pmult = fn.args
+    steps, G, vw, nr = p.steps, cfg.group, cfg.vw, cfg.nr
+    mb_full, m_tail = divmod(p.M, cfg.mr)
+    _pack_rows(b, cfg, px, scratch_a, p.M, p.K, steps)
+    nb = math.ceil(p.N / nr)
+    row_bytes = steps * 4
+
+    def tile(m0: ir.Value, nrows: int, n_blk: ir.Value) -> None:
+        wbase = gep(b, pw, b.mul(n_blk, i64(steps * nr * G * cfg.esize)), I8)
+
+        def bcast_addr(bb: ir.IRBuilder, t: ir.Value, m: int) -> ir.Value:
+            row = bb.add(m0, i64(m))
+            return gep(bb, scratch_a, bb.add(bb.mul(row, i64(row_bytes)), bb.mul(t, i64(4))), I8)
+
+        def vec_addr(bb: ir.IRBuilder, t: ir.Value, v: int) -> ir.Value:
+            off = bb.add(bb.mul(t, i64(nr * G * cfg.esize)), i64(v * vw * G * cfg.esize))
+            return gep(bb, wbase, off, I8)
+
+        nvec = cfg.nv
+        accs = micro_kernel(b, cfg, steps, bcast_addr, vec_addr, nrows, nvec, False)
+        col0 = b.mul(n_blk, i64(nr))
+        for v in range(nvec):
+            col = b.add(col0, i64(v * vw))
+            bias_v = b.load(gep(b, pbias, col, I32), typ=ir.VectorType(I32, vw), align=4)
+            mult_v = b.load(gep(b, pmult, col, F32), typ=ir.VectorType(F32, vw), align=4)
+            for m in range(nrows):
+                q = requant_vec(b, accs[m][v], bias_v, mult_v, p.out)
+                dst = gep(b, po, b.add(b.mul(b.add(m0, i64(m)), i64(p.N)), col), I8)
+                _store_cols(b, q, dst, col, p.N, vw)
+
+    with loop(b, 0, nb, 1, "nb") as n_blk:
+        if mb_full:
+            with loop(b, 0, mb_full * cfg.mr, cfg.mr, "mb") as m0:
+                tile(m0, cfg.mr, n_blk)
+        if m_tail:
+            tile(i64(mb_full * cfg.mr), m_tail, n_blk)
+
+
+def _store_cols(
+    b: ir.IRBuilder, q: ir.Value, dst: ir.Value, col: ir.Value, n: int, vw: int
+) -> None:
+    """Store the lanes of columns col.. that are < n (the last block may hang over)."""
+    if n % vw == 0:
+        b.store(q, dst, align=1)
+        return
+    full = b.icmp_signed("<=", b.add(col, i64(vw)), i64(n))
+    with b.if_else(full) as (then, other):
+        with then:
+            b.store(q, dst, align=1)
+        with other:
+            rem = b.trunc(b.sub(i64(n), col), I32)
+            lanes = ir.Constant(ir.VectorType(I32, vw), list(range(vw)))
+            mask = b.icmp_signed("<", lanes, splat(b, rem, vw))
+            mty = ir.VectorType(I1, vw)
+            fnty = ir.FunctionType(VOID, [q.type, PTR, I32, mty])
+            fn = intrinsic(b.module, f"llvm.masked.store.v{vw}i8.p0", fnty)
+            b.call(fn, [q, dst, ir.Constant(I32, 1), mask])
+
+
+def _pack_rows(
+    b: ir.IRBuilder, cfg: QGemmConfig, src: ir.Value, dst: ir.Value, rows: int, k: int, steps: int
+) -> None:
+    """A[rows, k] int8 -> [rows][steps][G] stored unsigned (x + 128), reduction padded."""
+    kp = steps * cfg.group
+    with loop(b, 0, rows, 1, "pr") as r:
+        srow = gep(b, src, b.mul(r, i64(k)), I8)
+        drow = gep(b, dst, b.mul(r, i64(kp * cfg.esize)), I8)
+        with loop(b, 0, k, 1, "pk") as j:
+            x = b.load(gep(b, srow, j, I8), typ=I8)
+            b.store(to_unsigned(b, cfg, x), gep(b, drow, j, cfg.pty))
+        for j in range(k, kp):
+            b.store(ir.Constant(cfg.pty, 128 if cfg.wide else -128), gep(b, drow, j, cfg.pty))
+
+
+def to_unsigned(b: ir.IRBuilder, cfg: QGemmConfig, x: ir.Value) -> ir.Value:
+    """int8 (vector) x -> its stored form x + 128 (a byte x ^ 0x80, or a widened int16)."""
+    n = x.type.count if isinstance(x.type, ir.VectorType) else 0
+    if cfg.wide:
+        ty = ir.VectorType(I16, n) if n else I16
+        c = ir.Constant(ty, [128] * n) if n else ir.Constant(I16, 128)
+        return b.add(b.sext(x, ty), c)
+    c = ir.Constant(x.type, [-128] * n) if n else ir.Constant(I8, -128)
+    return b.xor(x, c)
+
+
+def qfc_scratch_bytes(p: QFCPlan) -> int:
+    return p.M * p.steps * 4
+
+
+def scratch_bytes(module: ir.Module, name: str, nbytes: int) -> ir.GlobalVariable:
+    """A zero-initialised, 64-byte aligned byte buffer (the kernels are not reentrant)."""
+    from compiler.memory.regions import ALIGNMENT
+
+    ty = ir.ArrayType(I8, max(1, nbytes))
+    g = ir.GlobalVariable(module, ty, module.get_unique_name(name))
+    g.initializer = ir.Constant(ty, None)
+    g.align = ALIGNMENT
+    g.linkage = "internal"
+    g.type = PTR  # opaque pointer, so any access needs no cast (as kernels/common.scratch)
+    return g
+
+
+# -- the emitters' entry points --------------------------------------------------------------------------------
+
+
+def emit_qfc_kernel(ctx: Any, ins: Any) -> Any:
+    from compiler.backends.llvm.emitters.common import Arg, Call, Emitted, unsupported
+    from compiler.backends.llvm.emitters.quant import conv_constants
+
+    out, x = ins.operands[0][0], ins.operands[1][0]
+    if ctx.may_alias(out, x):
+        raise unsupported(ins, "output overlaps the input")
+    w, bias, mult, _, z_in = conv_constants(ctx, ins)
+    M, K = x.type.shape
+    q = (int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"]))
+    p = plan_qfc(w, bias, mult, z_in, M, q)
+    key = ("qfc", p.cfg, M, p.N, K, z_in, q)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        build_qfc(b, fn, p, scratch_bytes(b.module, "qfc.a", qfc_scratch_bytes(p)))
+
+    name = ctx.sink.kernel(key, 5, build, "qfc")
+    wb = ctx.sink.blob(p.weights, key=("qfc-w", ins.operands[2][0].name, p.cfg))
+    bb = ctx.sink.blob(p.bias, key=("qfc-b", ins.name))
+    mb = ctx.sink.blob(p.mult, key=("qfc-m", ins.name))
+    args = [Arg(value=x), Arg(blob=wb), Arg(value=out), Arg(blob=bb), Arg(blob=mb)]
+    return Emitted([Call(name, args)], f"qgemm-{p.cfg.isa}")
+
+
+def emit_qmatmul_kernel(ctx: Any, ins: Any) -> Any:
+    """QMatMul of two run-time operands: a loop nest over int32 sums the vectoriser widens."""
+    from compiler.backends.llvm.emitters.common import (
+        Arg,
+        Call,
+        Emitted,
+        broadcast_strides,
+        contiguous_strides,
+        linear,
+        loop_nest,
+    )
+    from compiler.backends.llvm.kernels.quant import centered
+    from compiler.kernels.reference_quant import multipliers
+
+    out, a, bm = (v for v, _ in ins.operands)
+    (sa, za), (sb, zb) = (a.type.scale, a.type.offset), (bm.type.scale, bm.type.offset)
+    mult = multipliers(sa, sb, ins.attrs["scale"])
+    q = (int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"]))
+    M, K = a.type.shape[-2:]
+    N = bm.type.shape[-1]
+    batch = tuple(out.type.shape[:-2])
+    sa_b = [s * M * K for s in broadcast_strides(a.type.shape[:-2], batch)]
+    sb_b = [s * K * N for s in broadcast_strides(bm.type.shape[:-2], batch)]
+    key = ("qmm", batch, M, N, K, tuple(sa_b), tuple(sb_b), za, zb, float(mult), q)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, pa, pb = fn.args
+        acc = b.alloca(I32)
+        so_b = [s * M * N for s in contiguous_strides(batch)]
+
+        def body(ivs: list[ir.Value]) -> None:
+            ab = gep(b, pa, linear(b, ivs, sa_b), I8)
+            bb = gep(b, pb, linear(b, ivs, sb_b), I8)
+            ob = gep(b, po, linear(b, ivs, so_b), I8)
+            with loop(b, 0, M, 1, "m") as m, loop(b, 0, N, 1, "n") as n:
+                b.store(ir.Constant(I32, 0), acc)
+                with loop(b, 0, K, 1, "k") as k:
+                    x = centered(b, b.load(gep(b, ab, b.add(b.mul(m, i64(K)), k), I8), typ=I8), za)
+                    y = centered(b, b.load(gep(b, bb, b.add(b.mul(k, i64(N)), n), I8), typ=I8), zb)
+                    b.store(b.add(b.load(acc, typ=I32), b.mul(x, y)), acc)
+                y = b.fmul(b.sitofp(b.load(acc, typ=I32), F32), ir.Constant(F32, float(mult)))
+                b.store(round_to_q(b, y, *q), gep(b, ob, b.add(b.mul(m, i64(N)), n), I8))
+
+        if batch:
+            loop_nest(b, list(batch), body, "bt")
+        else:
+            body([])
+
+    name = ctx.sink.kernel(key, 3, build, "qmm")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=a), Arg(value=bm)])], "loop")
+
+
+__all__ = [
+    "QGemmConfig",
+    "build_qfc",
+    "compensated_bias",
+    "dot",
+    "emit_qfc_kernel",
+    "emit_qmatmul_kernel",
+    "micro_kernel",
+    "pack_broadcast_operand",
+    "pack_vector_operand",
+    "plan_qfc",
+    "qgemm_config",
+    "requant_vec",
+    "scratch_bytes",
+    "to_unsigned",
+    "unsigned_pad",
+]
