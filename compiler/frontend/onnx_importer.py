@@ -56,6 +56,8 @@ ONNX_TO_ELEM: dict[int, ElemKind] = {
     onnx.TensorProto.FLOAT: ElemKind.F32,
     onnx.TensorProto.INT64: ElemKind.I64,
     onnx.TensorProto.INT32: ElemKind.I32,
+    onnx.TensorProto.INT8: ElemKind.I8,
+    onnx.TensorProto.UINT8: ElemKind.U8,
     onnx.TensorProto.BOOL: ElemKind.BOOL,
 }
 _SUPPORTED_NP = {np.dtype(k.np_dtype) for k in ONNX_TO_ELEM.values()}
@@ -199,8 +201,11 @@ class NodeContext:
         operands: Sequence[Value],
         attrs: dict[str, Any] | None = None,
         suffix: str | None = None,
+        *,
+        fold: bool = True,
     ) -> Value:
-        vals = self.create_multi(op, operands, attrs, suffix)
+        """One node (`fold=False`: kept even when every operand is constant)."""
+        vals = self.create_multi(op, operands, attrs, suffix, fold=fold)
         assert len(vals) == 1, op
         return vals[0]
 
@@ -210,8 +215,10 @@ class NodeContext:
         operands: Sequence[Value],
         attrs: dict[str, Any] | None = None,
         suffix: str | None = None,
+        *,
+        fold: bool = True,
     ) -> list[Value]:
-        return self.imp.create(op, list(operands), attrs or {}, self.name, suffix)
+        return self.imp.create(op, list(operands), attrs or {}, self.name, suffix, fold=fold)
 
     def constant(
         self, data: np.ndarray | float | int | bool, dtype: Any = None, suffix: str = "const"
@@ -290,13 +297,16 @@ class Importer:
             )
         return numpy_helper.to_array(t)
 
-    def detached_constant(self, name: str, data: np.ndarray) -> Constant:
-        """A Constant not yet in the module; it is added (uniquely named) when a node uses it."""
+    def detached_constant(
+        self, name: str, data: np.ndarray, type: TensorType | None = None
+    ) -> Constant:
+        """A Constant not yet in the module; it is added (uniquely named) when a node uses it.
+        `type` gives quantized data its scale and offset."""
         if data.dtype not in _SUPPORTED_NP:
             raise UnsupportedTypeError(
                 f"constant '{name}' has element type {data.dtype}", model=self.source
             )
-        return Constant(name, data)
+        return Constant(name, data, type)
 
     def attach(self, v: Value) -> Value:
         if isinstance(v, Constant) and self.module.constants.get(v.name) is not v:
@@ -339,14 +349,22 @@ class Importer:
 
     # -- node creation and folding --------------------------------------------------------------
     def create(
-        self, op: str, operands: list[Value], attrs: dict[str, Any], base: str, suffix: str | None
+        self,
+        op: str,
+        operands: list[Value],
+        attrs: dict[str, Any],
+        base: str,
+        suffix: str | None,
+        *,
+        fold: bool = True,
     ) -> list[Value]:
         name = base if suffix is None else f"{base}.{suffix}"
         opdef = get_op(op)
         full = opdef.normalize_attrs(attrs, node_name=name)
         types = opdef.infer_types([v.type for v in operands], full, name)
         if (
-            operands
+            fold
+            and operands
             and all(isinstance(v, Constant) for v in operands)
             and op in KERNELS
             and all(t.numel <= FOLD_LIMIT and t.size_bytes <= self.fold_limit for t in types)

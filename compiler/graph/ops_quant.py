@@ -82,6 +82,21 @@ def _dequantize(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorTy
     return [TensorType(ElemKind.F32, x.shape)]
 
 
+def _dequantize_axis(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, scales, offsets = types
+    if x.elem not in (ElemKind.I8, ElemKind.I32) or x.scale is not None:
+        raise ShapeError(f"input must be plain i8 or i32, got {x}")
+    if x.rank == 0:
+        raise ShapeError("input must have an axis")
+    ax = attrs["axis"] % x.rank
+    n = x.shape[ax]
+    if scales.elem != ElemKind.F32 or scales.shape not in ((n,), (1,)):
+        raise ShapeError(f"scales must be f32<{n}> or f32<1>, got {scales}")
+    if offsets.elem != ElemKind.I32 or offsets.shape != scales.shape:
+        raise ShapeError(f"offsets must be i32 like the scales, got {offsets}")
+    return [TensorType(ElemKind.F32, x.shape)]
+
+
 def _rescale(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     (x,) = types
     _need_q(x, "input")
@@ -167,6 +182,17 @@ register(
         traits=_PURE,
         category="quantization",
         doc="i8 -> f32: (q - offset) * scale, the input type's parameters",
+    )
+)
+register(
+    OpDef(
+        "DequantizeAxis",
+        ("input", "scales", "offsets"),
+        _dequantize_axis,
+        {"axis": Attr("int", 0)},
+        frozenset({"pure"}),
+        "quantization",
+        "plain i8/i32 -> f32 with a scale and offset per slice along axis (imported weights)",
     )
 )
 register(

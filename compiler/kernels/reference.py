@@ -24,7 +24,7 @@ from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ops import all_ops
 from compiler.graph.types import ElemKind
 from compiler.kernels.reference_nn import NN_KERNELS, erf
-from compiler.kernels.reference_quant import QUANT_KERNELS
+from compiler.kernels.reference_quant import PLAIN_KERNELS, QUANT_KERNELS
 
 Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
 
@@ -407,6 +407,9 @@ for _name, _fn in NN_KERNELS.items():
 for _name, _fn in QUANT_KERNELS.items():
     assert _name not in KERNELS, _name
     KERNELS[_name] = _fn  # type: ignore[assignment]
+for _name, _plain in PLAIN_KERNELS.items():
+    assert _name not in KERNELS, _name
+    KERNELS[_name] = _plain
 
 
 def run_kernel(

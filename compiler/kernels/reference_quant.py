@@ -128,6 +128,18 @@ def _dequantize(ins, attrs, in_types, out_types):
     return [dequantize(ins[0], *_params(in_types[0]))]
 
 
+def _dequantize_axis(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, scales, offsets = ins
+    shape = [1] * x.ndim
+    shape[attrs["axis"] % x.ndim] = -1
+    z = offsets.astype(np.int64).reshape(shape)
+    return [(x.astype(np.int64) - z).astype(F32) * scales.astype(F32).reshape(shape)]
+
+
+#: Quantization ops whose kernels need no operand types (registered like any other kernel).
+PLAIN_KERNELS = {"DequantizeAxis": _dequantize_axis}
+
+
 @_k("RescaleQuantized")
 def _rescale(ins, attrs, in_types, out_types):
     s_in, z_in = _params(in_types[0])
@@ -220,6 +232,7 @@ def _qglobal_avgpool(ins, attrs, in_types, out_types):
 
 
 __all__ = [
+    "PLAIN_KERNELS",
     "QUANT_KERNELS",
     "clamp_bounds",
     "conv_accumulate",

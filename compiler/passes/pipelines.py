@@ -19,13 +19,16 @@ from compiler.passes.pad_merge import PadMerging
 from compiler.passes.reshape import ReshapeMerging
 from compiler.passes.transpose_sinking import TransposeSinking
 from compiler.quantization.passes import InstrumentProfile, QuantCleanup, QuantizeGraph
+from compiler.quantization.qdq import FoldQDQ
 
 
 def graph_opt_passes() -> list[GraphPass]:
-    """The default order: fold and clean first, then the structural rewrites, then fusions
+    """The default order: a pre-quantized model's QDQ groups become quantized ops (before
+    constant folding turns their weights into float constants), fold and clean first, then the structural rewrites, then fusions
     (BatchNorm and pads into Conv before activations, since a fused activation blocks them),
     then a final fold and sweep."""
     return [
+        FoldQDQ(),
         ConstantFolding(),
         DeadCodeElimination(),
         CommonSubexpressionElimination(),

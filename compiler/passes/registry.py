@@ -28,10 +28,12 @@ from compiler.passes.pad_merge import PadMerging
 from compiler.passes.reshape import ReshapeMerging
 from compiler.passes.transpose_sinking import TransposeSinking
 from compiler.quantization.passes import InstrumentProfile, QuantCleanup, QuantizeGraph
+from compiler.quantization.qdq import FoldQDQ
 
 #: Every pass, graph passes first; names are unique across both IRs.
 PASSES: tuple[type[Pass], ...] = (
     # graph IR
+    FoldQDQ,
     ConstantFolding,
     DeadCodeElimination,
     CommonSubexpressionElimination,

@@ -39,7 +39,13 @@ CONVS = [
     ("big_k", (1, 40, 5, 5), 70, 3, 1, (1, 1, 1, 1), 1, 1),
 ]
 #: (name, M, K, N)
-FCS = [("fc", 5, 37, 19), ("fc_wide", 9, 64, 48), ("fc_one", 1, 3, 1)]
+FCS = [
+    ("fc", 5, 37, 19),
+    ("fc_wide", 9, 64, 48),
+    ("fc_one", 1, 3, 1),
+    ("fc_n64", 16, 64, 64),
+    ("fc_n100", 3, 20, 100),
+]
 
 
 def _q(m: Module, fn, x: Value, scale: float, offset: int) -> Value:

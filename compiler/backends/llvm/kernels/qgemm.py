@@ -295,10 +295,9 @@ def build_qfc(b: ir.IRBuilder, fn: ir.Function, p: QFCPlan, scratch_a: ir.Value)
     steps, G, vw, nr = p.steps, cfg.group, cfg.vw, cfg.nr
     mb_full, m_tail = divmod(p.M, cfg.mr)
     _pack_rows(b, cfg, px, scratch_a, p.M, p.K, steps)
-    nb = math.ceil(p.N / nr)
     row_bytes = steps * 4
 
-    def tile(m0: ir.Value, nrows: int, n_blk: ir.Value) -> None:
+    def tile(m0: ir.Value, nrows: int, n_blk: ir.Value, nvec: int, last_valid: int) -> None:
         wbase = gep(b, pw, b.mul(n_blk, i64(steps * nr * G * cfg.esize)), I8)
 
         def bcast_addr(bb: ir.IRBuilder, t: ir.Value, m: int) -> ir.Value:
@@ -309,7 +308,6 @@ def build_qfc(b: ir.IRBuilder, fn: ir.Function, p: QFCPlan, scratch_a: ir.Value)
             off = bb.add(bb.mul(t, i64(nr * G * cfg.esize)), i64(v * vw * G * cfg.esize))
             return gep(bb, wbase, off, I8)
 
-        nvec = cfg.nv
         accs = micro_kernel(b, cfg, steps, bcast_addr, vec_addr, nrows, nvec, False)
         col0 = b.mul(n_blk, i64(nr))
         for v in range(nvec):
@@ -319,35 +317,22 @@ def build_qfc(b: ir.IRBuilder, fn: ir.Function, p: QFCPlan, scratch_a: ir.Value)
             for m in range(nrows):
                 q = requant_vec(b, accs[m][v], bias_v, mult_v, p.out)
                 dst = gep(b, po, b.add(b.mul(b.add(m0, i64(m)), i64(p.N)), col), I8)
-                _store_cols(b, q, dst, col, p.N, vw)
+                masked_store_i8(b, q, dst, vw if v < nvec - 1 else last_valid)
 
-    with loop(b, 0, nb, 1, "nb") as n_blk:
+    def rows(n_blk: ir.Value, nvec: int, last_valid: int) -> None:
         if mb_full:
             with loop(b, 0, mb_full * cfg.mr, cfg.mr, "mb") as m0:
-                tile(m0, cfg.mr, n_blk)
+                tile(m0, cfg.mr, n_blk, nvec, last_valid)
         if m_tail:
-            tile(i64(mb_full * cfg.mr), m_tail, n_blk)
+            tile(i64(mb_full * cfg.mr), m_tail, n_blk, nvec, last_valid)
 
-
-def _store_cols(
-    b: ir.IRBuilder, q: ir.Value, dst: ir.Value, col: ir.Value, n: int, vw: int
-) -> None:
-    """Store the lanes of columns col.. that are < n (the last block may hang over)."""
-    if n % vw == 0:
-        b.store(q, dst, align=1)
-        return
-    full = b.icmp_signed("<=", b.add(col, i64(vw)), i64(n))
-    with b.if_else(full) as (then, other):
-        with then:
-            b.store(q, dst, align=1)
-        with other:
-            rem = b.trunc(b.sub(i64(n), col), I32)
-            lanes = ir.Constant(ir.VectorType(I32, vw), list(range(vw)))
-            mask = b.icmp_signed("<", lanes, splat(b, rem, vw))
-            mty = ir.VectorType(I1, vw)
-            fnty = ir.FunctionType(VOID, [q.type, PTR, I32, mty])
-            fn = intrinsic(b.module, f"llvm.masked.store.v{vw}i8.p0", fnty)
-            b.call(fn, [q, dst, ir.Constant(I32, 1), mask])
+    nb_full, n_tail = divmod(p.N, nr)
+    if nb_full:
+        with loop(b, 0, nb_full, 1, "nb") as n_blk:
+            rows(n_blk, cfg.nv, vw)
+    if n_tail:
+        nvec = math.ceil(n_tail / vw)
+        rows(i64(nb_full), nvec, n_tail - (nvec - 1) * vw)
 
 
 def _pack_rows(

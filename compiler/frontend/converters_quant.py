@@ -1,0 +1,232 @@
+"""ONNX quantization ops -> graph IR: QuantizeLinear / DequantizeLinear (the QDQ format that
+`onnxruntime.quantization` writes), QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger.
+
+Quantized tensors are int8 with a scale and offset in their type. A uint8 tensor with zero point
+z is the same numbers as int8 with zero point z - 128 (q_i8 = q_u8 - 128, so every rounding and
+saturation agrees), which is how uint8 data is imported. QuantizeLinear becomes Quantize;
+DequantizeLinear of a quantized value becomes Dequantize; of a weight initializer, a typed int8
+constant under a Dequantize, or (per-axis scales, int32 biases) a DequantizeAxis, both kept as
+nodes at import so the `fold-qdq` pass (compiler/quantization/qdq.py) can fold the float op
+between the pairs into a quantized op; what it does not fold, constant folding turns into float
+weights. Scales and zero points must be constants (dynamic quantization is not supported).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from compiler.frontend.converters_nn import _AUTO_PAD, _ints, _window_pads
+from compiler.frontend.onnx_importer import NodeContext
+from compiler.frontend.registry import converter
+from compiler.graph.ir import Constant, Value
+from compiler.graph.ops_quant import is_quantized
+from compiler.graph.types import ElemKind, TensorType
+from compiler.kernels.reference_quant import quantize
+
+_ELEM_OF_ONNX = {onnx.TensorProto.INT8: ElemKind.I8, onnx.TensorProto.UINT8: ElemKind.U8}
+
+
+def _scalar_params(
+    ctx: NodeContext, i_scale: int, i_zp: int, what: str, default_u8: bool = True
+) -> tuple[float, int, bool]:
+    """(scale as float32, zero point as the int8 offset, given as uint8?) of a per-tensor pair."""
+    s = np.asarray(ctx.require_const(i_scale, f"{what}_scale"), np.float32)
+    if s.size != 1:
+        raise ctx.unsupported(f"{what}_scale must be a scalar here (per-tensor), got {s.shape}")
+    unsigned = default_u8
+    z = 0
+    if ctx.has_input(i_zp):
+        zd = ctx.require_const(i_zp, f"{what}_zero_point")
+        if zd.size != 1:
+            raise ctx.unsupported(f"{what}_zero_point must be a scalar, got {zd.shape}")
+        if zd.dtype not in (np.int8, np.uint8):
+            raise ctx.unsupported(f"{what}_zero_point of type {zd.dtype} (int8 and uint8 only)")
+        unsigned = zd.dtype == np.uint8
+        z = int(zd.reshape(()))
+    scale = float(s.reshape(()))
+    if not scale > 0:
+        raise ctx.unsupported(f"{what}_scale {scale} is not positive")
+    return scale, z - 128 if unsigned else z, unsigned
+
+
+def _as_int8(data: np.ndarray) -> np.ndarray:
+    """uint8 data as the int8 numbers it stands for (q - 128); int8 as it is."""
+    if data.dtype == np.uint8:
+        return (data.astype(np.int16) - 128).astype(np.int8)
+    return np.asarray(data, np.int8)
+
+
+def _typed_constant(
+    ctx: NodeContext, data: np.ndarray, scale: float, offset: int, tag: str
+) -> Constant:
+    t = TensorType(ElemKind.I8, data.shape, scale, offset)
+    return ctx.imp.detached_constant(f"{ctx.name}.{tag}", _as_int8(data), t)
+
+
+def _check_quantized(ctx: NodeContext, v: Value, scale: float, offset: int, what: str) -> Value:
+    """A quantized operand whose type already carries (scale, offset)."""
+    if not is_quantized(v.type):
+        raise ctx.unsupported(
+            f"{what} must come from a QuantizeLinear (quantized graph inputs are not supported), "
+            f"got {v.type}"
+        )
+    if (v.type.scale, v.type.offset) != (scale, offset):
+        raise ctx.unsupported(
+            f"{what} has scale/zero point ({scale}, {offset}) but its producer quantized it "
+            f"with ({v.type.scale}, {v.type.offset})"
+        )
+    return v
+
+
+@converter("QuantizeLinear")
+def convert_quantize_linear(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"axis": None, "saturate": None, "block_size": (0,), "output_dtype": None})
+    x = ctx.inp(0)
+    if x.type.elem != ElemKind.F32:
+        raise ctx.unsupported(f"quantizes float32 only, got {x.type}")
+    out_dtype = int(ctx.attr("output_dtype", 0))
+    if out_dtype not in (0, *_ELEM_OF_ONNX):
+        raise ctx.unsupported(f"output_dtype {out_dtype} (int8 and uint8 only)")
+    scale, offset, _ = _scalar_params(ctx, 1, 2, "y", default_u8=out_dtype != onnx.TensorProto.INT8)
+    if isinstance(x, Constant) and x.data is not None:
+        t = TensorType(ElemKind.I8, x.type.shape, scale, offset)
+        q = quantize(x.data, scale, offset)
+        return [ctx.imp.detached_constant(f"{ctx.name}.q", q, t)]
+    return [ctx.create("Quantize", [x], {"scale": scale, "offset": offset})]
+
+
+@converter("DequantizeLinear")
+def convert_dequantize_linear(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"axis": None, "block_size": (0,), "output_dtype": None})
+    x = ctx.inp(0)
+    scales = np.asarray(ctx.require_const(1, "x_scale"), np.float32)
+    if isinstance(x, Constant) and x.data is not None:
+        data = x.data
+        if data.dtype not in (np.int8, np.uint8, np.int32):
+            raise ctx.unsupported(f"dequantizes int8, uint8 and int32, got {data.dtype}")
+        zps = ctx.const(2)
+        if ctx.has_input(2) and zps is None:
+            raise ctx.unsupported("x_zero_point must be a constant")
+        zps = np.zeros(scales.shape, data.dtype) if zps is None else np.asarray(zps)
+        if scales.size == 1 and data.dtype != np.int32:
+            offset = int(zps.reshape(-1)[0]) - (128 if data.dtype == np.uint8 else 0)
+            c = _typed_constant(ctx, data, float(scales.reshape(-1)[0]), offset, "q")
+            return [ctx.create("Dequantize", [c], fold=False)]
+        axis = int(ctx.attr("axis", 1)) % max(1, data.ndim)
+        if scales.size not in (1, data.shape[axis]) or zps.size != scales.size:
+            raise ctx.unsupported(f"scales {scales.shape} do not match axis {axis} of {data.shape}")
+        offsets = zps.reshape(-1).astype(np.int32) - (128 if data.dtype == np.uint8 else 0)
+        plain = data if data.dtype == np.int32 else _as_int8(data)
+        operands = [
+            ctx.imp.detached_constant(f"{ctx.name}.q", np.ascontiguousarray(plain)),
+            ctx.constant(scales.reshape(-1), suffix="scales"),
+            ctx.constant(offsets, suffix="offsets"),
+        ]
+        return [ctx.create("DequantizeAxis", operands, {"axis": axis}, fold=False)]
+    if scales.size != 1:
+        raise ctx.unsupported("per-axis dequantization of a run-time tensor")
+    scale, offset, _ = _scalar_params(ctx, 1, 2, "x")
+    return [ctx.create("Dequantize", [_check_quantized(ctx, x, scale, offset, "x")])]
+
+
+def _weights(
+    ctx: NodeContext, i: int, i_scale: int, i_zp: int, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A constant int8/uint8 weight with per-tensor or per-output-channel scales: (int8 data
+    with offset 0, float32 scales [n])."""
+    w = ctx.require_const(i, "w")
+    s = np.asarray(ctx.require_const(i_scale, "w_scale"), np.float32).reshape(-1)
+    z = ctx.const(i_zp)
+    z = np.zeros(s.shape, w.dtype) if z is None else np.asarray(z).reshape(-1)
+    if w.dtype not in (np.int8, np.uint8):
+        raise ctx.unsupported(f"weights of type {w.dtype} (int8 and uint8 only)")
+    offsets = z.astype(np.int32) - (128 if w.dtype == np.uint8 else 0)
+    if np.any(offsets != 0):
+        raise ctx.unsupported("weights with a zero point other than 0 (int8) or 128 (uint8)")
+    if s.size not in (1, n):
+        raise ctx.unsupported(f"w_scale has {s.size} values for {n} output channels")
+    return _as_int8(w), np.broadcast_to(s, (n,)).astype(np.float32)
+
+
+@converter("QLinearConv")
+def convert_qlinear_conv(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs(
+        {
+            "auto_pad": _AUTO_PAD,
+            "dilations": None,
+            "group": None,
+            "kernel_shape": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
+    x_scale, x_off, _ = _scalar_params(ctx, 1, 2, "x")
+    x = _check_quantized(ctx, ctx.inp(0), x_scale, x_off, "x")
+    w_arr = ctx.require_const(3, "w")
+    k = w_arr.shape[0]
+    w, ws = _weights(ctx, 3, 4, 5, k)
+    y_scale, y_off, _ = _scalar_params(ctx, 6, 7, "y")
+    bias = ctx.const(8) if ctx.has_input(8) else np.zeros(k, np.int32)
+    if bias is None or bias.dtype != np.int32:
+        raise ctx.unsupported("B must be a constant int32 tensor")
+    if x.type.rank != 4:
+        raise ctx.unsupported(f"{x.type.rank - 2}-D convolution (2-D only)")
+    kernel = list(w.shape[2:])
+    strides, dilations = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1)
+    attrs = {
+        "strides": strides,
+        "dilations": dilations,
+        "pads": _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations),
+        "group": int(ctx.attr("group", 1)),
+        "scale": y_scale,
+        "offset": y_off,
+    }
+    operands = [
+        x,
+        ctx.imp.detached_constant(f"{ctx.name}.w", np.ascontiguousarray(w)),
+        ctx.imp.detached_constant(f"{ctx.name}.b", np.ascontiguousarray(bias.reshape(k))),
+        ctx.constant(ws, suffix="w_scales"),
+    ]
+    return [ctx.create("QConv", operands, attrs)]
+
+
+@converter("QLinearMatMul")
+def convert_qlinear_matmul(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({})
+    a_scale, a_off, _ = _scalar_params(ctx, 1, 2, "a")
+    a = _check_quantized(ctx, ctx.inp(0), a_scale, a_off, "a")
+    y_scale, y_off, _ = _scalar_params(ctx, 6, 7, "y")
+    b = ctx.inp(3)
+    if isinstance(b, Constant) and b.data is not None and b.type.rank == 2:
+        n = b.type.shape[1]
+        w, ws = _weights(ctx, 3, 4, 5, n)
+        kk = w.shape[0]
+        rows = a
+        if a.type.rank != 2:
+            rows = ctx.create("Reshape", [a], {"shape": (a.type.numel // kk, kk)}, suffix="rows")
+        operands = [
+            rows,
+            ctx.imp.detached_constant(f"{ctx.name}.w", np.ascontiguousarray(w)),
+            ctx.constant(np.zeros(n, np.int32), suffix="bias"),
+            ctx.constant(ws, suffix="w_scales"),
+        ]
+        y = ctx.create(
+            "QFullyConnected", operands, {"scale": y_scale, "offset": y_off}, suffix="fc"
+        )
+        if a.type.rank != 2:
+            y = ctx.create("Reshape", [y], {"shape": a.type.shape[:-1] + (n,)})
+        return [y]
+    b_scale, b_off, _ = _scalar_params(ctx, 4, 5, "b")
+    if isinstance(b, Constant) and b.data is not None:
+        b = _typed_constant(ctx, b.data, b_scale, b_off, "b")
+    b = _check_quantized(ctx, b, b_scale, b_off, "b")
+    return [ctx.create("QMatMul", [a, b], {"scale": y_scale, "offset": y_off})]
+
+
+__all__ = [
+    "convert_dequantize_linear",
+    "convert_qlinear_conv",
+    "convert_qlinear_matmul",
+    "convert_quantize_linear",
+]
