@@ -65,12 +65,15 @@ def _typed_constant(
 
 
 def _check_quantized(ctx: NodeContext, v: Value, scale: float, offset: int, what: str) -> Value:
-    """A quantized operand whose type already carries (scale, offset)."""
+    """A quantized operand with (scale, offset): a value the graph quantized, or plain int8 /
+    uint8 integers (a graph input, a constant) given those parameters."""
+    if v.type.elem in (ElemKind.I8, ElemKind.U8) and v.type.scale is None:
+        if isinstance(v, Constant) and v.data is not None:
+            return _typed_constant(ctx, v.data, scale, offset, what)
+        attrs = {"scale": scale, "offset": offset}
+        return ctx.create("ImportQuantized", [v], attrs, suffix=f"{what}_q")
     if not is_quantized(v.type):
-        raise ctx.unsupported(
-            f"{what} must come from a QuantizeLinear (quantized graph inputs are not supported), "
-            f"got {v.type}"
-        )
+        raise ctx.unsupported(f"{what} must be int8 or uint8, got {v.type}")
     if (v.type.scale, v.type.offset) != (scale, offset):
         raise ctx.unsupported(
             f"{what} has scale/zero point ({scale}, {offset}) but its producer quantized it "
@@ -105,9 +108,7 @@ def convert_dequantize_linear(ctx: NodeContext) -> list[Value | None]:
         data = x.data
         if data.dtype not in (np.int8, np.uint8, np.int32):
             raise ctx.unsupported(f"dequantizes int8, uint8 and int32, got {data.dtype}")
-        zps = ctx.const(2)
-        if ctx.has_input(2) and zps is None:
-            raise ctx.unsupported("x_zero_point must be a constant")
+        zps = ctx.require_const(2, "x_zero_point") if ctx.has_input(2) else None
         zps = np.zeros(scales.shape, data.dtype) if zps is None else np.asarray(zps)
         if scales.size == 1 and data.dtype != np.int32:
             offset = int(zps.reshape(-1)[0]) - (128 if data.dtype == np.uint8 else 0)
@@ -124,10 +125,42 @@ def convert_dequantize_linear(ctx: NodeContext) -> list[Value | None]:
             ctx.constant(offsets, suffix="offsets"),
         ]
         return [ctx.create("DequantizeAxis", operands, {"axis": axis}, fold=False)]
+    if not is_quantized(x.type):
+        return [_dequantize_plain(ctx, x, scales)]
     if scales.size != 1:
-        raise ctx.unsupported("per-axis dequantization of a run-time tensor")
+        raise ctx.unsupported("per-axis dequantization of a quantized run-time tensor")
     scale, offset, _ = _scalar_params(ctx, 1, 2, "x")
     return [ctx.create("Dequantize", [_check_quantized(ctx, x, scale, offset, "x")])]
+
+
+def _dequantize_plain(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
+    """DequantizeLinear of plain integers computed at run time (a graph input, a Cast)."""
+    if x.type.elem not in (ElemKind.I8, ElemKind.U8, ElemKind.I32):
+        raise ctx.unsupported(f"dequantizes int8, uint8 and int32, got {x.type}")
+    zps = ctx.require_const(2, "x_zero_point") if ctx.has_input(2) else None
+    zps = np.zeros(scales.shape, np.int32) if zps is None else np.asarray(zps)
+    axis = int(ctx.attr("axis", 1)) % max(1, x.type.rank)
+    if x.type.rank == 0 or scales.size not in (1, x.type.shape[axis]) or zps.size != scales.size:
+        if x.type.rank == 0 and scales.size == 1:
+            x = ctx.create("Reshape", [x], {"shape": (1,)}, suffix="as1d")
+            axis = 0
+            out = ctx.create(
+                "DequantizeAxis",
+                [
+                    x,
+                    ctx.constant(scales.reshape(-1), suffix="scales"),
+                    ctx.constant(zps.reshape(-1).astype(np.int32), suffix="offsets"),
+                ],
+                {"axis": 0},
+            )
+            return ctx.create("Reshape", [out], {"shape": ()})
+        raise ctx.unsupported(f"scales {scales.shape} do not match axis {axis} of {x.type}")
+    operands = [
+        x,
+        ctx.constant(scales.reshape(-1), suffix="scales"),
+        ctx.constant(zps.reshape(-1).astype(np.int32), suffix="offsets"),
+    ]
+    return ctx.create("DequantizeAxis", operands, {"axis": axis})
 
 
 def _weights(
@@ -198,7 +231,7 @@ def convert_qlinear_matmul(ctx: NodeContext) -> list[Value | None]:
     a = _check_quantized(ctx, ctx.inp(0), a_scale, a_off, "a")
     y_scale, y_off, _ = _scalar_params(ctx, 6, 7, "y")
     b = ctx.inp(3)
-    if isinstance(b, Constant) and b.data is not None and b.type.rank == 2:
+    if isinstance(b, Constant) and b.data is not None and b.type.rank == 2 and _per_column(ctx):
         n = b.type.shape[1]
         w, ws = _weights(ctx, 3, 4, 5, n)
         kk = w.shape[0]
@@ -218,13 +251,70 @@ def convert_qlinear_matmul(ctx: NodeContext) -> list[Value | None]:
             y = ctx.create("Reshape", [y], {"shape": a.type.shape[:-1] + (n,)})
         return [y]
     b_scale, b_off, _ = _scalar_params(ctx, 4, 5, "b")
-    if isinstance(b, Constant) and b.data is not None:
-        b = _typed_constant(ctx, b.data, b_scale, b_off, "b")
     b = _check_quantized(ctx, b, b_scale, b_off, "b")
     return [ctx.create("QMatMul", [a, b], {"scale": y_scale, "offset": y_off})]
 
 
+def _per_column(ctx: NodeContext) -> bool:
+    """QLinearMatMul's b zero point is 0 (int8) or 128 (uint8): a weight for QFullyConnected."""
+    z = ctx.const(5)
+    b = ctx.const(3)
+    if z is None or b is None:
+        return z is None
+    return bool(np.all(z.astype(np.int32) == (128 if b.dtype == np.uint8 else 0)))
+
+
+def _int_operand(ctx: NodeContext, i: int, i_zp: int, what: str) -> Value:
+    """An operand of MatMulInteger / ConvInteger as a quantized value with scale 1."""
+    v = ctx.inp(i)
+    if v.type.elem not in (ElemKind.I8, ElemKind.U8) or v.type.scale is not None:
+        raise ctx.unsupported(f"{what} must be int8 or uint8, got {v.type}")
+    z = 0
+    if ctx.has_input(i_zp):
+        zd = ctx.require_const(i_zp, f"{what}_zero_point")
+        if zd.size != 1:
+            raise ctx.unsupported(f"per-channel {what}_zero_point")
+        z = int(zd.reshape(-1)[0])
+    offset = z - 128 if v.type.elem == ElemKind.U8 else z
+    return _check_quantized(ctx, v, 1.0, offset, what)
+
+
+@converter("MatMulInteger")
+def convert_matmul_integer(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({})
+    a, b = _int_operand(ctx, 0, 2, "a"), _int_operand(ctx, 1, 3, "b")
+    return [ctx.create("IntMatMul", [a, b])]
+
+
+@converter("ConvInteger")
+def convert_conv_integer(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs(
+        {
+            "auto_pad": _AUTO_PAD,
+            "dilations": None,
+            "group": None,
+            "kernel_shape": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
+    x, w = _int_operand(ctx, 0, 2, "x"), _int_operand(ctx, 1, 3, "w")
+    if x.type.rank != 4 or w.type.rank != 4:
+        raise ctx.unsupported(f"{x.type.rank - 2}-D convolution (2-D only)")
+    kernel = list(w.type.shape[2:])
+    strides, dilations = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1)
+    attrs = {
+        "strides": strides,
+        "dilations": dilations,
+        "pads": _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations),
+        "group": int(ctx.attr("group", 1)),
+    }
+    return [ctx.create("IntConv", [x, w], attrs)]
+
+
 __all__ = [
+    "convert_conv_integer",
+    "convert_matmul_integer",
     "convert_dequantize_linear",
     "convert_qlinear_conv",
     "convert_qlinear_matmul",

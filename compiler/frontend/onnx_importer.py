@@ -435,6 +435,7 @@ class Importer:
         onnx_outputs = []
         for o, pname in zip(g.output, out_names):
             v = self.lookup(o.name)
+            v = self._plain_output(o, v)
             self._check_output_type(o, v)
             p = Placeholder(pname, v.type, is_output=True)
             self.module.placeholders[pname] = p
@@ -573,6 +574,14 @@ class Importer:
                     f"{'x'.join(map(str, arr.shape)) or 'scalar'}"
                 )
         return self.detached_constant(vi.name, arr)
+
+    def _plain_output(self, o: onnx.ValueInfoProto, v: Value) -> Value:
+        """A quantized value leaves the model as the int8 / uint8 integers ONNX declares."""
+        want = ONNX_TO_ELEM.get(o.type.tensor_type.elem_type)
+        if v.type.scale is None or want not in (ElemKind.I8, ElemKind.U8):
+            return v
+        attrs = {"to": want.value}
+        return self.create("ExportQuantized", [v], attrs, o.name, "export")[0]
 
     def _check_output_type(self, o: onnx.ValueInfoProto, v: Value) -> None:
         tt = o.type.tensor_type

@@ -84,8 +84,8 @@ def _dequantize(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorTy
 
 def _dequantize_axis(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     x, scales, offsets = types
-    if x.elem not in (ElemKind.I8, ElemKind.I32) or x.scale is not None:
-        raise ShapeError(f"input must be plain i8 or i32, got {x}")
+    if x.elem not in (ElemKind.I8, ElemKind.U8, ElemKind.I32) or x.scale is not None:
+        raise ShapeError(f"input must be plain i8, u8 or i32, got {x}")
     if x.rank == 0:
         raise ShapeError("input must have an axis")
     ax = attrs["axis"] % x.rank
@@ -95,6 +95,39 @@ def _dequantize_axis(types: list[TensorType], attrs: dict[str, Any]) -> list[Ten
     if offsets.elem != ElemKind.I32 or offsets.shape != scales.shape:
         raise ShapeError(f"offsets must be i32 like the scales, got {offsets}")
     return [TensorType(ElemKind.F32, x.shape)]
+
+
+def _export(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    _need_q(x, "input")
+    if attrs["to"] not in ("i8", "u8"):
+        raise ShapeError(f"to must be i8 or u8, not {attrs['to']!r}")
+    return [TensorType(ElemKind.parse(attrs["to"]), x.shape)]
+
+
+def _import(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (x,) = types
+    if x.elem not in (ElemKind.I8, ElemKind.U8) or x.scale is not None:
+        raise ShapeError(f"input must be plain i8 or u8, got {x}")
+    return [qtype(x.shape, attrs)]
+
+
+def _int_matmul(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    a, b = types
+    _need_q(a, "lhs")
+    _need_q(b, "rhs")
+    (t,) = _matmul([a.with_elem(ElemKind.F32), b.with_elem(ElemKind.F32)], attrs)
+    return [t.with_elem(ElemKind.I32)]
+
+
+def _int_conv(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, w = types
+    _need_q(x, "input")
+    _need_q(w, "filter")
+    k = w.shape[0] if w.rank == 4 else 0
+    bias = TensorType(ElemKind.F32, (k,))
+    (t,) = _conv([x.with_elem(ElemKind.F32), w.with_elem(ElemKind.F32), bias], attrs)
+    return [t.with_elem(ElemKind.I32)]
 
 
 def _rescale(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -192,7 +225,55 @@ register(
         {"axis": Attr("int", 0)},
         frozenset({"pure"}),
         "quantization",
-        "plain i8/i32 -> f32 with a scale and offset per slice along axis (imported weights)",
+        "plain i8/u8/i32 -> f32 with a scale and offset per slice along axis (ONNX DequantizeLinear)",
+    )
+)
+register(
+    OpDef(
+        "ExportQuantized",
+        ("input",),
+        _export,
+        {"to": Attr("str", "i8", "i8 (the integers as they are) or u8 (offset by 128)")},
+        frozenset({"pure"}),
+        "quantization",
+        "quantized i8 -> the plain integers an ONNX int8 / uint8 output holds",
+    )
+)
+register(
+    OpDef(
+        "ImportQuantized",
+        ("input",),
+        _import,
+        {"scale": _QPARAMS["scale"], "offset": _QPARAMS["offset"]},
+        _PURE,
+        "quantization",
+        "the plain integers of an ONNX int8 / uint8 tensor (uint8 less 128) -> quantized i8",
+    )
+)
+register(
+    OpDef(
+        "IntMatMul",
+        ("lhs", "rhs"),
+        _int_matmul,
+        traits=_PURE | {"accumulates"},
+        category="matmul",
+        doc="int32 sums of (a - offset_a) (b - offset_b) products (ONNX MatMulInteger)",
+    )
+)
+register(
+    OpDef(
+        "IntConv",
+        ("input", "filter"),
+        _int_conv,
+        {
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
+            "dilations": Attr("ints", (1, 1)),
+            "group": Attr("int", 1),
+        },
+        _PURE | {"accumulates"},
+        "conv",
+        "int32 sums of (x - offset_x) (w - offset_w) over each window (ONNX ConvInteger)",
     )
 )
 register(
@@ -300,5 +381,8 @@ QUANTIZED_OPS = frozenset(
         "QMul",
         "QAvgPool",
         "QGlobalAvgPool",
+        "ImportQuantized",
+        "IntMatMul",
+        "IntConv",
     }
 )

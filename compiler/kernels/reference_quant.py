@@ -136,8 +136,37 @@ def _dequantize_axis(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.nd
     return [(x.astype(np.int64) - z).astype(F32) * scales.astype(F32).reshape(shape)]
 
 
+def _export_quantized(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (q,) = ins
+    if attrs["to"] == "u8":
+        return [(q.astype(np.int16) + 128).astype(np.uint8)]
+    return [q.astype(np.int8)]
+
+
 #: Quantization ops whose kernels need no operand types (registered like any other kernel).
-PLAIN_KERNELS = {"DequantizeAxis": _dequantize_axis}
+PLAIN_KERNELS = {"DequantizeAxis": _dequantize_axis, "ExportQuantized": _export_quantized}
+
+
+@_k("ImportQuantized")
+def _import_quantized(ins, attrs, in_types, out_types):
+    (x,) = ins
+    if x.dtype == np.uint8:
+        return [(x.astype(np.int16) - 128).astype(np.int8)]
+    return [x.astype(np.int8)]
+
+
+@_k("IntMatMul")
+def _int_matmul(ins, attrs, in_types, out_types):
+    (_, za), (_, zb) = _params(in_types[0]), _params(in_types[1])
+    return [_exact_int32(np.matmul(_centered(ins[0], za), _centered(ins[1], zb)))]
+
+
+@_k("IntConv")
+def _int_conv(ins, attrs, in_types, out_types):
+    x, w = ins
+    (_, zx), (_, zw) = _params(in_types[0]), _params(in_types[1])
+    w0 = (w.astype(np.int32) - zw).astype(np.int64)
+    return [conv_accumulate(x, zx, w0, attrs)]
 
 
 @_k("RescaleQuantized")

@@ -210,10 +210,44 @@ def _operand_types(op: str) -> tuple[list[TensorType], dict] | None:
         "LogSoftmax": ([t], {}),
         "ArgMax": ([t], {"axis": 1}),
         "ArgMin": ([t], {"axis": 2, "keepdims": 0}),
+        **_quantized_operand_types(t),
     }
     if op.startswith("Reduce"):
         return [t], {"axes": (2, 3)}
     return table.get(op)
+
+
+def _quantized_operand_types(t: TensorType) -> dict[str, tuple[list[TensorType], dict]]:
+    """The quantized ops (compiler/graph/ops_quant.py): int8 operands with scale and offset."""
+    q = TensorType(ElemKind.I8, t.shape, 0.1, 3)
+    i8, i32 = ElemKind.I8, ElemKind.I32
+    out = {"scale": 0.2, "offset": -1}
+    return {
+        "Quantize": ([t], out),
+        "Dequantize": ([q], {}),
+        "DequantizeAxis": (
+            [TensorType(i8, (8, 4)), f32(8), TensorType(i32, (8,))],
+            {"axis": 0},
+        ),
+        "ImportQuantized": ([t.with_elem(ElemKind.U8)], out),
+        "ExportQuantized": ([q], {"to": "u8"}),
+        "RescaleQuantized": ([q], {**out, "qmin": -1}),
+        "QConv": (
+            [q, TensorType(i8, (8, 4, 3, 3)), TensorType(i32, (8,)), f32(8)],
+            {"pads": (1, 1, 1, 1), **out},
+        ),
+        "QFullyConnected": (
+            [TensorType(i8, (2, 4), 0.1, 0), TensorType(i8, (4, 5)), TensorType(i32, (5,)), f32(5)],
+            out,
+        ),
+        "QMatMul": ([TensorType(i8, (2, 3, 4), 0.1, 0), TensorType(i8, (4, 5), 0.3, 2)], out),
+        "IntMatMul": ([TensorType(i8, (2, 3, 4), 1.0, 0), TensorType(i8, (4, 5), 1.0, 2)], {}),
+        "IntConv": ([q, TensorType(i8, (8, 4, 3, 3), 1.0, 0)], {"pads": (1, 1, 1, 1)}),
+        "QAdd": ([q, TensorType(i8, (6,), 0.05, 0)], out),
+        "QMul": ([q, TensorType(i8, (6,), 0.05, 0)], out),
+        "QAvgPool": ([q], {"kernel": (3, 3), "pads": (1, 1, 1, 1), **out}),
+        "QGlobalAvgPool": ([q], out),
+    }
 
 
 GENERIC_OPS = sorted(op for op in all_ops() if op not in ("Save", "Split"))

@@ -25,6 +25,7 @@ from compiler.backends.llvm.emitters.common import (
     c64,
     collapse,
     contiguous_strides,
+    entry_alloca,
     gep,
     linear,
     loop,
@@ -34,6 +35,7 @@ from compiler.backends.llvm.emitters.common import (
 )
 from compiler.backends.llvm.kernels import quant as qk
 from compiler.backends.llvm.kernels.window import Axis
+from compiler.graph.types import ElemKind
 from compiler.kernels.reference_nn import avg_pool_counts
 from compiler.kernels.reference_quant import multipliers, ratio
 
@@ -149,6 +151,114 @@ def emit_qmul(ctx: EmitContext, ins: Any) -> Emitted:
     return _map(ctx, ins, ("qmul", float(m), za, zb, z, lo, hi), fn)
 
 
+@register("importquantized")
+def emit_import(ctx: EmitContext, ins: Any) -> Emitted:
+    unsigned = ins.operands[1][0].type.elem == ElemKind.U8
+
+    def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
+        return b.xor(xs[0], ir.Constant(I8, -128)) if unsigned else xs[0]
+
+    return _map(ctx, ins, ("import", unsigned), fn)
+
+
+@register("exportquantized")
+def emit_export(ctx: EmitContext, ins: Any) -> Emitted:
+    unsigned = ins.attrs["to"] == "u8"
+
+    def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
+        return b.xor(xs[0], ir.Constant(I8, -128)) if unsigned else xs[0]
+
+    return _map(ctx, ins, ("export", unsigned), fn)
+
+
+@register("dequantizeaxis")
+def emit_dequantize_axis(ctx: EmitContext, ins: Any) -> Emitted:
+    out, x, sc, of = (v for v, _ in ins.operands)
+    scales, offsets = ctx.constant_data(sc), ctx.constant_data(of)
+    if scales is None or offsets is None:
+        raise unsupported(ins, "run-time scales or offsets")
+    shape = x.type.shape
+    ax = ins.attrs["axis"] % len(shape)
+    n = shape[ax]
+    outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1 :])
+    s32 = np.broadcast_to(np.asarray(scales, np.float32).reshape(-1), (n,)).copy()
+    o32 = np.broadcast_to(np.asarray(offsets, np.int32).reshape(-1), (n,)).copy()
+    elem = x.type.elem
+    ety = {1: I8, 4: I32}[elem.itemsize]
+    key = ("dqaxis", outer, n, inner, str(elem.value), s32.tobytes(), o32.tobytes())
+
+    def build(f: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = f.args
+        stab = ctx.sink.global_table(s32, "dqs")
+        otab = ctx.sink.global_table(o32, "dqo")
+        with loop(b, 0, outer, 1, "o") as o, loop(b, 0, n, 1, "c") as c:
+            s_c = b.load(gep(b, stab, c, F32), typ=F32)
+            o_c = b.load(gep(b, otab, c, I32), typ=I32)
+            base = b.mul(b.add(b.mul(o, c64(n)), c), c64(inner))
+            with loop(b, 0, inner, 1, "i") as i:
+                v = b.load(gep(b, px, b.add(base, i), ety), typ=ety)
+                if elem.itemsize == 1:
+                    v = b.zext(v, I32) if elem.value == "u8" else b.sext(v, I32)
+                y = b.fmul(b.sitofp(b.sub(v, o_c), F32), s_c)
+                b.store(y, gep(b, po, b.add(base, i), F32))
+
+    name = ctx.sink.kernel(key, 2, build, "dqaxis")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+@register("intmatmul")
+def emit_int_matmul(ctx: EmitContext, ins: Any) -> Emitted:
+    from compiler.backends.llvm.kernels.qgemm import emit_qmatmul_kernel
+
+    return emit_qmatmul_kernel(ctx, ins, requantize=False)
+
+
+@register("intconv")
+def emit_int_conv(ctx: EmitContext, ins: Any) -> Emitted:
+    """ConvInteger: a plain loop nest over int32 sums (rare: dynamically quantized models)."""
+    out, x, w = (v for v, _ in ins.operands)
+    (_, zx), (_, zw) = _params(x), _params(w)
+    at = ins.attrs
+    N, C, H, W = x.type.shape
+    K, Cg, R, S = w.type.shape
+    _, _, OH, OW = out.type.shape
+    g = at["group"]
+    Kg = K // g
+    rows = Axis(H, OH, R, at["strides"][0], at["pads"][0], at["dilations"][0])
+    cols = Axis(W, OW, S, at["strides"][1], at["pads"][1], at["dilations"][1])
+    key = ("intconv", x.type.shape, w.type.shape, out.type.shape, tuple(sorted(at.items())), zx, zw)
+
+    def build(f: ir.Function, b: ir.IRBuilder) -> None:
+        po, px, pw = f.args
+        acc = b.alloca(I32)
+        with loop(b, 0, N, 1, "n") as n, loop(b, 0, K, 1, "k") as k:
+            gi = b.udiv(k, c64(Kg))
+            with loop(b, 0, OH, 1, "oh") as oh, loop(b, 0, OW, 1, "ow") as ow:
+                b.store(ir.Constant(I32, 0), acc)
+                with loop(b, 0, Cg, 1, "c") as c:
+                    cin = b.add(b.mul(gi, c64(Cg)), c)
+                    xb = b.mul(b.add(b.mul(n, c64(C)), cin), c64(H * W))
+                    wb = b.mul(b.add(b.mul(k, c64(Cg)), c), c64(R * S))
+                    for r in range(R):
+                        okh, ih = rows.tap(b, oh, r)
+                        for t in range(S):
+                            okw, iw = cols.tap(b, ow, t)
+                            ok = b.and_(okh, okw)
+                            idx = b.select(ok, b.add(xb, b.add(b.mul(ih, c64(W)), iw)), c64(0))
+                            xv = qk.centered(b, b.load(gep(b, px, idx, I8), typ=I8), zx)
+                            xv = b.select(ok, xv, ir.Constant(I32, 0))
+                            wv = b.load(gep(b, pw, b.add(wb, c64(r * S + t)), I8), typ=I8)
+                            prod = b.mul(xv, qk.centered(b, wv, zw))
+                            b.store(b.add(b.load(acc, typ=I32), prod), acc)
+                o = b.add(
+                    b.mul(b.add(b.mul(n, c64(K)), k), c64(OH * OW)), b.add(b.mul(oh, c64(OW)), ow)
+                )
+                b.store(b.load(acc, typ=I32), gep(b, po, o, I32))
+
+    name = ctx.sink.kernel(key, 3, build, "intconv")
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x), Arg(value=w)])], "direct")
+
+
 # -- pools -------------------------------------------------------------------------------------------
 
 
@@ -166,7 +276,7 @@ def emit_qglobal_avgpool(ctx: EmitContext, ins: Any) -> Emitted:
         po, px = f.args
         with loop(b, 0, nc, 1, "c") as c:
             base = gep(b, px, b.mul(c, c64(hw)), I8)
-            acc = b.alloca(I32)
+            acc = entry_alloca(b, I32)
             b.store(ir.Constant(I32, 0), acc)
             with loop(b, 0, hw, 1, "p") as p:
                 v = qk.centered(b, b.load(gep(b, base, p, I8), typ=I8), z_in)
@@ -199,7 +309,7 @@ def emit_qavgpool(ctx: EmitContext, ins: Any) -> Emitted:
     def build(f: ir.Function, b: ir.IRBuilder) -> None:
         po, px = f.args
         ctab = ctx.sink.global_table(counts, "qcnt")
-        acc = b.alloca(I32)
+        acc = entry_alloca(b, I32)
         with loop(b, 0, N * C, 1, "nc") as nc, loop(b, 0, OH, 1, "oh") as oh:
             with loop(b, 0, OW, 1, "ow") as ow:
                 b.store(ir.Constant(I32, 0), acc)

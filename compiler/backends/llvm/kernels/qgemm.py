@@ -405,8 +405,9 @@ def emit_qfc_kernel(ctx: Any, ins: Any) -> Any:
     return Emitted([Call(name, args)], f"qgemm-{p.cfg.isa}")
 
 
-def emit_qmatmul_kernel(ctx: Any, ins: Any) -> Any:
-    """QMatMul of two run-time operands: a loop nest over int32 sums the vectoriser widens."""
+def emit_qmatmul_kernel(ctx: Any, ins: Any, *, requantize: bool = True) -> Any:
+    """QMatMul of two run-time operands (or IntMatMul: int32 sums, no requantization): a loop
+    nest over int32 sums the vectoriser widens."""
     from compiler.backends.llvm.emitters.common import (
         Arg,
         Call,
@@ -421,14 +422,18 @@ def emit_qmatmul_kernel(ctx: Any, ins: Any) -> Any:
 
     out, a, bm = (v for v, _ in ins.operands)
     (sa, za), (sb, zb) = (a.type.scale, a.type.offset), (bm.type.scale, bm.type.offset)
-    mult = multipliers(sa, sb, ins.attrs["scale"])
-    q = (int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"]))
+    if requantize:
+        mult = multipliers(sa, sb, ins.attrs["scale"])
+        q = (int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"]))
+    else:
+        mult, q = np.float32(0), (0, 0, 0)
     M, K = a.type.shape[-2:]
     N = bm.type.shape[-1]
     batch = tuple(out.type.shape[:-2])
     sa_b = [s * M * K for s in broadcast_strides(a.type.shape[:-2], batch)]
     sb_b = [s * K * N for s in broadcast_strides(bm.type.shape[:-2], batch)]
-    key = ("qmm", batch, M, N, K, tuple(sa_b), tuple(sb_b), za, zb, float(mult), q)
+    key = ("qmm", batch, M, N, K, tuple(sa_b), tuple(sb_b), za, zb, float(mult), q, requantize)
+    oty = I8 if requantize else I32
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, pa, pb = fn.args
@@ -438,15 +443,20 @@ def emit_qmatmul_kernel(ctx: Any, ins: Any) -> Any:
         def body(ivs: list[ir.Value]) -> None:
             ab = gep(b, pa, linear(b, ivs, sa_b), I8)
             bb = gep(b, pb, linear(b, ivs, sb_b), I8)
-            ob = gep(b, po, linear(b, ivs, so_b), I8)
+            ob = gep(b, po, linear(b, ivs, so_b), oty)
             with loop(b, 0, M, 1, "m") as m, loop(b, 0, N, 1, "n") as n:
                 b.store(ir.Constant(I32, 0), acc)
                 with loop(b, 0, K, 1, "k") as k:
                     x = centered(b, b.load(gep(b, ab, b.add(b.mul(m, i64(K)), k), I8), typ=I8), za)
                     y = centered(b, b.load(gep(b, bb, b.add(b.mul(k, i64(N)), n), I8), typ=I8), zb)
                     b.store(b.add(b.load(acc, typ=I32), b.mul(x, y)), acc)
-                y = b.fmul(b.sitofp(b.load(acc, typ=I32), F32), ir.Constant(F32, float(mult)))
-                b.store(round_to_q(b, y, *q), gep(b, ob, b.add(b.mul(m, i64(N)), n), I8))
+                dst = gep(b, ob, b.add(b.mul(m, i64(N)), n), oty)
+                total = b.load(acc, typ=I32)
+                if requantize:
+                    y = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(mult)))
+                    b.store(round_to_q(b, y, *q), dst)
+                else:
+                    b.store(total, dst)
 
         if batch:
             loop_nest(b, list(batch), body, "bt")
