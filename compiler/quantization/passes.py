@@ -14,9 +14,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from compiler.backends.contract import Backend
 from compiler.graph.ir import Function, Module, Node, Result
 from compiler.graph.ops_quant import QMAX, QMIN, is_quantized
 from compiler.passes.manager import GraphPass
@@ -36,6 +35,9 @@ from compiler.quantization.quantizer import (
     qattrs,
     quantize_node,
 )
+
+if TYPE_CHECKING:  # the backend comes from the pipeline (lowering's policy)
+    from compiler.backends.contract import Backend
 
 #: Output placeholders of profile points are named PROFILE_PREFIX + the value's name.
 PROFILE_PREFIX = "profile."

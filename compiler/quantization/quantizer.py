@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compiler.backends.contract import Backend
 from compiler.graph.activations import NONE
 from compiler.graph.ir import Constant, Node, Result, Value
 from compiler.graph.ops_quant import QMAX, QMIN, QUANTIZED_OPS, is_quantized
@@ -35,6 +34,9 @@ from compiler.quantization.params import (
     quantize_weights,
 )
 from compiler.quantization.profile import Profile
+
+if TYPE_CHECKING:  # the backend comes from the pipeline (lowering's policy)
+    from compiler.backends.contract import Backend
 
 I8, I32, F32 = ElemKind.I8, ElemKind.I32, ElemKind.F32
 
