@@ -42,6 +42,7 @@ CATEGORIES = (
     "pool",
     "tensor",
     "reduction",
+    "quantization",
     "io",
     "other",
 )
