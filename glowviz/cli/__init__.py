@@ -19,7 +19,17 @@ from glowviz import resources
 from glowviz.core.shapes import parse_shape_args
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
-COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench", "bundle")
+COMMANDS = (
+    "compile",
+    "run",
+    "mem",
+    "export",
+    "mem_diff",
+    "bench",
+    "bundle",
+    "profile",
+    "quant_report",
+)
 
 DEFAULT_MODEL = resources.default_model()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import statistics
 import tempfile
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compiler.errors import CompilerError
-from glowviz.cli.common import add_common_model_args
+from glowviz.cli.common import add_common_model_args, quantize_options
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileResult
@@ -38,6 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="onnxruntime",
         choices=("onnxruntime", "none"),
         help="reference runtime timed in the same process (default: onnxruntime)",
+    )
+    p.add_argument(
+        "--ort-model",
+        metavar="MODEL.onnx",
+        help="time onnxruntime on this model instead (e.g. MODEL's int8 QDQ form)",
     )
     p.add_argument("--batch", type=int, default=None, help="batch size (first input dim)")
     p.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
@@ -93,7 +99,14 @@ def lir_flops(lir: Any) -> int:
         elif ins.kind == "matmul":
             out, a = ops[0], ops[1]
             total += 2 * out.type.numel * a.type.shape[-1]
-        elif ins.kind == "fullyconnected":
+        elif ins.kind in ("qconv", "intconv"):
+            out, w = ops[0], ops[2]
+            n, k, oh, ow = out.type.shape
+            total += 2 * n * k * oh * ow * math.prod(w.type.shape[1:])
+        elif ins.kind in ("qmatmul", "intmatmul"):
+            out, a = ops[0], ops[1]
+            total += 2 * out.type.numel * a.type.shape[-1]
+        elif ins.kind in ("fullyconnected", "qfullyconnected"):
             out, x = ops[0], ops[1]
             total += 2 * out.type.numel * x.type.shape[-1]
     return total
@@ -124,14 +137,17 @@ def _ort_session(proto: Any, threads: int) -> Any:
     return ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def _compile(proto: Any, input_shapes: dict, kind: str) -> tuple[Any, Any, float]:
+def _compile(
+    proto: Any, input_shapes: dict, kind: str, quantize: Any = None
+) -> tuple[Any, Any, float]:
     from compiler.executors import LOW_LEVEL_EXECUTORS, make_executor
     from compiler.pipeline import CompileOptions, compile_model
 
     t0 = time.perf_counter()
-    result = compile_model(
-        proto, CompileOptions(input_shapes=input_shapes, low_level=kind in LOW_LEVEL_EXECUTORS)
+    options = CompileOptions(
+        input_shapes=input_shapes, low_level=kind in LOW_LEVEL_EXECUTORS, quantize=quantize
     )
+    result = compile_model(proto, options)
     t1 = time.perf_counter()
     ex = make_executor(result, kind)
     return result, ex, t1 - t0
@@ -209,15 +225,18 @@ def bench_model(
     reps: int = 20,
     with_compile_times: bool = True,
     with_profile: bool = False,
+    quantize: Any = None,
+    ort_model: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Everything `glowviz bench` prints, as a dict."""
+    """Everything `glowviz bench` prints, as a dict. `quantize`: a QuantizeOptions (int8);
+    `ort_model`: time onnxruntime on this model instead (e.g. the QDQ model of MODEL)."""
     from compiler.frontend import load_model
 
     proto = load_model(model)
     if batch is not None:
         proto = _with_batch(proto, batch)
     res: dict[str, Any] = {"model": str(model) if isinstance(model, str | Path) else "<proto>"}
-    result, executor, t_front = _compile(proto, input_shapes or {}, kind)
+    result, executor, t_front = _compile(proto, input_shapes or {}, kind, quantize)
     res["frontend_s"] = t_front
     lir = result.lir
     if lir is not None:
@@ -226,7 +245,7 @@ def bench_model(
     inputs = _inputs_for(executor)
     sess = None
     if vs == "onnxruntime":
-        sess = _ort_session(proto, threads)
+        sess = _ort_session(load_model(ort_model) if ort_model else proto, threads)
         ort_inputs = {
             i.name: inputs[executor.aliases.get(i.name, i.name)] for i in sess.get_inputs()
         }
@@ -331,6 +350,8 @@ def run(args: argparse.Namespace) -> int:
         reps=args.reps,
         with_compile_times=not args.no_compile_times,
         with_profile=args.profile,
+        quantize=quantize_options(args),
+        ort_model=args.ort_model,
     )
     print(format_report(r))
     return 0

@@ -11,7 +11,7 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import human_bytes
 from compiler.pipeline import CompileOptions, compile_model
 from compiler.scheduling import SCHEDULERS
-from glowviz.cli.common import add_common_model_args
+from glowviz.cli.common import add_common_model_args, quantize_options
 from glowviz.core.shapes import parse_shape_args
 
 # Not offered yet: `--quantize PROFILE` (int8 bundles) arrives with the quantization issue,
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         input_shapes=parse_shape_args(args.input_shape),
         scheduler=args.scheduler,
         allocator=args.allocator,
+        quantize=quantize_options(args),
     )
     result = compile_model(args.model, options)
     bundle = build_bundle(

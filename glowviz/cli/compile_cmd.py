@@ -9,7 +9,7 @@ from pathlib import Path
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, compile_model, ir_text
-from glowviz.cli.common import add_common_model_args
+from glowviz.cli.common import add_common_model_args, quantize_options
 from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
 
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         stop_after=args.stop_after,
         disabled_passes=frozenset(args.disable_pass),
+        quantize=quantize_options(args),
     )
     dump = Path(args.dump_dir) if args.dump_dir else None
     if dump is not None:

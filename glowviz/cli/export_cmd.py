@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.pipeline import CompileOptions
-from glowviz.cli.common import add_common_model_args
+from glowviz.cli.common import add_common_model_args, quantize_options
 from glowviz.core.shapes import parse_shape_args
 
 _EPILOG = """\
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),
+        quantize=quantize_options(args),
     )
     session = compile_session(args.model, options)
     data = render_view(

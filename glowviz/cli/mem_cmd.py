@@ -12,7 +12,7 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
 from compiler.scheduling import SCHEDULERS
-from glowviz.cli.common import add_common_model_args
+from glowviz.cli.common import add_common_model_args, quantize_options
 from glowviz.core.shapes import parse_shape_args
 
 
@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),
+        quantize=quantize_options(args),
     )
     result = compile_model(args.model, options)
     report = build_report(result, args)

@@ -13,7 +13,7 @@ from compiler.errors import CompilerError, InputError
 from compiler.executors import EXECUTORS, LOW_LEVEL_EXECUTORS, make_executor
 from compiler.graph.types import TensorType
 from compiler.pipeline import CompileOptions, compile_model
-from glowviz.cli.common import add_common_model_args
+from glowviz.cli.common import add_common_model_args, quantize_options
 from glowviz.core.shapes import parse_shape_args
 
 
@@ -169,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
             f"unknown executor '{kind}'; known executors: {', '.join(sorted(EXECUTORS))}"
         )
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape), low_level=kind in LOW_LEVEL_EXECUTORS
+        input_shapes=parse_shape_args(args.input_shape),
+        low_level=kind in LOW_LEVEL_EXECUTORS,
+        quantize=quantize_options(args),
     )
     result = compile_model(args.model, options)
     ex = make_executor(result, kind)

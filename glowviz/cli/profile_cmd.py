@@ -1,0 +1,85 @@
+"""`glowviz profile MODEL --inputs CAL.npz -o PROFILE.json`: the int8 quantization profile
+(Glow's -dump-profile): every activation's range and histogram on calibration inputs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from compiler.errors import CompilerError
+from compiler.pipeline import CompileOptions, import_model
+from compiler.quantization.profile import DEFAULT_BINS
+from compiler.quantize import load_samples, profile_model, random_samples
+from glowviz.core.shapes import parse_shape_args
+from glowviz.exports.render import atomic_write
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="int8 quantization profile: ranges and histograms of every tensor",
+        description="Run MODEL on calibration inputs with a profile point on every activation "
+        "and write each tensor's range and histogram, keyed by a hash of the graph (a profile "
+        "of another graph is refused). Use it with --quantize PROFILE.json.",
+    )
+    p.add_argument("model", help="path to an ONNX model")
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="concrete shape for an input with symbolic dims (repeatable)",
+    )
+    p.add_argument(
+        "--inputs",
+        action="append",
+        default=[],
+        metavar="CAL.npz",
+        help="calibration inputs by input name: one sample, or a batch along a new first "
+        "axis (repeatable)",
+    )
+    p.add_argument(
+        "--random", type=int, default=0, metavar="N", help="N random samples (N(0,1) floats)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random samples")
+    p.add_argument("--executor", default="llvm", choices=("llvm", "interpreter", "graph"))
+    p.add_argument("--bins", type=int, default=DEFAULT_BINS, help="histogram bins per tensor")
+    p.add_argument("-o", "--output", required=True, metavar="PROFILE.json")
+    p.set_defaults(func=run)
+
+
+def samples_for(
+    model: str, options: CompileOptions, paths: list[str], count: int, seed: int
+) -> list[dict[str, Any]]:
+    """Samples from .npz files, or `count` random ones, keyed by the model's ONNX input names."""
+    module, _ = import_model(model, options)
+    names = {p: o for o, p in module.meta.get("onnx_inputs", ())}
+    types = {names.get(p.name, p.name): p.type for p in module.inputs()}
+    samples = load_samples(paths, types) if paths else []
+    if count:
+        samples += random_samples(types, count, seed)
+    if not samples:
+        raise CompilerError("no calibration inputs", hint="give --inputs CAL.npz or --random N")
+    return samples
+
+
+def run(args: argparse.Namespace) -> int:
+    options = CompileOptions(input_shapes=parse_shape_args(args.input_shape))
+    samples = samples_for(args.model, options, args.inputs, args.random, args.seed)
+    profile = profile_model(
+        args.model, samples, options=options, executor=args.executor, bins=args.bins
+    )
+    import json
+
+    atomic_write(args.output, json.dumps(profile.to_json(), separators=(",", ":")) + "\n")
+    widest = sorted(profile.tensors.items(), key=lambda kv: kv[1].min - kv[1].max)[:5]
+    print(
+        f"profiled {len(profile.tensors)} tensors on {profile.inputs} samples "
+        f"({args.executor}) -> {args.output}"
+    )
+    print(f"graph {profile.graph_hash[:23]}...")
+    for name, tp in widest:
+        print(f"  {name:40s} [{tp.min:.4g}, {tp.max:.4g}]")
+    return 0
+
+
+__all__ = ["add_parser", "run", "samples_for"]
