@@ -71,7 +71,10 @@ class TensorProfile:
             self.hist = np.zeros(bins, np.float64)
         elif lo < self.hist_min or hi > self.hist_max:
             self._grow(min(lo, self.hist_min), max(hi, self.hist_max))
-        counts, _ = np.histogram(finite, bins=self.hist.size, range=(self.hist_min, self.hist_max))
+        # In float64: a narrow range far from zero has bins finer than float32 resolves.
+        counts, _ = np.histogram(
+            finite.astype(np.float64), bins=self.hist.size, range=(self.hist_min, self.hist_max)
+        )
         self.hist += counts
 
     def _grow(self, lo: float, hi: float) -> None:
@@ -145,7 +148,7 @@ def _nonempty(lo: float, hi: float) -> tuple[float, float]:
     """A histogram range of positive width around a constant tensor."""
     if hi > lo:
         return lo, hi
-    pad = max(abs(lo) * 1e-6, 1e-12)
+    pad = max(abs(lo) * 1e-3, 1e-6)
     return lo - pad, hi + pad
 
 

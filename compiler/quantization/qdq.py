@@ -79,10 +79,20 @@ def _bias(v: Value, in_scale: float, w_scales: np.ndarray) -> np.ndarray | None:
                 return np.asarray(data, np.int32).reshape(k)
     fdata = const_data(v)
     if fdata is None and src is not None and src.op == "DequantizeAxis":
-        return None  # a bias of another scale: left for constant folding, then quantized below
+        fdata = _dequantized(src)  # a bias in other units: its float values, quantized below
     if fdata is None or fdata.size != k:
         return None
     return quantize_bias(fdata.reshape(k), in_scale, w_scales)
+
+
+def _dequantized(node: Node) -> np.ndarray | None:
+    """The float values a DequantizeAxis of constants stands for (its reference kernel)."""
+    from compiler.kernels.reference import evaluate
+
+    datas = [const_data(x) for x in node.operands]
+    if any(d is None for d in datas):
+        return None
+    return evaluate(node, datas)[0]
 
 
 def _output(node: Node) -> tuple[Node, tuple[int, int]] | None:

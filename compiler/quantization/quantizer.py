@@ -404,6 +404,9 @@ def quantize_concat(q: Quantizer, node: Node) -> bool:
     ins = [q.qvalue(v) for v in node.operands]
     if any(v is None for v in ins):
         return False
+    given = {params_of(v.type) for v in ins if v is not None}
+    if len(given) == 1:
+        out = given.pop()  # every input already agrees: concatenate exactly, no rescale
     aligned = []
     for i, v in enumerate(ins):
         assert v is not None

@@ -223,6 +223,11 @@ def masked_store_i8(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int) -> 
     if valid >= n:
         b.store(v, ptr, align=1)
         return
+    if valid == 1:
+        # A plain byte store: LLVM 22 merged the one-lane masked stores of a tile's rows
+        # into 4-byte stores (writing 3 bytes past each row; a 7x7 conv's last pixel).
+        b.store(b.extract_element(v, ir.Constant(I32, 0)), ptr, align=1)
+        return
     mty = ir.VectorType(I1, n)
     fnty = ir.FunctionType(VOID, [v.type, PTR, I32, mty])
     fn = intrinsic(b.module, f"llvm.masked.store.v{n}i8.p0", fnty)

@@ -1,0 +1,289 @@
+"""int8 quantization on the ImageNet- and BERT-shaped models: precision, agreement, latency.
+
+For each model: a profile from `--calib` random samples (LLVM executor); output SQNR of the
+all-quantized model against float on `--eval` other samples; the float fallback search to
+`--target` dB (which nodes, what share of the compute nodes); LLVM vs the arena interpreter bit
+for bit; latency of fp32 and int8 (LLVM) and of onnxruntime fp32 and its int8 QDQ models
+(`quantize_static` on the same calibration samples, per-channel weights, uint8 and int8
+activations), one thread, alternating; and the QDQ model imported by us against onnxruntime's
+int8 outputs (every quantized tensor both compute: share of exact elements, largest difference
+in quantization steps).
+
+Run: ``python benchmarks/bench_quant.py [--only resnet50 mobilenet inception bert_tiny]
+[--calib 32] [--eval 4] [--reps 10] [--json out.json]``. Models come from benchmarks/models.py
+(BERT-tiny from benchmarks/models_transformer.py when it is there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+from benchmarks.models import ensure_model  # noqa: E402
+from compiler.executors import make_executor  # noqa: E402
+from compiler.pipeline import CompileOptions, compile_model, import_model  # noqa: E402
+from compiler.quantization import QuantizeOptions  # noqa: E402
+from compiler.quantize import fallback_search, profile_model, sqnr_db  # noqa: E402
+
+MODELS = ["resnet50", "mobilenet", "inception", "bert_tiny"]
+
+
+def model_path(name: str) -> Path | None:
+    if name != "bert_tiny":
+        return ensure_model(name)
+    path = ROOT / "benchmarks" / "models" / "bert_tiny.onnx"
+    if not path.exists():
+        try:
+            from benchmarks.models_transformer import build_bert_tiny  # type: ignore
+        except ImportError:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(build_bert_tiny(), path)
+    return path
+
+
+def samples(path: Path, count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """Random samples by ONNX input name: N(0, 1) floats; token ids; attention masks of ones."""
+    module, _ = import_model(str(path))
+    names = {p: o for o, p in module.meta.get("onnx_inputs", ())}
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        s = {}
+        for p in module.inputs():
+            name, t = names.get(p.name, p.name), p.type
+            if t.elem.is_float:
+                s[name] = rng.standard_normal(t.shape).astype(t.np_dtype)
+            elif "mask" in name:
+                s[name] = np.ones(t.shape, t.np_dtype)
+            else:
+                s[name] = rng.integers(0, 30522, t.shape).astype(t.np_dtype)
+        out.append(s)
+    return out
+
+
+def output_sqnr(ref_ex: Any, ex: Any, evals: list[dict[str, np.ndarray]]) -> float:
+    refs = [ref_ex.run(s) for s in evals]
+    got = [ex.run(s) for s in evals]
+    return min(
+        sqnr_db(np.concatenate([r[k].ravel() for r in refs]), np.concatenate([g[k].ravel() for g in got]))
+        for k in refs[0]
+    )
+
+
+def timing(fns: dict[str, Any], reps: int) -> dict[str, float]:
+    """Median seconds per call, the callables alternating (one warm-up each)."""
+    for f in fns.values():
+        f()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def ort_session(path: Path | str) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def ort_qdq(path: Path, calib: list[dict[str, np.ndarray]], act: str, out_dir: Path) -> Path:
+    """onnxruntime's int8 QDQ model of `path` (pre-processed, per-channel, MinMax)."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter(calib)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.it, None)
+
+    pre = out_dir / f"{path.stem}.pre.onnx"
+    dst = out_dir / f"{path.stem}.qdq_{act}.onnx"
+    quant_pre_process(str(path), str(pre), skip_symbolic_shape=True)
+    quantize_static(
+        str(pre),
+        str(dst),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QUInt8 if act == "u8" else QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+    )
+    return dst
+
+
+def compare_qdq(qdq: Path, evals: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    """Our import of the QDQ model vs onnxruntime on every QuantizeLinear output both compute:
+    the share of equal elements and the largest difference in steps, overall and for the
+    first tensor where they differ."""
+    import onnxruntime as ort
+
+    from compiler.quantize import _run_all_values
+
+    m = onnx.load(qdq)
+    qouts = {n.name: n.output[0] for n in m.graph.node if n.op_type == "QuantizeLinear"}
+    have = {o.name for o in m.graph.output}
+    for t in qouts.values():
+        if t not in have:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(t))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    module = compile_model(str(qdq), CompileOptions(low_level=False)).module
+    nodes = []
+    for n in module.main.nodes:
+        tag = n.meta.get("onnx_q") or (n.op == "Quantize" and n.meta.get("onnx_node"))
+        if tag in qouts:
+            nodes.append((n, qouts[tag]))
+    total = equal = 0
+    worst = 0
+    first = None
+    for s in evals:
+        outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, s)))
+        ours = _run_all_values(module, s, [n.result for n, _ in nodes])
+        for n, t in nodes:
+            ref = outs[t].astype(np.int16) - (128 if outs[t].dtype == np.uint8 else 0)
+            d = np.abs(ours[n.result.name].astype(np.int16) - ref)
+            total += d.size
+            equal += int((d == 0).sum())
+            worst = max(worst, int(d.max()))
+            if first is None and d.max() > 0:
+                first = {"node": n.name, "op": n.op, "max_steps": int(d.max())}
+    return {
+        "tensors": len(nodes),
+        "exact_share": equal / max(1, total),
+        "max_steps": worst,
+        "first_difference": first,
+    }
+
+
+def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | None:
+    path = model_path(name)
+    if path is None:
+        print(f"{name}: no generator (benchmarks/models_transformer.py), skipped", flush=True)
+        return None
+    r: dict[str, Any] = {"model": name}
+    calib = samples(path, args.calib, seed=1)
+    evals = samples(path, args.eval, seed=2)
+    t = time.perf_counter()
+    profile = profile_model(str(path), calib, executor="llvm")
+    r["profile_s"] = time.perf_counter() - t
+    qopts = QuantizeOptions(profile)
+    f32 = make_executor(compile_model(str(path)), "llvm")
+    qres = compile_model(str(path), CompileOptions(quantize=qopts))
+    q8 = make_executor(qres, "llvm")
+    r["sqnr_all_int8_db"] = output_sqnr(f32, q8, evals)
+    quantized = sum(1 for n in qres.module.main.nodes if n.op.startswith("Q"))
+    r["quantized_nodes"] = quantized
+    ref = make_executor(qres, "interpreter").run(evals[0])
+    got = q8.run(evals[0])
+    r["llvm_equals_interpreter"] = all(np.array_equal(ref[k], got[k]) for k in ref)
+    if not args.no_search:
+        fb = fallback_search(str(path), qopts, evals[: args.search_samples], args.target)
+        r["fallback"] = fb.to_json()
+        keep = qopts.with_keep_float(fb.keep_float)
+        qk = make_executor(compile_model(str(path), CompileOptions(quantize=keep)), "llvm")
+        r["sqnr_after_fallback_db"] = output_sqnr(f32, qk, evals)
+        r["float_share"] = fb.float_fraction
+    sess = ort_session(path)
+    fns: dict[str, Any] = {
+        "fp32": lambda: f32.run(evals[0]),
+        "int8": lambda: q8.run(evals[0]),
+        "ort_fp32": lambda: sess.run(None, evals[0]),
+    }
+    if not args.no_ort_qdq:
+        for act in ("u8", "s8"):
+            qdq = ort_qdq(path, calib, act, work)
+            qs = ort_session(qdq)
+            fns[f"ort_int8_{act}"] = lambda qs=qs: qs.run(None, evals[0])
+            r[f"qdq_{act}_vs_ort"] = compare_qdq(qdq, evals[:2])
+            imported = make_executor(compile_model(str(qdq)), "llvm")
+            fns[f"qdq_{act}"] = lambda ex=imported: ex.run(evals[0])
+    r["ms"] = {k: v * 1e3 for k, v in timing(fns, args.reps).items()}
+    ms = r["ms"]
+    r["int8_vs_fp32"] = ms["fp32"] / ms["int8"]
+    if "ort_int8_u8" in ms:
+        r["int8_vs_ort_int8"] = ms["int8"] / min(ms["ort_int8_u8"], ms["ort_int8_s8"])
+    return r
+
+
+def report_line(r: dict[str, Any]) -> str:
+    ms = r["ms"]
+    parts = [
+        f"{r['model']}: SQNR all-int8 {r['sqnr_all_int8_db']:.1f} dB",
+        f"llvm==interp {r['llvm_equals_interpreter']}",
+    ]
+    if "fallback" in r:
+        fb = r["fallback"]
+        parts.append(
+            f"fallback {r['sqnr_after_fallback_db']:.1f} dB with {len(fb['keep_float'])}/"
+            f"{fb['compute_nodes']} float ({100 * r['float_share']:.1f}%)"
+        )
+    parts.append(" ".join(f"{k} {v:.2f}ms" for k, v in ms.items()))
+    if "int8_vs_ort_int8" in r:
+        parts.append(f"int8/ort-int8 {r['int8_vs_ort_int8']:.2f}")
+    parts.append(f"fp32/int8 {r['int8_vs_fp32']:.2f}x")
+    for act in ("u8", "s8"):
+        c = r.get(f"qdq_{act}_vs_ort")
+        if c:
+            parts.append(f"qdq-{act} exact {100 * c['exact_share']:.2f}% max {c['max_steps']} steps")
+    return "; ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=None, help=f"models (default: {MODELS})")
+    ap.add_argument("--calib", type=int, default=32, help="calibration samples (default 32)")
+    ap.add_argument("--eval", type=int, default=4, help="evaluation samples (default 4)")
+    ap.add_argument("--search-samples", type=int, default=2, help="samples the search uses")
+    ap.add_argument("--target", type=float, default=40.0, help="fallback target, dB")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--no-search", action="store_true")
+    ap.add_argument("--no-ort-qdq", action="store_true")
+    ap.add_argument("--json", type=Path, help="write every figure as JSON")
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.only or MODELS:
+            r = bench(name, args, Path(tmp))
+            if r is not None:
+                rows.append(r)
+                print(report_line(r), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=float) + "\n")
+    return 0 if all(math.isfinite(r["sqnr_all_int8_db"]) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Scale and offset: the four schemas, the three calibrations, weights and biases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.errors import QuantizationError
+from compiler.kernels.reference_quant import dequantize, quantize
+from compiler.quantization import TensorProfile, choose_params
+from compiler.quantization.params import calibrate, quantize_bias, quantize_weights
+
+
+def test_asymmetric_maps_the_range_onto_all_256_steps_with_zero_exact() -> None:
+    p = choose_params(-1.0, 3.0, "asymmetric")
+    assert p.scale == pytest.approx(4.0 / 255, rel=1e-6)
+    lo, hi = p.range()
+    assert lo <= -1.0 + p.scale and hi >= 3.0 - p.scale
+    assert dequantize(quantize(np.float32(0.0), p.scale, p.offset), p.scale, p.offset) == 0.0
+
+
+def test_symmetric_schemas() -> None:
+    assert choose_params(-1.0, 3.0, "symmetric").offset == 0
+    assert choose_params(-1.0, 3.0, "symmetric").scale == pytest.approx(3.0 / 127, rel=1e-6)
+    # Non-negative ranges use all 256 steps as unsigned bytes (offset -128), others symmetric.
+    u = choose_params(0.0, 2.55, "symmetric-uint8")
+    assert (u.offset, u.scale) == (-128, pytest.approx(0.01, rel=1e-6))
+    assert choose_params(-0.1, 2.55, "symmetric-uint8").offset == 0
+    p2 = choose_params(-1.0, 3.0, "power2")
+    assert p2.offset == 0 and np.log2(p2.scale) == int(np.log2(p2.scale))
+    assert p2.scale >= 3.0 / 127
+
+
+def test_degenerate_and_bad_ranges() -> None:
+    assert choose_params(0.0, 0.0).scale == 1.0
+    assert choose_params(2.0, 5.0).range()[0] <= 0.0  # the range is widened to contain 0
+    with pytest.raises(QuantizationError, match="unknown schema"):
+        choose_params(0, 1, "nope")
+    with pytest.raises(QuantizationError, match="infinite"):
+        choose_params(0, float("inf"))
+
+
+def _profile(values: np.ndarray) -> TensorProfile:
+    tp = TensorProfile()
+    tp.update(values.astype(np.float32), bins=2048)
+    return tp
+
+
+def test_percentile_and_kl_clip_rare_outliers_minmax_keeps_them() -> None:
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.standard_normal(200_000), [40.0, -35.0]])
+    tp = _profile(values)
+    assert calibrate(tp, "minmax") == (tp.min, tp.max)
+    lo, hi = calibrate(tp, "percentile", percentile=99.99)
+    assert 3.0 < hi < 6.0 and -6.0 < lo < -3.0
+    for schema in ("asymmetric", "symmetric"):
+        klo, khi = calibrate(tp, "kl", schema)
+        assert khi < 20 and klo > -20, (schema, klo, khi)
+        assert khi > 1.5
+
+
+def test_weights_are_symmetric_per_channel_and_biases_int32() -> None:
+    w = np.array([[1.0, -2.0], [0.5, 0.25]], np.float32)
+    q, s = quantize_weights(w, axis=0)
+    np.testing.assert_allclose(s, [2.0 / 127, 0.5 / 127], rtol=1e-6)
+    assert q.dtype == np.int8 and q[0, 1] == -127 and q[1, 0] == 127
+    q1, s1 = quantize_weights(w, axis=None)
+    assert s1.shape == (1,) and q1[0, 1] == -127
+    b = quantize_bias(np.array([1.0, -3e12]), 0.1, np.array([0.01, 0.01], np.float32))
+    assert b.dtype == np.int32 and b[0] == 1000 and b[1] == np.iinfo(np.int32).min

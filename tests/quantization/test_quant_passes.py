@@ -1,0 +1,239 @@
+"""The quantization passes as IR text in, IR text (CHECK lines) out: instrument-profile,
+quantize-graph (with cases where it must not fire), quant-opt and fold-qdq."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pass_helpers import execute, load, random_inputs, run, text
+
+from compiler.backends.contract import INTERPRETER
+from compiler.errors import QuantizationError
+from compiler.graph import parse_module, verify_module
+from compiler.quantization import (
+    InstrumentProfile,
+    Profile,
+    QuantCleanup,
+    QuantizeGraph,
+    QuantizeOptions,
+    graph_hash,
+)
+from compiler.quantization.profile import TensorProfile
+from compiler.quantization.qdq import FoldQDQ
+from compiler.quantize import sqnr_db
+from tests.filecheck import check
+
+BLOCK = """
+module @m {
+  placeholder %x : f32<1x3x8x8>
+  placeholder %out : f32<1x8x4x4> output
+  placeholder %probs : f32<1x8x4x4> output
+  constant %w : f32<4x3x3x3> = elided<w>
+  constant %b : f32<4> = elided<b>
+  constant %w2 : f32<4x3x1x1> = elided<w2>
+  constant %b2 : f32<4> = elided<b2>
+  func @main {
+    %conv_1 = Conv(%x, %w, %b) {pads = [1, 1, 1, 1], activation = "relu"} : f32<1x4x8x8>
+    %conv_2 = Conv(%x, %w2, %b2) : f32<1x4x8x8>
+    %add = Add(%conv_1, %conv_2) : f32<1x4x8x8>
+    %pool = MaxPool(%add) {kernel = [2, 2], strides = [2, 2]} : f32<1x4x4x4>
+    %cat = Concat(%pool, %pool) {axis = 1} : f32<1x8x4x4>
+    %sm = Softmax(%cat) {axis = 1} : f32<1x8x4x4>
+    Save(%cat, %out)
+    Save(%sm, %probs)
+  }
+}
+"""
+
+
+def profile_of(m, samples: int = 4, seed: int = 3) -> Profile:
+    """A profile measured the way `glowviz profile` does, on the reference kernels."""
+    instrumented = m.clone()
+    run(instrumented, InstrumentProfile())
+    points = instrumented.meta["profile_points"]
+    profile = Profile(instrumented.meta["profile_graph_hash"])
+    for i in range(samples):
+        outs = execute(instrumented, random_inputs(instrumented, seed + i))
+        profile.update({points[k]: v for k, v in outs.items() if k in points})
+    return profile
+
+
+def test_instrument_profile_saves_every_float_activation() -> None:
+    m = load(BLOCK)
+    before = graph_hash(m)
+    assert run(m, InstrumentProfile())
+    assert m.meta["profile_graph_hash"] == before
+    check(
+        text(m),
+        """
+    CHECK: placeholder %profile.x : f32<1x3x8x8> output
+    CHECK: placeholder %profile.conv_1 : f32<1x4x8x8> output
+    CHECK: placeholder %profile.sm : f32<1x8x4x4> output
+    CHECK-COUNT-9: Save(
+    CHECK: Save(%x, %profile.x)
+    """,
+    )
+    assert sorted(m.meta["profile_points"].values()) == sorted(
+        ["x", "conv_1", "conv_2", "add", "pool", "cat", "sm"]
+    )
+
+
+def quantized(src: str, **options) -> tuple[object, object]:
+    m = load(src)
+    profile = profile_of(m)
+    q = m.clone()
+    qopts = QuantizeOptions(profile, **options)
+    run(q, QuantizeGraph(qopts, INTERPRETER), QuantCleanup())
+    return m, q
+
+
+def test_quantize_graph_rewrites_to_int8_nodes_and_folds_relu() -> None:
+    m, q = quantized(BLOCK)
+    check(
+        text(q),
+        """
+    CHECK: %x_quant = Quantize(%x) {scale = {{[0-9.e-]+}}, offset = {{-?[0-9]+}}} : i8<1x3x8x8:
+    CHECK-DAG: %conv_1_q = QConv(%x_quant, %w_i8, %b_i32, %w_scales) {{.*}}offset = -128, qmin = -128, qmax = 127} : i8<1x4x8x8:
+    CHECK-DAG: %conv_2_q = QConv(%x_quant, %w2_i8, %b2_i32, %w2_scales)
+    CHECK: %add_q = QAdd(%conv_1_q, %conv_2_q)
+    CHECK: %pool_q = MaxPool(%add_q) {{.*}} : i8<1x4x4x4:
+    CHECK-NOT: RescaleQuantized
+    CHECK: %cat_q = Concat(%pool_q, %pool_q) {axis = 1} : i8<1x8x4x4:
+    CHECK: %cat_dq = Dequantize(%cat_q) : f32<1x8x4x4>
+    CHECK: %sm = Softmax(%cat_dq)
+    CHECK-NOT: Quantize(%cat
+    CHECK: Save(%cat_dq, %out)
+    """,
+    )
+    # The float model and the int8 one agree to quantization noise.
+    inputs = random_inputs(m, 9)
+    want, got = execute(m, inputs), execute(q, inputs)
+    assert sqnr_db(want["out"], got["out"]) > 25  # three roundings on 4 profiled samples
+
+
+def test_relu_is_the_clamp_under_a_symmetric_schema() -> None:
+    _, q = quantized(BLOCK, schema="symmetric")
+    check(text(q), "CHECK: %conv_1_q = QConv({{.*}}offset = 0, qmin = 0, qmax = 127}")
+
+
+def test_nodes_kept_in_float_and_data_movement_after_them_stays_float() -> None:
+    """Max pooling and concatenation only run on int8 when their input already is int8:
+    quantizing a float value just to move it would add work."""
+    _, q = quantized(BLOCK, keep_float=frozenset({"add"}))
+    check(
+        text(q),
+        """
+    CHECK: %conv_1_dq = Dequantize(%conv_1_q)
+    CHECK: %add = Add(%conv_1_dq, %conv_2_dq) : f32<1x4x8x8>
+    CHECK: %pool = MaxPool(%add) {{.*}} : f32<1x4x4x4>
+    CHECK: %cat = Concat(%pool, %pool)
+    """,
+    )
+    assert q.meta["quantization"]["add"] == "kept in float (asked)"
+
+
+def test_a_profile_of_another_graph_is_refused() -> None:
+    profile = profile_of(load(BLOCK))
+    edited = load(BLOCK, seed=7)  # the same graph with other weights
+    with pytest.raises(QuantizationError, match="another graph"):
+        run(edited, QuantizeGraph(QuantizeOptions(profile), INTERPRETER))
+
+
+CLEANUP = """
+module @c {
+  placeholder %x : f32<1x4>
+  placeholder %out : f32<1x4> output
+  placeholder %out2 : f32<1x4> output
+  func @main {
+    %q = Quantize(%x) {scale = 0.5, offset = 3} : i8<1x4:0.5,3>
+    %d = Dequantize(%q) : f32<1x4>
+    %same = Quantize(%d) {scale = 0.5, offset = 3} : i8<1x4:0.5,3>
+    %other = Quantize(%d) {scale = 0.25, offset = -1} : i8<1x4:0.25,-1>
+    %a = QAdd(%same, %other) {scale = 1.0, offset = 0} : i8<1x4:1.0,0>
+    %r = RescaleQuantized(%a) {scale = 2.0, offset = 5, qmin = 5} : i8<1x4:2.0,5>
+    %y = Dequantize(%r) : f32<1x4>
+    %keep = RescaleQuantized(%q) {scale = 0.5, offset = 3} : i8<1x4:0.5,3>
+    %y2 = Dequantize(%keep) : f32<1x4>
+    Save(%y, %out)
+    Save(%y2, %out2)
+  }
+}
+"""
+
+
+def test_quant_opt_removes_pairs_and_folds_rescales() -> None:
+    m = parse_module(CLEANUP)
+    verify_module(m)
+    assert run(m, QuantCleanup())
+    check(
+        text(m),
+        """
+    CHECK: %q = Quantize(%x)
+    CHECK-NOT: %same
+    CHECK: %y2 = Dequantize(%q)
+    CHECK: %other_1 = RescaleQuantized(%q) {scale = 0.25, offset = -1, qmin = -128, qmax = 127}
+    CHECK: %a_1 = QAdd(%q, %other_1) {scale = 2.0, offset = 5, qmin = 5, qmax = 127} : i8<1x4:2.0,5>
+    CHECK-NOT: RescaleQuantized(%a
+    CHECK: %y = Dequantize(%a_1)
+    """,
+    )
+
+
+def test_quant_opt_does_nothing_on_a_float_graph() -> None:
+    m = load(BLOCK)
+    assert not run(m, QuantCleanup())
+
+
+QDQ = """
+module @qdq {
+  placeholder %x : f32<1x3x6x6>
+  placeholder %out : f32<1x4x6x6> output
+  constant %wq : i8<4x3x3x3> = elided<wq>
+  constant %ws : f32<4> = dense<[0.01, 0.02, 0.03, 0.04]>
+  constant %wo : i32<4> = dense<[0, 0, 0, 0]>
+  constant %bq : i32<4> = dense<[10, -20, 30, -40]>
+  constant %bs : f32<4> = dense<[0.0005, 0.001, 0.0015, 0.002]>
+  func @main {
+    %xq = Quantize(%x) {scale = 0.05, offset = 2} : i8<1x3x6x6:0.05,2>
+    %xd = Dequantize(%xq) : f32<1x3x6x6>
+    %w = DequantizeAxis(%wq, %ws, %wo) {axis = 0} : f32<4x3x3x3>
+    %b = DequantizeAxis(%bq, %bs, %wo) {axis = 0} : f32<4>
+    %conv = Conv(%xd, %w, %b) {pads = [1, 1, 1, 1]} : f32<1x4x6x6>
+    %relu = Relu(%conv) : f32<1x4x6x6>
+    %yq = Quantize(%relu) {scale = 0.1, offset = -128} : i8<1x4x6x6:0.1,-128>
+    %y = Dequantize(%yq) : f32<1x4x6x6>
+    Save(%y, %out)
+  }
+}
+"""
+
+
+def test_fold_qdq_turns_a_dq_conv_q_group_into_qconv() -> None:
+    m = load(QDQ)
+    before = m.clone()
+    assert run(m, FoldQDQ())
+    check(
+        text(m),
+        """
+    CHECK: %xq = Quantize(%x)
+    CHECK: %conv_q = QConv(%xq, %conv_i8, %conv_i32, %conv_scales) {{.*}}scale = 0.1, offset = -128, qmin = -128, qmax = 127} : i8<1x4x6x6:0.1,-128>
+    CHECK: %y = Dequantize(%conv_q)
+    CHECK-NOT: Conv(
+    """,
+    )
+    # The int32 bias is the model's own (its scale is exactly x_scale * w_scale).
+    assert m.constants["conv_i32"].data.tolist() == [10, -20, 30, -40]
+    inputs = random_inputs(before, 4)
+    want, got = execute(before, inputs)["out"], execute(m, inputs)["out"]
+    # Same quantized result, up to float32 rounding of the float conv on the boundary.
+    assert np.mean(want == got) > 0.98 and np.max(np.abs(want - got)) <= 0.1 + 1e-6
+
+
+def test_fold_qdq_leaves_a_conv_whose_result_has_other_users() -> None:
+    src = QDQ.replace(
+        "    Save(%y, %out)",
+        "    Save(%y, %out)\n    Save(%conv, %raw)",
+    ).replace("placeholder %out : f32<1x4x6x6> output", "placeholder %out : f32<1x4x6x6> output\n  placeholder %raw : f32<1x4x6x6> output")
+    m = load(src)
+    run(m, FoldQDQ())
+    check(text(m), "CHECK: %conv = Conv(%xd, %w, %b)\nCHECK-NOT: QConv")
