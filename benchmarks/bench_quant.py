@@ -81,7 +81,10 @@ def output_sqnr(ref_ex: Any, ex: Any, evals: list[dict[str, np.ndarray]]) -> flo
     refs = [ref_ex.run(s) for s in evals]
     got = [ex.run(s) for s in evals]
     return min(
-        sqnr_db(np.concatenate([r[k].ravel() for r in refs]), np.concatenate([g[k].ravel() for g in got]))
+        sqnr_db(
+            np.concatenate([r[k].ravel() for r in refs]),
+            np.concatenate([g[k].ravel() for g in got]),
+        )
         for k in refs[0]
     )
 
@@ -257,7 +260,9 @@ def report_line(r: dict[str, Any]) -> str:
     for act in ("u8", "s8"):
         c = r.get(f"qdq_{act}_vs_ort")
         if c:
-            parts.append(f"qdq-{act} exact {100 * c['exact_share']:.2f}% max {c['max_steps']} steps")
+            parts.append(
+                f"qdq-{act} exact {100 * c['exact_share']:.2f}% max {c['max_steps']} steps"
+            )
     return "; ".join(parts)
 
 

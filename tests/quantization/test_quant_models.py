@@ -49,7 +49,9 @@ def test_quantized_sample_models_agree_bit_for_bit_and_keep_precision(name: str)
 def test_int8_buffers_are_planned_at_their_size(resnet_profile) -> None:
     path, profile = resnet_profile
     f = compile_model(str(path)).plan.region_sizes
-    q = compile_model(str(path), CompileOptions(quantize=QuantizeOptions(profile))).plan.region_sizes
+    q = compile_model(
+        str(path), CompileOptions(quantize=QuantizeOptions(profile))
+    ).plan.region_sizes
     assert q["activations"] * 3.5 <= f["activations"]
     assert q["constant"] * 3 <= f["constant"]
 

@@ -18,7 +18,6 @@ from compiler.quantization import (
     QuantizeOptions,
     graph_hash,
 )
-from compiler.quantization.profile import TensorProfile
 from compiler.quantization.qdq import FoldQDQ
 from compiler.quantize import sqnr_db
 from tests.filecheck import check
@@ -233,7 +232,10 @@ def test_fold_qdq_leaves_a_conv_whose_result_has_other_users() -> None:
     src = QDQ.replace(
         "    Save(%y, %out)",
         "    Save(%y, %out)\n    Save(%conv, %raw)",
-    ).replace("placeholder %out : f32<1x4x6x6> output", "placeholder %out : f32<1x4x6x6> output\n  placeholder %raw : f32<1x4x6x6> output")
+    ).replace(
+        "placeholder %out : f32<1x4x6x6> output",
+        "placeholder %out : f32<1x4x6x6> output\n  placeholder %raw : f32<1x4x6x6> output",
+    )
     m = load(src)
     run(m, FoldQDQ())
     check(text(m), "CHECK: %conv = Conv(%xd, %w, %b)\nCHECK-NOT: QConv")
