@@ -41,6 +41,7 @@ from compiler.quantization import (
     as_quantize_options,
 )
 from compiler.quantization.profile import DEFAULT_BINS
+from compiler.quantization.quantizer import params_of
 
 Sample = Mapping[str, np.ndarray]
 ModelLike = Any  # an ONNX ModelProto, a path, bytes, or a graph Module
@@ -336,19 +337,20 @@ def quant_report(
     nodes = []
     for node in qnodes:
         for idx, fname in node.meta["quantizes"].items():
-            a = acc.get(f"{node.name}#{idx}")
-            if a is None:
+            sums = acc.get(f"{node.name}#{idx}")
+            if sums is None:
                 continue
             r = node.results[idx]
-            fnode = fvals[fname].node.op if isinstance(fvals.get(fname), Result) else "input"
+            fval = fvals.get(fname)
+            fnode = fval.node.op if isinstance(fval, Result) else "input"
             nodes.append(
                 NodeSQNR(
                     node.name,
                     node.op,
                     fname,
                     fnode,
-                    _db(a[0], a[1]),
-                    _db(a[0], a[2]),
+                    _db(sums[0], sums[1]),
+                    _db(sums[0], sums[2]),
                     float(r.type.scale or 0.0),
                     int(r.type.offset or 0),
                 )
@@ -396,6 +398,8 @@ def _local_result(node: Node, idx: int, fv: Mapping[str, np.ndarray]) -> np.ndar
     args = []
     for v in node.operands:
         if isinstance(v, Constant):
+            if v.data is None:
+                return None
             args.append(v.data)
             continue
         fname = _float_name(v)
@@ -405,12 +409,16 @@ def _local_result(node: Node, idx: int, fv: Mapping[str, np.ndarray]) -> np.ndar
         if is_quantized(v.type):
             if ref.dtype != np.float32:
                 return None
-            args.append(quantize(ref, v.type.scale, v.type.offset))
+            p = params_of(v.type)
+            args.append(quantize(ref, p.scale, p.offset))
         else:
             args.append(ref)
     out = evaluate(node, args)[idx]
     r = node.results[idx]
-    return dequantize(out, r.type.scale, r.type.offset) if is_quantized(r.type) else out
+    if not is_quantized(r.type):
+        return out
+    p = params_of(r.type)
+    return dequantize(out, p.scale, p.offset)
 
 
 # -- the float fallback search ------------------------------------------------------------------------

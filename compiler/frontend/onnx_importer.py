@@ -45,7 +45,7 @@ from compiler.frontend.validate import check_input_dims, validate_model, validat
 from compiler.graph.ir import Constant, Function, Module, Placeholder, Result, Value
 from compiler.graph.ops import get_op
 from compiler.graph.types import ElemKind, TensorType
-from compiler.kernels.reference import KERNELS, evaluate
+from compiler.kernels.reference import evaluate, has_kernel
 from compiler.limits import DEFAULT_FOLD_LIMIT
 
 MIN_OPSET, MAX_OPSET = 7, 28
@@ -366,7 +366,7 @@ class Importer:
             fold
             and operands
             and all(isinstance(v, Constant) for v in operands)
-            and op in KERNELS
+            and has_kernel(op)
             and all(t.numel <= FOLD_LIMIT and t.size_bytes <= self.fold_limit for t in types)
         ):
             fake = SimpleNamespace(

@@ -1,5 +1,8 @@
 """The high-level graph IR: typed values, the op table, nodes, functions, text form, verifier."""
 
+# The quantized rows of the op table live in their own module, which registers them on import;
+# importing it first means every user of the table (any compiler.graph module) sees them.
+import compiler.graph.ops_quant  # noqa: F401
 from compiler.graph.ir import Constant, Function, Module, Node, Placeholder, Result, Value
 from compiler.graph.ops import OpDef, all_ops, get_op
 from compiler.graph.parser import parse_module

@@ -959,6 +959,3 @@ register(
         doc="write a value into an output placeholder",
     )
 )
-
-# The quantized rows live in their own module (it registers on import).
-from compiler.graph import ops_quant  # noqa: E402, F401

@@ -1,7 +1,9 @@
 """Reference kernels: the numpy semantics of every graph op, written once.
 
 Constant folding, the graph interpreter and the low-level arena interpreter all call these.
-`KERNELS[op](inputs, attrs) -> results`; `evaluate(node, inputs)` also casts the results to the
+`KERNELS[op](inputs, attrs) -> results`; the quantized ops' kernels, which also read their
+operands' and results' types (scale and offset), are `TYPED_KERNELS`; `run_kernel(op, ...)`
+calls either kind and `has_kernel(op)` asks both. `evaluate(node, inputs)` also casts the results to the
 node's inferred types and checks their shapes. Results may share memory with inputs (Reshape is
 a view): callers must not write into them.
 
@@ -22,9 +24,9 @@ import numpy as np
 from compiler.errors import ExecutionError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ops import all_ops
-from compiler.graph.types import ElemKind
+from compiler.graph.types import ElemKind, TensorType
 from compiler.kernels.reference_nn import NN_KERNELS, erf
-from compiler.kernels.reference_quant import PLAIN_KERNELS, QUANT_KERNELS
+from compiler.kernels.reference_quant import PLAIN_KERNELS, QUANT_KERNELS, TypedKernel
 
 Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
 
@@ -403,23 +405,32 @@ for _name, _fn in NN_KERNELS.items():
     KERNELS[_name] = _fn
 
 
-# The quantized ops' kernels read their operands' scales and offsets: `run_kernel` passes types.
-for _name, _fn in QUANT_KERNELS.items():
-    assert _name not in KERNELS, _name
-    KERNELS[_name] = _fn  # type: ignore[assignment]
+#: The quantized ops' kernels read their operands' scales and offsets: `run_kernel` passes types.
+TYPED_KERNELS: dict[str, TypedKernel] = dict(QUANT_KERNELS)
+assert not set(TYPED_KERNELS) & set(KERNELS)
 for _name, _plain in PLAIN_KERNELS.items():
     assert _name not in KERNELS, _name
     KERNELS[_name] = _plain
 
 
+def has_kernel(op: str) -> bool:
+    """Whether `op` has a reference kernel (plain or typed)."""
+    return op in KERNELS or op in TYPED_KERNELS
+
+
 def run_kernel(
-    fn: Kernel, inputs: list[np.ndarray], attrs: dict[str, Any], in_types: Any, out_types: Any
+    op: str,
+    inputs: list[np.ndarray],
+    attrs: dict[str, Any],
+    in_types: Sequence[TensorType],
+    out_types: Sequence[TensorType],
 ) -> list[np.ndarray]:
-    """Call a kernel of `KERNELS`; typed ones (the quantized ops) also get the operand and
-    result types, which carry the quantization parameters."""
-    if getattr(fn, "typed", False):
-        return fn(inputs, attrs, in_types, out_types)  # type: ignore[call-arg]
-    return fn(inputs, attrs)
+    """Run `op`'s kernel; typed ones (the quantized ops) also get the operand and result types,
+    which carry the quantization parameters. KeyError when `op` has no kernel."""
+    typed = TYPED_KERNELS.get(op)
+    if typed is not None:
+        return typed(inputs, attrs, in_types, out_types)
+    return KERNELS[op](inputs, attrs)
 
 
 # -- fused activations ------------------------------------------------------------------------
@@ -457,14 +468,12 @@ def evaluate(node: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     Raises ExecutionError naming the node when the op has no kernel, the kernel fails, or a
     result's shape differs from the inferred type.
     """
-    try:
-        fn = KERNELS[node.op]
-    except KeyError:
-        raise ExecutionError(f"node '{node.name}': no reference kernel for op {node.op}") from None
+    if not has_kernel(node.op):
+        raise ExecutionError(f"node '{node.name}': no reference kernel for op {node.op}")
     try:
         with np.errstate(all="ignore"):
             outs = run_kernel(
-                fn,
+                node.op,
                 list(inputs),
                 node.attrs,
                 [v.type for v in getattr(node, "operands", ())],
@@ -496,4 +505,13 @@ def evaluate(node: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return res
 
 
-__all__ = ["KERNELS", "Kernel", "apply_activation", "evaluate", "kernel", "run_kernel"]
+__all__ = [
+    "KERNELS",
+    "TYPED_KERNELS",
+    "Kernel",
+    "apply_activation",
+    "evaluate",
+    "has_kernel",
+    "kernel",
+    "run_kernel",
+]

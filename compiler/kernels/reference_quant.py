@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from compiler.graph.ops_quant import QMAX, QMIN
 from compiler.graph.types import TensorType
@@ -34,11 +35,11 @@ from compiler.kernels.reference_nn import (
 )
 from compiler.kernels.reference_nn import conv as _float_conv
 
+Arrays = list[np.ndarray]
+Attrs = dict[str, Any]
+Types = Sequence[TensorType]
 #: A typed kernel: (inputs, attrs, operand types, result types) -> results.
-TypedKernel = Callable[
-    [list[np.ndarray], dict[str, Any], Sequence[TensorType], Sequence[TensorType]],
-    list[np.ndarray],
-]
+TypedKernel = Callable[[Arrays, Attrs, Types, Types], Arrays]
 QUANT_KERNELS: dict[str, TypedKernel] = {}
 
 F32 = np.float32
@@ -46,7 +47,6 @@ F32 = np.float32
 
 def _k(name: str) -> Callable[[TypedKernel], TypedKernel]:
     def deco(fn: TypedKernel) -> TypedKernel:
-        fn.typed = True  # type: ignore[attr-defined]  # the callers pass operand/result types
         QUANT_KERNELS[name] = fn
         return fn
 
@@ -69,7 +69,7 @@ def _round_to_q(y: np.ndarray, offset: int, qmin: int, qmax: int) -> np.ndarray:
 
 
 def quantize(
-    x: np.ndarray, scale: float, offset: int, qmin: int = QMIN, qmax: int = QMAX
+    x: npt.ArrayLike, scale: float, offset: int, qmin: int = QMIN, qmax: int = QMAX
 ) -> np.ndarray:
     """float32 -> int8 (see the module docstring)."""
     with np.errstate(all="ignore"):
@@ -93,6 +93,12 @@ def multipliers(in_scale: float, w_scales: np.ndarray | float, out_scale: float)
     """float32 (s_in * s_w) / s_out, per weight scale (the requantization of conv / matmul)."""
     with np.errstate(all="ignore"):
         return (F32(in_scale) * np.asarray(w_scales, dtype=F32)) / F32(out_scale)
+
+
+def multiplier(in_scale: float, w_scale: float, out_scale: float) -> np.float32:
+    """float32 (s_a * s_b) / s_out for one pair of scalar scales (QMatMul, QMul)."""
+    with np.errstate(all="ignore"):
+        return (F32(in_scale) * F32(w_scale)) / F32(out_scale)
 
 
 def ratio(a: float, b: float) -> np.float32:
@@ -119,12 +125,12 @@ def _exact_int32(acc: np.ndarray) -> np.ndarray:
 
 
 @_k("Quantize")
-def _quantize(ins, attrs, in_types, out_types):
+def _quantize(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     return [quantize(ins[0], attrs["scale"], attrs["offset"])]
 
 
 @_k("Dequantize")
-def _dequantize(ins, attrs, in_types, out_types):
+def _dequantize(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     return [dequantize(ins[0], *_params(in_types[0]))]
 
 
@@ -148,7 +154,7 @@ PLAIN_KERNELS = {"DequantizeAxis": _dequantize_axis, "ExportQuantized": _export_
 
 
 @_k("ImportQuantized")
-def _import_quantized(ins, attrs, in_types, out_types):
+def _import_quantized(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     (x,) = ins
     if x.dtype == np.uint8:
         return [(x.astype(np.int16) - 128).astype(np.int8)]
@@ -156,13 +162,13 @@ def _import_quantized(ins, attrs, in_types, out_types):
 
 
 @_k("IntMatMul")
-def _int_matmul(ins, attrs, in_types, out_types):
+def _int_matmul(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     (_, za), (_, zb) = _params(in_types[0]), _params(in_types[1])
     return [_exact_int32(np.matmul(_centered(ins[0], za), _centered(ins[1], zb)))]
 
 
 @_k("IntConv")
-def _int_conv(ins, attrs, in_types, out_types):
+def _int_conv(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     x, w = ins
     (_, zx), (_, zw) = _params(in_types[0]), _params(in_types[1])
     w0 = (w.astype(np.int32) - zw).astype(np.int64)
@@ -170,7 +176,7 @@ def _int_conv(ins, attrs, in_types, out_types):
 
 
 @_k("RescaleQuantized")
-def _rescale(ins, attrs, in_types, out_types):
+def _rescale(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     s_in, z_in = _params(in_types[0])
     acc = ins[0].astype(np.int32) - np.int32(z_in)
     m = ratio(s_in, attrs["scale"])
@@ -188,7 +194,7 @@ def conv_accumulate(x: np.ndarray, z_in: int, w: np.ndarray, attrs: dict[str, An
 
 
 @_k("QConv")
-def _qconv(ins, attrs, in_types, out_types):
+def _qconv(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     x, w, bias, w_scales = ins
     s_in, z_in = _params(in_types[0])
     acc = conv_accumulate(x, z_in, w, attrs) + bias.reshape(1, -1, 1, 1)
@@ -197,7 +203,7 @@ def _qconv(ins, attrs, in_types, out_types):
 
 
 @_k("QFullyConnected")
-def _qfc(ins, attrs, in_types, out_types):
+def _qfc(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     x, w, bias, w_scales = ins
     s_in, z_in = _params(in_types[0])
     acc = _exact_int32(_centered(x, z_in) @ w.astype(np.float64)) + bias
@@ -206,15 +212,15 @@ def _qfc(ins, attrs, in_types, out_types):
 
 
 @_k("QMatMul")
-def _qmatmul(ins, attrs, in_types, out_types):
+def _qmatmul(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     (sa, za), (sb, zb) = _params(in_types[0]), _params(in_types[1])
     acc = _exact_int32(np.matmul(_centered(ins[0], za), _centered(ins[1], zb)))
-    m = multipliers(sa, sb, attrs["scale"])
+    m = multiplier(sa, sb, attrs["scale"])
     return [requantize(acc, m, attrs["offset"], attrs["qmin"], attrs["qmax"])]
 
 
 @_k("QAdd")
-def _qadd(ins, attrs, in_types, out_types):
+def _qadd(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     (sa, za), (sb, zb) = _params(in_types[0]), _params(in_types[1])
     ma, mb = ratio(sa, attrs["scale"]), ratio(sb, attrs["scale"])
     a = (ins[0].astype(np.int32) - np.int32(za)).astype(F32) * ma
@@ -223,14 +229,16 @@ def _qadd(ins, attrs, in_types, out_types):
 
 
 @_k("QMul")
-def _qmul(ins, attrs, in_types, out_types):
+def _qmul(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     (sa, za), (sb, zb) = _params(in_types[0]), _params(in_types[1])
     acc = (ins[0].astype(np.int32) - np.int32(za)) * (ins[1].astype(np.int32) - np.int32(zb))
-    m = multipliers(sa, sb, attrs["scale"])
+    m = multiplier(sa, sb, attrs["scale"])
     return [requantize(acc, m, attrs["offset"], attrs["qmin"], attrs["qmax"])]
 
 
-def _pool_result(sums: np.ndarray, counts: np.ndarray | float, m: np.float32, attrs) -> np.ndarray:
+def _pool_result(
+    sums: np.ndarray, counts: np.ndarray | float, m: np.float32, attrs: Attrs
+) -> np.ndarray:
     """(float32(sum) * m) / float32(count), then rounded as every requantization is."""
     with np.errstate(all="ignore"):
         y = (sums.astype(np.int32).astype(F32) * m) / np.asarray(counts, dtype=F32)
@@ -238,7 +246,7 @@ def _pool_result(sums: np.ndarray, counts: np.ndarray | float, m: np.float32, at
 
 
 @_k("QAvgPool")
-def _qavgpool(ins, attrs, in_types, out_types):
+def _qavgpool(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     (x,) = ins
     s_in, z_in = _params(in_types[0])
     oh, ow, extra = _pool_geometry(x, attrs, (1, 1))
@@ -251,7 +259,7 @@ def _qavgpool(ins, attrs, in_types, out_types):
 
 
 @_k("QGlobalAvgPool")
-def _qglobal_avgpool(ins, attrs, in_types, out_types):
+def _qglobal_avgpool(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     (x,) = ins
     s_in, z_in = _params(in_types[0])
     axes = tuple(range(2, x.ndim))
@@ -266,6 +274,7 @@ __all__ = [
     "clamp_bounds",
     "conv_accumulate",
     "dequantize",
+    "multiplier",
     "multipliers",
     "quantize",
     "ratio",

@@ -89,9 +89,12 @@ def _dequantized(node: Node) -> np.ndarray | None:
     """The float values a DequantizeAxis of constants stands for (its reference kernel)."""
     from compiler.kernels.reference import evaluate
 
-    datas = [const_data(x) for x in node.operands]
-    if any(d is None for d in datas):
-        return None
+    datas = []
+    for x in node.operands:
+        d = const_data(x)
+        if d is None:
+            return None
+        datas.append(d)
     return evaluate(node, datas)[0]
 
 
@@ -152,7 +155,14 @@ def fold_conv(node: Node, rw: Rewriter) -> bool:
     return _finish(rw, quant, rw.create("QConv", operands, attrs, name=f"{node.name}_q").result)
 
 
-def _fc(rw: Rewriter, node: Node, qx: Value, w: Value, bias: Value | None, out) -> bool:
+def _fc(
+    rw: Rewriter,
+    node: Node,
+    qx: Value,
+    w: Value,
+    bias: Value | None,
+    out: tuple[Node, tuple[int, int]],
+) -> bool:
     kk, n = w.type.shape
     wq = _weights(w, 1, n)
     if wq is None:

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import ExecutionError
 from compiler.graph import Module, TensorType, all_ops, get_op
-from compiler.kernels.reference import KERNELS, evaluate
+from compiler.kernels.reference import KERNELS, evaluate, has_kernel
 from compiler.kernels.reference_nn import erf
 
 RNG = np.random.default_rng(0)
@@ -87,7 +87,7 @@ def check(
 
 
 def test_every_op_has_a_kernel():
-    missing = set(all_ops()) - set(KERNELS)
+    missing = {op for op in all_ops() if not has_kernel(op)}
     assert not missing, f"ops without a reference kernel: {sorted(missing)}"
 
 

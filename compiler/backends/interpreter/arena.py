@@ -313,22 +313,20 @@ class ArenaInterpreter:
             graph_op = ins.graph_op
             if graph_op is None:
                 raise ExecutionError(f"no semantics for instruction kind '{kind}'")
-            from compiler.kernels.reference import KERNELS, run_kernel
+            from compiler.kernels.reference import has_kernel, run_kernel
 
-            try:
-                kernel = KERNELS[graph_op]
-            except KeyError:
+            if not has_kernel(graph_op):
                 raise ExecutionError(
                     f"no reference kernel for {graph_op} (instruction %{ins.name})"
-                ) from None
+                )
             dests = [(a, m) for a, (v, m) in zip(ops, ins.operands) if m in ("out", "inout")]
             inputs = [a for a, (v, m) in zip(ops, ins.operands) if m == "in"]
             results = run_kernel(
-                kernel,
+                graph_op,
                 inputs,
                 ins.attrs,
-                [v.type for v, m in ins.operands if m == "in"],
-                [v.type for v, m in ins.operands if m in ("out", "inout")],
+                [v.type_ for v, m in ins.operands if m == "in"],
+                [v.type_ for v, m in ins.operands if m in ("out", "inout")],
             )
             # Compute everything first, then write: an @out may alias an @in.
             staged = []

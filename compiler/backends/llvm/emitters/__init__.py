@@ -7,6 +7,7 @@ from compiler.backends.llvm.emitters import (  # noqa: F401 - the families regis
     elementwise,
     matmul,
     pool,
+    qgemm,
     quant,
     reduce,
     tensor,

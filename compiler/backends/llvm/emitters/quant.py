@@ -1,7 +1,6 @@
 """The quantized instructions: Quantize, Dequantize, RescaleQuantized, QAdd, QMul, the int8
-pools, and the int8 convolution and matrix products (kernels/qgemm.py: VNNI / AVX2 dot
-products, requantization fused in the epilogue; a plain loop nest for the shapes they do not
-take). Every kernel follows compiler/kernels/reference_quant.py bit for bit: the multipliers
+pools and the ONNX import's integer ops (the convolution and matrix products are
+emitters/qgemm.py's). Every kernel follows compiler/kernels/reference_quant.py bit for bit: the multipliers
 are the reference's own float32 constants (`multipliers`, `ratio`).
 """
 
@@ -37,17 +36,17 @@ from compiler.backends.llvm.kernels import quant as qk
 from compiler.backends.llvm.kernels.window import Axis
 from compiler.graph.types import ElemKind
 from compiler.kernels.reference_nn import avg_pool_counts
-from compiler.kernels.reference_quant import multipliers, ratio
+from compiler.kernels.reference_quant import multiplier, ratio
 
 
-def _params(v: Any) -> tuple[float, int]:
+def qparams(v: Any) -> tuple[float, int]:
     t = v.type
     if t.scale is None or t.offset is None:
         raise ValueError(f"%{v.name} is not quantized ({t})")
     return t.scale, t.offset
 
 
-def _clamp(ins: Any) -> tuple[int, int, int]:
+def qclamp(ins: Any) -> tuple[int, int, int]:
     """(offset, qmin, qmax) of the instruction's quantized result."""
     return int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"])
 
@@ -103,7 +102,7 @@ def emit_quantize(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("dequantize")
 def emit_dequantize(ctx: EmitContext, ins: Any) -> Emitted:
-    scale, offset = _params(ins.operands[1][0])
+    scale, offset = qparams(ins.operands[1][0])
     return _map(
         ctx,
         ins,
@@ -114,9 +113,9 @@ def emit_dequantize(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("rescalequantized")
 def emit_rescale(ctx: EmitContext, ins: Any) -> Emitted:
-    s_in, z_in = _params(ins.operands[1][0])
+    s_in, z_in = qparams(ins.operands[1][0])
     m = ratio(s_in, ins.attrs["scale"])
-    z, lo, hi = _clamp(ins)
+    z, lo, hi = qclamp(ins)
 
     def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
         return qk.requantize(b, qk.centered(b, xs[0], z_in), _f32(m), z, lo, hi)
@@ -126,9 +125,9 @@ def emit_rescale(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("qadd")
 def emit_qadd(ctx: EmitContext, ins: Any) -> Emitted:
-    (sa, za), (sb, zb) = _params(ins.operands[1][0]), _params(ins.operands[2][0])
+    (sa, za), (sb, zb) = qparams(ins.operands[1][0]), qparams(ins.operands[2][0])
     ma, mb = ratio(sa, ins.attrs["scale"]), ratio(sb, ins.attrs["scale"])
-    z, lo, hi = _clamp(ins)
+    z, lo, hi = qclamp(ins)
 
     def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
         a = b.fmul(b.sitofp(qk.centered(b, xs[0], za), F32), _f32(ma))
@@ -140,9 +139,9 @@ def emit_qadd(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("qmul")
 def emit_qmul(ctx: EmitContext, ins: Any) -> Emitted:
-    (sa, za), (sb, zb) = _params(ins.operands[1][0]), _params(ins.operands[2][0])
-    m = multipliers(sa, sb, ins.attrs["scale"])
-    z, lo, hi = _clamp(ins)
+    (sa, za), (sb, zb) = qparams(ins.operands[1][0]), qparams(ins.operands[2][0])
+    m = multiplier(sa, sb, ins.attrs["scale"])
+    z, lo, hi = qclamp(ins)
 
     def fn(b: ir.IRBuilder, xs: list[ir.Value]) -> ir.Value:
         acc = b.mul(qk.centered(b, xs[0], za), qk.centered(b, xs[1], zb))
@@ -206,18 +205,11 @@ def emit_dequantize_axis(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
 
 
-@register("intmatmul")
-def emit_int_matmul(ctx: EmitContext, ins: Any) -> Emitted:
-    from compiler.backends.llvm.kernels.qgemm import emit_qmatmul_kernel
-
-    return emit_qmatmul_kernel(ctx, ins, requantize=False)
-
-
 @register("intconv")
 def emit_int_conv(ctx: EmitContext, ins: Any) -> Emitted:
     """ConvInteger: a plain loop nest over int32 sums (rare: dynamically quantized models)."""
     out, x, w = (v for v, _ in ins.operands)
-    (_, zx), (_, zw) = _params(x), _params(w)
+    (_, zx), (_, zw) = qparams(x), qparams(w)
     at = ins.attrs
     N, C, H, W = x.type.shape
     K, Cg, R, S = w.type.shape
@@ -265,9 +257,9 @@ def emit_int_conv(ctx: EmitContext, ins: Any) -> Emitted:
 @register("qglobalavgpool")
 def emit_qglobal_avgpool(ctx: EmitContext, ins: Any) -> Emitted:
     out, x = (v for v, _ in ins.operands)
-    s_in, z_in = _params(x)
+    s_in, z_in = qparams(x)
     m = ratio(s_in, ins.attrs["scale"])
-    z, lo, hi = _clamp(ins)
+    z, lo, hi = qclamp(ins)
     nc = math.prod(x.type.shape[:2])
     hw = math.prod(x.type.shape[2:])
     key = ("qgap", nc, hw, float(m), z_in, z, lo, hi)
@@ -293,9 +285,9 @@ def emit_qglobal_avgpool(ctx: EmitContext, ins: Any) -> Emitted:
 def emit_qavgpool(ctx: EmitContext, ins: Any) -> Emitted:
     out, x = (v for v, _ in ins.operands)
     at = ins.attrs
-    s_in, z_in = _params(x)
+    s_in, z_in = qparams(x)
     m = ratio(s_in, at["scale"])
-    z, lo, hi = _clamp(ins)
+    z, lo, hi = qclamp(ins)
     N, C, H, W = x.type.shape
     _, _, OH, OW = out.type.shape
     kh, kw = at["kernel"]
@@ -303,8 +295,10 @@ def emit_qavgpool(ctx: EmitContext, ins: Any) -> Emitted:
     counts = avg_pool_counts(x.type.shape, at, np.float32).astype(np.float32)
     rows_ax = Axis(H, OH, kh, sh, at["pads"][0], 1)
     cols_ax = Axis(W, OW, kw, sw, at["pads"][1], 1)
-    key = ("qavgpool", x.type.shape, out.type.shape, at["kernel"], at["strides"], at["pads"])
-    key += (counts.tobytes(), float(m), z_in, z, lo, hi)
+    key = (
+        ("qavgpool", x.type.shape, out.type.shape, at["kernel"], at["strides"], at["pads"]),
+        (counts.tobytes(), float(m), z_in, z, lo, hi),
+    )
 
     def build(f: ir.Function, b: ir.IRBuilder) -> None:
         po, px = f.args
@@ -333,53 +327,13 @@ def emit_qavgpool(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "window")
 
 
-# -- convolution and matrix products -------------------------------------------------------------------
-
-
-def conv_constants(
-    ctx: EmitContext, ins: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
-    """(filter int8, bias int32, multipliers float32, input scale, input offset) of a QConv or
-    QFullyConnected whose filter, bias and scales are constants."""
-    _, x, w, bias, ws = (v for v, _ in ins.operands)
-    datas = [ctx.constant_data(v) for v in (w, bias, ws)]
-    if any(d is None for d in datas):
-        raise unsupported(ins, "run-time weights, bias or weight scales")
-    wd, bd, sd = (np.asarray(d) for d in datas)  # type: ignore[arg-type]
-    s_in, z_in = _params(x)
-    return wd, bd.astype(np.int32), multipliers(s_in, sd, ins.attrs["scale"]), s_in, z_in
-
-
-@register("qconv")
-def emit_qconv(ctx: EmitContext, ins: Any) -> Emitted:
-    from compiler.backends.llvm.kernels.qconv import emit_qconv_kernel
-
-    return emit_qconv_kernel(ctx, ins)
-
-
-@register("qfullyconnected")
-def emit_qfc(ctx: EmitContext, ins: Any) -> Emitted:
-    from compiler.backends.llvm.kernels.qgemm import emit_qfc_kernel
-
-    return emit_qfc_kernel(ctx, ins)
-
-
-@register("qmatmul")
-def emit_qmatmul(ctx: EmitContext, ins: Any) -> Emitted:
-    from compiler.backends.llvm.kernels.qgemm import emit_qmatmul_kernel
-
-    return emit_qmatmul_kernel(ctx, ins)
-
-
 __all__ = [
-    "conv_constants",
+    "qclamp",
+    "qparams",
     "emit_dequantize",
     "emit_qadd",
     "emit_qavgpool",
-    "emit_qconv",
-    "emit_qfc",
     "emit_qglobal_avgpool",
-    "emit_qmatmul",
     "emit_qmul",
     "emit_quantize",
     "emit_rescale",

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -383,102 +382,11 @@ def scratch_bytes(module: ir.Module, name: str, nbytes: int) -> ir.GlobalVariabl
     return g
 
 
-# -- the emitters' entry points --------------------------------------------------------------------------------
-
-
-def emit_qfc_kernel(ctx: Any, ins: Any) -> Any:
-    from compiler.backends.llvm.emitters.common import Arg, Call, Emitted, unsupported
-    from compiler.backends.llvm.emitters.quant import conv_constants
-
-    out, x = ins.operands[0][0], ins.operands[1][0]
-    if ctx.may_alias(out, x):
-        raise unsupported(ins, "output overlaps the input")
-    w, bias, mult, _, z_in = conv_constants(ctx, ins)
-    M, K = x.type.shape
-    q = (int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"]))
-    p = plan_qfc(w, bias, mult, z_in, M, q)
-    key = ("qfc", p.cfg, M, p.N, K, z_in, q)
-
-    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        build_qfc(b, fn, p, scratch_bytes(b.module, "qfc.a", qfc_scratch_bytes(p)))
-
-    name = ctx.sink.kernel(key, 5, build, "qfc")
-    wb = ctx.sink.blob(p.weights, key=("qfc-w", ins.operands[2][0].name, p.cfg))
-    bb = ctx.sink.blob(p.bias, key=("qfc-b", ins.name))
-    mb = ctx.sink.blob(p.mult, key=("qfc-m", ins.name))
-    args = [Arg(value=x), Arg(blob=wb), Arg(value=out), Arg(blob=bb), Arg(blob=mb)]
-    return Emitted([Call(name, args)], f"qgemm-{p.cfg.isa}")
-
-
-def emit_qmatmul_kernel(ctx: Any, ins: Any, *, requantize: bool = True) -> Any:
-    """QMatMul of two run-time operands (or IntMatMul: int32 sums, no requantization): a loop
-    nest over int32 sums the vectoriser widens."""
-    from compiler.backends.llvm.emitters.common import (
-        Arg,
-        Call,
-        Emitted,
-        broadcast_strides,
-        contiguous_strides,
-        linear,
-        loop_nest,
-    )
-    from compiler.backends.llvm.kernels.quant import centered
-    from compiler.kernels.reference_quant import multipliers
-
-    out, a, bm = (v for v, _ in ins.operands)
-    (sa, za), (sb, zb) = (a.type.scale, a.type.offset), (bm.type.scale, bm.type.offset)
-    if requantize:
-        mult = multipliers(sa, sb, ins.attrs["scale"])
-        q = (int(ins.attrs["offset"]), int(ins.attrs["qmin"]), int(ins.attrs["qmax"]))
-    else:
-        mult, q = np.float32(0), (0, 0, 0)
-    M, K = a.type.shape[-2:]
-    N = bm.type.shape[-1]
-    batch = tuple(out.type.shape[:-2])
-    sa_b = [s * M * K for s in broadcast_strides(a.type.shape[:-2], batch)]
-    sb_b = [s * K * N for s in broadcast_strides(bm.type.shape[:-2], batch)]
-    key = ("qmm", batch, M, N, K, tuple(sa_b), tuple(sb_b), za, zb, float(mult), q, requantize)
-    oty = I8 if requantize else I32
-
-    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        po, pa, pb = fn.args
-        acc = b.alloca(I32)
-        so_b = [s * M * N for s in contiguous_strides(batch)]
-
-        def body(ivs: list[ir.Value]) -> None:
-            ab = gep(b, pa, linear(b, ivs, sa_b), I8)
-            bb = gep(b, pb, linear(b, ivs, sb_b), I8)
-            ob = gep(b, po, linear(b, ivs, so_b), oty)
-            with loop(b, 0, M, 1, "m") as m, loop(b, 0, N, 1, "n") as n:
-                b.store(ir.Constant(I32, 0), acc)
-                with loop(b, 0, K, 1, "k") as k:
-                    x = centered(b, b.load(gep(b, ab, b.add(b.mul(m, i64(K)), k), I8), typ=I8), za)
-                    y = centered(b, b.load(gep(b, bb, b.add(b.mul(k, i64(N)), n), I8), typ=I8), zb)
-                    b.store(b.add(b.load(acc, typ=I32), b.mul(x, y)), acc)
-                dst = gep(b, ob, b.add(b.mul(m, i64(N)), n), oty)
-                total = b.load(acc, typ=I32)
-                if requantize:
-                    y = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(mult)))
-                    b.store(round_to_q(b, y, *q), dst)
-                else:
-                    b.store(total, dst)
-
-        if batch:
-            loop_nest(b, list(batch), body, "bt")
-        else:
-            body([])
-
-    name = ctx.sink.kernel(key, 3, build, "qmm")
-    return Emitted([Call(name, [Arg(value=out), Arg(value=a), Arg(value=bm)])], "loop")
-
-
 __all__ = [
     "QGemmConfig",
     "build_qfc",
     "compensated_bias",
     "dot",
-    "emit_qfc_kernel",
-    "emit_qmatmul_kernel",
     "micro_kernel",
     "pack_broadcast_operand",
     "pack_vector_operand",
