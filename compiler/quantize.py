@@ -128,6 +128,20 @@ def random_samples(
     return out
 
 
+def model_input_types(
+    model: ModelLike, options: CompileOptions | None = None
+) -> dict[str, TensorType]:
+    """The model's graph inputs by ONNX name (as samples are keyed), with their types."""
+    from compiler.pipeline import import_model
+
+    if isinstance(model, Module):
+        module = model
+    else:
+        module, _ = import_model(model, options)
+    names = {p: o for o, p in module.meta.get("onnx_inputs", ())}
+    return {names.get(p.name, p.name): p.type for p in module.inputs()}
+
+
 # -- profiling ----------------------------------------------------------------------------------------
 
 
@@ -567,6 +581,7 @@ __all__ = [
     "check_profile",
     "fallback_search",
     "load_samples",
+    "model_input_types",
     "output_sqnr",
     "profile_model",
     "quant_report",

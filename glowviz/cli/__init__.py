@@ -16,6 +16,7 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from glowviz import resources
+from glowviz.cli.common import add_quantize_args, quantize_options
 from glowviz.core.shapes import parse_shape_args
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
@@ -59,6 +60,7 @@ def _ide_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224")
     p.add_argument("--scheduler", default="child-mem-size")
     p.add_argument("--allocator", default="lower-bound")
+    add_quantize_args(p)
     return p
 
 
@@ -107,5 +109,6 @@ def _open_ide(argv: list[str]) -> int:
         input_shapes=parse_shape_args(args.input_shape),
         scheduler=args.scheduler,
         allocator=args.allocator,
+        quantize=quantize_options(args),
     )
     return open_ide(model, options)

@@ -7,9 +7,9 @@ import argparse
 from typing import Any
 
 from compiler.errors import CompilerError
-from compiler.pipeline import CompileOptions, import_model
+from compiler.pipeline import CompileOptions
 from compiler.quantization.profile import DEFAULT_BINS
-from compiler.quantize import load_samples, profile_model, random_samples
+from compiler.quantize import load_samples, model_input_types, profile_model, random_samples
 from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
 
@@ -51,9 +51,7 @@ def samples_for(
     model: str, options: CompileOptions, paths: list[str], count: int, seed: int
 ) -> list[dict[str, Any]]:
     """Samples from .npz files, or `count` random ones, keyed by the model's ONNX input names."""
-    module, _ = import_model(model, options)
-    names = {p: o for o, p in module.meta.get("onnx_inputs", ())}
-    types = {names.get(p.name, p.name): p.type for p in module.inputs()}
+    types = model_input_types(model, options)
     samples = load_samples(paths, types) if paths else []
     if count:
         samples += random_samples(types, count, seed)

@@ -22,6 +22,7 @@ from glowviz.widgets.ir_view import IRView
 from glowviz.widgets.lifetimes_view import LifetimesView
 from glowviz.widgets.memory_view import MemoryView
 from glowviz.widgets.pipeline_pane import PipelinePane
+from glowviz.widgets.quant_view import QuantView
 from glowviz.widgets.schedule_view import ScheduleView
 
 if TYPE_CHECKING:  # the app above pushes this screen; only its type is needed here
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # the app above pushes this screen; only its type is needed h
 _HERE = Path(__file__).resolve().parent
 _WIDGETS = _HERE.parent / "widgets"
 
-#: (tab id, title, view class); the order of the tabs and of the 1..7 keys.
+#: (tab id, title, view class); the order of the tabs and of the 1..8 keys.
 VIEWS = (
     ("graph", "Graph", GraphView),
     ("diff", "Diff", DiffView),
@@ -39,6 +40,7 @@ VIEWS = (
     ("lifetimes", "Lifetimes", LifetimesView),
     ("memory", "Memory", MemoryView),
     ("debugger", "Debugger", DebuggerView),
+    ("quant", "Quant", QuantView),
 )
 
 

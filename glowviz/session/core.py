@@ -28,6 +28,7 @@ from glowviz.session.views import SessionViewData
 if TYPE_CHECKING:
     from compiler.passes.manager import PassEvent
     from glowviz.session.debugger import Debugger, SteppingExecutor
+    from glowviz.session.quant import QuantAnalysis
 
 DEFAULT_MODEL = "sample_models/resnet_small.onnx"
 
@@ -147,6 +148,7 @@ class CompileSession(SessionViewData):
         #: With `executor_factory`: the reference run in lock-step (None: no comparison).
         self.reference_factory: Callable[[CompileSession], SteppingExecutor] | None = None
         self._view_cache: dict[Any, Any] = {}
+        self._quant: QuantAnalysis | None = None
 
     # -- compiling ----------------------------------------------------------------------------
     @property
@@ -267,3 +269,22 @@ class CompileSession(SessionViewData):
             if self.debugger is None:
                 self.debugger = Debugger(self)
             return self.debugger
+
+    # -- quantization -------------------------------------------------------------------------
+    @property
+    def quantized(self) -> bool:
+        """Whether the session compiles with --quantize."""
+        return self.options is not None and self.options.quantize is not None
+
+    def quant(self) -> QuantAnalysis | None:
+        """The quantization data (per-node SQNR, histograms, what-ifs) of a --quantize session,
+        built once; None when not quantizing. Its report is slow: call it from a worker."""
+        if not self.quantized:
+            return None
+        from glowviz.session.quant import QuantAnalysis
+
+        assert self.options is not None
+        with self._lock:
+            if self._quant is None:
+                self._quant = QuantAnalysis(self.model_path, self.options)
+            return self._quant
