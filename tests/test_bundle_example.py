@@ -1,5 +1,5 @@
 """Issue 17's acceptance: `glowviz bundle` on the LeNet-, MLP-, MobileNet- and ResNet-shaped
-sample models, examples/bundle compiled with the system C compiler against each, run, and the
+sample models (and int8 bundles of them with `--quantize`), examples/bundle compiled with the system C compiler against each, run, and the
 outputs compared with onnxruntime (fp32); every file byte-identical when a second process
 (another hash seed) bundles the same model; the portable x86-64-v2 and the aarch64 bundles run
 too (aarch64 under qemu-user on an x86-64 host). The C tools come from `bash dev.sh setup`; a
@@ -90,3 +90,52 @@ def test_portable_x86_64_bundle_runs(tmp_path: Path) -> None:
     inputs = save_inputs(tmp_path, sample_inputs("lenet"))
     outputs, _ = run_example(program, inputs, weights=tmp_path / "lenet.weights.bin")
     _check_against_onnxruntime("lenet", outputs)
+
+
+def _profile(name: str, directory: Path) -> Path:
+    """A quantization profile of a sample model from a few random inputs."""
+    from compiler.quantize import model_input_types, profile_model, random_samples
+
+    model = str(SAMPLES / f"{name}.onnx")
+    samples = random_samples(model_input_types(model), 4, seed=2)
+    path = directory / f"{name}.profile.json"
+    profile_model(model, samples, executor="graph").save(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("lenet", None), ("mobilenet_small", None), ("mobilenet_small", "aarch64-linux-gnu")],
+)
+def test_quantized_bundle_runs_bit_for_bit_as_the_executors(
+    name: str, target: str | None, tmp_path: Path
+) -> None:
+    """`glowviz bundle --quantize`: the int8 kernels (conv, depthwise, fully connected) in a
+    bundle compute the arena interpreter's integers exactly: the host's flavour natively, the
+    plain-IR one for aarch64 under qemu."""
+    from compiler.executors import make_executor
+    from compiler.pipeline import CompileOptions, compile_model
+    from compiler.quantization import QuantizeOptions
+
+    profile = _profile(name, tmp_path)
+    model = SAMPLES / f"{name}.onnx"
+    args = ["bundle", str(model), "-o", str(tmp_path), "--quantize", str(profile)]
+    cc, prefix = aarch64_toolchain() if target else (None, [])
+    assert main(args + (["--target", target] if target else [])) == 0
+    program = build_example(tmp_path, name, cc=cc, static=bool(prefix))
+    sample = sample_inputs(name)
+    outputs, _ = run_example(
+        program,
+        save_inputs(tmp_path, sample),
+        weights=tmp_path / f"{name}.weights.bin",
+        prefix=prefix,
+    )
+    result = compile_model(str(model), CompileOptions(quantize=QuantizeOptions(profile)))
+    reference = make_executor(result, "interpreter").run(sample)
+    assert list(outputs) == list(reference)
+    for key, want in reference.items():
+        np.testing.assert_array_equal(outputs[key], want, err_msg=key)
+    if target is None:
+        jit = make_executor(result, "llvm").run(sample)
+        for key, want in jit.items():
+            np.testing.assert_array_equal(outputs[key], want, err_msg=key)

@@ -14,10 +14,6 @@ from compiler.scheduling import SCHEDULERS
 from glowviz.cli.common import add_common_model_args, quantize_options
 from glowviz.core.shapes import parse_shape_args
 
-# Not offered yet: `--quantize PROFILE` (int8 bundles) arrives with the quantization issue,
-# which brings the profile format and the int8 pipeline it selects. Until then argparse
-# rejects the flag instead of accepting one that would silently produce an fp32 bundle.
-
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
@@ -27,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "entry), DIR/PREFIX.h (regions, inputs, outputs, the entry's prototype) and "
         "DIR/PREFIX.weights.bin (the constant region). The application allocates the "
         "three regions, loads the weights and calls the entry; see examples/bundle/.",
-        epilog="int8 bundles (--quantize PROFILE) come with quantization support.",
+        epilog="--quantize PROFILE (from `glowviz profile`) bundles the int8 model: inputs and "
+        "outputs stay float, the int8 kernels are the target's (VNNI, AVX2 or plain code).",
     )
     add_common_model_args(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write to")
