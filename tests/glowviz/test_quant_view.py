@@ -12,6 +12,7 @@ import pytest
 from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
 from textual.widgets import DataTable, Static
 
+from compiler.graph.types import ElemKind
 from compiler.pipeline import CompileOptions
 from compiler.quantization import QuantizeOptions
 from compiler.quantize import model_input_types, output_sqnr, profile_model, random_samples
@@ -95,6 +96,21 @@ async def test_quant_view_table_histogram_graph_and_what_if(lenet_options) -> No
         await settle(app, pilot)
         assert view.what_if == frozenset()
         assert "no node marked float" in _plain(view.query_one("#quant-whatif", Static))
+
+        # The Memory view of the int8 model: int8 buffers at their real size (1 byte an element)
+        await pilot.press("6")
+        await settle(app, pilot)
+        shown = main.view("memory").report
+        assert shown is not None
+        allocs = {i.name: i.type for i in session.result.lir.code if i.is_alloc}
+        int8 = [b for b in shown.buffers if b.name in allocs and allocs[b.name].elem is ElemKind.I8]
+        assert len(int8) >= len(shown.buffers) // 2
+        for b in int8:
+            assert b.size == -(-allocs[b.name].numel // 64) * 64, b.name
+        float_session = CompileSession(LENET)
+        float_session.compile()
+        float_report = float_session.memory_report()
+        assert float_report is not None and shown.peak_bytes * 3 <= float_report.peak_bytes
 
 
 @run_async
