@@ -70,6 +70,16 @@ def entries(app) -> Iterator[Entry]:
         ("show assembly of the selected instruction", partial(_debug_mode, screen, "asm")),
     ):
         yield (f"Debugger: {label}", act, "")
+    if session.quantized:
+        quant = screen.view("quant")
+        for label, act, keys in (
+            ("mark the selected node float (what-if)", quant.action_toggle_float, "f"),
+            ("clear the what-if float marks", quant.action_reset_float, "r"),
+            ("go to the first node under the threshold", quant.action_first_below, "j"),
+            ("raise the SQNR threshold by 5 dB", partial(quant.action_threshold, 5), "+"),
+            ("lower the SQNR threshold by 5 dB", partial(quant.action_threshold, -5), "-"),
+        ):
+            yield (f"Quant: {label}", act, keys)
     from compiler.memory.allocators import allocator_names
     from compiler.scheduling import SCHEDULERS
 

@@ -20,6 +20,7 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
     from glowviz.widgets.ir_view import IRView
     from glowviz.widgets.lifetimes_view import LifetimesView
     from glowviz.widgets.memory_view import MemoryView
+    from glowviz.widgets.quant_view import QuantView
 
     groups = []
     for title, cls in (
@@ -31,6 +32,7 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
         ("Lifetimes view", LifetimesView),
         ("Memory view", MemoryView),
         ("Debugger view (when focused)", DebuggerView),
+        ("Quant view (with --quantize)", QuantView),
     ):
         rows = []
         for b in cls.BINDINGS:

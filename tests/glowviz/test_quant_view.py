@@ -17,6 +17,7 @@ from compiler.pipeline import CompileOptions
 from compiler.quantization import QuantizeOptions
 from compiler.quantize import model_input_types, output_sqnr, profile_model, random_samples
 from glowviz.app import GlowvizApp
+from glowviz.screens.commands import entries
 from glowviz.screens.main import MainScreen
 from glowviz.session import CompileSession
 from glowviz.session.quant import FLOAT_BAND, band
@@ -91,7 +92,9 @@ async def test_quant_view_table_histogram_graph_and_what_if(lenet_options) -> No
         assert f"{expected:.1f} dB" in _plain(view.query_one("#quant-whatif", Static))
         assert session.quant().node_bands(view.what_if)[first.node] == FLOAT_BAND
         assert "float?" in str(table.get_row_at(0)[6])
-        # r resets
+        # the palette offers the view's actions; r resets
+        palette = {text for text, _, _ in entries(app)}
+        assert "Quant: mark the selected node float (what-if)" in palette
         await pilot.press("r")
         await settle(app, pilot)
         assert view.what_if == frozenset()
