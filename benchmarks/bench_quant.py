@@ -89,17 +89,23 @@ def output_sqnr(ref_ex: Any, ex: Any, evals: list[dict[str, np.ndarray]]) -> flo
     )
 
 
-def timing(fns: dict[str, Any], reps: int) -> dict[str, float]:
-    """Median seconds per call, the callables alternating (one warm-up each)."""
+def timing(fns: dict[str, Any], reps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Median seconds per call, wall clock and this thread's CPU time, the callables
+    alternating (one warm-up each). Everything runs on this thread (onnxruntime with one
+    intra-op thread does), so the CPU-time medians do not count the time other processes of a
+    shared machine take from us; the wall-clock ones do."""
     for f in fns.values():
         f()
-    times: dict[str, list[float]] = {k: [] for k in fns}
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(reps):
         for k, f in fns.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             f()
-            times[k].append(time.perf_counter() - t)
-    return {k: statistics.median(v) for k, v in times.items()}
+            cpu[k].append(time.thread_time() - c)
+            wall[k].append(time.perf_counter() - t)
+    med = statistics.median
+    return {k: med(v) for k, v in wall.items()}, {k: med(v) for k, v in cpu.items()}
 
 
 def ort_session(path: Path | str) -> Any:
@@ -213,7 +219,14 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
     got = q8.run(evals[0])
     r["llvm_equals_interpreter"] = all(np.array_equal(ref[k], got[k]) for k in ref)
     if not args.no_search:
-        fb = fallback_search(str(path), qopts, evals[: args.search_samples], args.target)
+        fb = fallback_search(
+            str(path),
+            qopts,
+            evals[: args.search_samples],
+            args.target,
+            max_float=args.max_float,
+            max_tries=args.max_tries,
+        )
         r["fallback"] = fb.to_json()
         keep = qopts.with_keep_float(fb.keep_float)
         qk = make_executor(compile_model(str(path), CompileOptions(quantize=keep)), "llvm")
@@ -233,7 +246,9 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
             r[f"qdq_{act}_vs_ort"] = compare_qdq(qdq, evals[:2])
             imported = make_executor(compile_model(str(qdq)), "llvm")
             fns[f"qdq_{act}"] = lambda ex=imported: ex.run(evals[0])
-    r["ms"] = {k: v * 1e3 for k, v in timing(fns, args.reps).items()}
+    wall, cpu = timing(fns, args.reps)
+    r["ms"] = {k: v * 1e3 for k, v in cpu.items()}
+    r["wall_ms"] = {k: v * 1e3 for k, v in wall.items()}
     ms = r["ms"]
     r["int8_vs_fp32"] = ms["fp32"] / ms["int8"]
     if "ort_int8_u8" in ms:
@@ -266,6 +281,47 @@ def report_line(r: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def cpu_model() -> str:
+    """The host CPU as lscpu names it (the figures' context)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The per-model summary as a Markdown table (latencies: CPU-time medians, one thread)."""
+    head = (
+        "| model | SQNR int8 | after fallback (float nodes) | LLVM == interp | int8 ms | "
+        "fp32 ms | ort int8 ms | int8 / ort int8 | fp32 / int8 | QDQ vs ort (u8; s8) |"
+    )
+    out = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in rows:
+        ms = r["ms"]
+        fb = r.get("fallback")
+        after = (
+            f"{r['sqnr_after_fallback_db']:.1f} dB ({len(fb['keep_float'])}/"
+            f"{fb['compute_nodes']} = {100 * r['float_share']:.1f}%)"
+            if fb
+            else "-"
+        )
+        ort = min((ms[k] for k in ("ort_int8_u8", "ort_int8_s8") if k in ms), default=math.nan)
+        qdq = "; ".join(
+            f"{100 * c['exact_share']:.2f}% exact, max {c['max_steps']}"
+            for c in (r.get("qdq_u8_vs_ort"), r.get("qdq_s8_vs_ort"))
+            if c
+        )
+        out.append(
+            f"| {r['model']} | {r['sqnr_all_int8_db']:.1f} dB | {after} | "
+            f"{r['llvm_equals_interpreter']} | {ms['int8']:.2f} | {ms['fp32']:.2f} | {ort:.2f} | "
+            f"{r.get('int8_vs_ort_int8', math.nan):.2f} | {r['int8_vs_fp32']:.2f}x | {qdq or '-'} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None, help=f"models (default: {MODELS})")
@@ -273,18 +329,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", type=int, default=4, help="evaluation samples (default 4)")
     ap.add_argument("--search-samples", type=int, default=2, help="samples the search uses")
     ap.add_argument("--target", type=float, default=40.0, help="fallback target, dB")
+    ap.add_argument("--max-tries", type=int, default=None, help="fallback: candidates tried")
+    ap.add_argument("--max-float", type=int, default=None, help="fallback: nodes kept float")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-search", action="store_true")
     ap.add_argument("--no-ort-qdq", action="store_true")
     ap.add_argument("--json", type=Path, help="write every figure as JSON")
     args = ap.parse_args(argv)
     rows = []
+    print(f"host: {cpu_model()}; latencies: thread CPU-time medians of {args.reps} runs")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only or MODELS:
             r = bench(name, args, Path(tmp))
             if r is not None:
                 rows.append(r)
                 print(report_line(r), flush=True)
+    print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=float) + "\n")
     return 0 if all(math.isfinite(r["sqnr_all_int8_db"]) for r in rows) else 1

@@ -1,5 +1,6 @@
-"""Regenerate the IDE screenshots in this folder: `python docs/screenshots/make_screenshots.py`
-(the default model, dark theme, 160x45; SVG from Textual, PNG with rsvg-convert)."""
+"""Regenerate the IDE screenshots in this folder: `python docs/screenshots/make_screenshots.py
+[quant]` (the default model, dark theme, 160x45; SVG from Textual, PNG with rsvg-convert; the
+Quant view on the int8 default model with a profile from 8 random inputs; `quant`: only it)."""
 
 from __future__ import annotations
 
@@ -71,8 +72,40 @@ async def main() -> list[Path]:
     return shots
 
 
+async def quant_main() -> list[Path]:
+    """The Quant view: resnet_small quantized, a node marked float in the what-if."""
+    from compiler.pipeline import CompileOptions
+    from compiler.quantization import QuantizeOptions
+    from compiler.quantize import model_input_types, profile_model, random_samples
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession, default_model_path
+
+    model = default_model_path()
+    profile = profile_model(model, random_samples(model_input_types(model), 8, seed=1))
+    session = CompileSession(model, CompileOptions(quantize=QuantizeOptions(profile)))
+    app = GlowvizApp(session=session, theme="dark")
+    path = HERE / "ide_quant.svg"
+    async with app.run_test(size=SIZE) as pilot:
+        await _idle(app, pilot)
+        await pilot.press("8")
+        view = app.screen.query_one("#view-quant")
+        while view.analysis is None:
+            await pilot.pause(0.1)
+        await _idle(app, pilot)
+        for _ in range(6):
+            await pilot.press("down")
+        await pilot.press("f")
+        while view.what_if_sqnr is None:
+            await pilot.pause(0.1)
+        await _idle(app, pilot)
+        app.save_screenshot(str(path))
+    return [path]
+
+
 if __name__ == "__main__":
-    paths = asyncio.run(main())
+    only_quant = sys.argv[1:] == ["quant"]
+    paths = [] if only_quant else asyncio.run(main())
+    paths += asyncio.run(quant_main())
     conv = shutil.which("rsvg-convert")
     for p in paths:
         if conv:

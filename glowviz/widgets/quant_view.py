@@ -62,21 +62,20 @@ def histogram_text(h: Histogram, colour: str, width: int = HIST_WIDTH) -> Text:
         axis[k] = "━"
     axis[q0], axis[q1] = "┣", "┫"
     out.append("".join(axis) + "\n", style="bold")
-    out.append(f"{lo:<12.4g}", style="dim")
-    out.append(" " * max(1, width - 24))
-    out.append(f"{hi:>12.4g}\n", style="dim")
+    left, right = f"{lo:.4g}", f"{hi:.4g}"
+    out.append(left + " " * max(1, width - len(left) - len(right)) + right + "\n", style="dim")
     out.append_text(
         Text.assemble(
             ("values ", "dim"),
-            f"[{h.vmin:.4g}, {h.vmax:.4g}]",
-            ("  int8 range ", "dim"),
+            f"[{h.vmin:.4g}, {h.vmax:.4g}]\n",
+            ("int8 range ", "dim"),
             (f"[{h.qlo:.4g}, {h.qhi:.4g}]", "bold"),
-            ("  scale ", "dim"),
+            ("  clipped ", "dim"),
+            f"{100 * h.clipped:.2f}%\n",
+            ("scale ", "dim"),
             f"{h.scale:.4g}",
             ("  offset ", "dim"),
             str(h.offset),
-            ("  clipped ", "dim"),
-            f"{100 * h.clipped:.2f}%",
         )
     )
     return out
@@ -168,14 +167,15 @@ class QuantView(Vertical):
         bands = analysis.node_bands(self.what_if)
         t = self.query_one("#quant-table", DataTable)
         t.clear(columns=True)
+        # The SQNR columns first after the name: they are what the view is for.
         for key, label in (
             ("node", "node"),
-            ("op", "op"),
-            ("value", "float value"),
             ("local", "local dB"),
             ("prop", "propag. dB"),
-            ("params", "scale / offset"),
             ("mark", ""),
+            ("op", "op"),
+            ("params", "scale / offset"),
+            ("value", "float value"),
         ):
             t.add_column(label, key=key)
         first = report.first_below
@@ -186,12 +186,12 @@ class QuantView(Vertical):
                 mark = (mark + " ◀ first < threshold").strip()
             t.add_row(
                 Text(n.node, style=style),
-                n.op,
-                n.value,
                 Text(_db(n.local), style=styles[band(n.local, analysis.threshold)]),
                 Text(_db(n.propagated), style=style),
-                f"{n.scale:.4g} / {n.offset}",
                 Text(mark, style="bold"),
+                n.op,
+                f"{n.scale:.4g} / {n.offset}",
+                n.value,
                 key=n.node,
             )
         self._info()
@@ -210,7 +210,7 @@ class QuantView(Vertical):
         self.query_one("#quant-info", Static).update(
             Text.assemble(
                 ("int8 SQNR ", "bold"),
-                f"output {outs}",
+                f"outputs: {outs}",
                 f" │ {len(report.nodes)} quantized nodes, {report.samples} samples",
                 f" │ threshold {report.threshold:g} dB, first under: ",
                 (first.node if first else "none", "bold red" if first else "bold"),
@@ -255,7 +255,8 @@ class QuantView(Vertical):
             head = Text.assemble(
                 (f"{n.value}", "bold"), f"  ({n.float_op} -> {n.op})  ", ("profile:", "dim"), "\n"
             )
-            hist.update(head + histogram_text(h, colour))
+            width = max(24, min(HIST_WIDTH, (hist.size.width or HIST_WIDTH) - 2))
+            hist.update(head + histogram_text(h, colour, width))
         self._layout(name)
 
     def quant_stage(self) -> int | None:

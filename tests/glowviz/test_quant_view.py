@@ -61,8 +61,8 @@ async def test_quant_view_table_histogram_graph_and_what_if(lenet_options) -> No
         # every quantized node of the report is in the table, in graph order, with its SQNRs
         for k, n in enumerate(report.nodes):
             row = table.get_row_at(k)
-            assert str(row[0]) == n.node and row[1] == n.op
-            assert str(row[4]) == (f"{n.propagated:.1f}" if math.isfinite(n.propagated) else "inf")
+            assert str(row[0]) == n.node and row[4] == n.op and row[6] == n.value
+            assert str(row[2]) == (f"{n.propagated:.1f}" if math.isfinite(n.propagated) else "inf")
             # coloured by its band
             assert row[0].style == view.band_styles()[band(n.propagated, report.threshold)]
         info = _plain(view.query_one("#quant-info", Static))
@@ -91,7 +91,7 @@ async def test_quant_view_table_histogram_graph_and_what_if(lenet_options) -> No
         assert view.what_if_sqnr == pytest.approx(expected)
         assert f"{expected:.1f} dB" in _plain(view.query_one("#quant-whatif", Static))
         assert session.quant().node_bands(view.what_if)[first.node] == FLOAT_BAND
-        assert "float?" in str(table.get_row_at(0)[6])
+        assert "float?" in str(table.get_row_at(0)[3])
         # the palette offers the view's actions; r resets
         palette = {text for text, _, _ in entries(app)}
         assert "Quant: mark the selected node float (what-if)" in palette
@@ -138,7 +138,7 @@ async def test_quant_view_jumps_to_the_first_node_under_the_threshold(lenet_opti
         await pilot.pause()
         table = view.query_one("#quant-table", DataTable)
         assert table.cursor_row == 0
-        assert "first < threshold" in str(table.get_row_at(0)[6])
+        assert "first < threshold" in str(table.get_row_at(0)[3])
 
 
 @run_async
@@ -160,8 +160,9 @@ def test_histogram_text_marks_the_int8_range() -> None:
     h = Histogram("x", counts, -2.0, 2.0, -1.4, 1.1, 1.0 / 64, -10)
     text = histogram_text(h, "green", width=40).plain
     lines = text.splitlines()
-    axis = lines[-3]
+    assert all(len(line) <= 40 for line in lines[:-3])  # the drawing fits the width
+    axis = lines[-5]
     assert axis.count("┣") == 1 and axis.count("┫") == 1
     assert "scale 0.01562" in lines[-1] and "offset -10" in lines[-1]
-    assert f"int8 range [{h.qlo:.4g}, {h.qhi:.4g}]" in lines[-1]
+    assert f"int8 range [{h.qlo:.4g}, {h.qhi:.4g}]" in lines[-2]
     assert h.clipped == pytest.approx(0.0)
