@@ -285,6 +285,9 @@ async def test_real_default_model():
             await pilot.press(str(k + 1))
             await pilot.pause()
         await settle(app, pilot)
+        # back to the debugger's tab (the loop ends on the last view) and step it
+        await pilot.press(str([tab for tab, _, _ in VIEWS].index("debugger") + 1))
+        await pilot.pause()
         await pilot.click("#debug-table")
         await pilot.press("s", "s")
         dbg = main.view("debugger").dbg
