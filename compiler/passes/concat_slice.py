@@ -6,10 +6,9 @@ merged, Splits into one piece removed and Splits with one used piece turned into
 
 from __future__ import annotations
 
-from compiler.graph.ir import Function, Node, Value
+from compiler.graph.ir import Node, Value
 from compiler.graph.ops import _axis
-from compiler.passes.manager import GraphPass
-from compiler.passes.rewriter import Rewriter, apply_patterns, graph_patterns, producer
+from compiler.passes.rewriter import PatternPass, Rewriter, graph_patterns, producer
 
 
 def _concat_axis(node: Node) -> int:
@@ -157,8 +156,7 @@ PATTERNS = graph_patterns(
 )
 
 
-class ConcatSliceCleanup(GraphPass):
+class ConcatSliceCleanup(PatternPass):
     name = "concat-slice-cleanup"
-
-    def run(self, fn: Function) -> bool:
-        return apply_patterns(fn, PATTERNS)
+    patterns = PATTERNS
+    prune_constants = False
