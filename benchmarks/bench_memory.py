@@ -21,7 +21,7 @@ from compiler.memory.plan import check_plan, plan_memory  # noqa: E402
 from compiler.memory.report import human_bytes  # noqa: E402
 from compiler.pipeline import CompileOptions, compile_model  # noqa: E402
 
-BIG = ("resnet50", "densenet121", "inception")
+BIG = ("resnet50", "inception", "densenet121", "shufflenet", "mobilenet", "bert")
 
 
 def model_paths(names: list[str] | None) -> list[Path]:

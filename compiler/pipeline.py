@@ -18,6 +18,7 @@ import onnx
 from compiler.graph.ir import Module
 from compiler.limits import DEFAULT_FOLD_LIMIT, DEFAULT_MAX_MEMORY
 from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
+from compiler.scheduling import DEFAULT_SCHEDULER
 
 if TYPE_CHECKING:  # the low-level half is imported only when a compile gets there
     from compiler.lir.ir import LIRFunction
@@ -44,7 +45,7 @@ class CompileOptions:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # Inputs whose values are fixed at compile time (run-time specialization, --const-input).
     const_inputs: dict[str, Any] = field(default_factory=dict)
-    scheduler: str = "child-mem-size"
+    scheduler: str = DEFAULT_SCHEDULER
     allocator: str = "lower-bound"
     lowering: str = "cpu"  # the lowering policy (which nodes the backend keeps)
     verify: bool = False  # run the verifier after every pass

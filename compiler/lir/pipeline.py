@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from compiler.graph.ir import Module
 from compiler.lir.ir import LIRFunction
 from compiler.lir.passes.base import LIRPass
-from compiler.memory.plan import MemoryPlan, plan_memory
+from compiler.memory.plan import ALIGNMENT, MemoryPlan, plan_memory
 from compiler.passes.manager import PipelineContext, run_passes, verify_ir
 from compiler.passes.registry import get_pass
-from compiler.scheduling import Schedule, schedule
+from compiler.scheduling import DEFAULT_SCHEDULER, Schedule, schedule
 
 #: The default order of the low-level optimisations (as in Glow's IR optimizer).
 DEFAULT_LIR_PASSES = (
     "peephole",
     "dead-store-elimination",
     "copy-elimination",
+    "zero-copy-concat",
+    "sum-post-op",
     "buffer-sharing",
     "dead-alloc-elimination",
     "hoist-dealloc",
@@ -63,13 +65,13 @@ def run_low_level(
     """
     from compiler.lir.irgen import irgen
 
-    scheduler = getattr(options, "scheduler", None) or "child-mem-size"
+    scheduler = getattr(options, "scheduler", None) or DEFAULT_SCHEDULER
     allocator = getattr(options, "allocator", None) or "lower-bound"
     result = LowLevelResult() if result is None else result
     fn = module.main
 
     t0 = time.perf_counter()
-    sched = schedule(fn, scheduler)
+    sched = schedule(fn, scheduler, alignment=ALIGNMENT)
     result.schedule = sched
     n = len(fn)
     ctx.emit_event(
@@ -85,6 +87,13 @@ def run_low_level(
             "order": sched.names,
             "live_bytes": list(sched.live_bytes),
             "peak_step": sched.peak_step,
+            # Which scheduler's order this is (optimal falls back when its search runs out),
+            # and whether no order can do better.
+            "scheduler_used": sched.used,
+            "proven_optimal": sched.proven_optimal,
+            "lower_bound_bytes": sched.lower_bound_bytes,
+            "lower_bound_node": sched.lower_bound_node,
+            **({"search": dict(sched.stats)} if sched.stats else {}),
         },
     )
     ctx.check_stop(scheduler, "schedule")

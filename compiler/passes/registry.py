@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 from compiler.errors import CompilerError
+from compiler.lir.passes.accumulate import SumPostOp
 from compiler.lir.passes.buffer_sharing import BufferSharing
+from compiler.lir.passes.concat import ZeroCopyConcat
 from compiler.lir.passes.copy_elim import CopyElimination
 from compiler.lir.passes.dead_store import DeadStoreElimination
 from compiler.lir.passes.lifetimes import DeadAllocElimination, HoistDealloc, SinkAlloc
@@ -46,6 +48,8 @@ PASSES: tuple[type[Pass], ...] = (
     Peephole,
     DeadStoreElimination,
     CopyElimination,
+    ZeroCopyConcat,
+    SumPostOp,
     BufferSharing,
     DeadAllocElimination,
     HoistDealloc,

@@ -326,14 +326,19 @@ class ArenaInterpreter:
             results = kernel(inputs, ins.attrs)
             # Compute everything first, then write: an @out may alias an @in.
             staged = []
-            for (dst, _), res in zip(dests, results):
+            for k, ((dst, _), res) in enumerate(zip(dests, results)):
                 res = np.asarray(res)
                 if tuple(res.shape) != dst.shape:
                     raise ExecutionError(
                         f"kernel {graph_op} returned shape {list(res.shape)}, "
                         f"the destination is {list(dst.shape)}"
                     )
-                staged.append((dst, res.astype(dst.dtype, copy=True)))
+                res = res.astype(dst.dtype, copy=True)
+                if k == 0 and ins.accumulates:
+                    # The sum post-op reads the arena: a plan that let another buffer clobber
+                    # the accumulation target (or poison it) shows in the result.
+                    res += dst
+                staged.append((dst, res))
             for dst, res in staged:
                 np.copyto(dst, res)
 
