@@ -308,13 +308,19 @@ def build_mobilenet(
     return n.model("input", "output", (batch, 3, image, image), (batch, classes))
 
 
-_SHUFFLE = [(4, 116), (8, 232), (4, 464)]  # ShuffleNet-v2 1.0x: (units, channels) per stage
+#: ShuffleNet-v2 stage channels (and last conv) by width multiplier; 4, 8, 4 units per stage.
+_SHUFFLE_WIDTHS = {
+    0.5: ((48, 96, 192), 1024),
+    1.0: ((116, 232, 464), 1024),
+    1.5: ((176, 352, 704), 1024),
+    2.0: ((244, 488, 976), 2048),
+}
 
 
 def build_shufflenet(
-    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
+    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0, width: float = 1.0
 ) -> onnx.ModelProto:
-    """ShuffleNet-v2 1.0x: channel split, two-branch units joined by Concat, channel shuffle
+    """ShuffleNet-v2 (`width` 0.5, 1.0, 1.5 or 2.0): channel split, two-branch units joined by Concat, channel shuffle
     (Reshape-Transpose-Reshape), depthwise 3x3 convs, BatchNorm."""
     n = _Net("shufflenet", seed)
     x = n.relu(n.bn(n.conv("input", 3, 24, 3, 2, bias=False), 24))
@@ -334,7 +340,8 @@ def build_shufflenet(
         )
         return n.op("Reshape", [t, s4], "reshape")
 
-    for units, cout in _SHUFFLE:
+    stages, last = _SHUFFLE_WIDTHS[width]
+    for units, cout in zip((4, 8, 4), stages):
         half = cout // 2
         for u in range(units):
             if u == 0:
@@ -350,8 +357,8 @@ def build_shufflenet(
                 b2 = conv_bn(conv_bn(b2, half, half, 3, relu=False), half, half, 1)
             x = shuffle(n.op("Concat", [b1, b2], "concat", axis=1), cout, side)
             c = cout
-    x = conv_bn(x, c, 1024, 1)
-    n.classifier(x, 1024, classes)
+    x = conv_bn(x, c, last, 1)
+    n.classifier(x, last, classes)
     return n.model("input", "output", (batch, 3, image, image), (batch, classes))
 
 
