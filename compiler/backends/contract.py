@@ -93,8 +93,13 @@ class LLVMBackend(Backend):
 
     @property
     def accumulating_ops(self) -> frozenset[str]:
-        # The GEMM and convolution epilogues do not accumulate yet: no sum post-op on the CPU.
-        return frozenset()
+        from compiler.backends.llvm.emitters import ACCUMULATING
+
+        return frozenset(
+            op.name
+            for op in all_ops().values()
+            if ACCUMULATE in op.traits and kind_for_graph_op(op.name) in ACCUMULATING
+        )
 
 
 INTERPRETER = InterpreterBackend()

@@ -100,6 +100,7 @@ def run_low_level(
 
     t0 = time.perf_counter()
     lir = irgen(module, sched.order)
+    lir.meta["alignment"] = ALIGNMENT  # what the planner aligns to; zero-copy slices keep it
     result.lir = lir
     dt = (time.perf_counter() - t0) * 1000
     if ctx.verify:

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compiler.errors import CompilerError
+from compiler.graph.activations import NONE
 from compiler.graph.ir import Function, Node, Result, Value
 from compiler.graph.ops import ACCUMULATE
 
@@ -171,8 +172,10 @@ class MemoryModel:
         dg = self.group_of[id(d)]
         if self._saved(dg):
             return
+        offset = 0
         for s in concat.operands:
-            if not isinstance(s, Result) or id(s) not in self.group_of:
+            at, offset = offset, offset + s.type.size_bytes
+            if not isinstance(s, Result) or id(s) not in self.group_of or at % self.alignment:
                 continue
             sg = self.group_of[id(s)]
             if sg == dg or self.groups[sg].root is not s or self._saved(sg):
@@ -225,7 +228,7 @@ class MemoryModel:
         allowed = self.accumulating_ops
         if ACCUMULATE not in p.opdef.traits or (allowed is not None and p.op not in allowed):
             return
-        if len(p.results) != 1:
+        if len(p.results) != 1 or p.attrs.get("activation", NONE) != NONE:
             return
         y = p.result
         yg = self._group(y)

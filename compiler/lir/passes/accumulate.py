@@ -13,6 +13,7 @@ in place and hide the pattern.
 
 from __future__ import annotations
 
+from compiler.graph.activations import NONE
 from compiler.lir.instructions import Kind, Trait, kind_for_graph_op
 from compiler.lir.ir import Instruction, LIRFunction, LValue
 from compiler.lir.passes.analysis import accesses, copied_to_output, is_activation, root_of
@@ -31,6 +32,7 @@ class SumPostOp(LIRPass):
       the add, %r complete before p, untouched between p and the add, and not read by p;
     - %r dies at the add (or the add writes %r itself); %z is first written by the add
       (or is %r);
+    - p has no fused activation (an accumulating kernel applies it to the sum);
     - the backend accumulates p's op (`lir.meta["accumulating_ops"]`, recorded by lowering;
       every accumulating kind when absent, as in parsed text):
 
@@ -74,6 +76,8 @@ class SumPostOp(LIRPass):
                 continue
             if kinds is not None and p.kind not in kinds:
                 continue
+            if p.attrs.get("activation", NONE) != NONE:
+                continue  # act(p) + r is not act(p + r), which an accumulating kernel computes
             if any(root_of(v) in (r, y) for v, _ in p.operands[1:]):
                 continue  # p reads the target (or its own dest) while it would accumulate
             y_later = z is y  # the add wrote %y in place: %y lives on as %r

@@ -77,7 +77,8 @@ def _offset_in_root(v: LValue) -> int:
 class ZeroCopyConcat(LIRPass):
     """For `inserttensor @inout %d, @in %s` (one copy, into a contiguous slice of %d) where
 
-    - %d and %s are distinct whole activations, %d is not copied to an output;
+    - %d and %s are distinct whole activations, %d is not copied to an output, and the slice
+      starts on the memory planner's alignment (`lir.meta["alignment"]`, set by the pipeline);
     - %s is inserted nowhere else, is not copied to an output (a graph output too), is written
       only before the insert, and nothing else writes its slice of %d while %s lives:
 
@@ -101,6 +102,8 @@ class ZeroCopyConcat(LIRPass):
         rng = slice_range(ins)
         if rng is None or copied_to_output(dest) or copied_to_output(src):
             return False
+        if rng[0] % lir.meta.get("alignment", 1):
+            return False  # every buffer, slices too, starts on the planner's alignment
         k = lir.index_of(ins)
         inserts = [u for u, i in src.users if u.kind == Kind.INSERT and i == 1]
         if inserts != [ins] or any(

@@ -188,6 +188,27 @@ def store_vec(
 Activation = None | str | tuple
 
 
+def epilogue(
+    b: ir.IRBuilder,
+    v: ir.Value,
+    ptr: ir.Value,
+    act: Activation,
+    accumulate: bool,
+    n: int = 0,
+    valid: int | None = None,
+) -> None:
+    """Store ``act(v)`` at ``ptr`` (``n`` lanes, 0 for a scalar), or ``act(*ptr + v)`` when
+    ``accumulate`` (the sum post-op: the activation applies to the sum)."""
+    if accumulate:
+        old = load_vec(b, ptr, n, valid) if n else b.load(ptr, typ=F32)
+        v = b.fadd(old, v)
+    v = apply_activation(b, v, act)
+    if n:
+        store_vec(b, v, ptr, n, valid)
+    else:
+        b.store(v, ptr)
+
+
 def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
     """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector.
 
