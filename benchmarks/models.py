@@ -12,6 +12,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -429,6 +430,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "vgg19": build_vgg19,
     "mobilenet": build_mobilenet,
     "shufflenet": build_shufflenet,
+    "shufflenet_2x": partial(build_shufflenet, width=2.0),
     "bert": build_bert,
 }
 

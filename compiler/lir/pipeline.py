@@ -114,7 +114,7 @@ def run_low_level(
     run_passes(lir, lir_opt_passes() if passes is None else passes, "lir-opt", ctx)
 
     t0 = time.perf_counter()
-    plan = plan_memory(lir, allocator)
+    plan = plan_memory(lir, allocator, schedule=sched)
     result.plan = plan
     ctx.emit_event(
         stage="memory",
@@ -131,6 +131,9 @@ def run_low_level(
             "regions": dict(plan.region_sizes),
             "strategy": plan.strategy,
             "peak_instruction": plan.peak_instruction,
+            "aliases": len(plan.aliases),
+            # How far from the best any allocator and any schedule could do, and why.
+            "certificate": plan.certificate.to_json() if plan.certificate else None,
         },
     )
     ctx.check_stop(allocator, "memory")

@@ -50,7 +50,7 @@ def build_report(result: CompileResult, args: argparse.Namespace) -> MemoryRepor
     if result.plan is None or result.lir is None:
         raise CompilerError("the pipeline stopped before memory planning; no memory report")
     return MemoryReport.from_plan(
-        result.plan, result.lir, str(args.model), args.scheduler, args.allocator
+        result.plan, result.lir, str(args.model), args.scheduler, args.allocator, result.schedule
     )
 
 
