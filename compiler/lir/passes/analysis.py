@@ -43,6 +43,19 @@ class Access:
     def written_in(self, lo: int, hi: int, *, exclude: int | None = None) -> bool:
         return any(lo <= i <= hi and i != exclude for i in self.writes)
 
+    def record(self, ins: Instruction, i: int, mode: str) -> None:
+        """Instruction `ins` at index `i` uses the buffer (or a view of it) as `mode`."""
+        if ins.is_dealloc:
+            if ins not in self.deallocs:
+                self.deallocs.append(ins)
+        elif ins.is_view:
+            self.views.append(i)
+        else:
+            if mode in ("in", "inout"):
+                self.reads.append(i)
+            if mode in ("out", "inout"):
+                self.writes.append(i)
+
 
 def root_of(v: LValue) -> LValue:
     """The buffer (allocactivation or weight) under `v`, through any tensorviews."""
@@ -67,17 +80,8 @@ def analyze(lir: LIRFunction) -> dict[int, Access]:
         for v, mode in ins.operands:
             root = root_of(v)
             acc = out.get(id(root))
-            if acc is None:
-                continue
-            if ins.is_dealloc:
-                acc.deallocs.append(ins)
-            elif ins.is_view:
-                acc.views.append(i)
-            else:
-                if mode in ("in", "inout"):
-                    acc.reads.append(i)
-                if mode in ("out", "inout"):
-                    acc.writes.append(i)
+            if acc is not None:
+                acc.record(ins, i, mode)
     return out
 
 
@@ -99,18 +103,7 @@ def accesses(lir: LIRFunction, alloc: LValue) -> Access:
     acc = Access(alloc if isinstance(alloc, Instruction) else None, alloc)
     for v in (alloc, *views_of(alloc)):
         for user, idx in v.users:
-            i = lir.index_of(user)
-            mode = user.mode(idx)
-            if user.is_dealloc:
-                if user not in acc.deallocs:
-                    acc.deallocs.append(user)
-            elif user.is_view:
-                acc.views.append(i)
-            else:
-                if mode in ("in", "inout"):
-                    acc.reads.append(i)
-                if mode in ("out", "inout"):
-                    acc.writes.append(i)
+            acc.record(user, lir.index_of(user), user.mode(idx))
     for lst in (acc.reads, acc.writes, acc.views):
         lst.sort()
     return acc

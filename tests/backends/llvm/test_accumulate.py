@@ -29,21 +29,15 @@ def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -
         w = rng.standard_normal((s.K, s.Cg, s.R, s.S)).astype(np.float32)
         bias = rng.standard_normal(s.K).astype(np.float32)
         old = rng.standard_normal((1, s.K, s.OH, s.OW)).astype(np.float32)
+        shape = dict(N=1, C=s.C, H=s.H, W=s.W, K=s.K, R=s.R, S=s.S, group=s.group)
         ck = emit_conv2d(
             module,
             f"acc{n}",
-            N=1,
-            C=s.C,
-            H=s.H,
-            W=s.W,
-            K=s.K,
-            R=s.R,
-            S=s.S,
+            **shape,
             weights=w,
             stride=s.stride,
             pad=s.pad,
             dilation=s.dilation,
-            group=s.group,
             activation=act,
             strategy=strategy,
             accumulate=True,

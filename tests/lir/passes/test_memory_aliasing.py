@@ -78,48 +78,38 @@ CHECK-COUNT-1: deallocactivation @out %r
     )
 
 
-def test_not_when_the_residual_is_read_after_the_add() -> None:
-    code = (
-        RESIDUAL.format(lhs="%t", rhs="%r").replace("  %r.d = deallocactivation @out %r\n", "")
-        + "  %later = sigmoid @out %y2, @in %r\n  %r.d = deallocactivation @out %r\n"
-    )
-    check(run("sum-post-op", code, changed=False), "CHECK: %add = add @out %z, @in %t, @in %r")
+#: The residual case edited so that the pass must not fire: what changes, as text replacements.
+NOT_FIRING = {
+    "residual read after the add": [
+        ("  %r.d = deallocactivation @out %r\n", ""),
+        (
+            "  %z.d = deallocactivation @out %z\n",
+            "  %z.d = deallocactivation @out %z\n"
+            "  %later = sigmoid @out %y2, @in %r\n  %r.d = deallocactivation @out %r\n",
+        ),
+    ],
+    "residual read between conv and add": [
+        ("  %z = allocactivation", "  %peek = sigmoid @out %y2, @in %r\n  %z = allocactivation"),
+    ],
+    "residual computed after the conv": [
+        ("  %rr = relu @out %r, @in %x\n", ""),
+        ("  %z = allocactivation", "  %rr = relu @out %r, @in %x\n  %z = allocactivation"),
+    ],
+    "conv reads the residual": [("conv @out %t, @in %a,", "conv @out %t, @in %r,")],
+    "conv has a fused activation": [("@in %b\n", '@in %b {activation = "relu"}\n')],
+    "sum is also a graph output": [("  %n = neg", "  %save = copy @out %y2, @in %z\n  %n = neg")],
+}
 
 
-def test_not_when_the_residual_is_read_between_the_conv_and_the_add() -> None:
-    code = RESIDUAL.format(lhs="%t", rhs="%r").replace(
-        "  %z = allocactivation", "  %peek = sigmoid @out %y2, @in %r\n  %z = allocactivation"
-    )
-    check(run("sum-post-op", code, changed=False), "CHECK: conv @out %t")
-
-
-def test_not_when_the_residual_is_computed_after_the_conv() -> None:
+@pytest.mark.parametrize("edits", NOT_FIRING.values(), ids=NOT_FIRING.keys())
+def test_sum_post_op_must_not_fire(edits: list[tuple[str, str]]) -> None:
     code = RESIDUAL.format(lhs="%t", rhs="%r")
-    code = code.replace("  %rr = relu @out %r, @in %x\n", "").replace(
-        "  %z = allocactivation", "  %rr = relu @out %r, @in %x\n  %z = allocactivation"
+    for old, new in edits:
+        assert old in code, old
+        code = code.replace(old, new, 1)
+    check(
+        run("sum-post-op", code, changed=False), "CHECK: %conv = conv @out %t,\nCHECK: add @out %z"
     )
-    check(run("sum-post-op", code, changed=False), "CHECK: conv @out %t")
-
-
-def test_not_when_the_conv_reads_the_residual() -> None:
-    code = RESIDUAL.format(lhs="%t", rhs="%r").replace(
-        "conv @out %t, @in %a,", "conv @out %t, @in %r,"
-    )
-    check(run("sum-post-op", code, changed=False), "CHECK: conv @out %t, @in %r")
-
-
-def test_not_when_the_conv_has_a_fused_activation() -> None:
-    code = RESIDUAL.format(lhs="%t", rhs="%r").replace(
-        "@in %b\n", '@in %b {activation = "relu"}\n', 1
-    )
-    check(run("sum-post-op", code, changed=False), "CHECK: conv @out %t")
-
-
-def test_not_when_the_sum_is_also_a_graph_output() -> None:
-    code = RESIDUAL.format(lhs="%t", rhs="%r").replace(
-        "  %n = neg", "  %save = copy @out %y2, @in %z\n  %n = neg"
-    )
-    check(run("sum-post-op", code, changed=False), "CHECK: conv @out %t")
 
 
 def test_not_when_the_backend_does_not_accumulate() -> None:

@@ -27,6 +27,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import kernel_activation
+from compiler.backends.llvm.kernels.common import Epilogue
 from compiler.backends.llvm.kernels.conv import ConvPtrs, conv_shape, select
 from compiler.backends.llvm.kernels.gemm import gemm_config
 from compiler.backends.llvm.kernels.window import Axis
@@ -65,12 +66,13 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     row = select(s, constant=data is not None, forced=ctx.conv_strategy, where=ins.name)
     kact = kernel_activation(at["activation"], at["act_args"])
     cfg = gemm_config()
-    acc = ins.accumulates  # the sum post-op: add to the destination (then the activation)
+    # The sum post-op: add to the destination, then the activation.
+    ep = Epilogue(kact, ins.accumulates)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        row.body(b, s, cfg, ConvPtrs(*fn.args), kact, acc)
+        row.body(b, s, cfg, ConvPtrs(*fn.args), ep)
 
-    name = ctx.sink.kernel(("conv", row.name, s, kact, acc), 4, build, "conv")
+    name = ctx.sink.kernel(("conv", row.name, s, ep), 4, build, "conv")
     if row.pack is None:
         warg = Arg(value=w)  # the kernel reads the filter operand as it is
     else:

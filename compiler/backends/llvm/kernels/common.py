@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeAlias
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -188,25 +189,26 @@ def store_vec(
 Activation = None | str | tuple
 
 
-def epilogue(
-    b: ir.IRBuilder,
-    v: ir.Value,
-    ptr: ir.Value,
-    act: Activation,
-    accumulate: bool,
-    n: int = 0,
-    valid: int | None = None,
-) -> None:
-    """Store ``act(v)`` at ``ptr`` (``n`` lanes, 0 for a scalar), or ``act(*ptr + v)`` when
-    ``accumulate`` (the sum post-op: the activation applies to the sum)."""
-    if accumulate:
-        old = load_vec(b, ptr, n, valid) if n else b.load(ptr, typ=F32)
-        v = b.fadd(old, v)
-    v = apply_activation(b, v, act)
-    if n:
-        store_vec(b, v, ptr, n, valid)
-    else:
-        b.store(v, ptr)
+@dataclass(frozen=True)
+class Epilogue:
+    """What a kernel does to each result on its way to memory: the fused activation, applied
+    to the sum with what the destination holds when it accumulates (the sum post-op)."""
+
+    activation: Activation = None
+    accumulate: bool = False
+
+    def store(
+        self, b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int = 0, valid: int | None = None
+    ) -> None:
+        """Store ``v`` (``n`` lanes, 0 for a scalar) at ``ptr`` through the epilogue."""
+        if self.accumulate:
+            old = load_vec(b, ptr, n, valid) if n else b.load(ptr, typ=F32)
+            v = b.fadd(old, v)
+        v = apply_activation(b, v, self.activation)
+        if n:
+            store_vec(b, v, ptr, n, valid)
+        else:
+            b.store(v, ptr)
 
 
 def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
