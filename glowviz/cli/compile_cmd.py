@@ -35,9 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dump-dir", metavar="DIR", help="write the IR after every pass to DIR/NNN-stage-pass.ir"
     )
-    p.add_argument(
-        "--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS)
-    )
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--allocator", default="lower-bound")
     p.add_argument(
         "--disable-pass",

@@ -78,9 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-edge-labels", action="store_true", help="graph: no shapes on edges")
     p.add_argument("--title", default=None, help="figure / graph title (default: automatic)")
-    p.add_argument(
-        "--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS)
-    )
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--allocator", default="lower-bound")
     p.add_argument(
         "--disable-pass",
