@@ -15,7 +15,7 @@ from compiler.graph.ir import Module
 from compiler.lir.ir import LIRFunction
 from compiler.lir.passes.base import LIRPass
 from compiler.memory.plan import ALIGNMENT, MemoryPlan, plan_memory
-from compiler.passes.manager import PipelineContext, run_passes, verify_ir
+from compiler.passes.manager import PassStats, PipelineContext, run_passes, verify_ir
 from compiler.passes.registry import get_pass
 from compiler.scheduling import DEFAULT_SCHEDULER, Schedule, schedule
 
@@ -74,6 +74,20 @@ def run_low_level(
     sched = schedule(fn, scheduler, alignment=ALIGNMENT)
     result.schedule = sched
     n = len(fn)
+    sched_stats = PassStats(
+        peak_bytes=sched.peak_bytes,
+        order=sched.names,
+        live_bytes=list(sched.live_bytes),
+        peak_step=sched.peak_step,
+        # Which scheduler's order this is (optimal falls back when its search runs out), and
+        # whether no order can do better.
+        scheduler_used=sched.used,
+        proven_optimal=sched.proven_optimal,
+        lower_bound_bytes=sched.lower_bound_bytes,
+        lower_bound_node=sched.lower_bound_node,
+    )
+    if sched.stats:
+        sched_stats["search"] = dict(sched.stats)
     ctx.emit_event(
         stage="schedule",
         pass_name=scheduler,
@@ -82,19 +96,7 @@ def run_low_level(
         time_ms=(time.perf_counter() - t0) * 1000,
         count_before=n,
         count_after=n,
-        stats={
-            "peak_bytes": sched.peak_bytes,
-            "order": sched.names,
-            "live_bytes": list(sched.live_bytes),
-            "peak_step": sched.peak_step,
-            # Which scheduler's order this is (optimal falls back when its search runs out),
-            # and whether no order can do better.
-            "scheduler_used": sched.used,
-            "proven_optimal": sched.proven_optimal,
-            "lower_bound_bytes": sched.lower_bound_bytes,
-            "lower_bound_node": sched.lower_bound_node,
-            **({"search": dict(sched.stats)} if sched.stats else {}),
-        },
+        stats=sched_stats,
     )
     ctx.check_stop(scheduler, "schedule")
 
@@ -123,18 +125,18 @@ def run_low_level(
         changed=False,
         time_ms=(time.perf_counter() - t0) * 1000,
         count_before=len(lir.code),
-        stats={
-            "peak_bytes": plan.peak_bytes,
-            "lower_bound_bytes": plan.lower_bound_bytes,
-            "no_reuse_bytes": plan.no_reuse_bytes,
-            "ratio": plan.ratio,
-            "regions": dict(plan.region_sizes),
-            "strategy": plan.strategy,
-            "peak_instruction": plan.peak_instruction,
-            "aliases": len(plan.aliases),
+        stats=PassStats(
+            peak_bytes=plan.peak_bytes,
+            lower_bound_bytes=plan.lower_bound_bytes,
+            no_reuse_bytes=plan.no_reuse_bytes,
+            ratio=plan.ratio,
+            regions=dict(plan.region_sizes),
+            strategy=plan.strategy,
+            peak_instruction=plan.peak_instruction,
+            aliases=len(plan.aliases),
             # How far from the best any allocator and any schedule could do, and why.
-            "certificate": plan.certificate.to_json() if plan.certificate else None,
-        },
+            certificate=plan.certificate.to_json() if plan.certificate else None,
+        ),
     )
     ctx.check_stop(allocator, "memory")
     return result

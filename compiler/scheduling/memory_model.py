@@ -136,9 +136,9 @@ class MemoryModel:
             if is_view(n):
                 src = n.operands[0] if n.operands else None
                 if src is not None and id(src) in self.group_of:
-                    g = self.group_of[id(src)]
-                    self.groups[g].members.append(n.result)
-                    self.group_of[id(n.result)] = g
+                    gi = self.group_of[id(src)]
+                    self.groups[gi].members.append(n.result)
+                    self.group_of[id(n.result)] = gi
                 continue
             if n.op == "Save":
                 continue
@@ -309,29 +309,33 @@ class MemoryModel:
         accumulating = self.accumulates(info, done, acc)
         in_place = -1
         if info.inplace_result >= 0 and not noop:
-            for g in info.inplace_candidates:
-                if not self.groups[g].users & ~bit & ~done:
+            for ci in info.inplace_candidates:
+                if not self.groups[ci].users & ~bit & ~done:
                     in_place = info.inplace_result
                     break
+        # The sum post-op this node starts (its result is never allocated) or ends (this Add
+        # writes nothing: its result is the target the producer accumulated into).
+        own = info.acc if accumulating else None
+        ended = self.info[info.noop_of].acc if noop else None
         extra = 0
         for gi in info.member_groups:
             g = self.groups[gi]
             if g.producers & done or not g.users or self.in_output(g, done, copied):
                 continue
-            if gi == in_place or (accumulating and gi == info.acc.y_group):  # type: ignore[union-attr]
+            if gi == in_place or (own is not None and gi == own.y_group):
                 continue
-            if noop and gi == self.info[info.noop_of].acc.z_group:  # type: ignore[union-attr]
+            if ended is not None and gi == ended.z_group:
                 continue
             extra += g.size
         done2 = done | bit
         acc2 = acc
         touched = set(info.member_groups) | set(info.operand_groups) | set(info.saves_of)
-        if accumulating:
+        if own is not None:
             acc2 |= bit
-            touched.add(info.acc.y_group)  # type: ignore[union-attr]
-        if noop:
+            touched.add(own.y_group)
+        if ended is not None:
             acc2 &= ~(1 << info.noop_of)
-            touched.add(self.info[info.noop_of].acc.y_group)  # type: ignore[union-attr]
+            touched.add(ended.y_group)
         delta = 0
         for gi in touched:
             g = self.groups[gi]

@@ -19,7 +19,7 @@ a clock) and reports that it did not finish; the caller falls back (see `schedul
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from compiler.graph.ir import Node
@@ -44,7 +44,7 @@ class SearchResult:
     stats: dict = field(default_factory=dict)
 
 
-def _bits(mask: int):
+def _bits(mask: int) -> Iterator[int]:
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1
@@ -122,8 +122,8 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
                 done2 = done | 1 << k
                 key = (done2, st.accumulating)
                 area2 = area + st.peak
-                cur = nxt.get(key)
-                if cur is not None and (cur[0], cur[1]) <= (v, area2):
+                seen = nxt.get(key)
+                if seen is not None and (seen[0], seen[1]) <= (v, area2):
                     continue
                 ready2 = ready & ~(1 << k)
                 for s in succs[k]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compiler.errors import CompilerError
-from compiler.graph.ir import Function, Node, Result
+from compiler.graph.ir import Function, Node, Result, Value
 from compiler.scheduling.memory_model import MemoryModel, is_view
 from compiler.scheduling.optimal import DEFAULT_BUDGET, search
 
@@ -63,7 +63,7 @@ def result_bytes(node: Node) -> int:
     return sum(r.type.size_bytes for r in node.results)
 
 
-def _producer(v) -> Node | None:
+def _producer(v: Value) -> Node | None:
     return v.node if isinstance(v, Result) else None
 
 
