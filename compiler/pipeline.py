@@ -103,7 +103,7 @@ def compile_model(
 ) -> CompileResult:
     """Run the pipeline. `observer` is called after every pass with a PassEvent (snapshots)."""
     from compiler.passes.manager import journals, run_passes
-    from compiler.passes.pipelines import graph_opt_passes, lowering_pass
+    from compiler.passes.pipelines import graph_opt_passes, lowering_pass, post_lowering_passes
 
     options = options or CompileOptions()
     ctx = PipelineContext(
@@ -142,7 +142,7 @@ def compile_model(
         ctx.check_stop("import-onnx", "import")
         run_passes(module, graph_opt_passes(), "graph-opt", ctx)
         run_passes(module, [lowering_pass(options.lowering)], "lower", ctx)
-        run_passes(module, graph_opt_passes(), "post-lower-opt", ctx)
+        run_passes(module, post_lowering_passes(), "post-lower-opt", ctx)
         if options.low_level:
             from compiler.lir.pipeline import LowLevelResult, run_low_level
 

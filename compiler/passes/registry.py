@@ -19,6 +19,7 @@ from compiler.lir.passes.peephole import Peephole
 from compiler.lir.passes.weights import MakeWeightsConst
 from compiler.passes.arithmetic import ArithmeticSimplification
 from compiler.passes.batchnorm_folding import BatchNormFolding
+from compiler.passes.channel_split import ChannelSplit
 from compiler.passes.concat_slice import ConcatSliceCleanup
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.cse import CommonSubexpressionElimination
@@ -44,6 +45,7 @@ PASSES: tuple[type[Pass], ...] = (
     PadMerging,
     ActivationFusion,
     Lower,
+    ChannelSplit,
     # low-level IR
     Peephole,
     DeadStoreElimination,
