@@ -146,8 +146,9 @@ def print_table(rows: list[dict]) -> None:
             print("  ".join("-" * w for w in widths))
     print(
         "\nbefore = main before issue 14 (child-mem-size, no aliasing); after = the default now\n"
-        "(optimal scheduler, sum post-op, zero-copy concat); topo/cms/optimal = each scheduler's\n"
-        "low-level lower bound (the planner reaches it unless the certificate says otherwise);\n"
+        "(optimal scheduler, channel split, sum post-op, zero-copy concat); topo/cms/optimal =\n"
+        "each scheduler's low-level lower bound (the planner reaches it unless the certificate\n"
+        "says otherwise);\n"
         "LB all = lower bound over all schedules; proven = the optimal schedule reaches it;\n"
         "search = the exact search's time; valid = check_plan on every plan (both allocators)."
     )
