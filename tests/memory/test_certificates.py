@@ -150,6 +150,10 @@ def test_every_scheduler_and_allocator_runs_right(source: str) -> None:
     from compiler.backends.llvm.executor import LLVMExecutor
 
     small = source in BUILDERS
+    first = _compile(source, SCHEDULERS[0], small)
+    inputs = _inputs(first)
+    want = run_graph(first.module, inputs)  # the graph does not depend on the scheduler
+    seen = set()
     for scheduler, allocator in itertools.product(SCHEDULERS, allocator_names()):
         res = _compile(source, scheduler, small)
         plan = (
@@ -157,8 +161,11 @@ def test_every_scheduler_and_allocator_runs_right(source: str) -> None:
             if allocator == "lower-bound"
             else plan_memory(res.lir, allocator, schedule=res.schedule)
         )
-        inputs = _inputs(res)
-        want = run_graph(res.module, inputs)
+        # Two schedulers that agree on the order give the same code and plan: run it once.
+        key = (tuple(res.schedule.names), tuple((b.name, b.offset) for b in plan.buffers))
+        if key in seen:
+            continue
+        seen.add(key)
         got = run_lir(res.lir, inputs, plan, poison=True)
         for k, v in want.items():
             np.testing.assert_allclose(got[k], v, rtol=1e-4, atol=1e-4, err_msg=f"{k} {scheduler}")
@@ -167,6 +174,7 @@ def test_every_scheduler_and_allocator_runs_right(source: str) -> None:
             np.testing.assert_allclose(
                 out[k], v, rtol=1e-3, atol=1e-3, err_msg=f"llvm {k} {scheduler}/{allocator}"
             )
+    assert seen
 
 
 def test_benchmark_models_alias_as_designed() -> None:
