@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:  # the app imports this module; only its type is needed here
+    from glowviz.app import GlowvizApp
 
 Entry = tuple[str, Callable[[], object], str]
 
@@ -203,7 +207,7 @@ class ThemeCommands(Provider):
     """The themes the IDE offers (Textual's Theme command shows these, not Textual's own)."""
 
     def _commands(self) -> list[tuple[str, Callable[[], object]]]:
-        app = self.app
+        app = cast("GlowvizApp", self.app)
         return [(name, partial(app.set_glowviz_theme, name)) for name in app.glowviz_theme_names()]
 
     async def discover(self) -> Hits:

@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, ProgressBar, TabbedContent, TabPane
 
@@ -83,7 +84,7 @@ class MainScreen(Screen):
         self._auto_index: int | None = None
         self._user_chose = False
         self._t0 = time.perf_counter()
-        self._ticker = None
+        self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -276,7 +277,7 @@ class MainScreen(Screen):
         self.query_one("#pipeline-filter").focus()
 
     def action_export(self) -> None:
-        self.app.action_export_view()
+        cast("GlowvizApp", self.app).action_export_view()
 
     def action_show_view(self, tab_id: str) -> None:
         tabs = self.query_one(TabbedContent)

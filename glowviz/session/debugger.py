@@ -276,7 +276,7 @@ def compare_arrays(
         "tol": tol_w,
         "dtype": str(a.dtype),
     }
-    out["ulps"] = ulp_distance(out["got"], out["want"], a.dtype)
+    out["ulps"] = ulp_distance(float(fa.flat[worst]), float(fb.flat[worst]), a.dtype)
     if nan_mismatch.any():
         out["why"] = f"{int(nan_mismatch.sum())} NaN mismatches"
     return out

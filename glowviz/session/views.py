@@ -335,7 +335,7 @@ class SessionViewData:
             return None
         from compiler.scheduling import live_bytes_timeline
 
-        fn = rec.ir.functions[0]
+        fn = rec.module.functions[0]
         order = list(fn.nodes)
         live = live_bytes_timeline(fn, order)
         peak = max(live, default=0)

@@ -320,10 +320,10 @@ class DebuggerView(StageView):
         rows = dbg.operands(k)
         txt = Text()
         for r in rows:
-            was_written = r["name"] in dbg.last_written and k == dbg.last_index
+            just_written = r["name"] in dbg.last_written and k == dbg.last_index
             txt.append(f"@{r['mode']:<5} ", style="dim")
-            txt.append(r["name"], style=f"bold reverse {st.changed}" if written else "bold")
-            if written:
+            txt.append(r["name"], style=f"bold reverse {st.changed}" if just_written else "bold")
+            if just_written:
                 txt.append(" ◀ written", style=st.changed)
             off = "-" if r.get("offset") is None else str(r["offset"])
             txt.append(f"  offset {off}  {r.get('shape', '-')} {r.get('dtype', '')}\n")
@@ -663,10 +663,10 @@ class DebuggerView(StageView):
             "Watch a buffer (min/max/mean/NaN after every step)",
             self.slice_name or "",
             "a buffer or operand name, e.g. conv_0_res; an empty line clears the watches",
-            self.watch,
+            self.add_watch,
         )
 
-    def watch(self, name: str) -> None:
+    def add_watch(self, name: str) -> None:
         if self.dbg is None:
             return
         if not name.strip():

@@ -284,7 +284,8 @@ def side_cells(r: SideBySideRow, width: int, shift: int, st: Styles) -> list:
     rst = st.added if r.tag in ("insert", "replace") else ""
     left, right = Text(r.left, style=lst or "dim"), Text(r.right, style=rst or "dim")
     if r.tag == "equal":
-        left.stylize("dim"), right.stylize("dim")
+        left.stylize("dim")
+        right.stylize("dim")
     start = shift
     if r.tag == "replace":
         ra, rb = inline_changes(r.left, r.right)

@@ -238,16 +238,16 @@ def draw_layout(
     lines: list[Text] = []
     for yy in range(rows):
         line = grid[yy]
-        text = Text(no_wrap=True, overflow="crop")
+        row_text = Text(no_wrap=True, overflow="crop")
         k = 0
         while k < cols:
             run = style[yy][k]
             j = k
             while j < cols and style[yy][j] == run:
                 j += 1
-            text.append("".join(line[k:j]), style=run or "")
+            row_text.append("".join(line[k:j]), style=run or "")
             k = j
-        lines.append(text)
+        lines.append(row_text)
     while lines and not lines[-1].plain.strip():
         lines.pop()
     return Drawing(lines, cols, len(lines), boxes)

@@ -130,7 +130,7 @@ class LifetimesView(StageView):
         }[self.sort]
         order = sorted(range(len(self.buffers)), key=lambda k: key(self.buffers[k]))
         palette = themes.theme(self.app.theme).buffer_colours
-        rows = []
+        rows: list[list[str | Text]] = []
         for k in order:
             b = self.buffers[k]
             rows.append(

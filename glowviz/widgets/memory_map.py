@@ -86,12 +86,12 @@ def draw_map(
     for r in range(rows):
         t.append(f"{fmt_bytes(win.y0 + r * per_row):>{LABEL - 1}} ", style="dim")
         for c in range(width):
-            st = grid[r][c]
+            cell: str | None = grid[r][c]
             ch = " "
-            style = st or ""
-            if st is None and c == peak_col:
+            style = cell or ""
+            if cell is None and c == peak_col:
                 ch, style = "┃", peak_style
-            elif st is None and r == bound_row:
+            elif cell is None and r == bound_row:
                 ch, style = "┄", bound_style
             elif (r, c) in hatched:
                 ch = "╱"

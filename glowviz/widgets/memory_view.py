@@ -280,7 +280,7 @@ class MemoryView(StageView):
                 Column("pad", cap=9, justify="right"),
             ]
         )
-        rows = [
+        rows: list[list[str | Text]] = [
             [
                 (
                     Text("╱ ", style="dim") + Text(b.name, style="italic")

@@ -279,8 +279,8 @@ class VirtualTable(ScrollView, can_focus=True):
             extra = self.cell_style(row, col) if row is not None else None
             cell_style = style + extra if extra is not None else style
             if isinstance(value, str):
-                text = value if len(value) <= width else set_cell_size(value, width - 1) + "…"
-                cut = set_cell_size(text, width)
+                plain = value if len(value) <= width else set_cell_size(value, width - 1) + "…"
+                cut = set_cell_size(plain, width)
                 if justify == "right":
                     cut = cut.rstrip().rjust(width)
                 segments.append(Segment(pad + cut + pad, cell_style))
