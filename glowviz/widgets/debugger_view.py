@@ -57,7 +57,7 @@ class DebuggerView(StageView):
         Binding("s", "step", "Step", id="debug.step"),
         Binding("n", "next", "Next", id="debug.next"),
         Binding("c", "cont", "Continue", id="debug.continue"),
-        Binding("b", "toggle_breakpoint", "Break", id="debug.breakpoint"),
+        Binding("b", "toggle_breakpoint", "Breakpoint", id="debug.breakpoint"),
         Binding("d", "divergence", "To divergence", id="debug.divergence"),
         Binding("p", "watch", "Print/watch", id="debug.watch"),
         Binding("i", "cycle_mode", "Values/IR/asm", show=False, id="debug.code"),

@@ -121,6 +121,9 @@ class MemoryView(StageView):
         #: The per-pass rows of the timeline, and the session they belong to.
         self.timeline_rows: list[dict[str, Any]] | None = None
         self._timeline_session: CompileSession | None = None
+        #: A buffer to select once the plan being computed is drawn, and which plan is drawn.
+        self._pending_select: str | None = None
+        self._loaded: tuple[int, int | None, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="memory-figures")
@@ -159,6 +162,7 @@ class MemoryView(StageView):
     def reset(self) -> None:
         super().reset()
         self.report = None
+        self._pending_select, self._loaded = None, None
         if self.comparison or self.compare_error:
             self._close_compare()
         self.timeline_rows, self._timeline_session = None, None
@@ -238,6 +242,10 @@ class MemoryView(StageView):
         )
         mp.set_report(rep, self._palette())
         self._fill_table()
+        self._loaded = self._want
+        pending, self._pending_select = self._pending_select, None
+        if pending is not None:
+            self.select(pending)
 
     def _palette(self) -> list[str]:
         """The current theme's buffer colours (the exported figures use the same)."""
@@ -301,6 +309,11 @@ class MemoryView(StageView):
             self._card(t.cursor_key)
 
     def select(self, name: str) -> bool:
+        """Select buffer `name` in the table, the card and the map. While the stage's plan is
+        still being computed, the selection waits for it (a jump from another view)."""
+        if self.report is None or self._want != self._loaded:
+            self._pending_select = name
+            return False
         t = self.query_one("#memory-table", VirtualTable)
         k = t.get_row_index(name)
         if k is None and self.live_only and self.report is not None and self.report.buffer(name):
