@@ -4,6 +4,8 @@ it sits where it does)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -30,6 +32,33 @@ def report_label(session: CompileSession, index: int) -> str:
     if rec.ir_kind == "lir":
         return "this stage's LIR planned as it is"
     return "this graph through the whole low-level pipeline"
+
+
+def load_plan(
+    view: StageView,
+    session: CompileSession,
+    index: int,
+    header: Static,
+    draw: Callable[[MemoryReport | None], None],
+    clear: Callable[[], None] | None = None,
+) -> None:
+    """Draw stage `index`'s memory plan with `draw`, saying in `header` that it is being planned
+    while a worker computes it (a graph stage's plan runs the low-level pipeline)."""
+
+    def waiting() -> None:
+        header.update(
+            view.stage_label(session, index)
+            + Text(f"  planning: {report_label(session, index)}…", style="dim")
+        )
+        if clear is not None:
+            clear()
+
+    def failed(msg: str) -> None:
+        header.update(view.stage_label(session, index) + Text(f"  planning failed: {msg}"))
+
+    view.load(
+        session, index, "memory_report", lambda: session.memory_report(index), draw, waiting, failed
+    )
 
 
 class LifetimesView(StageView):
@@ -65,26 +94,13 @@ class LifetimesView(StageView):
 
     def show(self, session: CompileSession, index: int) -> None:
         self.session, self.index = session, index
-        info = self.query_one("#lifetimes-info", Static)
-
-        def waiting() -> None:
-            info.update(
-                self.stage_label(session, index)
-                + Text(f"  planning: {report_label(session, index)}…", style="dim")
-            )
-            self.query_one(VirtualTable).clear()
-
-        def failed(msg: str) -> None:
-            info.update(self.stage_label(session, index) + Text(f"  planning failed: {msg}"))
-
-        self.load(
+        load_plan(
+            self,
             session,
             index,
-            "memory_report",
-            lambda: session.memory_report(index),
+            self.query_one("#lifetimes-info", Static),
             self._draw,
-            waiting,
-            failed,
+            lambda: self.query_one(VirtualTable).clear(),
         )
 
     def _draw(self, report: MemoryReport | None) -> None:

@@ -32,7 +32,7 @@ from compiler.scheduling import SCHEDULERS
 from glowviz import themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour
-from glowviz.widgets.lifetimes_view import buffer_card, report_label
+from glowviz.widgets.lifetimes_view import buffer_card, load_plan, report_label
 from glowviz.widgets.memory_map import MemoryMap, draw_map, map_top
 from glowviz.widgets.memory_timeline import MemoryTimeline
 from glowviz.widgets.stage_view import StageView
@@ -185,24 +185,7 @@ class MemoryView(StageView):
         self.query_one(MemoryTimeline).show_stage(index)
         self._start_timeline(session)
 
-        def waiting() -> None:
-            figs.update(
-                self.stage_label(session, index)
-                + Text(f"  planning: {report_label(session, index)}…", style="dim")
-            )
-
-        def failed(msg: str) -> None:
-            figs.update(self.stage_label(session, index) + Text(f"  planning failed: {msg}"))
-
-        self.load(
-            session,
-            index,
-            "memory_report",
-            lambda: session.memory_report(index),
-            self._draw,
-            waiting,
-            failed,
-        )
+        load_plan(self, session, index, figs, self._draw)
 
     def _draw(self, rep: MemoryReport | None) -> None:
         session, index = self.session, self.index

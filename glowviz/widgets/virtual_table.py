@@ -53,31 +53,22 @@ class VirtualTable(ScrollView, can_focus=True):
         Binding("enter", "select_cursor", "Select", show=False),
     ]
 
-    class RowHighlighted(Message):
+    class _RowMessage(Message):
+        def __init__(self, table: VirtualTable, cursor_row: int, key: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.cursor_row = cursor_row
+            self.key = key
+
+        @property
+        def control(self) -> VirtualTable:
+            return self.table
+
+    class RowHighlighted(_RowMessage):
         """The cursor moved to another row (or the rows under it changed)."""
 
-        def __init__(self, table: VirtualTable, cursor_row: int, key: str | None) -> None:
-            super().__init__()
-            self.table = table
-            self.cursor_row = cursor_row
-            self.key = key
-
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
-
-    class RowSelected(Message):
+    class RowSelected(_RowMessage):
         """Enter on the cursor row, or a click on it."""
-
-        def __init__(self, table: VirtualTable, cursor_row: int, key: str | None) -> None:
-            super().__init__()
-            self.table = table
-            self.cursor_row = cursor_row
-            self.key = key
-
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
 
     def __init__(
         self,
