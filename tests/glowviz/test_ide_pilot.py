@@ -39,8 +39,8 @@ async def test_every_view_renders():
         # the selected stage is a graph stage: the Schedule view shows its program order's
         # live bytes first, then the scheduler's order
         scheds = main.view("schedule").schedules
-        # at add1, relu1, conv2_relu and add1's 1 KiB results are live
-        assert scheds[0].kind == "program order" and scheds[0].peak_bytes == 3072
+        # never more than two of the graph's 1 KiB activations at once in the node list's order
+        assert scheds[0].kind == "program order" and scheds[0].peak_bytes == 2048
         # a low-level stage shows the schedule the compile used (the fake plan's, 2 KiB)
         main.goto_stage(6)
         await pilot.press("4")
@@ -316,11 +316,12 @@ async def test_memory_and_schedule_views_show_aliases_certificate_and_every_sche
         main = _main(app)
         rep = app.session.memory_report()
         alias = next(b for b in rep.buffers if b.alias_of)
+        main.goto_stage(len(app.session.stages) - 1)  # the views follow the stage: the final plan
         main.goto_buffer(alias.name)
         await pilot.pause()
         await settle(app, pilot)
         mem = main.view("memory")
-        assert mem.selected == alias.name
+        await until(pilot, lambda: mem.selected == alias.name)
         detail = str(mem.query_one("#memory-detail").render())
         assert f"alias of: %{alias.alias_of}" in detail and "accumulates into" in detail
         figures = str(mem.query_one("#memory-figures").render())
