@@ -279,6 +279,14 @@ class ArenaInterpreter:
             v = outs[0]
         return self._view(v, writable=False).copy()
 
+    def write(self, name: str, data: np.ndarray) -> None:
+        """Overwrite a weight, activation or view by name (the debugger re-synchronises a
+        reference run with the executor under test through it)."""
+        v = self.lir.get(name)
+        if isinstance(v, Instruction) and not v.is_memory:
+            v = next(o for o, m in v.operands if m in ("out", "inout"))
+        self._view(v, writable=True)[...] = data
+
     def outputs(self) -> dict[str, np.ndarray]:
         return {w.name: self.read(w.name) for w in self.lir.outputs()}
 
