@@ -5,10 +5,12 @@ push screens, widgets post messages, only the app and the screens reach down int
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.theme import Theme
 
 from glowviz import themes
@@ -36,15 +38,37 @@ class GlowvizApp(App):
     ) -> None:
         super().__init__()
         self.session = session or CompileSession(model_path, options)
+        self._specs: dict[str, themes.ThemeSpec] = {}
+        self._load_themes()
+        self.set_glowviz_theme(theme or themes.remembered_theme(), remember=False)
+
+    def _load_themes(self) -> None:
         self._specs = themes.load_themes()
         for spec in self._specs.values():
             self.register_theme(textual_theme(spec))
-        self.set_glowviz_theme(theme or themes.remembered_theme(), remember=False)
 
     def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(MainScreen(self.session))
 
     # -- themes -------------------------------------------------------------------------------
+    def search_themes(self) -> None:
+        """Textual's Theme command: only glowviz's themes (the theme files, the user's too),
+        remembered; Textual's own would draw colours the theme files do not define."""
+        from textual.command import CommandPalette
+
+        from glowviz.screens.commands import ThemeCommands
+
+        self.push_screen(
+            CommandPalette(providers=[ThemeCommands], placeholder="Search for themes…")
+        )
+
+    def _theme_changed(self, theme: Theme) -> None:
+        """Remember a theme however it was chosen (palette, Textual's Theme command, ctrl+t)."""
+        short = themes.short_name(theme.name)
+        if short in self._specs and short != themes.remembered_theme():
+            themes.remember_theme(short)
+
     def glowviz_theme_names(self) -> list[str]:
         return list(self._specs)
 
@@ -58,12 +82,32 @@ class GlowvizApp(App):
         if remember:
             themes.remember_theme(short)
 
+    def add_theme_file(self, path: str) -> None:
+        """Install a user theme file (checked, copied into the config dir) and switch to it."""
+        try:
+            spec = themes.install_theme(path.strip())
+        except themes.ThemeError as e:
+            self.notify(str(e), severity="error")
+            return
+        self._load_themes()
+        self.set_glowviz_theme(spec.name)
+        self.notify(f"theme {spec.name} added from {path.strip()}")
+
     def action_cycle_theme(self) -> None:
         names = self.glowviz_theme_names()
         cur = themes.short_name(self.theme)
         nxt = names[(names.index(cur) + 1) % len(names)] if cur in names else names[0]
         self.set_glowviz_theme(nxt)
         self.notify(f"theme: {nxt}")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        for cmd in super().get_system_commands(screen):
+            if cmd.title == "Theme":
+                yield SystemCommand(
+                    "Theme", "Change the theme (glowviz's themes; remembered)", cmd.callback
+                )
+            else:
+                yield cmd
 
     # -- actions used by the palette -----------------------------------------------------------
     def action_help(self) -> None:

@@ -7,6 +7,7 @@ the journal records the passes in between wrote, not from guessing.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -216,3 +217,173 @@ def diff_texts(
     d = GraphDiff()
     d.unified, d.side_by_side = text_diff(before_text, after_text, *names)
     return d
+
+
+# -- changes inside a line ----------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[%@]?[A-Za-z0-9_.#\-]+|\s+|.")
+
+
+def inline_changes(a: str, b: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The character ranges of `a` and of `b` that differ, token by token (an identifier, a
+    number or a punctuation mark is one token), so `activation = "none"` -> `"relu"` marks the
+    word, not scattered letters."""
+    ta, tb = _TOKEN.findall(a), _TOKEN.findall(b)
+    sm = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
+    pa = [0]
+    for t in ta:
+        pa.append(pa[-1] + len(t))
+    pb = [0]
+    for t in tb:
+        pb.append(pb[-1] + len(t))
+    ra: list[tuple[int, int]] = []
+    rb: list[tuple[int, int]] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            ra.append((pa[i1], pa[i2]))
+        if j2 > j1:
+            rb.append((pb[j1], pb[j2]))
+    return ra, rb
+
+
+# -- one rewrite at a time ----------------------------------------------------------------------
+
+#: `%name = ...` (graph nodes, LIR instructions and weights, with the LIR's index in front) or
+#: `placeholder %name :` / `constant %name :` (graph values).
+_DEF = re.compile(r"^\s*(?:\d+\s+)?(?:placeholder\s+|constant\s+)?%([A-Za-z0-9_.#\-]+)\s*[=:]")
+_USE = re.compile(r"%([A-Za-z0-9_.#\-]+)")
+
+
+class TextIndex:
+    """Where each value of an IR text (graph or LIR) is defined and used, by line number."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.defs: dict[str, int] = {}
+        self.uses: dict[str, list[int]] = {}
+        for k, line in enumerate(self.lines):
+            m = _DEF.match(line)
+            own = m.group(1) if m else None
+            if own is not None:
+                self.defs.setdefault(own, k)
+            for name in dict.fromkeys(_USE.findall(line)):
+                if name != own:
+                    self.uses.setdefault(name, []).append(k)
+
+    def owner(self, line: int) -> str | None:
+        m = _DEF.match(self.lines[line])
+        return m.group(1) if m else None
+
+
+@dataclass
+class Rewrite:
+    """One rewrite of a pass: the records the journal stamped with one rewrite index (the rule
+    that fired, what it consumed and what it produced). `index` 0 is a change made outside
+    any rewrite."""
+
+    index: int
+    rule: str
+    records: list[Any] = field(default_factory=list)
+
+    @property
+    def produced(self) -> list[str]:
+        out = [r.node for r in self.records if r.kind == "create"]
+        for r in self.records:
+            if r.kind == "replace":
+                out.extend(s for s in r.sources if s not in out)
+        return list(dict.fromkeys(out))
+
+    @property
+    def consumed(self) -> list[str]:
+        out: list[str] = []
+        for r in self.records:
+            if r.kind == "create":
+                out.extend(r.sources)
+            elif r.kind in ("erase", "replace"):
+                out.append(r.node)
+        made = {r.node for r in self.records if r.kind == "create"}
+        return [n for n in dict.fromkeys(out) if n not in made]
+
+    @property
+    def moved(self) -> list[str]:
+        return list(dict.fromkeys(r.node for r in self.records if r.kind == "move"))
+
+    def describe(self) -> str:
+        """`conv1 + bn1 -> conv1_bn` (or `- dead`, `moved x`)."""
+        cons, prod = self.consumed, self.produced
+        if cons and prod:
+            return f"{' + '.join(cons)} -> {', '.join(prod)}"
+        if prod:
+            return "+ " + ", ".join(prod)
+        if cons:
+            return "- " + ", ".join(cons)
+        if self.moved:
+            return "moved " + ", ".join(self.moved)
+        return "(no change)"
+
+
+def group_rewrites(records: Iterable[Any]) -> list[Rewrite]:
+    """The pass's records grouped into rewrites, in the order they fired. Records made outside
+    a rewrite (index 0) are one step each."""
+    out: list[Rewrite] = []
+    by_index: dict[int, Rewrite] = {}
+    for r in records:
+        k = getattr(r, "rewrite", 0)
+        if k <= 0:
+            out.append(Rewrite(0, getattr(r, "rule", "") or "", [r]))
+            continue
+        rw = by_index.get(k)
+        if rw is None:
+            rw = by_index[k] = Rewrite(k, r.rule, [])
+            out.append(rw)
+        rw.records.append(r)
+    return out
+
+
+@dataclass
+class RewriteDiff:
+    """The red/green lines of one rewrite: ("-" before / "+" after, line number, text) and
+    notes on what is not in either snapshot (made and unmade inside the same pass)."""
+
+    lines: list[tuple[str, int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def rewrite_diff(rw: Rewrite, before: TextIndex, after: TextIndex) -> RewriteDiff:
+    """The lines of the pass's before and after snapshots one rewrite touched: the definitions
+    it erased (red), created (green) or moved, and the users of each value it replaced (their
+    line before, red, and after, green). The snapshots frame the whole pass, so a value that a
+    later rewrite of the same pass changed again shows as it is at the end of the pass."""
+    out = RewriteDiff()
+    erased = [r.node for r in rw.records if r.kind == "erase"]
+    created = [r.node for r in rw.records if r.kind == "create"]
+    replaced = [r.node for r in rw.records if r.kind == "replace"]
+    users: list[str] = []
+    for v in replaced:
+        for k in before.uses.get(v, ()):
+            owner = before.owner(k)
+            if owner is not None and owner not in erased:
+                users.append(owner)
+    seen: set[tuple[str, int]] = set()
+
+    def emit(tag: str, index: TextIndex, name: str) -> bool:
+        k = index.defs.get(name)
+        if k is None:
+            return False
+        if (tag, k) not in seen:
+            seen.add((tag, k))
+            out.lines.append((tag, k + 1, index.lines[k]))
+        return True
+
+    for name in dict.fromkeys(erased):
+        if not emit("-", before, name) and name not in created:
+            out.notes.append(f"{name}: made earlier in this pass, erased by this rewrite")
+    for name in dict.fromkeys([*users, *rw.moved]):
+        emit("-", before, name)
+        emit("+", after, name)
+    for name in dict.fromkeys(created):
+        if not emit("+", after, name) and name not in erased:
+            out.notes.append(f"{name}: created here, changed again later in this pass")
+    return out

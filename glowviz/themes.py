@@ -103,10 +103,48 @@ def load_theme_file(path: str | Path) -> ThemeSpec:
 _loaded: dict[str, dict[str, ThemeSpec]] = {}
 
 
+def user_themes_dir() -> Path:
+    """Where a user's own theme files live (`<config dir>/themes/*.toml`): they join the
+    bundled ones (a file with a bundled theme's name replaces it)."""
+    return config_dir() / "themes"
+
+
 def load_themes(directory: str | Path | None = None) -> dict[str, ThemeSpec]:
-    """Every theme file of the directory, by short name (sorted; dark first when present).
+    """Every theme file of the directory, by short name (sorted; dark first when present);
+    without a directory, the bundled themes and then the user's (`user_themes_dir`).
     Read once per directory: the IDE asks on every redraw."""
-    d = Path(directory) if directory else themes_dir()
+    if directory is None:
+        out = _load_dir(themes_dir())
+        user = user_themes_dir()
+        if user.is_dir():
+            try:
+                out.update(_load_dir(user))
+            except ThemeError:  # a broken user file must not stop the IDE: the rest load
+                for f in sorted(user.glob("*.toml")):
+                    try:
+                        spec = load_theme_file(f)
+                    except ThemeError:
+                        continue
+                    out[spec.name] = spec
+        return out
+    return _load_dir(Path(directory))
+
+
+def install_theme(path: str | Path) -> ThemeSpec:
+    """Check a theme file and copy it into the user's theme directory; returns its spec.
+    Raises ThemeError for a file that cannot be read or names an unknown category."""
+    spec = load_theme_file(path)
+    d = user_themes_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{spec.name}.toml").write_bytes(Path(path).read_bytes())
+    except OSError as e:
+        raise ThemeError(f"cannot install theme {path}: {e.strerror or e}") from None
+    _loaded.pop(str(d.resolve()), None)
+    return load_theme_file(d / f"{spec.name}.toml")
+
+
+def _load_dir(d: Path) -> dict[str, ThemeSpec]:
     key = str(d.resolve())
     if key not in _loaded:
         out = {spec.name: spec for spec in map(load_theme_file, sorted(d.glob("*.toml")))}

@@ -7,7 +7,6 @@ the Function, which notifies its journal (compiler.provenance) of what came from
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compiler.graph.types import ElemKind, TensorType
+from compiler.graph.uses import Used, content_digest
 from compiler.provenance import Journal, ProvenanceRecord
 
 if TYPE_CHECKING:
@@ -24,21 +24,14 @@ if TYPE_CHECKING:
 AttrValue = Any  # int | float | str | bool | tuple[int, ...] | tuple[float, ...]
 
 
-class Value:
+class Value(Used["Node"]):
     """Anything a node can consume: a Constant, a Placeholder or a node Result."""
 
-    __slots__ = ("name", "type", "users")
+    __slots__ = ()
+    type: TensorType  # graph values are always typed
 
     def __init__(self, name: str, type: TensorType) -> None:
-        self.name = name
-        self.type = type
-        self.users: list[tuple[Node, int]] = []
-
-    def replace_all_uses_with(self, other: Value) -> None:
-        if other is self:
-            return
-        for node, idx in list(self.users):
-            node.set_operand(idx, other)
+        super().__init__(name, type)
 
     @property
     def has_users(self) -> bool:
@@ -49,9 +42,6 @@ class Value:
         for node, _ in self.users:
             seen.setdefault(id(node), node)
         return list(seen.values())
-
-    def __repr__(self) -> str:
-        return f"%{self.name}: {self.type}"
 
 
 class Constant(Value):
@@ -78,8 +68,7 @@ class Constant(Value):
     @property
     def digest(self) -> str:
         if self._digest is None:
-            assert self.data is not None
-            self._digest = hashlib.sha1(self.data.tobytes()).hexdigest()[:16]
+            self._digest = content_digest(self.data)
         return self._digest
 
 

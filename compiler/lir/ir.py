@@ -10,7 +10,6 @@ Placing, erasing, replacing and moving instructions notify the function's journa
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,33 +17,17 @@ import numpy as np
 
 from compiler.graph.ir import fresh_name
 from compiler.graph.types import TensorType
-from compiler.lir.instructions import MODES, InstrDef, Kind, get_instr
+from compiler.graph.uses import Used, content_digest
+from compiler.lir.instructions import MODES, InstrDef, Kind, Trait, get_instr
 from compiler.provenance import Journal
 
 Operand = tuple["LValue", str]
 
 
-class LValue:
+class LValue(Used["Instruction"]):
     """Anything an instruction operand can name. `users`: (instruction, operand index) pairs."""
 
-    __slots__ = ("name", "type", "users")
-
-    def __init__(self, name: str, type: TensorType | None) -> None:
-        self.name = name
-        self.type = type
-        self.users: list[tuple[Instruction, int]] = []
-
-    def replace_all_uses_with(self, other: LValue) -> None:
-        if other is self:
-            return
-        for instr, idx in list(self.users):
-            instr.set_operand(idx, other)
-
-    def user_instructions(self) -> list[Instruction]:
-        seen: dict[int, Instruction] = {}
-        for instr, _ in self.users:
-            seen.setdefault(id(instr), instr)
-        return list(seen.values())
+    __slots__ = ()
 
     @property
     def is_memory(self) -> bool:
@@ -57,9 +40,6 @@ class LValue:
         compute instructions (never operands) have none."""
         assert self.type is not None, self.name
         return self.type
-
-    def __repr__(self) -> str:
-        return f"%{self.name}: {self.type}"
 
 
 class WeightVar(LValue):
@@ -104,8 +84,7 @@ class WeightVar(LValue):
     @property
     def digest(self) -> str:
         if self._digest is None:
-            assert self.data is not None
-            self._digest = hashlib.sha1(self.data.tobytes()).hexdigest()[:16]
+            self._digest = content_digest(self.data)
         return self._digest
 
     def __repr__(self) -> str:
@@ -179,6 +158,15 @@ class Instruction(LValue):
 
     def has_trait(self, trait: str) -> bool:
         return trait in self.idef.traits
+
+    @property
+    def accumulates(self) -> bool:
+        """A sum post-op: the kernel adds its result to its @inout dest instead of storing."""
+        return (
+            bool(self.operands)
+            and self.operands[0][1] == "inout"
+            and self.has_trait(Trait.ACCUMULATE)
+        )
 
     # -- operands -------------------------------------------------------------------------------
     def operand(self, idx: int) -> LValue:

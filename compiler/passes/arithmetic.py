@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.ir import Constant, Function, Node, Value
-from compiler.passes.manager import GraphPass
+from compiler.graph.ir import Constant, Node, Value
 from compiler.passes.rewriter import (
+    PatternPass,
     Rewriter,
-    apply_patterns,
     const_data,
     graph_patterns,
     is_splat,
@@ -155,11 +154,6 @@ PATTERNS = graph_patterns(
 )
 
 
-class ArithmeticSimplification(GraphPass):
+class ArithmeticSimplification(PatternPass):
     name = "arithmetic-simplification"
-
-    def run(self, fn: Function) -> bool:
-        changed = apply_patterns(fn, PATTERNS)
-        if changed:
-            fn.module.remove_unused_constants()
-        return changed
+    patterns = PATTERNS

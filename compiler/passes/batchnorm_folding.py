@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.ir import Function, Node
-from compiler.passes.manager import GraphPass
+from compiler.graph.ir import Node
 from compiler.passes.rewriter import (
+    PatternPass,
     Rewriter,
-    apply_patterns,
     const_data,
     graph_patterns,
     producer,
@@ -55,11 +54,6 @@ def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
 PATTERNS = graph_patterns({"BatchNorm": [fold_batchnorm]})
 
 
-class BatchNormFolding(GraphPass):
+class BatchNormFolding(PatternPass):
     name = "batchnorm-folding"
-
-    def run(self, fn: Function) -> bool:
-        changed = apply_patterns(fn, PATTERNS)
-        if changed:
-            fn.module.remove_unused_constants()
-        return changed
+    patterns = PATTERNS

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import math
 
-from compiler.graph.ir import Function, Node, Value
-from compiler.passes.manager import GraphPass
+from compiler.graph.ir import Node, Value
 from compiler.passes.rewriter import (
+    PatternPass,
     Rewriter,
-    apply_patterns,
     graph_patterns,
     producer,
     single_use,
@@ -94,8 +93,7 @@ def merge_pad(node: Node, rw: Rewriter) -> bool:
 PATTERNS = graph_patterns({op: [merge_pad] for op in ("Conv", "AvgPool", "MaxPool")})
 
 
-class PadMerging(GraphPass):
+class PadMerging(PatternPass):
     name = "pad-merging"
-
-    def run(self, fn: Function) -> bool:
-        return apply_patterns(fn, PATTERNS)
+    patterns = PATTERNS
+    prune_constants = False

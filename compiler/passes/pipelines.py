@@ -8,6 +8,7 @@ from typing import Any
 
 from compiler.passes.arithmetic import ArithmeticSimplification
 from compiler.passes.batchnorm_folding import BatchNormFolding
+from compiler.passes.channel_split import ChannelSplit
 from compiler.passes.concat_slice import ConcatSliceCleanup
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.cse import CommonSubexpressionElimination
@@ -67,5 +68,6 @@ def quantize_passes(options: Any) -> list[GraphPass]:
 
 
 def post_lowering_passes() -> list[GraphPass]:
-    """Optimisations after lowering (the same list; lowering exposes new opportunities)."""
-    return graph_opt_passes()
+    """Optimisations after lowering (the same list; lowering exposes new opportunities), then
+    channel splitting, which measures the graph as the scheduler will see it."""
+    return [*graph_opt_passes(), ChannelSplit()]

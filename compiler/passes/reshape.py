@@ -4,11 +4,10 @@ vanish, and a Reshape of a constant is folded into a new constant.
 
 from __future__ import annotations
 
-from compiler.graph.ir import Function, Node
-from compiler.passes.manager import GraphPass
+from compiler.graph.ir import Node
 from compiler.passes.rewriter import (
+    PatternPass,
     Rewriter,
-    apply_patterns,
     const_data,
     graph_patterns,
     producer,
@@ -47,11 +46,6 @@ PATTERNS = graph_patterns(
 )
 
 
-class ReshapeMerging(GraphPass):
+class ReshapeMerging(PatternPass):
     name = "reshape-merging"
-
-    def run(self, fn: Function) -> bool:
-        changed = apply_patterns(fn, PATTERNS)
-        if changed:
-            fn.module.remove_unused_constants()
-        return changed
+    patterns = PATTERNS

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from compiler.errors import CompilerError, PassError
 from compiler.graph.ir import Constant, Function, Module, Node, Result, Value
 from compiler.graph.types import TensorType
 from compiler.lir.ir import Instruction, LIRFunction, LValue, value_kind
+from compiler.passes.manager import GraphPass
 
 Item = Node | Instruction  # what a pattern matches
 IRValue = Value | LValue  # what an item reads and defines
@@ -350,10 +351,14 @@ class Rewriter:
             self.fn.move_after(item, anchor)
         self.changed = True
 
-    def set_operand(self, item: Item, idx: int, value: Any) -> None:
-        """Make operand `idx` of `item` read `value` (recorded as a replace of `item`)."""
+    def set_operand(self, item: Item, idx: int, value: Any, mode: str | None = None) -> None:
+        """Make operand `idx` of `item` read `value` (recorded as a replace of `item`); a
+        low-level operand can change its `mode` too."""
         old = self.view.operands(item)[idx]
-        item.set_operand(idx, value)
+        if mode is None:
+            item.set_operand(idx, value)
+        else:
+            item.set_operand(idx, value, mode)  # type: ignore[call-arg]
         self.changed_in_place(item, by=[value])
         self.push(self.view.producer(old))
         self.push_users(old)
@@ -436,8 +441,29 @@ def apply_patterns(
     return rw.changed
 
 
+class PatternPass(GraphPass):
+    """A graph pass that is one pattern table driven to a fixed point.
+
+    `patterns` is the table (or override `table(fn)` when it is built per run); with
+    `prune_constants` the weights the rewrites left without users are dropped afterwards.
+    """
+
+    patterns: ClassVar[PatternTable]
+    prune_constants: ClassVar[bool] = True
+
+    def table(self, fn: Function) -> PatternTable | Mapping[str, Sequence[Pattern]]:
+        return self.patterns
+
+    def run(self, fn: Function) -> bool:
+        changed = apply_patterns(fn, self.table(fn))
+        if changed and self.prune_constants:
+            fn.module.remove_unused_constants()
+        return changed
+
+
 __all__ = [
     "ANY_OP",
+    "PatternPass",
     "PatternTable",
     "Rewriter",
     "apply_patterns",

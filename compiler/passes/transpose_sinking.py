@@ -12,11 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Constant, Function, Node, Value
-from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import (
+    PatternPass,
     PatternTable,
     Rewriter,
-    apply_patterns,
     const_data,
     graph_patterns,
     producer,
@@ -151,11 +150,8 @@ def _table() -> PatternTable:
     return graph_patterns(table)
 
 
-class TransposeSinking(GraphPass):
+class TransposeSinking(PatternPass):
     name = "transpose-sinking"
 
-    def run(self, fn: Function) -> bool:
-        changed = apply_patterns(fn, _table())
-        if changed:
-            fn.module.remove_unused_constants()
-        return changed
+    def table(self, fn: Function) -> PatternTable:
+        return _table()

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:  # the app imports this module; only its type is needed here
+    from glowviz.app import GlowvizApp
 
 Entry = tuple[str, Callable[[], object], str]
 
@@ -26,6 +30,30 @@ def _debug_mode(screen, mode: str) -> None:
     screen.view("debugger").set_mode(mode)
 
 
+def _view_action(screen, tab: str, action: str) -> None:
+    """Show a view, then run one of its actions (as its key would)."""
+    screen.action_show_view(tab)
+    screen.refresh_active_view()
+    getattr(screen.view(tab), action)()
+
+
+def _add_theme_file(app) -> None:
+    from glowviz.screens.prompt import PromptScreen
+
+    def answered(path: str | None) -> None:
+        if path:
+            app.add_theme_file(path)
+
+    app.push_screen(
+        PromptScreen(
+            "Add a theme file (TOML, with the bundled themes' keys)",
+            "",
+            "it is checked, copied into the glowviz config directory and selected",
+        ),
+        answered,
+    )
+
+
 def _memory_compare_report(screen) -> None:
     screen.action_show_view("memory")
     screen.refresh_active_view()
@@ -42,8 +70,8 @@ def entries(app) -> Iterator[Entry]:
 
     for tab_id, title, _ in VIEWS:
         yield (f"View: {title}", partial(screen.action_show_view, tab_id), f"show the {title} view")
-    yield ("Next stage", partial(screen.action_step_stage, 1), "n")
-    yield ("Previous stage", partial(screen.action_step_stage, -1), "p")
+    yield ("Next stage", partial(screen.action_step_stage, 1), "n or ]")
+    yield ("Previous stage", partial(screen.action_step_stage, -1), "p or [")
     yield ("Toggle hide unchanged passes", screen.action_toggle_unchanged, "u")
     yield ("Diff: pin/unpin the current stage as base", screen.view("diff").action_pin_base, "a")
     yield ("Diff: toggle full text / context", screen.view("diff").action_toggle_full, "f")
@@ -52,10 +80,47 @@ def entries(app) -> Iterator[Entry]:
     yield ("Help: key bindings", app.action_help, "?")
     for name in app.glowviz_theme_names():
         yield (f"Theme: {name}", partial(app.set_glowviz_theme, name), "switch theme (remembered)")
+    yield ("Theme: add a theme file…", partial(_add_theme_file, app), "your own colours")
     yield (
         "Export current view…",
         app.action_export_view,
-        "write the current view as a file (glowviz.exports)",
+        "ctrl+e: choose format, theme and path (glowviz.exports)",
+    )
+    yield (
+        "Graph: whole graph / node list",
+        partial(_view_action, screen, "graph", "action_toggle_whole"),
+        "w",
+    )
+    yield (
+        "Graph: fold repeated blocks on/off",
+        partial(_view_action, screen, "graph", "action_toggle_fold"),
+        "f in the whole graph",
+    )
+    yield ("Diff: next rewrite", partial(_view_action, screen, "diff", "action_rewrite_next"), "→")
+    yield (
+        "Diff: previous rewrite",
+        partial(_view_action, screen, "diff", "action_rewrite_prev"),
+        "←",
+    )
+    yield (
+        "Memory: sort the buffers (size, program order, padding waste)",
+        partial(_view_action, screen, "memory", "action_cycle_sort"),
+        "s",
+    )
+    yield (
+        "Memory: buffers live at the peak / all",
+        partial(_view_action, screen, "memory", "action_toggle_live"),
+        "l",
+    )
+    yield (
+        "Memory: focus the timeline across passes",
+        partial(_view_action, screen, "memory", "action_focus_timeline"),
+        "t",
+    )
+    yield (
+        "Memory: focus the map (zoom +/-, arrows)",
+        partial(_view_action, screen, "memory", "action_focus_map"),
+        "m",
     )
     dbg = screen.view("debugger")
     for label, act in (
@@ -65,6 +130,23 @@ def entries(app) -> Iterator[Entry]:
         ("restart", dbg.action_restart),
         ("run to first divergence (LLVM vs interpreter)", dbg.action_divergence),
         ("toggle breakpoint on selected instruction", dbg.action_toggle_breakpoint),
+        (
+            "set the tolerance (rtol, atol, ulps)…",
+            partial(_view_action, screen, "debugger", "action_set_tolerance"),
+        ),
+        (
+            "compare per instruction / accumulated (toggle)",
+            partial(_view_action, screen, "debugger", "toggle_resync"),
+        ),
+        ("watch a buffer (print)…", partial(_view_action, screen, "debugger", "action_watch")),
+        (
+            "pick the 2-D slice (axes, offsets)…",
+            partial(_view_action, screen, "debugger", "action_pick_slice"),
+        ),
+        (
+            "move the slice to the worst element",
+            partial(_view_action, screen, "debugger", "action_slice_worst"),
+        ),
         ("show values (LLVM vs interpreter)", partial(_debug_mode, screen, "values")),
         ("show LLVM IR of the selected instruction", partial(_debug_mode, screen, "llvm")),
         ("show assembly of the selected instruction", partial(_debug_mode, screen, "asm")),
@@ -131,6 +213,25 @@ def entries(app) -> Iterator[Entry]:
     yield ("Quit", app.exit, "q")
 
 
+class ThemeCommands(Provider):
+    """The themes the IDE offers (Textual's Theme command shows these, not Textual's own)."""
+
+    def _commands(self) -> list[tuple[str, Callable[[], object]]]:
+        app = cast("GlowvizApp", self.app)
+        return [(name, partial(app.set_glowviz_theme, name)) for name in app.glowviz_theme_names()]
+
+    async def discover(self) -> Hits:
+        for name, cb in self._commands():
+            yield DiscoveryHit(name, cb, text=name)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, cb in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), cb, text=name)
+
+
 class GlowvizCommands(Provider):
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -151,7 +252,8 @@ class GlowvizCommands(Provider):
                     "Help",
                     "Export",
                     "Debugger:",
-                    "Memory: compare with report",
+                    "Graph:",
+                    "Memory:",
                 )
             ):
                 yield DiscoveryHit(text, cb, text=text, help=help_ or None)

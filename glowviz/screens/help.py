@@ -12,6 +12,15 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 
+def key_display(app, key: str, binding: Binding) -> str:
+    """How the footer shows a key (`?`, `/`, `+`, `ctrl+o`), never its name (`question_mark`)."""
+    if binding.key_display:
+        return binding.key_display
+    import dataclasses
+
+    return app.get_key_display(dataclasses.replace(binding, key=key.strip(), key_display=None))
+
+
 def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
     from glowviz.screens.main import MainScreen
     from glowviz.widgets.debugger_view import DebuggerView
@@ -19,8 +28,11 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
     from glowviz.widgets.graph_view import GraphView
     from glowviz.widgets.ir_view import IRView
     from glowviz.widgets.lifetimes_view import LifetimesView
+    from glowviz.widgets.memory_map import MemoryMap
+    from glowviz.widgets.memory_timeline import MemoryTimeline
     from glowviz.widgets.memory_view import MemoryView
     from glowviz.widgets.quant_view import QuantView
+    from glowviz.widgets.schedule_view import ScheduleView
 
     groups = []
     for title, cls in (
@@ -29,17 +41,24 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
         ("Graph view", GraphView),
         ("Diff view", DiffView),
         ("IR view", IRView),
+        ("Schedule view", ScheduleView),
         ("Lifetimes view", LifetimesView),
         ("Memory view", MemoryView),
-        ("Debugger view (when focused)", DebuggerView),
+        ("Memory timeline (t)", MemoryTimeline),
+        ("Memory map (m)", MemoryMap),
+        ("Debugger view", DebuggerView),
         ("Quant view (with --quantize)", QuantView),
     ):
-        rows = []
+        rows: list[tuple[str, str]] = []
         for b in cls.BINDINGS:
-            if isinstance(b, Binding):
-                rows.append((b.key_display or b.key, b.description or b.action))
+            if not isinstance(b, Binding):
+                b = Binding(*b)
+            keys = b.key_display or ", ".join(key_display(app, k, b) for k in b.key.split(","))
+            desc = b.description or b.action
+            if rows and rows[-1][1] == desc:  # two keys for one action: one line
+                rows[-1] = (f"{rows[-1][0]}, {keys}", desc)
             else:
-                rows.append((b[0], b[-1]))  # (key, action) or (key, action, description)
+                rows.append((keys, desc))
         groups.append((title, rows))
     groups.append(
         (
@@ -51,6 +70,7 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
                     "/ buffer / instruction, themes, export, open model",
                 ),
                 ("tab / shift+tab", "move focus"),
+                ("esc", "leave the pass filter, a search box or a dialog"),
             ],
         )
     )

@@ -1,8 +1,11 @@
-"""The workspace: Pipeline pane on the left, the views (tabs) on the right, all following the
-selected stage. Compilation runs in a thread worker; stages appear as they are produced."""
+"""The workspace: Pipeline pane on the left, the views (tabs) on the right, every view following
+the selected stage. Compilation runs in a thread worker; stages stream into the pipeline as
+they are produced and the first one is shown at once, so a big model is explorable before its
+last pass finished. The user's stage and view stay where they are when the compile ends."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -11,6 +14,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
+from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, ProgressBar, TabbedContent, TabPane
 
 from glowviz.session import CompileSession, StageRecord
@@ -21,7 +26,7 @@ from glowviz.widgets.graph_view import GraphView
 from glowviz.widgets.ir_view import IRView
 from glowviz.widgets.lifetimes_view import LifetimesView
 from glowviz.widgets.memory_view import MemoryView
-from glowviz.widgets.pipeline_pane import PipelinePane
+from glowviz.widgets.pipeline_pane import PipelinePane, fmt_ms
 from glowviz.widgets.quant_view import QuantView
 from glowviz.widgets.schedule_view import ScheduleView
 
@@ -42,6 +47,8 @@ VIEWS = (
     ("debugger", "Debugger", DebuggerView),
     ("quant", "Quant", QuantView),
 )
+#: Under these sizes the layout gets compact (first-class at 100x30).
+NARROW_WIDTH, SHORT_HEIGHT = 140, 40
 
 
 class MainScreen(Screen):
@@ -52,9 +59,16 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("n", "step_stage(1)", "Next stage", id="stage.next"),
         Binding("p", "step_stage(-1)", "Prev stage", id="stage.prev"),
-        Binding("u", "toggle_unchanged", "Hide unchanged", id="stage.hide_unchanged"),
+        Binding(
+            "right_square_bracket", "step_stage(1)", "Next stage", show=False, id="stage.next2"
+        ),
+        Binding(
+            "left_square_bracket", "step_stage(-1)", "Prev stage", show=False, id="stage.prev2"
+        ),
+        Binding("u", "toggle_unchanged", "Hide unchanged", show=False, id="stage.hide_unchanged"),
         Binding("ctrl+f", "focus_filter", "Filter passes", show=False, id="stage.filter"),
         Binding("ctrl+o", "open_model", "Open model", show=False, id="app.open"),
+        Binding("ctrl+e", "export", "Export", show=False, id="app.export"),
         *[
             Binding(str(k + 1), f"show_view('{v[0]}')", v[1], show=False, id=f"view.{v[0]}")
             for k, v in enumerate(VIEWS)
@@ -67,6 +81,12 @@ class MainScreen(Screen):
         self.index: int | None = None
         self._shown: dict[str, tuple[int, int | None]] = {}
         self._focus_pending: str | None = None  # the view to focus once its tab is shown
+        #: The stage the screen last selected by itself; a selection of another stage is the
+        #: user's, and the end of the compile leaves it alone.
+        self._auto_index: int | None = None
+        self._user_chose = False
+        self._t0 = time.perf_counter()
+        self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -82,20 +102,36 @@ class MainScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._size_classes(self.app.size.width, self.app.size.height)
         self.query_one("#pipeline-table").focus()
         self.start_compile()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._size_classes(event.size.width, event.size.height)
+
+    def _size_classes(self, width: int, height: int) -> None:
+        self.set_class(width < NARROW_WIDTH, "-narrow")
+        self.set_class(height < SHORT_HEIGHT, "-short")
+        self.query_one(Footer).compact = width < NARROW_WIDTH
 
     # -- compiling ----------------------------------------------------------------------------
     def start_compile(self, session: CompileSession | None = None) -> None:
         if session is not None:
             self.session = session
         self.index, self._shown = None, {}
+        self._auto_index, self._user_chose = None, False
+        for tab_id, _title, _cls in VIEWS:
+            self.view(tab_id).reset()
         self.query_one(PipelinePane).set_records([])
         self.query_one(ErrorPane).show_error(None)
         bar = self.query_one("#compile-progress", ProgressBar)
         bar.remove_class("hidden")
         bar.update(total=None, progress=0)
+        self._t0 = time.perf_counter()
         self.set_status("compiling…")
+        if self._ticker is not None:
+            self._ticker.stop()
+        self._ticker = self.set_interval(0.5, self._tick)
         self._compile(self.session)
 
     @work(thread=True, exclusive=True, group="compile")
@@ -105,17 +141,12 @@ class MainScreen(Screen):
         self._warm_up(session)
 
     def _warm_up(self, session: CompileSession) -> None:
-        """Off the UI thread, after compiling: JIT-compile the debugger's LLVM kernels, then
-        compute every stage's view data (text, graph rows, diff with the previous stage) so
-        that moving between stages only draws."""
+        """Off the UI thread, after compiling: compute every stage's view data (text, graph
+        rows, diff with the previous stage) so that moving between stages only draws, then
+        JIT-compile the debugger's LLVM kernels."""
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
-        if session.error is None and session.result is not None:
-            try:
-                session.get_debugger()
-            except Exception:  # noqa: BLE001 - the debugger view shows its own error
-                pass
         try:
             for i in range(len(session.stages)):
                 if worker.is_cancelled or session is not self.session:
@@ -123,18 +154,47 @@ class MainScreen(Screen):
                 session.prefetch(i)
         except Exception:  # noqa: BLE001 - a view computes its data itself when shown
             pass
+        if session.error is None and session.result is not None and not worker.is_cancelled:
+            try:
+                session.get_debugger()
+            except Exception:  # noqa: BLE001 - the debugger view shows its own error
+                pass
 
     def _on_stage(self, rec: StageRecord) -> None:
+        if not self.is_attached:
+            return
         pane = self.query_one(PipelinePane)
         pane.add_record(rec)
         self.query_one("#compile-progress", ProgressBar).advance(1)
-        self.set_status(f"compiling… {rec.label}")
+        self._tick()
         if self.index is None:
-            pane.select(0)
+            self._auto_select(0)
+
+    def _auto_select(self, index: int) -> None:
+        self._auto_index = index
+        self.query_one(PipelinePane).select(index)
+
+    def _tick(self) -> None:
+        """While compiling: how many stages, which one finished last, the time so far (the
+        pass running now is not known until it finishes: never show its predecessor's name as
+        if it were running)."""
+        if self.session.done or not self.is_attached:
+            if self._ticker is not None:
+                self._ticker.stop()
+                self._ticker = None
+            return
+        n = len(self.session.stages)
+        dt = time.perf_counter() - self._t0
+        last = f" · last done: {self.session.stages[-1].label}" if n else ""
+        self.query_one(PipelinePane).set_status(f"compiling… {n} stages{last} · {dt:.1f} s")
+        self.set_status(f"compiling… {n} stages, {dt:.1f} s")
 
     def _on_compiled(self, session: CompileSession) -> None:
-        if session is not self.session:
+        if session is not self.session or not self.is_attached:
             return
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
         pane = self.query_one(PipelinePane)
         if len(pane.records) != len(session.stages):
             pane.set_records(session.stages)
@@ -142,27 +202,39 @@ class MainScreen(Screen):
         bar.update(total=max(1, len(session.stages)), progress=len(session.stages))
         bar.add_class("hidden")
         self.query_one(ErrorPane).show_error(session.error, len(session.stages))
+        n = len(session.stages)
         if session.error is not None:
-            self.set_status(
-                f"FAILED: {session.error.kind}"
-                + (f" in {session.error.pass_name}" if session.error.pass_name else "")
-            )
+            where = f" in {session.error.pass_name}" if session.error.pass_name else ""
+            self.set_status(f"FAILED: {session.error.kind}{where}")
+            pane.set_status(f"failed after {n} stage{'s' if n != 1 else ''}")
         else:
+            self.set_status(f"{n} stages, {fmt_ms(session.time_ms)} ms")
             extra = f"; {session.low_level_reason}" if session.low_level_reason else ""
-            self.set_status(f"{len(session.stages)} stages in {session.time_ms:.0f} ms{extra}")
-        self._shown = {}
-        if session.stages:
-            last_graph = session.graph_stage_at_or_before(len(session.stages) - 1)
-            pane.select(last_graph if last_graph is not None else len(session.stages) - 1)
+            pane.set_status(f"{n} stages · {session.time_ms / 1000:.1f} s{extra}")
+        # The views that wait for the whole compile (the debugger) may draw now; the user's
+        # stage and view stay where they are.
+        self._shown = {k: v for k, v in self._shown.items() if k != "debugger"}
+        if session.stages and not self._user_chose:
+            last_graph = session.graph_stage_at_or_before(n - 1)
+            self._auto_select(last_graph if last_graph is not None else n - 1)
+        else:
+            self.refresh_active_view()
 
     def set_status(self, status: str) -> None:
-        self.app.sub_title = f"{self.session.model_name} — {status}"
+        """The header: the model and a short status (the details are in the pipeline pane)."""
+        self.app.sub_title = f"{self.session.model_name} · {status}"
 
     # -- following the selected stage ---------------------------------------------------------
     @on(PipelinePane.StageSelected)
     def _stage_selected(self, event: PipelinePane.StageSelected) -> None:
+        if event.index != self._auto_index:
+            self._user_chose = True
         self.index = event.index
         self.refresh_active_view()
+
+    @on(PipelinePane.FilterLeft)
+    def _filter_left(self) -> None:
+        self.query_one("#pipeline-table").focus()
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
@@ -183,7 +255,8 @@ class MainScreen(Screen):
         if self.index is None or not self.session.stages:
             return
         tab = self.active_view_id()
-        stage_bound = tab in ("graph", "diff", "ir")
+        # The debugger runs the compiled program; every other view shows the selected stage.
+        stage_bound = tab != "debugger"
         key = (id(self.session), self.index if stage_bound else None)
         if self._shown.get(tab) == key:
             return
@@ -204,6 +277,9 @@ class MainScreen(Screen):
 
     def action_focus_filter(self) -> None:
         self.query_one("#pipeline-filter").focus()
+
+    def action_export(self) -> None:
+        cast("GlowvizApp", self.app).action_export_view()
 
     def action_show_view(self, tab_id: str) -> None:
         tabs = self.query_one(TabbedContent)
@@ -230,12 +306,12 @@ class MainScreen(Screen):
 
     def _focus_view(self, tab_id: str) -> None:
         """Keys go to the view just shown (its table or text), not to the filter box."""
-        from textual.widgets import DataTable, TextArea
-
-        from glowviz.widgets.node_list import NodeList
-
-        for w in self.view(tab_id).query("NodeList, DataTable, TextArea"):
-            if isinstance(w, NodeList | DataTable | TextArea) and w.display:
+        target = self.view(tab_id).focus_target()
+        if target is not None:
+            target.focus()
+            return
+        for w in self.view(tab_id).query("*"):
+            if isinstance(w, Widget) and w.can_focus and w.display and w.visible:
                 w.focus()
                 return
 
@@ -263,11 +339,7 @@ class MainScreen(Screen):
     def goto_instruction(self, k: int) -> None:
         self.action_show_view("debugger")
         self.refresh_active_view()
-        from textual.widgets import DataTable
-
-        t = self.view("debugger").query_one(DataTable)
-        t.move_cursor(row=k)
-        t.focus()
+        self.view("debugger").goto_instruction(k)
 
     def action_open_model(self) -> None:
         from glowviz.screens.open_model import OpenModelScreen
@@ -291,6 +363,11 @@ class MainScreen(Screen):
 
         self.app.push_screen(CompareReportScreen(event.last), chosen)
 
+    @on(MemoryView.PassChosen)
+    def _pass_chosen(self, event: MemoryView.PassChosen) -> None:
+        """A point of the memory timeline: go to that pass (the Memory view follows)."""
+        self.goto_stage(event.index)
+
     @on(GraphView.NodeOpened)
     def _node_opened(self, event: GraphView.NodeOpened) -> None:
         from glowviz.screens.node_detail import NodeDetailScreen
@@ -300,3 +377,14 @@ class MainScreen(Screen):
         d = self.session.node_detail(self.index, event.name)
         if d is not None:
             self.app.push_screen(NodeDetailScreen(d))
+
+    @on(DebuggerView.Prompt)
+    def _debugger_prompt(self, event: DebuggerView.Prompt) -> None:
+        """The debugger asks for a line of text (a watch, a slice, the tolerance)."""
+        from glowviz.screens.prompt import PromptScreen
+
+        def answered(text: str | None) -> None:
+            if text is not None:
+                event.callback(text)
+
+        self.app.push_screen(PromptScreen(event.title, event.value, event.hint), answered)

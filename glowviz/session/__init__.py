@@ -25,13 +25,19 @@ from glowviz.session.core import (
 from glowviz.session.debugger import (
     ATOL,
     RTOL,
+    ULPS,
     ArenaStepper,
     Debugger,
     LLVMStepper,
     SteppingExecutor,
     array_stats,
     compare_arrays,
+    divergence_text,
+    full_precision,
+    parse_slice,
     slice_2d,
+    slice_spec,
+    slice_view,
 )
 from glowviz.session.util import fmt_bytes
 
@@ -39,6 +45,7 @@ __all__ = [
     "ATOL",
     "DEFAULT_MODEL",
     "RTOL",
+    "ULPS",
     "ArenaStepper",
     "CompileSession",
     "Debugger",
@@ -49,7 +56,12 @@ __all__ = [
     "SteppingExecutor",
     "array_stats",
     "compare_arrays",
+    "divergence_text",
     "default_model_path",
     "fmt_bytes",
+    "full_precision",
+    "parse_slice",
     "slice_2d",
+    "slice_spec",
+    "slice_view",
 ]

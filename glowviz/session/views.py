@@ -9,6 +9,7 @@ The IDE's views and the exports both read it (the exports never rebuild what is 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,11 +17,23 @@ from compiler.errors import CompilerError
 from compiler.lir.pipeline import LowLevelResult
 from compiler.memory.report import MemoryReport
 from compiler.scheduling import SCHEDULERS, Schedule, schedule
-from glowviz.diff import GraphDiff, diff_modules, diff_texts
+from glowviz.diff import (
+    GraphDiff,
+    Rewrite,
+    RewriteDiff,
+    TextIndex,
+    diff_modules,
+    diff_texts,
+    group_rewrites,
+    rewrite_diff,
+)
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileOptions, CompileResult
     from glowviz.session.core import SessionError, StageRecord
+
+
+_LOCKS_LOCK = threading.Lock()
 
 
 class SessionViewData:
@@ -33,6 +46,10 @@ class SessionViewData:
     done: bool
     model_path: str
     _view_cache: dict[Any, Any]
+    #: Called (from whichever thread computed it) with (key, value) for each piece of view
+    #: data computed and cached: how the IDE shows progress of a long series (the memory
+    #: timeline plans one stage after another).
+    view_data_listener: Callable[[Any, Any], None] | None = None
     _diff_cache: dict[tuple[int, int], GraphDiff]
 
     def _options(self) -> CompileOptions:  # pragma: no cover - CompileSession's
@@ -44,14 +61,40 @@ class SessionViewData:
 
     def _cached(self, key: Any, fn: Callable[[], Any]) -> Any:
         """View data computed once per compile (the IR snapshots never change); what depends on
-        the compile's result is not kept before the compile is done."""
-        if not self.done and key[0] in ("low_level", "memory_report", "schedules", "instructions"):
+        the compile's result is not kept before the compile is done. Computed once even when
+        several threads ask at the same time (a view's worker and the memory timeline's)."""
+        if not self.done and self._needs_result(key):
             return fn()
         try:
             return self._view_cache[key]
         except KeyError:
-            val = self._view_cache[key] = fn()
-            return val
+            pass
+        with self._key_lock(key):
+            if key not in self._view_cache:
+                self._view_cache[key] = fn()
+                listener = self.view_data_listener
+                if listener is not None:
+                    listener(key, self._view_cache[key])
+            return self._view_cache[key]
+
+    def _needs_result(self, key: Any) -> bool:
+        """Whether the view data `key` reads the compile's result (final plan, final LIR)."""
+        if key[0] == "instructions":
+            return True
+        if key[0] in ("low_level", "memory_report", "schedules", "buffer_info"):
+            return self._is_final(key[1])
+        return False
+
+    def _key_lock(self, key: Any) -> threading.Lock:
+        with _LOCKS_LOCK:
+            locks = self.__dict__.setdefault("_key_locks", {})
+            return locks.setdefault(key, threading.Lock())
+
+    def is_cached(self, what: str, i: int | None = None) -> bool:
+        """Whether view data `what` ("memory_report", "schedules", ...) of stage `i` is ready,
+        so a view can draw it at once instead of asking a worker."""
+        key = (what, i)
+        return key in self._view_cache and (self.done or not self._needs_result(key))
 
     # -- graph view data ----------------------------------------------------------------------
     def graph_nodes(self, i: int) -> list[dict[str, Any]]:
@@ -201,7 +244,11 @@ class SessionViewData:
         return self.low_level_reason or f"no {what} in this compile"
 
     def _is_final(self, i: int | None) -> bool:
-        return i is None or i == len(self.stages) - 1 or self.stages[i].stage == "memory"
+        """Whether stage `i` stands for the compile's own result (its plan, its LIR). While
+        compiling, the last stage so far is not: it is planned from its snapshot."""
+        if i is None or self.stages[i].stage == "memory":
+            return True
+        return self.done and i == len(self.stages) - 1
 
     def low_level(self, i: int | None = None) -> LowLevelResult | None:
         """(schedule, LIR, memory plan) as of stage `i` (None: the end of the compile).
@@ -248,23 +295,98 @@ class SessionViewData:
         )
 
     def schedules(self, i: int | None = None) -> list[Schedule]:
-        """The schedule the compile used as of stage `i` (see `low_level`), then every other
-        scheduler on the same graph (cheap: no IRGen or planning). Empty without a schedule."""
+        """The schedule the compile used as of stage `i`, then every other scheduler on the
+        same graph. A graph stage is scheduled as it is (no IRGen or planning: the order the
+        low-level pipeline would start from); a low-level stage has the compile's schedule.
+        Empty without a graph to schedule."""
         return self._cached(("schedules", i), lambda: self._schedules(i))
 
     def _schedules(self, i: int | None) -> list[Schedule]:
-        low = self.low_level(i)
-        used = low.schedule if low is not None else None
-        if used is None:
+        module = self._graph_module(i)
+        if module is None:
             return []
-        rec = self.stages[i] if i is not None else None
-        if rec is not None and rec.ir_kind == "graph":
-            module = rec.module
-        else:
-            assert self.result is not None  # the schedule of a low-level stage is the compile's
-            module = self.result.module
         fn = module.functions[0]
-        return [used, *(schedule(fn, kind) for kind in SCHEDULERS if kind != used.kind)]
+        kind = self._options().scheduler
+        r = self.result
+        graph_stage = i is not None and self.stages[i].ir_kind == "graph"
+        if not graph_stage and self.done and r is not None and r.schedule is not None:
+            used = r.schedule
+        else:
+            used = schedule(fn, kind)
+        return [used, *(schedule(fn, k) for k in SCHEDULERS if k != used.kind)]
+
+    def _graph_module(self, i: int | None) -> Any:
+        """The graph a stage schedules: its own (a graph stage) or the last graph stage's."""
+        j = len(self.stages) - 1 if i is None else i
+        while j >= 0 and self.stages[j].ir_kind != "graph":
+            j -= 1
+        if j < 0:
+            return self.result.module if self.result is not None else None
+        return self.stages[j].ir
+
+    def program_order(self, i: int) -> Schedule | None:
+        """The live bytes of graph stage `i`'s nodes in program order (the function's node
+        list): the memory curve before any scheduler ran. None for a low-level stage."""
+        return self._cached(("program_order", i), lambda: self._program_order(i))
+
+    def _program_order(self, i: int) -> Schedule | None:
+        rec = self.stages[i]
+        if rec.ir_kind != "graph":
+            return None
+        from compiler.scheduling import live_bytes_timeline
+
+        fn = rec.module.functions[0]
+        order = list(fn.nodes)
+        live = live_bytes_timeline(fn, order)
+        peak = max(live, default=0)
+        return Schedule("program order", order, live, peak, live.index(peak) if live else -1)
+
+    def buffer_info(self, i: int | None, name: str) -> dict[str, Any]:
+        """What the memory card adds to a report buffer of stage `i`: shape and element type
+        (from that stage's LIR), the unpadded bytes and the padding the alignment costs."""
+        return self._cached(("buffer_info", i, name), lambda: self._buffer_info(i, name))
+
+    def _buffer_info(self, i: int | None, name: str) -> dict[str, Any]:
+        low = self.low_level(i)
+        report = self.memory_report(i)
+        b = report.buffer(name) if report is not None else None
+        out: dict[str, Any] = {}
+        if low is None or low.lir is None or b is None:
+            return out
+        try:
+            v = low.lir.get(name)
+        except Exception:  # noqa: BLE001 - a buffer the LIR does not name: no shape to show
+            return out
+        t = getattr(v, "type", None) or getattr(v, "type_", None)
+        if t is not None:
+            out["shape"] = tuple(t.shape)
+            out["dtype"] = str(t).split("<", 1)[0]
+            out["raw_bytes"] = int(t.size_bytes)
+            out["padding"] = max(0, int(b.size) - int(t.size_bytes))
+        return out
+
+    # -- rewrites -----------------------------------------------------------------------------
+    def text_index(self, i: int) -> TextIndex:
+        """Where each value of stage `i`'s IR text is defined and used (for rewrite diffs)."""
+        return self._cached(("text_index", i), lambda: TextIndex(self.stages[i].text))
+
+    def rewrites(self, i: int) -> list[Rewrite]:
+        """The rewrites of stage `i`'s pass, in the order they fired (its provenance journal)."""
+        return self._cached(("rewrites", i), lambda: group_rewrites(self.stages[i].provenance))
+
+    def previous_of_kind(self, i: int) -> int | None:
+        """The stage before `i` with the same IR kind (what stage `i`'s pass started from)."""
+        for j in range(i - 1, -1, -1):
+            if self.stages[j].ir_kind == self.stages[i].ir_kind:
+                return j
+        return None
+
+    def rewrite_diff(self, i: int, k: int) -> RewriteDiff:
+        """The red/green lines of rewrite `k` (a position in `rewrites(i)`) of stage `i`."""
+        rw = self.rewrites(i)[k]
+        j = self.previous_of_kind(i)
+        before = self.text_index(j) if j is not None else TextIndex("")
+        return rewrite_diff(rw, before, self.text_index(i))
 
     # -- memory comparison --------------------------------------------------------------------
     def compare_memory(

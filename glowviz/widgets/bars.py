@@ -37,3 +37,30 @@ def span_bar(
 def colour(k: int, palette: list[str]) -> str:
     """The `k`-th colour of a theme's buffer colours (`ThemeSpec.buffer_colours`), cycled."""
     return palette[k % len(palette)]
+
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(
+    values: list[int] | list[float],
+    width: int,
+    style: str = "",
+    mark: int | None = None,
+    mark_style: str = "",
+) -> Text:
+    """`values` as one line of eighth-height blocks over `width` columns (each column the
+    largest value it covers, so a peak is never averaged away); the column holding index
+    `mark` drawn in `mark_style`."""
+    n = len(values)
+    if n == 0 or width <= 0:
+        return Text("")
+    top = max(values) or 1
+    cols = min(width, n)
+    t = Text(no_wrap=True)
+    for c in range(cols):
+        a, b = c * n // cols, max(c * n // cols + 1, (c + 1) * n // cols)
+        v = max(values[a:b])
+        ch = SPARKS[min(7, int(7 * v / top + 0.5))] if v > 0 else " "
+        t.append(ch, style=mark_style if mark is not None and a <= mark < b else style)
+    return t

@@ -1,12 +1,18 @@
 """Debugger view: the final LIR's instructions with a breakpoint gutter and the current
 position, stepping the LLVM executor (the product's) with the arena interpreter in lock-step as
-the reference. The side pane cycles (`i`) between the values — the just-executed instruction's
-operands, the buffers it wrote highlighted (gdb TUI style), LLVM against the interpreter with
-the largest absolute/relative error — and the selected instruction's LLVM IR and assembly."""
+the reference. Keys follow pudb/gdb: s step, n next, c continue, b breakpoint, p print (watch a
+buffer), d run to the first divergence; `[` / `]` move the stage, as everywhere.
+
+The side pane cycles (`i`) between the values -- the comparison with the reference (within
+rtol/atol plus what the instruction's reduction length allows; the worst element with every
+digit), the watched buffers, the just-executed instruction's operands (the buffers it wrote
+highlighted, gdb TUI style) and a 2-D slice of a buffer (`v`: any two axes, any offsets; `W`:
+centred on the worst element) -- and the selected instruction's LLVM IR and assembly."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
@@ -16,10 +22,24 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
-from textual.widgets import DataTable, Static
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Static
 
 from compiler.lir.instructions import MARKER_KINDS
-from glowviz.session import CompileSession, Debugger, fmt_bytes, slice_2d
+from glowviz.session import (
+    CompileSession,
+    Debugger,
+    divergence_text,
+    fmt_bytes,
+    full_precision,
+    parse_slice,
+    slice_spec,
+    slice_view,
+)
+from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.styles import Styles, styles
+from glowviz.widgets.virtual_table import Column, VirtualTable
 
 #: The side pane's modes, in the order `i` cycles them.
 MODES = ("values", "llvm", "asm")
@@ -29,34 +49,76 @@ LEXERS = {"llvm": "llvm", "asm": "gas"}
 #: Generated code is long (unrolled kernels): show this many lines, say how many are left out.
 MAX_CODE_LINES = 600
 BOOKKEEPING = MARKER_KINDS
+SLICE_ROWS = 8
 
 
-class DebuggerView(Vertical):
+class DebuggerView(StageView):
     BINDINGS = [
         Binding("s", "step", "Step", id="debug.step"),
         Binding("n", "next", "Next", id="debug.next"),
         Binding("c", "cont", "Continue", id="debug.continue"),
         Binding("b", "toggle_breakpoint", "Breakpoint", id="debug.breakpoint"),
-        Binding("d", "divergence", "Run to divergence", id="debug.divergence"),
-        Binding("i", "cycle_mode", "Values/IR/asm", id="debug.code"),
-        Binding("r", "restart", "Restart", id="debug.restart"),
+        Binding("d", "divergence", "To divergence", id="debug.divergence"),
+        Binding("p", "watch", "Print/watch", id="debug.watch"),
+        Binding("i", "cycle_mode", "Values/IR/asm", show=False, id="debug.code"),
+        Binding("v", "pick_slice", "Slice", show=False, id="debug.slice"),
+        Binding("W", "slice_worst", "Slice at worst", show=False, id="debug.worst"),
+        Binding("T", "set_tolerance", "Tolerance", show=False, id="debug.tolerance"),
+        Binding("r", "restart", "Restart", show=False, id="debug.restart"),
+        Binding(
+            "right_square_bracket",
+            "screen.step_stage(1)",
+            "Stage",
+            key_display="]",
+            show=False,
+            id="debug.stage_next",
+        ),
+        Binding(
+            "left_square_bracket",
+            "screen.step_stage(-1)",
+            "Stage",
+            key_display="[",
+            show=False,
+            id="debug.stage_prev",
+        ),
     ]
+
+    class Prompt(Message):
+        """Ask the screen for a line of text; `callback(text)` gets the answer."""
+
+        def __init__(
+            self,
+            view: DebuggerView,
+            title: str,
+            value: str,
+            hint: str,
+            callback: Callable[[str], None],
+        ) -> None:
+            super().__init__()
+            self.view, self.title, self.value, self.hint = view, title, value, hint
+            self.callback = callback
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.session: CompileSession | None = None
         self.dbg: Debugger | None = None
         self.busy = False
         self.mode = "values"
-        self.code_index: tuple[str, int] | None = None  # (mode, instruction) of the code shown
-        self._gutter: dict[int, str] = {}
+        self.code_index: tuple[str, int] | None = None  # the instruction whose code is shown
+        self._marks: dict[int, str] = {}
         self._pending_ops: set[str] = set()
         self._pending_writes: set[str] = set()
+        #: The 2-D slice: which buffer, which axes, the index of the other axes.
+        self.slice_name: str | None = None
+        self.slice_axes: tuple[int, int] | None = None
+        self.slice_index: tuple[int, ...] | None = None
+        self.slice_centre = False
+        self.last_slice: dict[str, Any] | None = None
+        self.last_code: tuple[str, int, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="debug-status")
-        with Horizontal():
-            yield DataTable(id="debug-table", cursor_type="row")
+        with Horizontal(id="debug-body"):
+            yield VirtualTable(id="debug-table")
             with Vertical(id="debug-side"):
                 yield Static("", id="debug-side-title")
                 with ScrollableContainer(id="debug-side-scroll"):
@@ -64,18 +126,25 @@ class DebuggerView(Vertical):
                     yield Static("", id="debug-code")
 
     def on_mount(self) -> None:
-        t = self.query_one("#debug-table", DataTable)
-        t.add_column("", key="gutter", width=2)
-        t.add_column("#", key="k", width=4)
-        t.add_column("instruction", key="text")
         self.query_one("#debug-code").display = False
+
+    def reset(self) -> None:
+        super().reset()
+        self.dbg, self._marks = None, {}
+        self.slice_name = self.slice_axes = self.slice_index = None
+        self.query_one(VirtualTable).clear()
+        self.query_one("#debug-status", Static).update("")
+        self.query_one("#debug-operands", Static).update("")
+
+    def focus_target(self) -> Widget | None:
+        return self.query_one(VirtualTable)
 
     def show(self, session: CompileSession, index: int | None = None) -> None:
         if session is self.session and self.dbg is not None:
             return
         self.session, self.dbg = session, None
-        self.query_one("#debug-table", DataTable).clear()
-        self._gutter = {}
+        self.query_one(VirtualTable).clear()
+        self._marks = {}
         if session.debugger is not None:
             self._attach_debugger(session, session.debugger)
             return
@@ -91,7 +160,7 @@ class DebuggerView(Vertical):
         except Exception as e:  # noqa: BLE001 - shown, not fatal
             msg = f"debugger failed: {type(e).__name__}: {e}"
             self.app.call_from_thread(
-                self.query_one("#debug-status", Static).update, Text(msg, style="bold red")
+                self.query_one("#debug-status", Static).update, Text(msg, style="bold")
             )
             return
         self.app.call_from_thread(self._attach_debugger, session, dbg)
@@ -103,74 +172,93 @@ class DebuggerView(Vertical):
         dbg.op_breakpoints |= self._pending_ops
         dbg.write_breakpoints |= self._pending_writes
         self._pending_ops, self._pending_writes = set(), set()
-        t = self.query_one("#debug-table", DataTable)
-        t.clear()
-        self._gutter = {}
-        for ins in dbg.instrs:
-            t.add_row(
-                "  ",
-                Text(str(ins["index"]), style="dim"),
-                Text(ins["text"], no_wrap=True),
-                key=str(ins["index"]),
-            )
+        t = self.query_one(VirtualTable)
+        t.set_columns(
+            [Column("", width=2), Column("#", justify="right"), Column("instruction", cap=400)]
+        )
+        self._marks = {}
+        rows = [["  ", Text(str(ins["index"]), style="dim"), ins["text"]] for ins in dbg.instrs]
+        t.set_rows(rows, keys=[str(ins["index"]) for ins in dbg.instrs])
         self.refresh_state()
 
+    def goto_instruction(self, k: int) -> None:
+        t = self.query_one(VirtualTable)
+        t.move_cursor(k)
+        t.focus()
+
     # -- rendering ----------------------------------------------------------------------------
-    def _gutter_mark(self, k: int) -> Text:
+    def _gutter_mark(self, k: int, st: Styles) -> Text:
         dbg = self.dbg
         assert dbg is not None
         bp = k in dbg.breakpoints
-        first = Text("●", style="bold red") if bp else Text(" ")
+        first = Text("●", style=st.bold("removed")) if bp else Text(" ")
         if k == dbg.pc and not dbg.finished:
-            second = Text("▶", style="bold green")
+            second = Text("▶", style=st.bold("added"))
         elif k == dbg.last_index:
             cmp = dbg.comparison
             if cmp and any(not r.get("ok", True) for r in cmp):
-                second = Text("✗", style="bold red")
+                second = Text("✗", style=st.bold("removed"))
             elif cmp:
-                second = Text("✓", style="green")
+                second = Text("✓", style=st.added)
             else:
                 second = Text("·", style="bold")
         else:
             second = Text(" ")
         return first + second
 
+    @property
+    def _gutter(self) -> dict[int, str]:
+        """The gutter marks drawn (instruction -> its two characters); blank rows left out."""
+        return dict(self._marks)
+
     def refresh_state(self) -> None:
         dbg = self.dbg
         status = self.query_one("#debug-status", Static)
         if dbg is None:
             return
+        st = styles(self.app)
         if not dbg.available:
-            status.update(Text(f"not available: {dbg.reason_unavailable}", style="bold yellow"))
+            status.update(Text(f"not available: {dbg.reason_unavailable}", style=st.bold("warn")))
             return
-        t = self.query_one("#debug-table", DataTable)
-        for k in range(len(dbg.instrs)):
-            g = self._gutter_mark(k)
-            if self._gutter.get(k) != g.markup:
-                self._gutter[k] = g.markup
-                t.update_cell(str(k), "gutter", g)
+        t = self.query_one(VirtualTable)
+        # Only the rows whose mark changes are touched (pc, last step, breakpoints).
+        wanted = set(dbg.breakpoints) | {dbg.pc}
+        if dbg.last_index is not None:
+            wanted.add(dbg.last_index)
+        for k in sorted(wanted | set(self._marks)):
+            if not 0 <= k < len(dbg.instrs):
+                continue
+            g = self._gutter_mark(k, st)
+            if self._marks.get(k, "  ") != g.plain or k in wanted:
+                if g.plain.strip():
+                    self._marks[k] = g.plain
+                else:
+                    self._marks.pop(k, None)
+                row = t.rows[k]
+                t.update_row(k, [g, row[1], row[2]])
         if dbg.instrs:
-            t.move_cursor(row=min(dbg.pc, len(dbg.instrs) - 1))
-        status.update(self._status())
+            t.move_cursor(min(dbg.pc, len(dbg.instrs) - 1))
+        status.update(self._status(st))
         self._refresh_side()
 
-    def _status(self) -> Text:
+    def _status(self, st: Styles) -> Text:
         dbg = self.dbg
         assert dbg is not None
         out = Text.assemble(("debugger ", "bold"))
         if dbg.fallback_error:
             out.append(
                 f"[{dbg.executor_name} — FALLBACK, LLVM codegen failed: {dbg.fallback_error}]",
-                style="bold yellow",
+                style=st.bold("warn"),
             )
         else:
-            out.append(f"[{dbg.executor_name}]", style="bold green")
+            out.append(f"[{dbg.executor_name}]", style=st.bold("added"))
         if dbg.reference is not None:
             out.append(f" vs {dbg.reference.name} in lock-step", style="dim")
+        out.append(" │ final program", style="dim")
         out.append("  ")
         out.append("finished" if dbg.finished else f"pc {dbg.pc}/{len(dbg.instrs)}", "bold")
-        reason_style = "bold red" if dbg.divergence or "error" in dbg.stop_reason else ""
-        out.append(f"  {dbg.stop_reason}", style=reason_style)
+        reason_style = st.bold("removed") if dbg.divergence or "error" in dbg.stop_reason else ""
+        out.append(f"\n{dbg.stop_reason}", style=reason_style)
         extra = []
         if dbg.breakpoints:
             extra.append(f"at {sorted(dbg.breakpoints)}")
@@ -179,12 +267,7 @@ class DebuggerView(Vertical):
         if dbg.write_breakpoints:
             extra.append("on writes: " + ", ".join(sorted(dbg.write_breakpoints)))
         if extra:
-            out.append("\nbreakpoints " + "; ".join(extra), style="red")
-        out.append(
-            "\ns/n step  c continue  b breakpoint  d run to divergence  "
-            "i values/LLVM IR/asm  r restart",
-            style="dim",
-        )
+            out.append("\nbreakpoints " + "; ".join(extra), style=st.removed)
         return out
 
     def _refresh_side(self) -> None:
@@ -203,12 +286,12 @@ class DebuggerView(Vertical):
             self._show_code(self._selected())
 
     def _selected(self) -> int:
-        t = self.query_one("#debug-table", DataTable)
-        return max(0, t.cursor_row)
+        return max(0, self.query_one(VirtualTable).cursor_row)
 
     def _values(self) -> RenderableType:
         dbg = self.dbg
         assert dbg is not None
+        st = styles(self.app)
         if not dbg.instrs:
             return Text("no instructions", style="dim")
         parts: list[RenderableType] = []
@@ -226,51 +309,31 @@ class DebuggerView(Vertical):
             parts.append(head)
             written = dbg.written_buffers()
             if written:
-                parts.append(
-                    Text.assemble(
-                        ("wrote ", "dim"), *[(f" {n} ", "bold reverse yellow") for n in written]
-                    )
-                )
+                wrote = Text("wrote ", style="dim")
+                for n in written:
+                    wrote.append(f" {n} ", style=f"bold reverse {st.changed}")
+                    wrote.append(" ")
+                parts.append(wrote)
             parts.append(self._comparison())
+        if dbg.watches:
+            parts.append(self._watches(st))
         rows = dbg.operands(k)
         txt = Text()
         for r in rows:
-            was_written = r["name"] in dbg.last_written and k == dbg.last_index
+            just_written = r["name"] in dbg.last_written and k == dbg.last_index
             txt.append(f"@{r['mode']:<5} ", style="dim")
-            txt.append(r["name"], style="bold reverse yellow" if was_written else "bold")
-            if was_written:
-                txt.append(" ◀ written", style="yellow")
+            txt.append(r["name"], style=f"bold reverse {st.changed}" if just_written else "bold")
+            if just_written:
+                txt.append(" ◀ written", style=st.changed)
             off = "-" if r.get("offset") is None else str(r["offset"])
             txt.append(f"  offset {off}  {r.get('shape', '-')} {r.get('dtype', '')}\n")
-            if "min" in r:
-                txt.append(
-                    f"        min {_f(r['min'])}  max {_f(r['max'])}  mean {_f(r['mean'])}  "
-                )
-            if "nan" in r:
-                txt.append(
-                    f"nan {r['nan']} inf {r['inf']}",
-                    style="bold red" if r["nan"] or r["inf"] else "dim",
-                )
-            if "min" in r or "nan" in r:
+            stats = stats_text(r, st)
+            if stats.plain:
+                txt.append("        ")
+                txt.append_text(stats)
                 txt.append("\n")
         parts.append(txt)
-        arr_row = next((r for r in rows if "array" in r and "out" in r["mode"]), None) or next(
-            (r for r in rows if "array" in r), None
-        )
-        if arr_row is not None:
-            width = self.query_one("#debug-side-scroll").size.width or 60
-            vals = slice_2d(arr_row["array"], max_cols=max(2, min(8, (width - 2) // 8)))
-            s = Table(
-                title=f"{arr_row['name']} [0, …, :8, :{len(vals[0]) if vals else 0}]",
-                title_justify="left",
-                show_header=False,
-                box=None,
-            )
-            for _ in range(len(vals[0]) if vals and vals[0] else 0):
-                s.add_column(justify="right", no_wrap=True)
-            for line in vals:
-                s.add_row(*[_f(v) for v in line])
-            parts.append(s)
+        parts.append(self._slice_table(rows, st))
         errs = [r for r in rows if "error" in r]
         if errs:
             parts.append(Text("; ".join(f"{r['name']}: {r['error']}" for r in errs), style="dim"))
@@ -281,15 +344,33 @@ class DebuggerView(Vertical):
             parts.append(
                 Text.assemble(
                     ("next ", "dim"),
-                    (f"#{dbg.pc} ", "bold green"),
+                    (f"#{dbg.pc} ", st.bold("added")),
                     Text(nxt["text"][:200], style=""),
                 )
             )
         return Group(*parts)
 
+    def _watches(self, st: Styles) -> Text:
+        dbg = self.dbg
+        assert dbg is not None
+        t = Text("watch", style="bold")
+        t.append("  (p: add)\n", style="dim")
+        for w in dbg.watch_rows():
+            t.append(f"  {w['name']}", style="bold")
+            if w.get("live") is False:
+                t.append(" (not live)", style="dim")
+            if "error" in w:
+                t.append(f"  {w['error']}\n", style="dim")
+                continue
+            t.append("  ")
+            t.append_text(stats_text(w, st))
+            t.append("\n")
+        return t
+
     def _comparison(self) -> Text:
         dbg = self.dbg
         assert dbg is not None
+        st = styles(self.app)
         ref = dbg.reference.name if dbg.reference is not None else None
         if ref is None:
             why = "no reference executor" + (
@@ -303,37 +384,89 @@ class DebuggerView(Vertical):
             )
         if not cmp:
             return Text(f"{dbg.executor_name} vs {ref}: wrote nothing", style="dim")
-        out = Text(
-            f"{dbg.executor_name} vs {ref}  (rtol {dbg.rtol:g}, atol {dbg.atol:g})\n", style="bold"
-        )
+        out = Text(f"{dbg.executor_name} vs {ref}", style="bold")
+        out.append(f"  ({dbg.tolerance_text()}; T: change)\n", style="dim")
         for r in cmp:
             ok = r.get("ok", True)
-            out.append("  ✓ " if ok else "  ✗ ", style="green" if ok else "bold red")
+            out.append("  ✓ " if ok else "  ✗ ", style=st.added if ok else st.bold("removed"))
             out.append(f"%{r['name']}", style="bold")
             if "error" in r:
                 out.append(f"  {r['error']}\n", style="dim")
                 continue
             out.append(
-                f"  max abs err {r['abs']:.3g}  max rel err {r['rel']:.3g}",
-                style="" if ok else "bold red",
+                f"  max abs err {r['abs']:.3g} │ max rel err {r['rel']:.3g}",
+                style="" if ok else st.bold("removed"),
             )
             if not ok:
-                out.append(
-                    f"\n    {r.get('n_bad', '?')}/{r.get('size', '?')} elements off; "
-                    f"worst at {r.get('worst_index')}: {dbg.executor_name} "
-                    f"{_f(r.get('got'))}, {ref} {_f(r.get('want'))}",
-                    style="red",
-                )
-                if r.get("why"):
-                    out.append(f" ({r['why']})", style="red")
+                out.append("\n    " + divergence_text(r, dbg.executor_name, ref), style=st.removed)
+            elif r.get("allowance"):
+                out.append("\n    within the accumulation allowance", style="dim")
+            if r.get("allowance"):
+                out.append(f"\n    allowance: {r['allowance']}", style="dim")
             rs = r.get("ref_stats", {})
             if "min" in rs:
                 out.append(
-                    f"\n    {ref}: min {_f(rs['min'])} max {_f(rs['max'])} mean {_f(rs['mean'])}",
+                    f"\n    {ref}: min {_f(rs['min'])} │ max {_f(rs['max'])} │ "
+                    f"mean {_f(rs['mean'])}",
                     style="dim",
                 )
             out.append("\n")
         return out
+
+    def _slice_table(self, rows: list[dict], st: Styles) -> RenderableType:
+        """The 2-D slice of the chosen buffer (default: what the instruction wrote), the worst
+        element of a failed comparison highlighted."""
+        dbg = self.dbg
+        assert dbg is not None
+        arrays = {r["name"]: r["array"] for r in rows if "array" in r}
+        name = self.slice_name if self.slice_name in arrays else None
+        if name is None:
+            name = next((r["name"] for r in rows if "array" in r and "out" in r["mode"]), None)
+            name = name or next(iter(arrays), None)
+        if name is None:
+            self.last_slice = None
+            return Text("")
+        arr = arrays[name]
+        width = self.query_one("#debug-side-scroll").size.width or 60
+        cols = max(2, min(8, (width - 8) // 10))
+        worst = self._worst(name)
+        index = self.slice_index if self.slice_name == name else None
+        axes = self.slice_axes if self.slice_name == name else None
+        centre = self.slice_centre and self.slice_name == name
+        if index is None and worst is not None:
+            index, centre = worst, True
+        view = slice_view(arr, axes, index, SLICE_ROWS, cols, centre=centre)
+        self.last_slice = {"name": name, **view}
+        ra, ca = view["axes"]
+        spec = slice_spec(view["axes"], tuple(view["index"]))
+        tbl = Table(
+            title=f"{name} {spec}  rows: axis {ra}, cols: axis {ca}   v: pick  W: worst",
+            title_justify="left",
+            title_style="bold",
+            show_header=True,
+            header_style="dim",
+            box=None,
+            pad_edge=False,
+        )
+        tbl.add_column("", style="dim", justify="right", no_wrap=True)
+        for c in view["cols"]:
+            tbl.add_column(str(c), justify="right", no_wrap=True)
+        for i, r in zip(view["rows"], view["values"], strict=True):
+            cells = []
+            for c, v in zip(view["cols"], r, strict=True):
+                at = list(view["index"])
+                at[ra], at[ca] = i, c
+                hot = worst is not None and tuple(at[: len(worst)]) == tuple(worst)
+                cells.append(Text(_f(v), style=f"bold reverse {st.removed}" if hot else ""))
+            tbl.add_row(str(i), *cells)
+        return tbl
+
+    def _worst(self, name: str) -> tuple[int, ...] | None:
+        dbg = self.dbg
+        for r in (dbg.comparison or []) if dbg is not None else []:
+            if r["name"] == name and "worst_index" in r and not r.get("ok", True):
+                return tuple(r["worst_index"])
+        return None
 
     # -- generated code -----------------------------------------------------------------------
     def _show_code(self, k: int) -> None:
@@ -392,8 +525,8 @@ class DebuggerView(Vertical):
         self.last_code = (mode, k, shown)
         return Group(*parts)
 
-    @on(DataTable.RowHighlighted, "#debug-table")
-    def _row(self, event: DataTable.RowHighlighted) -> None:
+    @on(VirtualTable.RowHighlighted, "#debug-table")
+    def _row(self, event: VirtualTable.RowHighlighted) -> None:
         event.stop()
         if self.mode != "values" and self.dbg is not None:
             self._show_code(event.cursor_row)
@@ -424,7 +557,7 @@ class DebuggerView(Vertical):
                 and last is not None
                 and dbg.instrs[last]["kind"] not in BOOKKEEPING
             ):
-                self.query_one("#debug-table", DataTable).move_cursor(row=last)
+                self.query_one(VirtualTable).move_cursor(last)
         if self.dbg is not None and self.dbg.available:
             self._refresh_side()
 
@@ -467,6 +600,7 @@ class DebuggerView(Vertical):
             self.notify("no reference executor to compare with", severity="warning")
             return
         self.busy = True
+        self.slice_name = self.slice_axes = self.slice_index = None
         self.query_one("#debug-status", Static).update(
             Text("running to the first divergence…", style="bold")
         )
@@ -498,7 +632,7 @@ class DebuggerView(Vertical):
     def action_toggle_breakpoint(self) -> None:
         if self.dbg is None or not self.dbg.instrs:
             return
-        k = self.query_one("#debug-table", DataTable).cursor_row
+        k = self.query_one(VirtualTable).cursor_row
         on = self.dbg.toggle_breakpoint(k)
         self.notify(f"breakpoint {'set' if on else 'cleared'} at #{k}")
         self.refresh_state()
@@ -517,10 +651,168 @@ class DebuggerView(Vertical):
         self.refresh_state()
         return buffer in target
 
+    # -- prompts: watch, slice, tolerance ----------------------------------------------------
+    def _prompt(self, title: str, value: str, hint: str, cb: Callable[[str], None]) -> None:
+        self.post_message(self.Prompt(self, title, value, hint, cb))
 
-def _f(v) -> str:
+    def action_watch(self) -> None:
+        """gdb's print/display: watch a buffer's min/max/mean/NaN after every step."""
+        if self.dbg is None:
+            return
+        self._prompt(
+            "Watch a buffer (min/max/mean/NaN after every step)",
+            self.slice_name or "",
+            "a buffer or operand name, e.g. conv_0_res; an empty line clears the watches",
+            self.add_watch,
+        )
+
+    def add_watch(self, name: str) -> None:
+        if self.dbg is None:
+            return
+        if not name.strip():
+            self.dbg.watches.clear()
+            self.notify("watches cleared")
+        else:
+            try:
+                added = self.dbg.add_watch(name)
+                self.notify(f"watching {added}")
+            except KeyError:
+                self.notify(f"no buffer named {name.strip()}", severity="warning")
+        self.refresh_state()
+
+    def action_pick_slice(self) -> None:
+        s = self.last_slice
+        if s is None:
+            self.notify("no buffer to slice yet: step first", severity="warning")
+            return
+        current = f"{s['name']} {slice_spec(s['axes'], tuple(s['index']))}"
+        self._prompt(
+            "2-D slice: buffer [index per axis; ':' marks the row and column axes]",
+            current,
+            "e.g. conv_0_res [0, :, 5, 10:] - rows over axis 1, columns from 10 over axis 3",
+            self.set_slice,
+        )
+
+    def set_slice(self, text: str) -> None:
+        s = self.last_slice
+        parts = text.strip().split(None, 1)
+        if not parts or s is None:
+            return
+        name = parts[0].lstrip("%") if not parts[0].startswith("[") else s["name"]
+        spec = parts[-1] if len(parts) == 2 or parts[0].startswith("[") else None
+        self.slice_name = name
+        if spec is not None:
+            shape = s["shape"] if name == s["name"] else self._shape_of(name)
+            try:
+                axes, index = parse_slice(spec, tuple(shape))
+            except ValueError as e:
+                self.notify(f"bad slice: {e}", severity="warning")
+                return
+            self.slice_axes, self.slice_index, self.slice_centre = axes, index, False
+        else:
+            self.slice_axes = self.slice_index = None
+        self.refresh_state()
+
+    def _shape_of(self, name: str) -> tuple[int, ...]:
+        try:
+            return tuple(self.dbg.executor.read(name).shape)  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001
+            return ()
+
+    def action_slice_worst(self) -> None:
+        """Move the slice to the worst element of the last failed comparison."""
+        dbg = self.dbg
+        bad = [r for r in (dbg.comparison or []) if not r.get("ok", True)] if dbg else []
+        if not bad:
+            self.notify("no failed comparison at this step", severity="information")
+            return
+        r = bad[0]
+        self.slice_name, self.slice_axes = r["name"], None
+        self.slice_index, self.slice_centre = tuple(r["worst_index"]), True
+        self.refresh_state()
+
+    def action_set_tolerance(self) -> None:
+        dbg = self.dbg
+        if dbg is None:
+            return
+        self._prompt(
+            "Tolerance of the comparison",
+            f"rtol={dbg.rtol:g} atol={dbg.atol:g} ulps={dbg.ulps:g}",
+            "|diff| <= atol + rtol*|ref| + ulps * eps * sqrt(K) * sum|terms| (K: the reduction "
+            "length); 'accumulated' compares without re-syncing the reference",
+            self.set_tolerance,
+        )
+
+    def set_tolerance(self, text: str) -> None:
+        dbg = self.dbg
+        if dbg is None:
+            return
+        try:
+            values = parse_tolerance(text)
+        except ValueError as e:
+            self.notify(f"bad tolerance: {e}", severity="warning")
+            return
+        resync = values.pop("resync", None)
+        dbg.set_tolerance(**values)
+        if resync is not None:
+            dbg.resync = bool(resync)
+        self.notify(f"tolerance: {dbg.tolerance_text()}")
+        self.refresh_state()
+
+    def toggle_resync(self) -> None:
+        if self.dbg is not None:
+            self.dbg.resync = not self.dbg.resync
+            self.notify(f"comparison: {self.dbg.tolerance_text()}")
+            self.refresh_state()
+
+
+def parse_tolerance(text: str) -> dict[str, Any]:
+    """`rtol=1e-4 atol=1e-5 ulps=8` (any of them; `accumulated` / `per-instruction` switch the
+    re-sync) -> keyword arguments."""
+    out: dict[str, Any] = {}
+    for tok in text.replace(",", " ").split():
+        low = tok.lower()
+        if low in ("accumulated", "drift"):
+            out["resync"] = False
+            continue
+        if low in ("per-instruction", "resync", "local"):
+            out["resync"] = True
+            continue
+        if "=" not in tok:
+            raise ValueError(f"'{tok}' is not name=value")
+        k, v = tok.split("=", 1)
+        k = k.strip().lower()
+        if k not in ("rtol", "atol", "ulps"):
+            raise ValueError(f"unknown setting '{k}' (rtol, atol, ulps)")
+        try:
+            x = float(v)
+        except ValueError:
+            raise ValueError(f"'{v}' is not a number") from None
+        if x < 0:
+            raise ValueError(f"{k} must not be negative")
+        out[k] = x
+    return out
+
+
+def stats_text(r: dict[str, Any], st: Styles) -> Text:
+    """min │ max │ mean │ nan │ inf of an operand or watch, clearly separated."""
+    t = Text()
+    if "min" in r:
+        t.append(f"min {_f(r['min'])} │ max {_f(r['max'])} │ mean {_f(r['mean'])}")
+    if "nan" in r:
+        if t.plain:
+            t.append(" │ ")
+        bad = r["nan"] or r["inf"]
+        t.append(f"nan {r['nan']} │ inf {r['inf']}", style=st.bold("removed") if bad else "dim")
+    return t
+
+
+def _f(v: Any) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.3g}"
+        return f"{v:.4g}"
     return str(v)
+
+
+__all__ = ["DebuggerView", "full_precision", "parse_tolerance", "stats_text"]

@@ -1,23 +1,46 @@
-"""Diff view: what the selected pass changed (nodes added/removed/changed, provenance lines),
-and the IR text side by side with the changes marked (context only, or the whole text)."""
+"""Diff view: what the selected pass changed, rewrite by rewrite (tinygrad VIZ's model).
+
+First the provenance summary (the rules that fired and how often, the nodes added, removed and
+changed); then the current rewrite of the pass -- its rule, the nodes it consumed and produced,
+and a red/green diff of just the lines it touched -- moved with left/right (up/down move
+between passes); then the IR text side by side with the changes marked, inside a line too
+(an attribute `activation = "relu"` shows which word changed), scrolled with the keyboard
+(page up/down, j/k, home/end; shift+left/right shifts long lines; Tab enters the table)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
 
-from glowviz.diff import GraphDiff
+from glowviz.diff import GraphDiff, Rewrite, SideBySideRow, inline_changes
 from glowviz.session import CompileSession
+from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.styles import Styles, styles
+from glowviz.widgets.virtual_table import Column, VirtualTable
 
 CONTEXT = 3
-TAG_STYLE = {"delete": "red", "insert": "green", "replace": "yellow"}
+#: How many lines of one rewrite's red/green diff are shown (the rest are counted).
+REWRITE_LINES = 12
 
 
-class DiffView(Vertical):
+class RewriteStrip(Static, can_focus=True):
+    """The current rewrite (focusable: the Diff view's keys act while it has the focus)."""
+
+
+class DiffView(StageView):
     BINDINGS = [
+        Binding("left", "rewrite(-1)", "Prev rewrite", key_display="←", id="diff.prev_rewrite"),
+        Binding("right", "rewrite(1)", "Next rewrite", key_display="→", id="diff.next_rewrite"),
+        Binding("up", "screen.step_stage(-1)", "Prev pass", show=False, id="diff.prev_pass"),
+        Binding("down", "screen.step_stage(1)", "Next pass", show=False, id="diff.next_pass"),
+        Binding("pagedown,j", "scroll_ir(1)", "Scroll IR", show=False, id="diff.scroll_down"),
+        Binding("pageup,k", "scroll_ir(-1)", "Scroll IR up", show=False, id="diff.scroll_up"),
+        Binding("shift+right", "shift_ir(16)", "Shift right", show=False, id="diff.shift_r"),
+        Binding("shift+left", "shift_ir(-16)", "Shift left", show=False, id="diff.shift_l"),
         Binding("f", "toggle_full", "Full/context", id="diff.full"),
         Binding("a", "pin_base", "Pin base", id="diff.pin"),
     ]
@@ -26,87 +49,154 @@ class DiffView(Vertical):
         super().__init__(**kw)
         self.full = False
         self.base: int | None = None  # a pinned stage to diff against; None: the previous one
-        self.session: CompileSession | None = None
-        self.index: int | None = None
         self.current: GraphDiff | None = None
         self.pair: tuple[int, int] | None = None
+        self.rewrites: list[Rewrite] = []
+        self.rewrite = 0  # position in `rewrites`
+        self.shift = 0  # columns the side-by-side text is shifted left
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="diff-summary-scroll"):
             yield Static("", id="diff-summary")
-        yield DataTable(id="diff-table", cursor_type="row", show_header=True)
+        yield RewriteStrip("", id="diff-rewrite")
+        yield VirtualTable(id="diff-table")
 
-    def on_mount(self) -> None:
-        self._columns()
+    def reset(self) -> None:
+        super().reset()
+        self.current, self.pair, self.rewrites, self.rewrite = None, None, [], 0
+        self.query_one("#diff-summary", Static).update("")
+        self.query_one("#diff-rewrite", Static).update("")
+        self.query_one(VirtualTable).clear()
 
-    def _columns(self) -> None:
-        t = self.query_one("#diff-table", DataTable)
-        t.clear(columns=True)
-        half = max(30, (self.size.width - 14) // 2) if self.size.width else 60
-        t.add_column("#", key="ln", width=4)
-        t.add_column("before", key="left", width=half)
-        t.add_column("#", key="rn", width=4)
-        t.add_column("after", key="right", width=half)
+    def focus_target(self) -> Widget | None:
+        return self.query_one(RewriteStrip)
 
+    # -- data ---------------------------------------------------------------------------------
     def show(self, session: CompileSession, index: int) -> None:
+        moved = (session, index) != (self.session, self.index)
         self.session, self.index = session, index
         summary = self.query_one("#diff-summary", Static)
         rec = session.stages[index]
         base = self.base if self.base is not None and self.base != index else None
         if base is None:
-            d = session.diff_prev(index)
-            prev = next(
-                (j for j in range(index - 1, -1, -1) if session.stages[j].ir_kind == rec.ir_kind),
-                None,
-            )
+            prev = session.previous_of_kind(index)
+            d = session.diff(prev, index) if prev is not None else None
         else:
             d, prev = session.diff(base, index), base
-        self._columns()
+        if moved:
+            self.rewrite, self.shift = 0, 0
+        self.rewrites = session.rewrites(index)
         if d is None or prev is None:
             self.current, self.pair = None, None
             summary.update(
-                Text(
-                    f"{rec.label}: the first {rec.ir_kind} stage, nothing before it "
-                    "to compare with",
+                self.stage_label(session, index)
+                + Text(
+                    f": the first {rec.ir_kind} stage, nothing before it to compare with",
                     style="dim",
                 )
             )
+            self.query_one(VirtualTable).clear()
+            self._show_rewrite()
             return
         self.current, self.pair = d, (prev, index)
         summary.update(self._summary(session, prev, index, d))
         self._fill(d)
+        self._show_rewrite()
 
     def _summary(self, session: CompileSession, a: int, b: int, d: GraphDiff) -> Text:
+        st = styles(self.app)
         ra, rb = session.stages[a], session.stages[b]
-        t = Text()
-        t.append(f"{ra.label}", style="bold")
-        t.append("  →  ")
-        t.append(f"{rb.label}", style="bold")
+        t = self.stage_label(session, b)
+        t.append(f"  against {a} {ra.label}", style="dim")
         if self.base is not None:
             t.append("  (pinned base; a: unpin)", style="dim")
         t.append("\n")
-        if ra.ir_kind == rb.ir_kind == "graph":
-            t.append(d.summary() + "\n", style="bold" if not d.empty else "dim")
-            for n in d.added:
-                t.append(f"  + {n.name} ({n.op}) : {', '.join(n.types)}\n", style="green")
-            for n in d.removed:
-                t.append(f"  - {n.name} ({n.op})\n", style="red")
-            for c in d.changed:
-                t.append(f"  ~ {c.describe()}\n", style="yellow")
-            if d.provenance:
-                t.append("provenance:\n", style="bold")
-                for line in d.provenance:
-                    t.append(f"  {line}\n", style="cyan")
-            elif not d.empty:
-                t.append("(no provenance recorded by these passes)\n", style="dim")
+        # The provenance summary first: which rules fired, how often.
+        rules: dict[str, int] = {}
+        for rw in self.rewrites:
+            rules[rw.rule or "(outside a rewrite)"] = (
+                rules.get(rw.rule or "(outside a rewrite)", 0) + 1
+            )
+        if rules:
+            t.append(f"{len(self.rewrites)} rewrite{'s' if len(self.rewrites) != 1 else ''}: ")
+            t.append(
+                ", ".join(f"{r} ×{n}" for r, n in sorted(rules.items(), key=lambda x: -x[1])),
+                style=st.info,
+            )
+            t.append("\n")
+        elif rb.changed:
+            t.append("no provenance recorded by this pass\n", style="dim")
         else:
-            changed = sum(1 for r in d.side_by_side if r.tag != "equal")
-            t.append(f"{changed} changed lines (text diff)\n")
-        t.rstrip()
+            t.append(f"{rb.pass_name} changed nothing\n", style="dim")
+        if ra.ir_kind == rb.ir_kind == "graph":
+            t.append(d.summary(), style="bold" if not d.empty else "dim")
+            changed = [c.name for c in d.changed]
+            if changed:
+                t.append("  changed: ", style="dim")
+                t.append(", ".join(changed[:6]) + (" …" if len(changed) > 6 else ""))
+        else:
+            n = sum(1 for r in d.side_by_side if r.tag != "equal")
+            t.append(f"{n} changed lines of {rb.ir_kind} text")
         return t
 
+    # -- one rewrite --------------------------------------------------------------------------
+    def _show_rewrite(self) -> None:
+        strip = self.query_one(RewriteStrip)
+        session, index = self.session, self.index
+        if session is None or index is None:
+            strip.update("")
+            return
+        st = styles(self.app)
+        if not self.rewrites:
+            strip.update(
+                Text("no rewrites in this pass", style="dim") + Text("   ↑/↓ passes", style="dim")
+            )
+            return
+        self.rewrite = max(0, min(len(self.rewrites) - 1, self.rewrite))
+        rw = self.rewrites[self.rewrite]
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(f"rewrite {self.rewrite + 1}/{len(self.rewrites)} ", style="bold")
+        t.append(rw.rule or "(outside a rewrite)", style=st.bold("info"))
+        t.append("   ←/→ rewrites  ↑/↓ passes", style="dim")
+        t.append("\n")
+        cons, prod = rw.consumed, rw.produced
+        if cons:
+            t.append("consumed ", style="dim")
+            t.append(", ".join(cons[:6]) + (" …" if len(cons) > 6 else ""), style=st.removed)
+            t.append("  ")
+        if prod:
+            t.append("produced ", style="dim")
+            t.append(", ".join(prod[:6]) + (" …" if len(prod) > 6 else ""), style=st.added)
+        if rw.moved:
+            t.append("moved ", style="dim")
+            t.append(", ".join(rw.moved[:6]), style=st.changed)
+        rd = session.rewrite_diff(index, self.rewrite)
+        lines = rd.lines
+        for k, (tag, no, text) in enumerate(lines[:REWRITE_LINES]):
+            t.append("\n")
+            pair = _partner(lines, k)
+            t.append_text(_diff_line(tag, no, text, pair, st))
+        if len(lines) > REWRITE_LINES:
+            t.append(f"\n… {len(lines) - REWRITE_LINES} more lines", style="dim")
+        for note in rd.notes:
+            t.append(f"\n{note}", style="dim italic")
+        strip.update(t)
+
+    def action_rewrite_next(self) -> None:
+        self.action_rewrite(1)
+
+    def action_rewrite_prev(self) -> None:
+        self.action_rewrite(-1)
+
+    def action_rewrite(self, delta: int) -> None:
+        if self.rewrites:
+            self.rewrite = max(0, min(len(self.rewrites) - 1, self.rewrite + delta))
+            self._show_rewrite()
+
+    # -- the side-by-side text ----------------------------------------------------------------
     def _fill(self, d: GraphDiff) -> None:
-        t = self.query_one("#diff-table", DataTable)
+        t = self.query_one(VirtualTable)
+        st = styles(self.app)
         rows = d.side_by_side
         keep = set(range(len(rows)))
         if not self.full:
@@ -114,34 +204,42 @@ class DiffView(Vertical):
             for k, r in enumerate(rows):
                 if r.tag != "equal":
                     keep.update(range(max(0, k - CONTEXT), min(len(rows), k + CONTEXT + 1)))
+        half = max(20, ((self.size.width or 120) - 16) // 2)
+        t.set_columns(
+            [
+                Column("#", cap=5, justify="right"),
+                Column("before", width=half),
+                Column("#", cap=5, justify="right"),
+                Column("after", width=half),
+            ]
+        )
+        out: list[list] = []
         last = -1
         for k, r in enumerate(rows):
             if k not in keep:
                 continue
             if last >= 0 and k != last + 1:
-                t.add_row(
-                    Text("…", style="dim"),
-                    Text("⋯", style="dim"),
-                    Text("…", style="dim"),
-                    Text("⋯", style="dim"),
-                )
+                gap = Text("⋯", style="dim")
+                out.append([Text("…", style="dim"), gap, Text("…", style="dim"), gap])
             last = k
-            st = TAG_STYLE.get(r.tag, "")
-            lst = "red" if r.tag in ("delete", "replace") else ""
-            rst = "green" if r.tag in ("insert", "replace") else ""
-            t.add_row(
-                Text(str(r.left_no or ""), style="dim"),
-                Text(r.left, style=lst or ("" if st else "dim"), no_wrap=True),
-                Text(str(r.right_no or ""), style="dim"),
-                Text(r.right, style=rst or ("" if st else "dim"), no_wrap=True),
-            )
-        if not rows or (not keep and not self.full):
-            t.add_row("", Text("(IR text identical)", style="dim"), "", "")
+            out.append(side_cells(r, half, self.shift, st))
+        if not out:
+            out.append(["", Text("(IR text identical)", style="dim"), "", ""])
+        t.set_rows(out, keys=[str(k) for k in range(len(out))])
+
+    def action_scroll_ir(self, pages: int) -> None:
+        t = self.query_one(VirtualTable)
+        t.move_cursor(t.cursor_row + pages * max(1, t.size.height - 2))
+
+    def action_shift_ir(self, cols: int) -> None:
+        self.shift = max(0, self.shift + cols)
+        if self.current is not None:
+            self._fill(self.current)
 
     def action_toggle_full(self) -> None:
         self.full = not self.full
-        if self.session is not None and self.index is not None:
-            self.show(self.session, self.index)
+        if self.current is not None:
+            self._fill(self.current)
 
     def action_pin_base(self) -> None:
         """Pin the current stage as the base of later diffs (again: unpin)."""
@@ -153,3 +251,57 @@ class DiffView(Vertical):
             self.notify(f"diff base pinned at stage {self.index}")
         if self.session is not None and self.index is not None:
             self.show(self.session, self.index)
+
+
+def _partner(lines: list[tuple[str, int, str]], k: int) -> str | None:
+    """The other side of a changed line (a '-' followed by its '+', or the reverse)."""
+    tag = lines[k][0]
+    other = "+" if tag == "-" else "-"
+    for j in (k + 1, k - 1):
+        if 0 <= j < len(lines) and lines[j][0] == other:
+            a, b = lines[k][2], lines[j][2]
+            if a.split("=", 1)[0].strip() == b.split("=", 1)[0].strip():
+                return b
+    return None
+
+
+def _diff_line(tag: str, no: int, text: str, pair: str | None, st: Styles) -> Text:
+    colour = st.removed if tag == "-" else st.added
+    t = Text(f"{tag}{no:>5} ", style=colour)
+    body = Text(text.strip(), style=colour)
+    if pair is not None:
+        ra, rb = inline_changes(text.strip(), pair.strip())
+        for a, b in ra:
+            body.stylize(st.on_removed if tag == "-" else st.on_added, a, b)
+    t.append_text(body)
+    return t
+
+
+def side_cells(r: SideBySideRow, width: int, shift: int, st: Styles) -> list:
+    """The four cells of one side-by-side row; a changed line's differing words highlighted,
+    and long changed lines shown from just before their first change."""
+    lst = st.removed if r.tag in ("delete", "replace") else ""
+    rst = st.added if r.tag in ("insert", "replace") else ""
+    left, right = Text(r.left, style=lst or "dim"), Text(r.right, style=rst or "dim")
+    if r.tag == "equal":
+        left.stylize("dim")
+        right.stylize("dim")
+    start = shift
+    if r.tag == "replace":
+        ra, rb = inline_changes(r.left, r.right)
+        for a, b in ra:
+            left.stylize(st.on_removed, a, b)
+        for a, b in rb:
+            right.stylize(st.on_added, a, b)
+        first = min([a for a, _ in ra + rb] or [0])
+        if shift == 0 and first > width - 8:
+            start = max(0, first - 12)  # the change would be cut off: start near it
+    if start:
+        left = Text("…", style="dim") + left[start:] if len(r.left) > start else Text("")
+        right = Text("…", style="dim") + right[start:] if len(r.right) > start else Text("")
+    return [
+        Text(str(r.left_no or ""), style="dim"),
+        left,
+        Text(str(r.right_no or ""), style="dim"),
+        right,
+    ]

@@ -26,11 +26,13 @@ class ErrorPane(Static):
         if err.node:
             t.append("node: ", style="dim")
             t.append(err.node, style="bold")
-        t.append(
-            f"\n{n_stages} stages before the failure are kept: step through them on the left."
-            "  ctrl+o: open another model",
-            style="dim",
-        )
+        if n_stages == 0:
+            kept = "nothing was compiled before the failure."
+        elif n_stages == 1:
+            kept = "the 1 stage before the failure is kept: it is on the left."
+        else:
+            kept = f"the {n_stages} stages before the failure are kept: step through them."
+        t.append(f"\n{kept}  ctrl+o: open another model", style="dim")
         if err.internal and err.traceback:
             t.append("\n" + "\n".join(err.traceback.strip().splitlines()[-6:]), style="dim")
         self.update(t)

@@ -6,15 +6,18 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
+from typing import Any
 
 from rich.style import Style
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.widget import Widget
 from textual.widgets import Static, TextArea
 from textual.widgets.text_area import TextAreaTheme
 
 from glowviz.session import CompileSession
+from glowviz.widgets.stage_view import StageView
 
 #: (highlight name, pattern) in the order they are applied: later ones win where they overlap.
 _RULES: list[tuple[str, re.Pattern[str]]] = [
@@ -67,7 +70,46 @@ class _LazyHighlights(defaultdict):
 
 class IRTextArea(TextArea):
     """A read-only TextArea with the glowviz IR highlighter (no tree-sitter grammar needed);
-    its colours follow the app theme."""
+    its colours follow the app theme. Jump to the definition of the value under the cursor
+    (`g` or Enter) and back (Backspace): its own bindings, because TextArea's own Backspace
+    (delete left) would otherwise swallow the key even when read-only."""
+
+    BINDINGS = [
+        Binding("g,enter", "goto_definition", "Go to def", show=False),
+        Binding("backspace", "go_back", "Back", show=False),
+    ]
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        #: Cursor positions to go back to (not `history`: TextArea's own undo history).
+        self.jumps: list[tuple[int, int]] = []
+
+    def goto_value(self, name: str) -> bool:
+        line = definition_line(self.text, name)
+        if line is None:
+            return False
+        self.jumps.append(self.cursor_location)
+        self.cursor_location = (line, 0)
+        self.scroll_cursor_visible(center=True)
+        return True
+
+    def action_goto_definition(self) -> None:
+        row, col = self.cursor_location
+        lines = self.text.splitlines()
+        if row >= len(lines):
+            return
+        word = word_at(lines[row], col)
+        if not word or not self.goto_value(word):
+            self.notify(
+                f"no definition of {word or 'the word under the cursor'}", severity="warning"
+            )
+
+    def action_go_back(self) -> None:
+        if self.jumps:
+            self.cursor_location = self.jumps.pop()
+            self.scroll_cursor_visible(center=True)
+        else:
+            self.notify("nothing to go back to", severity="information")
 
     def on_mount(self) -> None:
         self._apply_ir_theme()
@@ -136,7 +178,7 @@ def word_at(line: str, col: int) -> str | None:
     return None
 
 
-class IRView(Vertical):
+class IRView(StageView):
     BINDINGS = [
         Binding("g", "goto_definition", "Go to def", id="ir.goto"),
         Binding("enter", "goto_definition", "Go to def", show=False, id="ir.goto2"),
@@ -146,48 +188,44 @@ class IRView(Vertical):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.text = ""
-        self.history: list[tuple[int, int]] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="ir-info")
         yield IRTextArea("", id="ir-text", read_only=True, show_line_numbers=True, soft_wrap=False)
 
+    def reset(self) -> None:
+        super().reset()
+        self.text = ""
+        self.query_one(IRTextArea).load_text("")
+        self.query_one("#ir-info", Static).update("")
+
+    def focus_target(self) -> Widget | None:
+        return self.query_one(IRTextArea)
+
+    @property
+    def jumps(self) -> list[tuple[int, int]]:
+        return self.query_one(IRTextArea).jumps
+
     def show(self, session: CompileSession, index: int) -> None:
+        self.session, self.index = session, index
         rec = session.stages[index]
-        ta = self.query_one(TextArea)
+        ta = self.query_one(IRTextArea)
         if rec.text != self.text:  # an unchanged pass keeps the text, cursor and scroll
             self.text = rec.text
             ta.load_text(self.text)
+            ta.jumps.clear()
         lines = self.text.count("\n")
         self.query_one("#ir-info", Static).update(
-            f"[b]{rec.label}[/b]  {rec.ir_kind} IR, {lines} lines, hash {rec.ir_hash}  "
-            "[dim]g/Enter: go to definition  Backspace: back[/dim]"
+            self.stage_label(session, index)
+            + Text(f"  {rec.ir_kind} IR, {lines} lines, hash {rec.ir_hash}  ")
+            + Text("g/Enter: go to definition  Backspace: back", style="dim")
         )
 
     def goto_value(self, name: str) -> bool:
-        line = definition_line(self.text, name)
-        if line is None:
-            return False
-        ta = self.query_one(TextArea)
-        self.history.append(ta.cursor_location)
-        ta.cursor_location = (line, 0)
-        ta.scroll_cursor_visible(center=True)
-        return True
+        return self.query_one(IRTextArea).goto_value(name)
 
     def action_goto_definition(self) -> None:
-        ta = self.query_one(TextArea)
-        row, col = ta.cursor_location
-        lines = self.text.splitlines()
-        if row >= len(lines):
-            return
-        word = word_at(lines[row], col)
-        if not word or not self.goto_value(word):
-            self.notify(
-                f"no definition of {word or 'the word under the cursor'}", severity="warning"
-            )
+        self.query_one(IRTextArea).action_goto_definition()
 
     def action_go_back(self) -> None:
-        if self.history:
-            ta = self.query_one(TextArea)
-            ta.cursor_location = self.history.pop()
-            ta.scroll_cursor_visible(center=True)
+        self.query_one(IRTextArea).action_go_back()

@@ -1,26 +1,67 @@
-"""Lifetimes view: one bar per buffer over instruction indices; sort by start/size/name;
-the selected buffer's producer, users, size and offset."""
+"""Lifetimes view of the selected stage's plan: one bar per buffer over instruction indices; sort
+by start/size/name; the selected buffer's card (size, shape, producer, users, lifetime, why
+it sits where it does)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Static
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widget import Widget
+from textual.widgets import Static
 
-from compiler.memory.report import ReportBuffer
+from compiler.memory.report import MemoryReport, ReportBuffer
 from glowviz import themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour, span_bar
+from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.virtual_table import Column, VirtualTable
 
 SORTS = ("start", "size", "name")
 
 
-class LifetimesView(Vertical):
+def report_label(session: CompileSession, index: int) -> str:
+    """How the plan of stage `index` was made (what the Memory and Lifetimes views show)."""
+    rec = session.stages[index]
+    if rec.stage == "memory" or (session.done and index == len(session.stages) - 1):
+        return "the compile's plan"
+    if rec.ir_kind == "lir":
+        return "this stage's LIR planned as it is"
+    return "this graph through the whole low-level pipeline"
+
+
+def load_plan(
+    view: StageView,
+    session: CompileSession,
+    index: int,
+    header: Static,
+    draw: Callable[[MemoryReport | None], None],
+    clear: Callable[[], None] | None = None,
+) -> None:
+    """Draw stage `index`'s memory plan with `draw`, saying in `header` that it is being planned
+    while a worker computes it (a graph stage's plan runs the low-level pipeline)."""
+
+    def waiting() -> None:
+        header.update(
+            view.stage_label(session, index)
+            + Text(f"  planning: {report_label(session, index)}…", style="dim")
+        )
+        if clear is not None:
+            clear()
+
+    def failed(msg: str) -> None:
+        header.update(view.stage_label(session, index) + Text(f"  planning failed: {msg}"))
+
+    view.load(
+        session, index, "memory_report", lambda: session.memory_report(index), draw, waiting, failed
+    )
+
+
+class LifetimesView(StageView):
     BINDINGS = [Binding("o", "cycle_sort", "Sort", id="lifetimes.sort")]
 
     class BufferSelected(Message):
@@ -31,41 +72,73 @@ class LifetimesView(Vertical):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.sort = "start"
+        self.report: MemoryReport | None = None
         self.buffers: tuple[ReportBuffer, ...] = ()
         self.n = 0
-        self.session: CompileSession | None = None
         self.selected: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="lifetimes-info")
-        yield DataTable(id="lifetimes-table", cursor_type="row")
+        yield VirtualTable(id="lifetimes-table")
         yield Static("", id="lifetimes-detail")
 
-    def show(self, session: CompileSession, index: int | None = None) -> None:
-        self.session = session
-        report = session.memory_report()
+    def reset(self) -> None:
+        super().reset()
+        self.report, self.buffers, self.n = None, (), 0
+        self.query_one("#lifetimes-info", Static).update("")
+        self.query_one("#lifetimes-detail", Static).update("")
+        self.query_one(VirtualTable).clear()
+
+    def focus_target(self) -> Widget | None:
+        return self.query_one(VirtualTable)
+
+    def show(self, session: CompileSession, index: int) -> None:
+        self.session, self.index = session, index
+        load_plan(
+            self,
+            session,
+            index,
+            self.query_one("#lifetimes-info", Static),
+            self._draw,
+            lambda: self.query_one(VirtualTable).clear(),
+        )
+
+    def _draw(self, report: MemoryReport | None) -> None:
+        session, index = self.session, self.index
+        assert session is not None and index is not None
+        from glowviz.widgets.styles import styles
+
         info = self.query_one("#lifetimes-info", Static)
-        t = self.query_one("#lifetimes-table", DataTable)
-        t.clear(columns=True)
+        t = self.query_one(VirtualTable)
+        self.report = report
         if report is None:
             self.buffers = ()
+            t.clear()
             reason = session.unavailable("memory plan")
-            info.update(Text(f"not available: {reason}", style="bold yellow"))
+            info.update(
+                self.stage_label(session, index)
+                + Text(f"  not available: {reason}", style=styles(self.app).bold("warn"))
+            )
             return
         self.buffers, self.n = report.buffers, report.n_instructions
         info.update(
-            Text.assemble(
-                ("lifetimes: ", "bold"),
-                f"{len(self.buffers)} buffers over {self.n} instructions  sorted by ",
+            self.stage_label(session, index)
+            + Text.assemble(
+                f"  {report_label(session, index)}\n",
+                f"{len(self.buffers)} buffers over {self.n} instructions, sorted by ",
                 (self.sort, "bold"),
-                ("   o: change sort", "dim"),
+                ("   o: sort", "dim"),
             )
         )
         width = max(20, (self.size.width or 100) - 50)
-        t.add_column("buffer", key="name")
-        t.add_column("size", key="size", width=9)
-        t.add_column("live", key="live", width=9)
-        t.add_column(f"0 … {self.n - 1}", key="bar", width=width)
+        t.set_columns(
+            [
+                Column("buffer", cap=36),
+                Column("size", width=10, justify="right"),
+                Column("live", cap=11),
+                Column(f"0 … {max(self.n - 1, 0)}", width=width),
+            ]
+        )
         key = {
             "start": lambda b: (b.first, b.last, b.name),
             "size": lambda b: (-b.size, b.first),
@@ -73,53 +146,77 @@ class LifetimesView(Vertical):
         }[self.sort]
         order = sorted(range(len(self.buffers)), key=lambda k: key(self.buffers[k]))
         palette = themes.theme(self.app.theme).buffer_colours
+        rows: list[list[str | Text]] = []
         for k in order:
             b = self.buffers[k]
-            t.add_row(
-                b.name,
-                fmt_bytes(b.size),
-                f"{b.first}–{b.last}",
-                span_bar(b.first, b.last, self.n, width, colour(k, palette)),
-                key=b.name,
+            rows.append(
+                [
+                    b.name,
+                    fmt_bytes(b.size),
+                    f"{b.first}–{b.last}",
+                    span_bar(b.first, b.last, self.n, width, colour(k, palette)),
+                ]
             )
-        if self.selected:
-            self.select(self.selected)
+        names = [self.buffers[k].name for k in order]
+        cursor = names.index(self.selected) if self.selected in names else 0
+        t.set_rows(rows, keys=names, cursor=cursor)
+        self._card(t.cursor_key)
 
     def select(self, name: str) -> bool:
-        t = self.query_one("#lifetimes-table", DataTable)
-        try:
-            t.move_cursor(row=t.get_row_index(name))
-        except RowDoesNotExist:  # not in this table (e.g. another stage's buffer)
+        t = self.query_one(VirtualTable)
+        k = t.get_row_index(name)
+        if k is None:  # not in this table (e.g. another stage's buffer)
             return False
+        t.move_cursor(k)
         return True
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
-        if self.session is not None:
-            self.show(self.session)
+        if self.report is not None:
+            self._draw(self.report)
 
-    @on(DataTable.RowHighlighted, "#lifetimes-table")
-    def _highlight(self, event: DataTable.RowHighlighted) -> None:
+    @on(VirtualTable.RowHighlighted, "#lifetimes-table")
+    def _highlight(self, event: VirtualTable.RowHighlighted) -> None:
         event.stop()
-        if event.row_key is None or event.row_key.value is None:
+        if event.key is None:
             return
-        name = event.row_key.value
-        self.selected = name
-        b = next((x for x in self.buffers if x.name == name), None)
-        if b is None:
+        self.selected = event.key
+        self._card(event.key)
+        self.post_message(self.BufferSelected(event.key))
+
+    def _card(self, name: str | None) -> None:
+        b = self.report.buffer(name) if self.report is not None and name else None
+        detail = self.query_one("#lifetimes-detail", Static)
+        if b is None or self.session is None:
+            detail.update("")
             return
-        self.query_one("#lifetimes-detail", Static).update(buffer_card(b))
-        self.post_message(self.BufferSelected(name))
+        detail.update(buffer_card(b, self.session.buffer_info(self.index, b.name)))
 
 
-def buffer_card(b: ReportBuffer) -> Text:
+def buffer_card(b: ReportBuffer, info: dict | None = None) -> Text:
+    """Name, size, shape, offset, lifetime, producer, users and why the buffer sits there."""
+    info = info or {}
     t = Text()
     t.append(f"{b.name}", style="bold")
-    t.append(f"  {fmt_bytes(b.size)} at offset {b.offset} ({b.region})  live {b.first}–{b.last}\n")
+    t.append(f"  {fmt_bytes(b.size)}")
+    if "shape" in info:
+        shape = "x".join(str(d) for d in info["shape"])
+        t.append(f"  {info['dtype']}<{shape}>")
+    if info.get("padding"):
+        t.append(f"  ({fmt_bytes(info['padding'])} alignment padding)", style="dim")
+    t.append(f"\nat offset {b.offset} ({b.region})  live {b.first}–{b.last}")
+    t.append(f" ({b.last - b.first + 1} instructions)\n", style="dim")
+    if b.alias_of:
+        t.append("alias of: ", style="dim")
+        t.append(f"%{b.alias_of}", style="bold")
+        t.append("  (shares its bytes by design; no memory of its own)\n", style="dim")
     t.append("producer: ", style="dim")
-    t.append(f"{b.instruction or '?'}   ")
-    t.append("users: ", style="dim")
-    t.append(", ".join(b.users) or "-")
+    t.append(f"{b.producer or b.instruction or '?'}")
+    if b.instruction and b.instruction != b.producer:
+        t.append(f" (instruction {b.instruction})", style="dim")
+    t.append("   users: ", style="dim")
+    users = ", ".join(b.users[:8]) + (f" … +{len(b.users) - 8}" if len(b.users) > 8 else "")
+    t.append(users or "-")
     if b.reason:
         t.append("\nwhy here: ", style="dim")
         t.append(b.reason, style="italic")

@@ -1,12 +1,21 @@
-"""Memory view: the allocation map (offset × instruction index, one coloured block per buffer),
-peak / lower bound / gap, the buffers live at the peak, why the selected buffer sits where it
-does, and a side-by-side comparison with a second plan: another allocator or scheduler (A/S,
-recompiled in a worker) or a second report (o: a glowviz.memory/1 JSON file, a model or a
-mem-diff spec, loaded in a worker). Everything drawn is the session's `MemoryReport` and its
-comparison data (`CompileSession.compare_memory_report`, `glowviz.session.memcompare`); asking
-for a second report posts `ReportRequested` (the screen shows the prompt)."""
+"""Memory view of the selected stage's plan: peak / lower bound / gap; the memory timeline
+across passes (the `glowviz mem --per-pass` series: selecting a point jumps to that pass, the
+pass that raised the peak is marked); the allocation map (offset x instruction, zoom and pan
+with the keyboard, the peak and the lower bound as lines, aliases hatched inside the buffer they
+share) and the plan's certificate; the buffers live at the peak sorted
+by size, program order or padding waste (XProf's three orders); the card of the buffer under
+the cursor (name, size, shape, producer, users, lifetime, why it sits there); and a
+side-by-side comparison with a second plan: another allocator or scheduler (A/S, recompiled in
+a worker) or a second report (o: a glowviz.memory/1 JSON file, a model or a mem-diff spec).
+
+Everything drawn is the session's `MemoryReport` of the stage, the per-pass rows of
+`glowviz.exports.per_pass` and the comparison data (`CompileSession.compare_memory_report`,
+`glowviz.session.memcompare`); asking for a second report posts `ReportRequested`, choosing
+a timeline point posts `PassChosen` (the screen answers both)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -14,8 +23,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
-from textual.widgets.data_table import RowDoesNotExist
 
 from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport
@@ -23,66 +32,55 @@ from compiler.scheduling import SCHEDULERS
 from glowviz import themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour
-from glowviz.widgets.lifetimes_view import buffer_card
+from glowviz.widgets.lifetimes_view import buffer_card, load_plan, report_label
+from glowviz.widgets.memory_map import MemoryMap, draw_map, map_top
+from glowviz.widgets.memory_timeline import MemoryTimeline
+from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.styles import Styles, styles
+from glowviz.widgets.virtual_table import Column, VirtualTable
 
-MAP_ROWS = 14
+#: The buffer list's orders (`s` cycles): XProf's three, then the offset.
+SORTS = ("size", "program order", "padding waste", "offset")
 
 
 def scheduler_names() -> list[str]:
     return list(SCHEDULERS)
 
 
-def map_top(report: MemoryReport) -> int:
-    """The highest byte the map of `report` shows."""
-    return max([report.peak_bytes] + [b.offset + b.size for b in report.buffers] + [1])
-
-
-def draw_map(
-    report: MemoryReport,
-    width: int,
-    palette: list[str],
-    rows: int = MAP_ROWS,
-    selected: str | None = None,
-    top: int | None = None,
-) -> Text:
-    """Offset (rows, top = 0) × instruction index (columns); each buffer a coloured block (the
-    theme's buffer colours). `top` fixes the offset scale (two maps side by side share one)."""
-    n = max(1, report.n_instructions)
-    top = max(top or 0, map_top(report))
-    per_row = top / rows
-    grid: list[list[str | None]] = [[None] * width for _ in range(rows)]
-    for k, b in enumerate(report.buffers):
-        c0 = int(b.first * width / n)
-        c1 = max(c0, int((b.last + 1) * width / n) - 1)
-        r0 = int(b.offset / per_row)
-        r1 = max(r0, int((b.offset + b.size - 1) / per_row))
-        st: str | None = "bold white on red" if b.name == selected else f"on {colour(k, palette)}"
-        for r in range(r0, min(r1 + 1, rows)):
-            for c in range(c0, min(c1 + 1, width)):
-                if grid[r][c] is None or b.name == selected:
-                    grid[r][c] = st
-    peak_col = int(report.peak_instruction * width / n)
-    t = Text(no_wrap=True)
-    for r in range(rows):
-        t.append(f"{fmt_bytes(r * per_row):>9} ", style="dim")
-        for c in range(width):
-            st = grid[r][c]
-            ch = "┃" if c == peak_col and st is None else " "
-            t.append(ch, style=st or ("red" if c == peak_col else ""))
-        t.append("\n")
-    t.append(
-        " " * 10 + "0".ljust(max(1, peak_col)) + "▲peak" + f"  (instr {n - 1} at right)",
-        style="dim",
-    )
+def certificate_text(report: MemoryReport, st: Styles) -> Text:
+    """The plan's certificate in one line: every schedule's lower bound, whether the schedule is
+    proven optimal (else the buffers behind the gap), and the aliases it places by design."""
+    c = report.certificate
+    if c is None or c.all_schedules_lower_bound_bytes is None:
+        return Text("")
+    t = Text("\nall schedules need ")
+    t.append(fmt_bytes(c.all_schedules_lower_bound_bytes), style="bold")
+    t.append(f" ({c.all_schedules_bound_from}) │ schedule {c.scheduler_used or c.scheduler}: ")
+    if c.schedule_proven_optimal:
+        t.append("proven optimal", style=st.bold("added"))
+    else:
+        t.append("not proven optimal", style=st.bold("warn"))
+    if c.gap_buffers:
+        t.append(f" │ gap held by {', '.join(c.gap_buffers[:4])}", style="dim")
+    if c.aliases:
+        parts = ", ".join(
+            f"{n} {'sum post-op' if k == 'sum' else 'concat slices'}"
+            for k, n in sorted(c.aliases.items())
+        )
+        t.append(f" │ aliases: {parts}", style="dim")
     return t
 
 
-class MemoryView(Vertical):
+class MemoryView(StageView):
     BINDINGS = [
-        Binding("A", "cycle_allocator", "Compare allocator", id="memory.allocator"),
-        Binding("S", "cycle_scheduler", "Compare scheduler", id="memory.scheduler"),
-        Binding("o", "open_report", "Compare with report", id="memory.open_report"),
-        Binding("x", "close_compare", "Close comparison", id="memory.close_compare"),
+        Binding("s", "cycle_sort", "Sort", id="memory.sort"),
+        Binding("l", "toggle_live", "Peak/all", id="memory.live"),
+        Binding("t", "focus_timeline", "Timeline", show=False, id="memory.timeline"),
+        Binding("m", "focus_map", "Map", show=False, id="memory.map"),
+        Binding("A", "cycle_allocator", "Compare allocator", show=False, id="memory.allocator"),
+        Binding("S", "cycle_scheduler", "Compare scheduler", show=False, id="memory.scheduler"),
+        Binding("o", "open_report", "Compare with report", show=False, id="memory.open_report"),
+        Binding("x", "close_compare", "Close comparison", show=False, id="memory.close_compare"),
     ]
 
     class BufferSelected(Message):
@@ -99,11 +97,19 @@ class MemoryView(Vertical):
             self.view = view
             self.last = last
 
+    class PassChosen(Message):
+        """A timeline point was chosen: go to stage `index`."""
+
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.session: CompileSession | None = None
         self.report: MemoryReport | None = None
         self.selected: str | None = None
+        self.sort = "size"
+        self.live_only = True
         self.compare_text: Text | None = None
         #: The comparison shown (`CompileSession.compare_memory_with`'s data), or None.
         self.comparison: dict | None = None
@@ -112,13 +118,20 @@ class MemoryView(Vertical):
         self._last_spec = ""
         self._alloc_k = 0
         self._sched_k = 0
+        #: The per-pass rows of the timeline, and the session they belong to.
+        self.timeline_rows: list[dict[str, Any]] | None = None
+        self._timeline_session: CompileSession | None = None
+        #: A buffer to select once the plan being computed is drawn, and which plan is drawn.
+        self._pending_select: str | None = None
+        self._loaded: tuple[int, int | None, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="memory-figures")
         status = Static("", id="memory-compare-status")
         status.display = False
         yield status
-        yield Static("", id="memory-map")
+        yield MemoryTimeline(id="memory-timeline")
+        yield MemoryMap(id="memory-map")
         with Vertical(id="memory-compare-pane"):
             yield Static("", id="cmp-figures")
             with Horizontal(id="cmp-maps"):
@@ -126,108 +139,284 @@ class MemoryView(Vertical):
                 yield Static("", id="cmp-map-other")
             yield DataTable(id="cmp-table", cursor_type="row")
         with Horizontal(id="memory-bottom"):
-            yield DataTable(id="memory-table", cursor_type="row")
+            with Vertical(id="memory-list"):
+                yield Static("", id="memory-table-title")
+                yield VirtualTable(id="memory-table")
             with VerticalScroll(id="memory-side"):
                 yield Static("", id="memory-detail")
                 yield Static("", id="memory-compare")
 
-    def show(self, session: CompileSession, index: int | None = None) -> None:
+    def on_mount(self) -> None:
+        self._apply_styles()
+        self.app.theme_changed_signal.subscribe(self, lambda _t: self._apply_styles())
+
+    def _apply_styles(self) -> None:
+        st = styles(self.app)
+        tl = self.query_one(MemoryTimeline)
+        tl.colours = {"peak": st.info, "bound": "dim", "raise": st.bold("removed"), "up": st.warn}
+        tl.refresh()
+        mp = self.query_one(MemoryMap)
+        mp.peak_style, mp.bound_style = st.removed, st.muted
+        mp.refresh()
+
+    def reset(self) -> None:
+        super().reset()
+        self.report = None
+        self._pending_select, self._loaded = None, None
+        if self.comparison or self.compare_error:
+            self._close_compare()
+        self.timeline_rows, self._timeline_session = None, None
+        self.query_one(MemoryTimeline).clear()
+        self.query_one(MemoryMap).set_report(None, self._palette())
+        self.query_one("#memory-figures", Static).update("")
+        self.query_one("#memory-detail", Static).update("")
+        self.query_one("#memory-table-title", Static).update("")
+        self.query_one("#memory-table", VirtualTable).clear()
+
+    def focus_target(self) -> Widget | None:
+        return self.query_one("#memory-table", VirtualTable)
+
+    # -- the stage's plan ---------------------------------------------------------------------
+    def show(self, session: CompileSession, index: int) -> None:
         if session is not self.session and (self.comparison or self.compare_error):
             self._close_compare()
-        self.session = session
-        rep = self.report = session.memory_report()
+        self.session, self.index = session, index
         figs = self.query_one("#memory-figures", Static)
-        t = self.query_one("#memory-table", DataTable)
-        t.clear(columns=True)
+        self.query_one(MemoryTimeline).show_stage(index)
+        self._start_timeline(session)
+
+        load_plan(self, session, index, figs, self._draw)
+
+    def _draw(self, rep: MemoryReport | None) -> None:
+        session, index = self.session, self.index
+        assert session is not None and index is not None
+        st = styles(self.app)
+        figs = self.query_one("#memory-figures", Static)
+        self.report = rep
+        mp = self.query_one(MemoryMap)
         if rep is None:
             figs.update(
-                Text(f"not available: {session.unavailable('memory plan')}", style="bold yellow")
+                self.stage_label(session, index)
+                + Text(
+                    f"  not available: {session.unavailable('memory plan')}", style=st.bold("warn")
+                )
             )
-            self.query_one("#memory-map", Static).update("")
+            mp.set_report(None, self._palette())
+            self.query_one("#memory-table", VirtualTable).clear()
+            self.query_one("#memory-table-title", Static).update("")
             return
+        gap_style = st.bold("added") if rep.gap_bytes == 0 else st.bold("warn")
         figs.update(
-            Text.assemble(
-                ("memory: ", "bold"),
-                f"allocator {rep.allocator}, scheduler {rep.scheduler}  ",
+            self.stage_label(session, index)
+            + Text.assemble(
+                f"  {report_label(session, index)}\n",
                 "peak ",
-                (fmt_bytes(rep.peak_bytes), "bold red"),
-                "  lower bound ",
+                (fmt_bytes(rep.peak_bytes), st.bold("removed")),
+                " │ lower bound ",
                 (fmt_bytes(rep.lower_bound_bytes), "bold"),
-                "  gap ",
-                (
-                    f"{fmt_bytes(rep.gap_bytes)} ({rep.gap_pct:.1f}%)",
-                    "bold green" if rep.gap_bytes == 0 else "bold yellow",
-                ),
-                "  no reuse ",
+                " │ gap ",
+                (f"{fmt_bytes(rep.gap_bytes)} ({rep.gap_pct:.1f}%)", gap_style),
+                " │ no reuse ",
                 fmt_bytes(rep.no_reuse_bytes),
-                (
-                    f"   peak at instr {rep.peak_instruction}: "
-                    f"{', '.join(rep.live_at_peak[:6])}"
-                    f"{'…' if len(rep.live_at_peak) > 6 else ''}",
-                    "dim",
-                ),
-                (
-                    "\nA/S: compare with another allocator/scheduler   o: compare with a report "
-                    "(JSON, model or mem-diff spec)",
-                    "dim",
-                ),
+                " │ ",
+                (f"{rep.allocator}, {rep.scheduler}", "dim"),
+                certificate_text(rep, st),
             )
         )
-        self._redraw_map()
-        t.add_column("buffer", key="name")
-        t.add_column("offset", key="offset")
-        t.add_column("size", key="size")
-        t.add_column("live", key="live")
-        t.add_column("peak", key="peak", width=4)
-        at_peak = set(rep.live_at_peak)
-        palette = self._palette()
-        for k, b in sorted(enumerate(rep.buffers), key=lambda kb: (kb[1].offset, kb[1].first)):
-            t.add_row(
-                Text("■ ", style=colour(k, palette)) + Text(b.name),
-                str(b.offset),
-                fmt_bytes(b.size),
-                f"{b.first}–{b.last}",
-                Text("●", style="red") if b.name in at_peak else "",
-                key=b.name,
-            )
-        if self.selected:
-            self.select(self.selected)
+        mp.set_report(rep, self._palette())
+        self._fill_table()
+        self._loaded = self._want
+        pending, self._pending_select = self._pending_select, None
+        if pending is not None:
+            self.select(pending)
 
     def _palette(self) -> list[str]:
         """The current theme's buffer colours (the exported figures use the same)."""
         return themes.theme(self.app.theme).buffer_colours
 
-    def _redraw_map(self) -> None:
-        if self.report is not None:
-            width = max(20, (self.size.width or 110) - 12)
-            text = draw_map(self.report, width, self._palette(), selected=self.selected)
-            self.query_one("#memory-map", Static).update(crop_lines(text, width + 10))
-        if self.comparison is not None:
-            self._draw_compare_maps()
-
-    def on_resize(self) -> None:
-        self._redraw_map()
+    def _fill_table(self) -> None:
+        rep, session = self.report, self.session
+        if rep is None or session is None:
+            return
+        t = self.query_one("#memory-table", VirtualTable)
+        at_peak = set(rep.live_at_peak)
+        shown = [
+            (k, b) for k, b in enumerate(rep.buffers) if not self.live_only or b.name in at_peak
+        ]
+        pad = {b.name: session.buffer_info(self.index, b.name).get("padding", 0) for _k, b in shown}
+        key = {
+            "size": lambda kb: (-kb[1].size, kb[1].first),
+            "program order": lambda kb: (kb[1].first, kb[1].offset),
+            "padding waste": lambda kb: (-pad[kb[1].name], -kb[1].size),
+            "offset": lambda kb: (kb[1].offset, kb[1].first),
+        }[self.sort]
+        shown.sort(key=key)
+        total = sum(b.size for _k, b in shown)
+        which = f"live at the peak (instr {rep.peak_instruction})" if self.live_only else "all"
+        self.query_one("#memory-table-title", Static).update(
+            Text.assemble(
+                (f"{len(shown)} buffers {which}", "bold"),
+                f", {fmt_bytes(total)}, by ",
+                (self.sort, "bold"),
+                ("   s: sort  l: peak/all", "dim"),
+            )
+        )
+        palette = self._palette()
+        t.set_columns(
+            [
+                Column("buffer", cap=32),
+                Column("size", width=10, justify="right"),
+                Column("live", cap=11),
+                Column("offset", cap=10, justify="right"),
+                Column("pad", cap=9, justify="right"),
+            ]
+        )
+        rows: list[list[str | Text]] = [
+            [
+                (
+                    Text("╱ ", style="dim") + Text(b.name, style="italic")
+                    if b.alias_of
+                    else Text("■ ", style=colour(k, palette)) + Text(b.name)
+                ),
+                fmt_bytes(b.size),
+                f"{b.first}–{b.last}",
+                str(b.offset),
+                fmt_bytes(pad[b.name]) if pad[b.name] else "-",
+            ]
+            for k, b in shown
+        ]
+        names = [b.name for _k, b in shown]
+        cursor = names.index(self.selected) if self.selected in names else 0
+        t.set_rows(rows, keys=names, cursor=cursor)
+        if t.cursor_key is not None:
+            self._card(t.cursor_key)
 
     def select(self, name: str) -> bool:
-        t = self.query_one("#memory-table", DataTable)
-        try:
-            t.move_cursor(row=t.get_row_index(name))
-        except RowDoesNotExist:  # not in this table (e.g. another stage's buffer)
+        """Select buffer `name` in the table, the card and the map. While the stage's plan is
+        still being computed, the selection waits for it (a jump from another view)."""
+        if self.report is None or self._want != self._loaded:
+            self._pending_select = name
             return False
+        t = self.query_one("#memory-table", VirtualTable)
+        k = t.get_row_index(name)
+        if k is None and self.live_only and self.report is not None and self.report.buffer(name):
+            self.live_only = False  # a buffer not live at the peak: list them all
+            self._fill_table()
+            k = t.get_row_index(name)
+        if k is None:  # not in this stage's plan
+            return False
+        t.move_cursor(k)
+        self.selected = name
+        self._card(name)
+        self.query_one(MemoryMap).focus_buffer(name)
         return True
 
-    @on(DataTable.RowHighlighted, "#memory-table")
-    def _highlight(self, event: DataTable.RowHighlighted) -> None:
+    def action_cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self._fill_table()
+
+    def action_toggle_live(self) -> None:
+        self.live_only = not self.live_only
+        self._fill_table()
+
+    def action_focus_timeline(self) -> None:
+        self.query_one(MemoryTimeline).focus()
+
+    def action_focus_map(self) -> None:
+        self.query_one(MemoryMap).focus()
+
+    @on(VirtualTable.RowHighlighted, "#memory-table")
+    def _highlight(self, event: VirtualTable.RowHighlighted) -> None:
         event.stop()
-        if event.row_key is None or event.row_key.value is None or self.report is None:
+        if event.key is None or self.report is None:
             return
-        name = event.row_key.value
-        self.selected = name
-        b = self.report.buffer(name)
-        if b is not None:
-            self.query_one("#memory-detail", Static).update(buffer_card(b))
-            self._redraw_map()
-            self.post_message(self.BufferSelected(name))
+        self.selected = event.key
+        self._card(event.key)
+        self.query_one(MemoryMap).focus_buffer(event.key)
+        self.post_message(self.BufferSelected(event.key))
+
+    @on(MemoryMap.BufferUnderCursor)
+    def _under_cursor(self, event: MemoryMap.BufferUnderCursor) -> None:
+        event.stop()
+        if event.name is None:
+            self.query_one("#memory-detail", Static).update(
+                Text("free space under the cursor", style="dim")
+            )
+            return
+        self.selected = event.name
+        self._card(event.name)
+
+    def _card(self, name: str) -> None:
+        b = self.report.buffer(name) if self.report is not None else None
+        if b is None or self.session is None:
+            return
+        card = buffer_card(b, self.session.buffer_info(self.index, name))
+        if self.report is not None and name in self.report.live_at_peak:
+            card.append("\nlive at the peak", style=styles(self.app).bold("removed"))
+        self.query_one("#memory-detail", Static).update(card)
+
+    # -- the timeline across passes -----------------------------------------------------------
+    def _start_timeline(self, session: CompileSession) -> None:
+        tl = self.query_one(MemoryTimeline)
+        if self._timeline_session is session:
+            return
+        if not session.done:
+            tl.clear("memory timeline: after the compile")
+            return
+        if session.error is not None or session.result is None or session.result.plan is None:
+            tl.clear(f"memory timeline: not available ({session.unavailable('memory plan')})")
+            self._timeline_session = session
+            return
+        self._timeline_session = session
+        tl.clear("memory timeline: planning every pass…")
+        self._timeline_worker(session)
+
+    @work(thread=True, exclusive=True, group="memory-timeline")
+    def _timeline_worker(self, session: CompileSession) -> None:
+        from glowviz.exports.per_pass import per_pass_memory
+
+        n = len(session.stages)
+
+        def listener(key: Any, value: Any) -> None:
+            if isinstance(value, MemoryReport) and isinstance(key[1], int):
+                self.app.call_from_thread(
+                    self._timeline_partial,
+                    session,
+                    key[1],
+                    value.peak_bytes,
+                    value.lower_bound_bytes,
+                    f"memory timeline: planned stage {key[1]} of {n}…",
+                )
+
+        session.view_data_listener = listener
+        try:
+            rows, err = per_pass_memory(session), None
+        except Exception as e:  # noqa: BLE001 - the timeline says so; the view keeps working
+            rows, err = [], f"{type(e).__name__}: {e}"
+        finally:
+            session.view_data_listener = None
+        self.app.call_from_thread(self._timeline_done, session, rows, err)
+
+    def _timeline_partial(
+        self, session: CompileSession, index: int, peak: int, bound: int, status: str
+    ) -> None:
+        if session is self._timeline_session and self.timeline_rows is None:
+            self.query_one(MemoryTimeline).add_partial(index, peak, bound, status)
+
+    def _timeline_done(self, session: CompileSession, rows: list, err: str | None) -> None:
+        if session is not self._timeline_session:
+            return
+        tl = self.query_one(MemoryTimeline)
+        if err is not None:
+            tl.clear(f"memory timeline failed: {err}")
+            return
+        self.timeline_rows = rows
+        tl.set_rows(rows)
+
+    @on(MemoryTimeline.PassChosen)
+    def _pass_chosen(self, event: MemoryTimeline.PassChosen) -> None:
+        event.stop()
+        self.post_message(self.PassChosen(event.index))
 
     # -- comparison with another allocator / scheduler ----------------------------------------
     def action_cycle_allocator(self) -> None:
@@ -268,7 +457,7 @@ class MemoryView(Vertical):
         cmp, error = None, None
         try:
             res = session.compare_memory(allocator, scheduler)
-            text = compare_text(res)
+            text = compare_text(res, styles(self.app))
             cmp = res.get("comparison")
             if cmp is None:
                 error = (
@@ -278,7 +467,7 @@ class MemoryView(Vertical):
                     or "no memory plan to compare"
                 )
         except Exception as e:  # noqa: BLE001
-            text = Text(f"comparison failed: {type(e).__name__}: {e}", style="red")
+            text = Text(f"comparison failed: {type(e).__name__}: {e}", style="bold")
             error = f"{type(e).__name__}: {e}"
         self.app.call_from_thread(self._set_compare, text)
         self.app.call_from_thread(self._compare_done, session, cmp, error)
@@ -313,14 +502,16 @@ class MemoryView(Vertical):
     def _compare_done(self, session: CompileSession, cmp: dict | None, error: str | None) -> None:
         if session is not self.session:
             return
+        st = styles(self.app)
         if error is not None or cmp is None:
             self._close_compare()
             self.compare_error = " ".join(str(error or "no comparison").split())
             self._set_status(
-                Text("cannot compare: ", style="bold red") + Text(self.compare_error, style="red")
+                Text("cannot compare: ", style=st.bold("removed"))
+                + Text(self.compare_error, style=st.removed)
             )
             if self.app.focused is None or self.app.focused.id == "cmp-table":
-                self.query_one("#memory-table", DataTable).focus()
+                self.query_one("#memory-table", VirtualTable).focus()
             return
         self.compare_error = None
         self.comparison = cmp
@@ -329,19 +520,18 @@ class MemoryView(Vertical):
         self._set_status(
             Text.assemble(
                 ("comparing with ", "bold"),
-                (cmp["other"]["label"], "bold cyan"),
+                (cmp["other"]["label"], st.bold("info")),
                 ("   x: close   o: another report", "dim"),
             )
         )
-        self.query_one("#cmp-figures", Static).update(compare_figures(cmp))
+        self.query_one("#cmp-figures", Static).update(compare_figures(cmp, st))
         self._fill_compare_table(cmp)
         self._draw_compare_maps()
         self.query_one("#cmp-table", DataTable).focus()
 
     def action_close_compare(self) -> None:
         self._close_compare()
-        t = self.query_one("#memory-table", DataTable)
-        t.focus()
+        self.query_one("#memory-table", VirtualTable).focus()
 
     def _close_compare(self) -> None:
         self.comparison, self.compare_error = None, None
@@ -367,8 +557,9 @@ class MemoryView(Vertical):
             ("@ other", "new_offset"),
         ):
             t.add_column(label, key=key)
+        st = styles(self.app)
         for k, r in enumerate(cmp["rows"]):
-            t.add_row(*compare_row_cells(r), key=str(k))
+            t.add_row(*compare_row_cells(r, st), key=str(k))
 
     @on(DataTable.RowHighlighted, "#cmp-table")
     def _cmp_highlight(self, event: DataTable.RowHighlighted) -> None:
@@ -378,6 +569,10 @@ class MemoryView(Vertical):
         r = self.comparison["rows"][int(event.row_key.value)]
         self._cmp_selected = (r["old"], r["new"])
         self._draw_compare_maps()
+
+    def on_resize(self) -> None:
+        if self.comparison is not None:
+            self._draw_compare_maps()
 
     def _draw_compare_maps(self) -> None:
         cmp = self.comparison
@@ -393,15 +588,18 @@ class MemoryView(Vertical):
             right.update("")
             return
         top = max(map_top(base), map_top(other))
-        rows = 10
+        rows = 10 if (self.app.size.height or 50) >= 40 else 5
         old, new = self._cmp_selected
         palette = self._palette()
+        st = styles(self.app)
         for w, side, label, report, sel in (
             (left, "base", "this", base, old),
             (right, "other", "other", other, new),
         ):
             t = Text(f"{label}: {cmp[side]['label']}\n", style="bold")
-            t.append_text(draw_map(report, width, palette, rows, selected=sel, top=top))
+            t.append_text(
+                draw_map(report, width, palette, rows, selected=sel, top=top, peak_style=st.removed)
+            )
             w.update(crop_lines(t, width + 10))
 
 
@@ -416,15 +614,15 @@ def crop_lines(text: Text, width: int) -> Text:
     return out
 
 
-def _delta_style(d: int) -> str:
-    return "bold red" if d > 0 else "bold green" if d < 0 else "dim"
+def _delta_style(d: int, st: Any) -> str:
+    return st.bold("removed") if d > 0 else st.bold("added") if d < 0 else "dim"
 
 
 def _signed(d: int) -> str:
     return ("+" if d > 0 else "") + fmt_bytes(d)
 
 
-def compare_figures(cmp: dict) -> Text:
+def compare_figures(cmp: dict, st: Any) -> Text:
     """Both sides' peak, lower bound, no-reuse and regions with deltas (growth red, shrink
     green), and the buffer match summary."""
     d = cmp["diff"]
@@ -435,7 +633,8 @@ def compare_figures(cmp: dict) -> Text:
         t.append(f"{label:<20}{fmt_bytes(x['old']):>12}  {fmt_bytes(x['new']):>12}  ")
         pct = "" if x["pct"] is None or x["delta"] == 0 else f" ({x['pct']:+.1f}%)"
         t.append(
-            f"{_signed(x['delta']) if x['delta'] else '='}{pct}", style=_delta_style(x["delta"])
+            f"{_signed(x['delta']) if x['delta'] else '='}{pct}",
+            style=_delta_style(x["delta"], st),
         )
         t.append("\n")
 
@@ -447,30 +646,30 @@ def compare_figures(cmp: dict) -> Text:
     b = d["buffers"]
     t.append(f"buffers: {d['old']['buffers']} -> {d['new']['buffers']}, matched {b['matched']}; ")
     for key, style in (
-        ("grew", "red"),
-        ("shrank", "green"),
-        ("appeared", "red"),
-        ("vanished", "green"),
-        ("longer", "yellow"),
-        ("shorter", "green"),
-        ("moved", "magenta"),
+        ("grew", st.removed),
+        ("shrank", st.added),
+        ("appeared", st.removed),
+        ("vanished", st.added),
+        ("longer", st.changed),
+        ("shorter", st.added),
+        ("moved", st.accent),
     ):
         t.append(f"{key} {len(b[key])}", style=style if b[key] else "dim")
         t.append("  ")
     return t
 
 
-def compare_row_cells(r: dict) -> list[Text]:
+def compare_row_cells(r: dict, st: Any) -> list[Text]:
     """The cells of one changed buffer; the changed cells highlighted."""
     tags = r["tags"]
     tag_style = {
-        "grew": "bold red",
-        "appeared": "bold red",
-        "longer": "bold yellow",
-        "shrank": "bold green",
-        "vanished": "bold green",
-        "shorter": "green",
-        "moved": "magenta",
+        "grew": st.bold("removed"),
+        "appeared": st.bold("removed"),
+        "longer": st.bold("changed"),
+        "shrank": st.bold("added"),
+        "vanished": st.bold("added"),
+        "shorter": st.added,
+        "moved": st.accent,
     }
     change = Text()
     for k, tag in enumerate(tags):
@@ -481,16 +680,16 @@ def compare_row_cells(r: dict) -> list[Text]:
         else (r["old"] if r["new"] is None else f"{r['old']} → {r['new']}")
     )
     size_style = (
-        ("bold red" if (r["size_delta"] or 0) > 0 else "bold green")
+        (st.bold("removed") if (r["size_delta"] or 0) > 0 else st.bold("added"))
         if "size" in r["changed"]
         else ""
     )
     live_style = (
-        ("bold yellow" if "longer" in tags or "appeared" in tags else "bold green")
+        (st.bold("changed") if "longer" in tags or "appeared" in tags else st.bold("added"))
         if "live" in r["changed"]
         else ""
     )
-    off_style = "bold magenta" if "offset" in r["changed"] else ""
+    off_style = st.bold("accent") if "offset" in r["changed"] else ""
 
     def cell(v: object, style: str, fmt=str) -> Text:
         return Text("—", style="dim") if v is None else Text(fmt(v), style=style)
@@ -511,7 +710,7 @@ def compare_row_cells(r: dict) -> list[Text]:
     ]
 
 
-def compare_text(res: dict) -> Text:
+def compare_text(res: dict, st: Any) -> Text:
     t = Text("\ncomparison\n", style="bold")
     for key in ("base", "other"):
         r = res[key]
@@ -522,15 +721,15 @@ def compare_text(res: dict) -> Text:
                 f"{fmt_bytes(r['lower_bound_bytes'])}\n"
             )
         else:
-            t.append(f"not available: {r.get('reason')}\n", style="yellow")
+            t.append(f"not available: {r.get('reason')}\n", style=st.warn)
     b, o = res["base"], res["other"]
     if b.get("available") and o.get("available"):
         d = o["peak_bytes"] - b["peak_bytes"]
         pct = 100.0 * d / b["peak_bytes"] if b["peak_bytes"] else 0.0
         t.append(
             f"difference: {'+' if d >= 0 else ''}{fmt_bytes(d)} ({pct:+.1f}%)",
-            style="red" if d > 0 else "green",
+            style=st.removed if d > 0 else st.added,
         )
     if res.get("error"):
-        t.append(f"\n{res['error']}", style="red")
+        t.append(f"\n{res['error']}", style=st.removed)
     return t

@@ -1,9 +1,13 @@
-"""Pipeline pane: every stage and pass in order, changed/unchanged, counts and time; filterable."""
+"""Pipeline pane: every stage and pass in order, changed/unchanged, counts and time; filterable.
+
+Stages stream in while the compile runs (`add_record`); the columns grow with their widest cell
+so a count like 495→2018 or a time of 5025 ms is never cut, and under a width threshold the
+time column gives way to the pass name (the count column stays)."""
 
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
@@ -11,8 +15,8 @@ from textual.widgets import Checkbox, DataTable, Input, Label
 from textual.widgets.data_table import RowDoesNotExist
 
 from glowviz.session import StageRecord
+from glowviz.widgets.styles import styles
 
-PASS_WIDTH = 30
 STAGE_ABBR = {
     "import": "imp",
     "graph-opt": "opt",
@@ -23,6 +27,21 @@ STAGE_ABBR = {
     "lir-opt": "lir",
     "memory": "mem",
 }
+#: Below this pane width the time column is left out (the count column always stays).
+NARROW = 44
+
+
+def fmt_ms(ms: float) -> str:
+    """A pass time in a few characters: 0.4, 12.5, 317, 5025, 12.3s."""
+    if ms < 100:
+        return f"{ms:.1f}"
+    if ms < 10_000:
+        return f"{ms:.0f}"
+    return f"{ms / 1000:.1f}s"
+
+
+def fmt_count(rec: StageRecord) -> str:
+    return f"{rec.count_before}→{rec.count_after}"
 
 
 class PipelinePane(Vertical):
@@ -33,6 +52,9 @@ class PipelinePane(Vertical):
             super().__init__()
             self.index = index
 
+    class FilterLeft(Message):
+        """Escape in the filter box: the screen gives the keys back to the views."""
+
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.records: list[StageRecord] = []
@@ -40,21 +62,56 @@ class PipelinePane(Vertical):
         self.filter_text = ""
         self.selected: int | None = None
         self._syncing = False
+        self._widths: dict[str, int] = {}
+        self._narrow: bool | None = None
 
     def compose(self) -> ComposeResult:
-        yield Label("Pipeline", classes="pane-title")
-        yield Input(placeholder="filter passes…", id="pipeline-filter")
-        with Horizontal(id="pipeline-options"):
+        with Horizontal(id="pipeline-head"):
+            yield Label("Pipeline", classes="pane-title", id="pipeline-title")
             yield Checkbox("hide unchanged", id="hide-unchanged")
+        yield Input(placeholder="filter passes… (Esc: back)", id="pipeline-filter")
         yield DataTable(id="pipeline-table", cursor_type="row", zebra_stripes=False)
 
     def on_mount(self) -> None:
+        self._columns()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if (event.size.width < NARROW) != self._narrow:
+            self._columns()
+            self.rebuild()
+
+    # -- columns ------------------------------------------------------------------------------
+    def _wanted_widths(self) -> dict[str, int]:
+        """Each column as wide as its widest cell (so nothing is cut), the pass name taking
+        what is left of the pane."""
+        recs = self.records
+        count = max([5, *(len(fmt_count(r)) for r in recs)])
+        ms = max([2, *(len(fmt_ms(r.time_ms)) for r in recs)])
+        idx = max(1, len(str(max(len(recs) - 1, 0))))
+        narrow = (self.size.width or 62) < NARROW
+        # DataTable pads every cell by one column on each side; 2 more for the scrollbar.
+        fixed = (idx + 2) + (1 + 2) + (count + 2) + (0 if narrow else ms + 2) + 2
+        name = max(10, (self.size.width or 62) - fixed)
+        return {"idx": idx, "pass": name, "count": count, "ms": 0 if narrow else ms}
+
+    def _columns(self) -> None:
         t = self.query_one(DataTable)
-        t.add_column("#", key="idx", width=3)
-        t.add_column("stage/pass", key="pass", width=PASS_WIDTH)
+        widths = self._wanted_widths()
+        self._narrow = widths["ms"] == 0
+        self._widths = widths
+        t.clear(columns=True)
+        t.add_column("#", key="idx", width=widths["idx"])
+        t.add_column("stage/pass", key="pass", width=widths["pass"])
         t.add_column("", key="changed", width=1)
-        t.add_column("count", key="count", width=7)
-        t.add_column("ms", key="ms", width=5)
+        t.add_column("count", key="count", width=widths["count"])
+        if not self._narrow:
+            t.add_column("ms", key="ms", width=widths["ms"])
+
+    def _fit(self) -> None:
+        """Widen the columns when a new record's cells would not fit (stages stream in)."""
+        if self._wanted_widths() != self._widths:
+            self._columns()
+            self.rebuild()
 
     # -- data ---------------------------------------------------------------------------------
     def shows(self, rec: StageRecord) -> bool:
@@ -68,29 +125,44 @@ class PipelinePane(Vertical):
         return [i for i, r in enumerate(self.records) if self.shows(r)]
 
     def _row(self, i: int, rec: StageRecord) -> list:
-        mark = Text("●", style="bold green") if rec.changed else Text("·", style="dim")
+        mark = (
+            Text("●", style=styles(self.app).bold("added"))
+            if rec.changed
+            else Text("·", style="dim")
+        )
         style = "" if rec.changed else "dim"
         label = Text(f"{STAGE_ABBR.get(rec.stage, rec.stage)}/", style="dim") + Text(
             rec.pass_name, style=style
         )
-        label.truncate(PASS_WIDTH, overflow="ellipsis")
-        return [
+        label.truncate(self._widths.get("pass", 30), overflow="ellipsis")
+        row = [
             Text(str(i), style="dim"),
             label,
             mark,
-            Text(f"{rec.count_before}→{rec.count_after}", style=style),
-            Text(f"{rec.time_ms:.1f}", style="dim"),
+            Text(fmt_count(rec), style=style, justify="right"),
         ]
+        if not self._narrow:
+            row.append(Text(fmt_ms(rec.time_ms), style="dim", justify="right"))
+        return row
 
     def add_record(self, rec: StageRecord) -> None:
         self.records.append(rec)
         i = len(self.records) - 1
+        if self._wanted_widths() != self._widths:
+            self._fit()
+            return
         if self.shows(rec):
             self.query_one(DataTable).add_row(*self._row(i, rec), key=str(i))
 
     def set_records(self, records: list[StageRecord]) -> None:
         self.records = list(records)
+        if self._wanted_widths() != self._widths:
+            self._columns()
         self.rebuild()
+
+    def set_status(self, text: str) -> None:
+        """The pane's title line: how far the compile got."""
+        self.query_one("#pipeline-title", Label).update(Text("Pipeline ", style="bold") + text)
 
     def rebuild(self) -> None:
         t = self.query_one(DataTable)
@@ -148,6 +220,12 @@ class PipelinePane(Vertical):
     def _hide(self, event: Checkbox.Changed) -> None:
         self.hide_unchanged = event.value
         self.rebuild()
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key == "escape" and self.app.focused is self.query_one("#pipeline-filter"):
+            # Leave the filter (its text stays): the keys are the workspace's again.
+            event.stop()
+            self.post_message(self.FilterLeft())
 
     def toggle_hide_unchanged(self) -> None:
         cb = self.query_one("#hide-unchanged", Checkbox)

@@ -1,80 +1,158 @@
-"""Schedule view: the node order with the live bytes after each step as bars, peak marked, and
-the alternative scheduler (topological vs child-mem-size) side by side."""
+"""Schedule view of the selected stage: the node order with the live bytes after each step (a
+curve above, bars per step below), the peak marked, and the other orders side by side.
+
+Before IRGen a graph stage has no schedule yet: the view shows the graph's live-bytes curve in
+program order (the function's node list) beside the order the compile's scheduler would give
+that graph. From the schedule stage on, it shows the schedule IRGen used (whether it fell back,
+whether it is proven optimal) beside every other scheduler's order of the same graph (the low-level stages' own plans are in the Memory and
+Lifetimes views)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widget import Widget
+from textual.widgets import Static
 
 from compiler.scheduling import Schedule
 from glowviz.session import CompileSession, fmt_bytes
-from glowviz.widgets.bars import hbar
+from glowviz.widgets.bars import hbar, sparkline
+from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.styles import styles
+from glowviz.widgets.virtual_table import Column, VirtualTable
 
-BAR = 24
 
-
-class ScheduleView(Vertical):
+class ScheduleView(StageView):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        #: The session's schedules: the one used, then the alternatives.
+        #: What is drawn: the primary order first, then the one beside it.
         self.schedules: list[Schedule] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="schedule-info")
-        yield DataTable(id="schedule-table", cursor_type="row")
+        yield Static("", id="schedule-curve")
+        yield VirtualTable(id="schedule-table")
 
-    def show(self, session: CompileSession, index: int | None = None) -> None:
+    def reset(self) -> None:
+        super().reset()
+        self.schedules = []
+        self.query_one("#schedule-info", Static).update("")
+        self.query_one("#schedule-curve", Static).update("")
+        self.query_one(VirtualTable).clear()
+
+    def focus_target(self) -> Widget | None:
+        return self.query_one(VirtualTable)
+
+    def show(self, session: CompileSession, index: int) -> None:
+        self.session, self.index = session, index
+        rec = session.stages[index]
         info = self.query_one("#schedule-info", Static)
-        t = self.query_one("#schedule-table", DataTable)
-        t.clear(columns=True)
-        self.schedules = session.schedules()
-        if not self.schedules:
-            reason = session.unavailable("schedule")
-            info.update(Text(f"not available: {reason}", style="bold yellow"))
-            return
-        used, alt = self.schedules[0], next(iter(self.schedules[1:]), None)
-        top = max([used.peak_bytes] + ([alt.peak_bytes] if alt else []))
-        head = Text.assemble(
-            ("schedule: ", "bold"),
-            f"{used.kind}  ",
-            f"{len(used.order)} steps  peak ",
-            (fmt_bytes(used.peak_bytes), "bold red"),
-            f" at step {used.peak_step}",
+        graph_stage = rec.ir_kind == "graph" and rec.stage != "schedule"
+
+        def compute() -> list[Schedule]:
+            scheds = session.schedules(index)
+            if graph_stage:
+                po = session.program_order(index)
+                return [po, *scheds[:1]] if po is not None else list(scheds[:1])
+            return list(scheds)
+
+        def waiting() -> None:
+            info.update(
+                self.stage_label(session, index)
+                + Text("  scheduling this stage's graph…", style="dim")
+            )
+            self.query_one("#schedule-curve", Static).update("")
+            self.query_one(VirtualTable).clear()
+
+        def failed(msg: str) -> None:
+            info.update(self.stage_label(session, index) + Text(f"  failed: {msg}"))
+
+        self.load(
+            session,
+            index,
+            "schedules",
+            compute,
+            lambda data: self._draw(session, index, data, graph_stage),
+            waiting,
+            failed,
         )
-        if alt:
+
+    def _draw(
+        self, session: CompileSession, index: int, scheds: list[Schedule], graph_stage: bool
+    ) -> None:
+        st = styles(self.app)
+        info = self.query_one("#schedule-info", Static)
+        t = self.query_one(VirtualTable)
+        self.schedules = scheds
+        if not scheds:
+            reason = session.unavailable("schedule")
+            info.update(
+                self.stage_label(session, index)
+                + Text(f"  not available: {reason}", style=st.bold("warn"))
+            )
+            t.clear()
+            return
+        used, others = scheds[0], scheds[1:]
+        head = self.stage_label(session, index) + Text("  ")
+        if graph_stage:
+            head.append("before IRGen: ", style="bold")
+            head.append("live bytes in program order (the node list)")
+        else:
+            j = session.stage_index("schedule")
+            at = f" (stage {j})" if j is not None else ""
+            head.append("schedule IRGen used: ", style="bold")
+            head.append(f"{used.kind}{at}")
+            if used.used and used.used != used.kind:
+                head.append(f" (fell back to {used.used})", style=st.warn)
+        head.append(f"  {len(used.order)} steps  peak ")
+        head.append(fmt_bytes(used.peak_bytes), style=st.bold("removed"))
+        head.append(f" at step {used.peak_step}")
+        if not graph_stage:
+            head.append("  ")
+            if used.proven_optimal:
+                head.append("proven optimal", style=st.bold("added"))
+            else:
+                head.append("not proven optimal", style="dim")
+        for alt in others:
             diff = alt.peak_bytes - used.peak_bytes
             head.append(
-                f"   |   {alt.kind}: peak {fmt_bytes(alt.peak_bytes)} "
-                f"({'+' if diff >= 0 else ''}{fmt_bytes(diff)})"
+                f"\n{alt.kind}{' on this graph' if graph_stage else ''}: peak "
+                f"{fmt_bytes(alt.peak_bytes)} ({'+' if diff >= 0 else ''}{fmt_bytes(diff)})",
+                style="dim",
             )
         info.update(head)
-        t.add_column("#", key="k", width=4)
-        t.add_column(f"{used.kind}", key="node")
-        t.add_column("live", key="live", width=10)
-        t.add_column("", key="bar", width=BAR)
-        if alt:
-            t.add_column(f"{alt.kind}", key="alt_node")
-            t.add_column("live", key="alt_live", width=10)
-            t.add_column("", key="alt_bar", width=BAR)
-        n = max(len(used.order), len(alt.order) if alt else 0)
+        width = max(20, (self.size.width or 100) - 4)
+        curve = Text("live ", style="dim") + sparkline(
+            used.live_bytes, width - 5, st.info, used.peak_step, st.removed
+        )
+        self.query_one("#schedule-curve", Static).update(curve)
+        top = max(s.peak_bytes for s in scheds)
+        # each schedule: its node, the live bytes and a bar, side by side in what is left
+        bar = max(6, min(24, (width - 6) // len(scheds) - 34))
+        cols = [Column("#", justify="right")]
+        for sched in scheds:
+            cols += [
+                Column(sched.kind, cap=36 if len(scheds) <= 2 else 24),
+                Column("live", width=10, justify="right"),
+                Column("", width=bar),
+            ]
+        t.set_columns(cols)
+        palette = (st.info, st.accent, st.changed, st.added)
+        rows = []
+        n = max(len(s.order) for s in scheds)
         for k in range(n):
-            row: list = [Text(str(k), style="dim")]
-            for sched, colour in ((used, "cyan"), (alt, "magenta")):
-                if sched is None:
-                    continue
+            row: list = [str(k)]
+            for j, sched in enumerate(scheds):
                 if k < len(sched.order):
                     live = sched.live_bytes[k] if k < len(sched.live_bytes) else 0
-                    is_peak = k == sched.peak_step
+                    peak = k == sched.peak_step
+                    hot = st.bold("removed") if peak else ""
                     row += [
-                        Text(sched.order[k].name, style="bold red" if is_peak else ""),
-                        Text(
-                            fmt_bytes(live) + (" ◀" if is_peak else ""),
-                            style="bold red" if is_peak else "",
-                        ),
-                        hbar(live, top, BAR, "red" if is_peak else colour),
+                        Text(sched.order[k].name, style=hot),
+                        Text(fmt_bytes(live) + (" ◀" if peak else ""), style=hot),
+                        hbar(live, top, bar, st.removed if peak else palette[j % len(palette)]),
                     ]
                 else:
                     row += ["", "", ""]
-            t.add_row(*row)
+            rows.append(row)
+        t.set_rows(rows, keys=[str(k) for k in range(n)], cursor=max(0, used.peak_step))

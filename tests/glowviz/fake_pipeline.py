@@ -196,6 +196,9 @@ class FakeExecutor(SteppingExecutor):
             raise KeyError(name)
         return self.values[name]
 
+    def write(self, name: str, data: Any) -> None:
+        self.values[name] = np.array(data)
+
     def llvm_ir(self, k: int) -> str:
         ins = self.instrs[k]
         if ins["kind"] in ("allocactivation", "deallocactivation"):

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp
 from glowviz.screens.main import VIEWS, MainScreen
+from glowviz.widgets.virtual_table import VirtualTable
 
 SIZE = (160, 50)
 
@@ -35,6 +36,17 @@ async def test_every_view_renders():
             # pipeline's filter box
             await until(pilot, lambda: app.focused is not None)
             assert main.view(tab) in app.focused.ancestors_with_self, (tab, app.focused)
+        # the selected stage is a graph stage: the Schedule view shows its program order's
+        # live bytes first, then the scheduler's order
+        scheds = main.view("schedule").schedules
+        # never more than two of the graph's 1 KiB activations at once in the node list's order
+        assert scheds[0].kind == "program order" and scheds[0].peak_bytes == 2048
+        # a low-level stage shows the schedule the compile used (the fake plan's, 2 KiB)
+        main.goto_stage(6)
+        await pilot.press("4")
+        await settle(app, pilot)
+        await until(pilot, lambda: main.view("schedule").index == 6)
+        await until(pilot, lambda: main.view("schedule").schedules[0].kind != "program order")
         assert main.view("schedule").schedules[0].peak_bytes == 2048
         assert main.view("memory").report.gap_bytes == 0
         assert main.view("lifetimes").buffers
@@ -76,7 +88,7 @@ async def test_open_a_diff():
         view = main.view("diff")
         assert view.pair == (0, 1)
         assert "conv1 + bn1 -> conv1_bn (Conv)  [fold-batchnorm]" in view.current.provenance
-        table = view.query_one("#diff-table", DataTable)
+        table = view.query_one("#diff-table", VirtualTable)
         assert table.row_count > 0
         await pilot.click("#diff-table")
         await pilot.press("f")  # full text
@@ -136,9 +148,11 @@ async def test_select_a_buffer():
     async with app.run_test(size=SIZE) as pilot:
         await ready(app, pilot)
         main = _main(app)
+        main.goto_stage(6)  # the final plan (the fake one); graph stages are planned for real
         main.goto_buffer("relu1_res")
-        await pilot.pause()
+        await settle(app, pilot)
         mem = main.view("memory")
+        await until(pilot, lambda: mem.selected == "relu1_res")
         assert mem.selected == "relu1_res"
         detail = str(mem.query_one("#memory-detail").render())
         assert "conv1_bn still live" in detail
@@ -161,8 +175,8 @@ async def test_breakpoint_and_continue():
         await pilot.pause()
         await pilot.click("#debug-table")
         dbg = main.view("debugger").dbg
-        table = main.view("debugger").query_one("#debug-table", DataTable)
-        table.move_cursor(row=6)
+        table = main.view("debugger").query_one("#debug-table", VirtualTable)
+        table.move_cursor(6)
         await pilot.press("b")
         assert 6 in dbg.breakpoints
         await pilot.press("c")
@@ -294,6 +308,38 @@ async def test_real_default_model():
         assert dbg.available and dbg.pc == 2
 
 
+@run_async
+async def test_memory_and_schedule_views_show_aliases_certificate_and_every_scheduler():
+    """The default model's residual convs accumulate in place: the Memory view lists those
+    aliases (hatched in the map), says why ("accumulates into ...") and shows the certificate;
+    the Schedule view puts optimal, child-mem-size and topological side by side."""
+    app = GlowvizApp(None)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = _main(app)
+        rep = app.session.memory_report()
+        alias = next(b for b in rep.buffers if b.alias_of)
+        main.goto_stage(len(app.session.stages) - 1)  # the views follow the stage: the final plan
+        main.goto_buffer(alias.name)
+        await pilot.pause()
+        await settle(app, pilot)
+        mem = main.view("memory")
+        await until(pilot, lambda: mem.selected == alias.name)
+        detail = str(mem.query_one("#memory-detail").render())
+        assert f"alias of: %{alias.alias_of}" in detail and "accumulates into" in detail
+        figures = str(mem.query_one("#memory-figures").render())
+        assert "proven optimal" in figures and "sum post-op" in figures
+        assert "╱" in str(mem.query_one("#memory-map").render())
+        await pilot.press(str(next(k for k, v in enumerate(VIEWS) if v[0] == "schedule") + 1))
+        await pilot.pause()
+        await settle(app, pilot)
+        sched = main.view("schedule")
+        assert [s.kind for s in sched.schedules] == ["optimal", "child-mem-size", "topological"]
+        heading = str(sched.query_one("#schedule-info").render())
+        assert "proven optimal" in heading and "child-mem-size: peak" in heading
+        assert "topological: peak" in heading
+
+
 # -- the debugger: LLVM, the interpreter in lock-step, code views, divergence -----------------
 
 
@@ -340,7 +386,7 @@ async def test_code_views_cycle_fake():
     async with app.run_test(size=SIZE) as pilot:
         await ready(app, pilot)
         view = await _debugger(app, pilot)
-        view.query_one("#debug-table", DataTable).move_cursor(row=1)
+        view.query_one("#debug-table", VirtualTable).move_cursor(1)
         await pilot.press("i")
         await settle(app, pilot)
         await pilot.pause()
@@ -380,7 +426,7 @@ async def test_llvm_debugger_on_the_default_model():
         assert dbg.comparison and all(r["ok"] for r in dbg.comparison)
         assert dbg.written_buffers()
         # LLVM IR and assembly of the selected (a compute) instruction
-        view.query_one("#debug-table", DataTable).move_cursor(row=k)
+        view.query_one("#debug-table", VirtualTable).move_cursor(k)
         await pilot.press("i")
         await settle(app, pilot)
         await pilot.pause()

@@ -7,11 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ide_helpers import ready, run_async, settle
+from rich.style import Style
 from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp
 from glowviz.screens.main import MainScreen
 from glowviz.session import CompileSession
+from glowviz.widgets.styles import styles
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "sample_models" / "transformer_block.onnx"
@@ -49,6 +51,11 @@ async def _compare_with(app, pilot, spec: str) -> None:
     await pilot.pause()
 
 
+def _rgb(style):
+    c = Style.parse(str(style)).color
+    return c.get_truecolor() if c is not None else None
+
+
 def _status(view) -> str:
     return str(view.query_one("#memory-compare-status").render())
 
@@ -75,8 +82,11 @@ async def test_compare_with_a_report_without_buffer_sharing(tmp_path):
         assert peak["delta"] > 0
         figs = view.query_one("#cmp-figures").render()
         assert "peak" in str(figs) and "+" in str(figs)
+        red = Style.parse(
+            styles(app).removed
+        ).color.get_truecolor()  # the theme's colour for growth
         assert any(
-            "red" in str(span.style) and "+" in str(figs)[span.start : span.end]
+            _rgb(span.style) == red and "+" in str(figs)[span.start : span.end]
             for span in figs.spans
         )
         # the buffer table: at least one changed buffer, its change highlighted

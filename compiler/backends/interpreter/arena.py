@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 
 from compiler.errors import CompilerError, ExecutionError
+from compiler.graph.activations import NONE
 from compiler.lir.instructions import Kind
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.printer import format_instruction
@@ -278,6 +279,14 @@ class ArenaInterpreter:
             v = outs[0]
         return self._view(v, writable=False).copy()
 
+    def write(self, name: str, data: np.ndarray) -> None:
+        """Overwrite a weight, activation or view by name (the debugger re-synchronises a
+        reference run with the executor under test through it)."""
+        v = self.lir.get(name)
+        if isinstance(v, Instruction) and not v.is_memory:
+            v = next(o for o, m in v.operands if m in ("out", "inout"))
+        self._view(v, writable=True)[...] = data
+
     def outputs(self) -> dict[str, np.ndarray]:
         return {w.name: self.read(w.name) for w in self.lir.outputs()}
 
@@ -313,7 +322,7 @@ class ArenaInterpreter:
             graph_op = ins.graph_op
             if graph_op is None:
                 raise ExecutionError(f"no semantics for instruction kind '{kind}'")
-            from compiler.kernels.reference import has_kernel, run_kernel
+            from compiler.kernels.reference import apply_activation, has_kernel, run_kernel
 
             if not has_kernel(graph_op):
                 raise ExecutionError(
@@ -321,23 +330,37 @@ class ArenaInterpreter:
                 )
             dests = [(a, m) for a, (v, m) in zip(ops, ins.operands) if m in ("out", "inout")]
             inputs = [a for a, (v, m) in zip(ops, ins.operands) if m == "in"]
+            attrs = ins.attrs
+            if ins.accumulates and "activation" in attrs:
+                attrs = {**attrs, "activation": NONE}  # it applies to the sum, below
             results = run_kernel(
                 graph_op,
                 inputs,
-                ins.attrs,
+                attrs,
                 [v.type_ for v, m in ins.operands if m == "in"],
                 [v.type_ for v, m in ins.operands if m in ("out", "inout")],
             )
             # Compute everything first, then write: an @out may alias an @in.
             staged = []
-            for (dst, _), res in zip(dests, results):
+            for k, ((dst, _), res) in enumerate(zip(dests, results)):
                 res = np.asarray(res)
                 if tuple(res.shape) != dst.shape:
                     raise ExecutionError(
                         f"kernel {graph_op} returned shape {list(res.shape)}, "
                         f"the destination is {list(dst.shape)}"
                     )
-                staged.append((dst, res.astype(dst.dtype, copy=True)))
+                res = res.astype(dst.dtype, copy=True)
+                if k == 0 and ins.accumulates:
+                    # The sum post-op reads the arena: a plan that let another buffer clobber
+                    # the accumulation target (or poison it) shows in the result. Then the
+                    # fused activation, as the accumulating kernels apply it: to the sum.
+                    res += dst
+                    if "activation" in ins.attrs:
+                        res = np.asarray(
+                            apply_activation(res, ins.attrs["activation"], ins.attrs["act_args"]),
+                            dtype=dst.dtype,
+                        )
+                staged.append((dst, res))
             for dst, res in staged:
                 np.copyto(dst, res)
 

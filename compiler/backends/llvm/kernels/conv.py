@@ -4,7 +4,8 @@ A strategy is a row of ``STRATEGIES``: its ``name``; ``applies(shape)``, whether
 shape correctly; ``prefers(shape)``, the default-choice heuristic; ``pack``, how the ONNX filter
 [K, C/group, R, S] is laid out for it at compile time (None: it reads the filter as given, so a
 run-time filter works); and ``body``, the code, emitted into the kernel shell
-``void f(ptr x, ptr w, ptr out [, ptr bias])`` (``new_kernel``). By default a conv gets the
+``void f(ptr x, ptr w, ptr out [, ptr bias])`` (``new_kernel``), every result going through the
+``Epilogue`` (the activation, after adding to ``out`` for the sum post-op). By default a conv gets the
 FIRST row that applies and prefers it, in this order:
 
 1. ``pixel-rows-gemm`` (group 1; few-channel stems, or small images with many channels): pixels
@@ -33,7 +34,7 @@ from llvmlite import ir
 from compiler.backends.llvm.kernels.common import (
     F32,
     Activation,
-    apply_activation,
+    Epilogue,
     broadcast,
     entry_alloca,
     fma,
@@ -44,7 +45,6 @@ from compiler.backends.llvm.kernels.common import (
     mul,
     new_kernel,
     splat,
-    store_vec,
 )
 from compiler.backends.llvm.kernels.conv_gemm import (
     gemm_body,
@@ -58,7 +58,7 @@ from compiler.backends.llvm.kernels.gemm import GemmConfig, gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
 from compiler.errors import CodegenError
 
-Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Activation], None]
+Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Epilogue], None]
 Pack = Callable[[np.ndarray, ConvShape, GemmConfig], np.ndarray]
 
 
@@ -119,7 +119,7 @@ def _prefers_pixel_rows(s: ConvShape) -> bool:
 
 
 def _depthwise_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
     """out[n, k] = sum_rt w[k, r, t] * x[n, k // mult] (shifted); interior columns in vectors."""
     vw = cfg.vw
@@ -154,7 +154,7 @@ def _depthwise_body(
                     for t, (okw, iw) in enumerate(taps_c):
                         v = b.load(gep(b, xrow, iw), typ=F32)
                         acc = fma(b, b.select(b.and_(ok_r, okw), v, zero_s), wv[r * S + t], acc)
-                b.store(apply_activation(b, acc, activation), gep(b, orow, ow))
+                ep.store(b, acc, gep(b, orow, ow))
 
             def vector(ow: ir.Value) -> None:
                 acc = broadcast(b, bval, vw) if p.bias is not None else splat(0.0, vw)
@@ -167,7 +167,7 @@ def _depthwise_body(
                         )
                         v = b.select(ok_r, v, splat(0.0, vw))
                         acc = fma(b, v, wb[r * S + t], acc)
-                store_vec(b, apply_activation(b, acc, activation), gep(b, orow, ow), vw)
+                ep.store(b, acc, gep(b, orow, ow), vw)
 
             split_columns(b, lo, vec_hi, OW, scalar, vector, "dc", step=vw)
 
@@ -188,9 +188,7 @@ def _strided_load(b: ir.IRBuilder, ptr: ir.Value, vw: int, stride: int) -> ir.Va
     return v
 
 
-def _direct_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
-) -> None:
+def _direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue) -> None:
     """The plain loop nest over the ONNX filter layout."""
     C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
     Cg, Kg = s.Cg, s.Kg
@@ -217,7 +215,7 @@ def _direct_body(
             o = b.add(
                 b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW)), b.add(b.mul(oh, i64(OW)), ow)
             )
-            b.store(apply_activation(b, b.load(acc_slot, typ=F32), activation), gep(b, p.out, o))
+            ep.store(b, b.load(acc_slot, typ=F32), gep(b, p.out, o))
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -329,12 +327,14 @@ def emit_conv2d(
     activation: Activation = None,
     isa: str | None = None,
     strategy: str | None = None,
+    accumulate: bool = False,
 ) -> ConvKernel:
     """Emit ``void name(ptr x, ptr w_packed, ptr out [, ptr bias])`` for a float32 NCHW conv.
 
     ``weights``: the ONNX filter [K, C/group, R, S]; the returned ``packed_weights`` is what the
     kernel reads. ``pad`` is (top, left, bottom, right). ``activation``: None, 'relu',
     ('clip', lo, hi). ``strategy``: force a row of ``STRATEGIES`` (default: the table's choice).
+    ``accumulate``: out = activation(out + conv) (the sum post-op).
     """
     if layout != "NCHW":
         raise ValueError(f"conv {name}: only NCHW is supported, not {layout}")
@@ -345,7 +345,8 @@ def emit_conv2d(
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
     x, w, out = fn.args[:3]
-    row.body(b, s, cfg, ConvPtrs(x, w, out, fn.args[3] if bias else None), activation)
+    ptrs = ConvPtrs(x, w, out, fn.args[3] if bias else None)
+    row.body(b, s, cfg, ptrs, Epilogue(activation, accumulate))
     b.ret_void()
     packed = row.pack(weights, s, cfg) if row.pack is not None else _pack_raw(weights, s, cfg)
     return ConvKernel(fn, packed, s, row.name)

@@ -1,7 +1,7 @@
 """The GEMM-based conv kernels of the strategy table (kernels/conv.py), and the filter packings
 they read: ``implicit-gemm`` / ``gemm-1x1`` (output channels as GEMM rows, B panels packed at run
 time from the image), ``pixel-rows-gemm`` (pixels as GEMM rows) and ``padded-shift-gemm`` (one
-GEMM over the zero-padded pixel grid). Each body is ``body(b, shape, cfg, ptrs, activation)``.
+GEMM over the zero-padded pixel grid). Each body is ``body(b, shape, cfg, ptrs, epilogue)``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from compiler.backends.llvm.kernels.common import (
     F32,
-    Activation,
+    Epilogue,
     Int,
     add,
     gep,
@@ -112,7 +112,7 @@ def gemm_body(
     s: ConvShape,
     cfg: GemmConfig,
     p: ConvPtrs,
-    activation: Activation,
+    ep: Epilogue,
     *,
     pointwise: bool,
 ) -> None:
@@ -146,7 +146,8 @@ def gemm_body(
             c_stride=npix,
             b_pack=b_pack,
             bias_col=gep(b, p.bias, mul(b, g, kgr)) if p.bias is not None else None,
-            activation=activation,
+            accumulate=ep.accumulate,
+            activation=ep.activation,
         )
         emit_gemm_body(b, cfg, kgr, npix, kgemm, ops)
 
@@ -238,10 +239,24 @@ def _im2col_rows(
 
 
 def _transpose_out(
-    b: ir.IRBuilder, cbuf: ir.Value, on: ir.Value, m: int, ostride: int, K: int
+    b: ir.IRBuilder,
+    cbuf: ir.Value,
+    on: ir.Value,
+    m: int,
+    ostride: int,
+    K: int,
+    ep: Epilogue | None = None,
 ) -> None:
     """on[k*ostride + p] = cbuf[p, k] for p < m, in blocks of TP pixels: each block's K x TP
-    reads stay in L1 and every output row gets TP contiguous stores."""
+    reads stay in L1 and every output row gets TP contiguous stores; through `ep` when given
+    (an accumulating conv: the GEMM ran without the epilogue)."""
+
+    def put(v: ir.Value, ptr: ir.Value) -> None:
+        if ep is None:
+            b.store(v, ptr)
+        else:
+            ep.store(b, v, ptr)
+
     TP = 16
     nfull = m // TP * TP
     if nfull:
@@ -249,15 +264,15 @@ def _transpose_out(
             src = gep(b, cbuf, b.add(b.mul(p0, i64(K)), k))
             dst = gep(b, on, b.add(b.mul(k, i64(ostride)), p0))
             for j in range(TP):
-                b.store(b.load(gep(b, src, j * K), typ=F32), gep(b, dst, j))
+                put(b.load(gep(b, src, j * K), typ=F32), gep(b, dst, j))
     if nfull < m:
         with loop(b, 0, K, 1, "tkr") as k, loop(b, nfull, m, 1, "tpr") as p:
             v = b.load(gep(b, cbuf, b.add(b.mul(p, i64(K)), k)), typ=F32)
-            b.store(v, gep(b, on, b.add(b.mul(k, i64(ostride)), p)))
+            put(v, gep(b, on, b.add(b.mul(k, i64(ostride)), p)))
 
 
 def pixel_rows_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
     """The im2col rows go to a scratch buffer (read in place for a 1x1 stride-1 conv), in chunks
     of ``tr`` output rows (<= ~PIXROWS_CHUNK pixels) so the chunk's patch rows and GEMM output
@@ -290,11 +305,12 @@ def pixel_rows_body(
                 c_base=cbuf,
                 c_stride=K,
                 bias_row=p.bias,
-                activation=activation,
+                activation=None if ep.accumulate else ep.activation,
             )
             emit_gemm_body(b, cfg, m, K, crs, ops)
-            # out[n, k, oh0*OW + j] = C[j, k]
-            _transpose_out(b, cbuf, gep(b, on, b.mul(oh0, i64(OW))), m, npix, K)
+            # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
+            dst = gep(b, on, b.mul(oh0, i64(OW)))
+            _transpose_out(b, cbuf, dst, m, npix, K, ep if ep.accumulate else None)
 
         nfull, rest = divmod(OH, tr)
         if nfull == 1:
@@ -310,7 +326,7 @@ def pixel_rows_body(
 
 
 def padded_shift_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
     """On the padded grid (Hp x Wp), tap (r, t) of output pixel q reads input pixel q + r*Wp + t:
     every im2col row is a contiguous shifted row of the padded input, so B panels are packed
@@ -384,7 +400,7 @@ def padded_shift_body(
                 c_stride=ngrid,
                 b_pack=b_pack,
                 bias_col=p.bias,
-                activation=activation,
+                activation=None if ep.accumulate else ep.activation,
             )
             emit_gemm_body(b, cfg, K, ncols, crs, ops)
 
@@ -400,7 +416,11 @@ def padded_shift_body(
             src = gep(b, cbuf, b.add(b.mul(k, i64(ngrid)), b.mul(oh, i64(Wp))))
             dst = gep(b, on, b.add(b.mul(k, i64(OH * OW)), b.mul(oh, i64(OW))))
             with loop(b, 0, OW, 1, "cw") as i:
-                b.store(b.load(gep(b, src, i), typ=F32), gep(b, dst, i))
+                v = b.load(gep(b, src, i), typ=F32)
+                if ep.accumulate:  # the sum post-op, then the activation the GEMM left out
+                    ep.store(b, v, gep(b, dst, i))
+                else:
+                    b.store(v, gep(b, dst, i))
 
 
 __all__ = [

@@ -1,0 +1,52 @@
+"""Def-use bookkeeping both IRs share: a named, typed value and the list of its uses.
+
+The graph IR's `Value` (users are nodes) and the low-level IR's `LValue` (users are
+instructions) keep their use lists the same way: a user's `set_operand` removes the old use and
+adds the new one, so rewriting every use is one loop over a copy of the list. Content digests of
+weight data (the graph's constants, the LIR's weights, the bundle's deduplication) are computed
+here too, so the two IRs name identical data identically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Generic, Protocol, TypeVar
+
+import numpy as np
+
+from compiler.graph.types import TensorType
+
+
+class User(Protocol):
+    """What uses values: a graph node or a low-level instruction."""
+
+    def set_operand(self, idx: int, value: Any) -> None: ...
+
+
+U = TypeVar("U", bound=User)
+
+
+class Used(Generic[U]):
+    """A value with a name, a type and its uses as (user, operand index) pairs."""
+
+    __slots__ = ("name", "type", "users")
+
+    def __init__(self, name: str, type: TensorType | None) -> None:
+        self.name = name
+        self.type = type
+        self.users: list[tuple[U, int]] = []
+
+    def replace_all_uses_with(self, other: Used[U]) -> None:
+        if other is self:
+            return
+        for user, idx in list(self.users):
+            user.set_operand(idx, other)
+
+    def __repr__(self) -> str:
+        return f"%{self.name}: {self.type}"
+
+
+def content_digest(data: np.ndarray | None) -> str:
+    """A short digest of a weight's bytes: equal data, equal digest."""
+    assert data is not None, "a digest needs the data (or a digest recorded with the weight)"
+    return hashlib.sha1(data.tobytes()).hexdigest()[:16]

@@ -1,0 +1,80 @@
+"""The base of the workspace's views: `show(session, index)` draws stage `index`; data that takes
+a while (a graph stage's memory plan runs the low-level pipeline) is computed by a thread worker
+while the view says what it is waiting for, and drawn only if the view still shows that stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widget import Widget
+
+from glowviz.session import CompileSession
+
+
+class StageView(Vertical):
+    """A view of the selected stage."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.session: CompileSession | None = None
+        self.index: int | None = None
+        self._want: tuple[int, int | None, str] | None = None
+
+    def show(self, session: CompileSession, index: int) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """A new compile starts: forget the old one's data (nothing of it may stay drawn)."""
+        self.session, self.index, self._want = None, None, None
+
+    def focus_target(self) -> Widget | None:
+        """The widget that takes the keys when the view is shown (None: the first focusable)."""
+        return None
+
+    def stage_label(self, session: CompileSession, index: int) -> Text:
+        """`stage 12 graph-opt/cse` — every view's header names the stage it shows."""
+        rec = session.stages[index]
+        return Text.assemble(("stage ", "dim"), (f"{index} {rec.label}", "bold"))
+
+    def load(
+        self,
+        session: CompileSession,
+        index: int | None,
+        what: str,
+        compute: Callable[[], Any],
+        draw: Callable[[Any], None],
+        waiting: Callable[[], None],
+        failed: Callable[[str], None],
+    ) -> None:
+        """Draw `compute()` now if the session has it cached (`what`, index), else call
+        `waiting()` and draw it when a worker has it — unless the view moved on meanwhile."""
+        want = self._want = (id(session), index, what)
+        if session.is_cached(what, index):
+            try:
+                data = compute()
+            except Exception as e:  # noqa: BLE001 - shown in the view
+                failed(f"{type(e).__name__}: {e}")
+                return
+            draw(data)
+            return
+        waiting()
+
+        def work() -> None:
+            try:
+                data, err = compute(), None
+            except Exception as e:  # noqa: BLE001 - shown in the view
+                data, err = None, f"{type(e).__name__}: {e}"
+            self.app.call_from_thread(done, data, err)
+
+        def done(data: Any, err: str | None) -> None:
+            if self._want != want or not self.is_attached:
+                return
+            if err is not None:
+                failed(err)
+            else:
+                draw(data)
+
+        self.run_worker(work, thread=True, exclusive=True, group=f"{self.id}-data")

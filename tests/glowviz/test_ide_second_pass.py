@@ -1,0 +1,486 @@
+"""The IDE's second pass (issue 13), driven with Pilot on the fake pipeline: every view follows
+the selected stage, the memory timeline across passes, rewrite stepping, the whole graph, the
+memory map, the export dialog, the debugger's tolerance and slice, the bugs found by trying it,
+and 100x30 as a first-class size. Each test failed on the IDE before the second pass."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any
+
+from fake_pipeline import fake_compile
+from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
+from textual.widgets import DataTable, Input, TabbedContent
+
+from glowviz.app import GlowvizApp
+from glowviz.screens.main import MainScreen
+from glowviz.session import CompileSession
+
+SIZE = (160, 50)
+
+
+def _plain(widget) -> str:
+    """The text a Static shows, whatever renderable it holds."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.render()._renderable)
+    return console.export_text()
+
+
+def _main(app) -> MainScreen:
+    return next(s for s in app.screen_stack if isinstance(s, MainScreen))
+
+
+async def _show(app, pilot, stage: int, key: str):
+    main = _main(app)
+    main.goto_stage(stage)
+    await pilot.press(key)
+    await settle(app, pilot)
+    return main
+
+
+# -- item 1: every view follows the selected stage ---------------------------------------------
+@run_async
+async def test_memory_lifetimes_and_schedule_follow_the_stage():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        session = app.session
+        main = await _show(app, pilot, 1, "6")
+        mem = main.view("memory")
+        await until(pilot, lambda: mem.report is not None and mem.index == 1)
+        # stage 1 (after fold-batchnorm, relu not yet fused) is planned from its own graph:
+        # relu2 still has its own buffer, which the final plan does not
+        names1 = {b.name for b in mem.report.buffers}
+        assert mem.report == session.memory_report(1)
+        assert "conv2_res" in names1 and "conv2_relu_res" not in names1
+        assert "stage 1" in str(main.query_one("#memory-figures").render())
+        main.goto_stage(6)
+        await settle(app, pilot)
+        await until(pilot, lambda: mem.index == 6 and mem.report is not None)
+        assert mem.report.peak_bytes == 2048  # the compile's (fake) plan
+        assert {b.name for b in mem.report.buffers} != names1
+        await pilot.press("5")
+        await settle(app, pilot)
+        lt = main.view("lifetimes")
+        assert lt.index == 6 and "stage 6" in str(main.query_one("#lifetimes-info").render())
+        main.goto_stage(1)
+        await settle(app, pilot)
+        await until(pilot, lambda: lt.index == 1)
+        assert {b.name for b in lt.buffers} == names1
+        # before IRGen the Schedule view shows the graph's live bytes in program order
+        await pilot.press("4")
+        await settle(app, pilot)
+        sv = main.view("schedule")
+        await until(pilot, lambda: sv.index == 1 and sv.schedules)
+        assert sv.schedules[0].kind == "program order"
+        assert "before IRGen" in str(main.query_one("#schedule-info").render())
+
+
+@run_async
+async def test_memory_timeline_across_passes_jumps_to_a_pass():
+    from glowviz.exports.per_pass import per_pass_memory
+
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = await _show(app, pilot, 6, "6")
+        mem = main.view("memory")
+        await until(pilot, lambda: mem.timeline_rows is not None)
+        # the same series `glowviz mem --per-pass` prints
+        rows = per_pass_memory(app.session)
+        assert [(r["index"], r["peak_bytes"]) for r in mem.timeline_rows] == [
+            (r["index"], r["peak_bytes"]) for r in rows
+        ]
+        await pilot.press("t")
+        await pilot.pause()
+        tl = main.query_one("#memory-timeline")
+        assert app.focused is tl
+        await pilot.press("home", "enter")
+        await settle(app, pilot)
+        assert main.index == rows[0]["index"]
+        await until(pilot, lambda: mem.index == rows[0]["index"])
+
+
+# -- item 2: each rewrite is a step ------------------------------------------------------------
+@run_async
+async def test_rewrites_step_and_inline_changes():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = await _show(app, pilot, 3, "2")  # fuse-activations
+        view = main.view("diff")
+        assert view.rewrites, "the pass's rewrites are listed"
+        head = str(main.query_one("#diff-rewrite").render())
+        assert "consumed" in head and "conv2" in head and "conv2_relu" in head
+        # the provenance summary comes before the IR lines
+        assert "conv2 + relu2 -> conv2_relu" in view.current.provenance[0]
+        # the attribute the pass added is inside a changed line, highlighted
+        table = view.query_one("#diff-table")
+        cells = [c for row in table.rows for c in row if 'activation = "relu"' in str(c)]
+        assert cells and any(getattr(c, "spans", None) for c in cells)
+        # left/right move between rewrites, up/down between passes
+        n = len(view.rewrites)
+        await pilot.press("right")
+        assert view.rewrite == min(1, n - 1)
+        await pilot.press("down")
+        await settle(app, pilot)
+        assert main.index == 4
+
+
+# -- item 3: the whole graph -------------------------------------------------------------------
+@run_async
+async def test_whole_graph_pan_zoom_and_marks():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = await _show(app, pilot, 1, "1")
+        graph = main.view("graph")
+        await pilot.press("w")
+        await settle(app, pilot)
+        await until(pilot, lambda: graph.drawing is not None)
+        assert graph.whole
+        drawn = graph.drawing
+        # fold-batchnorm created conv1_bn: it is marked; shapes are on the edges
+        assert "conv1_bn" in graph._marks()
+        canvas = main.query_one("GraphCanvas")
+        before = graph.zoom
+        await pilot.press("minus")
+        await settle(app, pilot)
+        await until(pilot, lambda: graph.drawing is not drawn)
+        assert graph.zoom != before
+        x0 = canvas.scroll_x
+        await pilot.press("right", "right", "right")
+        await pilot.pause()
+        assert canvas.scroll_x >= x0
+        assert "overview" in str(main.query_one("#graph-minimap").render())
+
+
+# -- item 4: the debugger's tolerance, slice and watches ---------------------------------------
+async def _debugger(app, pilot):
+    main = _main(app)
+    await pilot.press("7")
+    await settle(app, pilot)
+    view = main.view("debugger")
+    await until(pilot, lambda: view.dbg is not None and view.dbg.available)
+    view.query_one("#debug-table").focus()
+    return view
+
+
+@run_async
+async def test_debugger_tolerance_slice_and_watch_from_prompts():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        view = await _debugger(app, pilot)
+        dbg = view.dbg
+        # the fake reference is off by 0.5 at instruction 7: with atol 1 it is no divergence
+        await pilot.press("T")
+        await pilot.pause()
+        inp = app.screen.query_one(Input)
+        inp.value = "rtol=0 atol=1"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert (dbg.rtol, dbg.atol) == (0.0, 1.0)
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert dbg.finished and dbg.divergence is None
+        await pilot.press("r")
+        await settle(app, pilot)
+        view.set_tolerance("rtol=1e-4 atol=1e-5")
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert dbg.divergence is not None and dbg.divergence["index"] == 7
+        # the worst element at full precision
+        status = str(view.query_one("#debug-status").render())
+        assert "7.5" in status and "7" in status
+        # a slice the user picks: any two axes, any offsets
+        await pilot.press("v")
+        await pilot.pause()
+        name = view.last_slice["name"]
+        app.screen.query_one(Input).value = f"{name} [1, :, :]"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert view.last_slice["axes"] == (1, 2) and view.last_slice["index"][0] == 1
+        # a watch: statistics of a buffer after each step
+        await pilot.press("p")
+        await pilot.pause()
+        app.screen.query_one(Input).value = name
+        await pilot.press("enter")
+        await pilot.pause()
+        assert dbg.watches == [name]
+        assert "mean" in _plain(view.query_one("#debug-operands"))
+
+
+# -- item 5: the memory map ---------------------------------------------------------------------
+@run_async
+async def test_memory_map_zoom_pan_and_buffer_card():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = await _show(app, pilot, 6, "6")
+        mem = main.view("memory")
+        await until(pilot, lambda: mem.report is not None and mem.index == 6)
+        await pilot.press("m")
+        await pilot.pause()
+        mp = main.query_one("MemoryMap")
+        assert app.focused is mp
+        w = mp.window
+        area = (w.x1 - w.x0) * (w.y1 - w.y0)
+        await pilot.press("plus")
+        await pilot.pause()
+        w = mp.window
+        assert (w.x1 - w.x0) * (w.y1 - w.y0) < area  # 9 instructions: the byte axis zooms
+        await pilot.press("right", "down")
+        await pilot.pause()
+        assert mp.under is not None
+        card = str(main.query_one("#memory-detail").render())
+        assert mp.under in card and "producer" in card and "why" in card.lower()
+        # XProf's three orders of the buffers live at the peak
+        orders = []
+        for _ in range(3):
+            orders.append(mem.sort)
+            mem.action_cycle_sort()
+        assert {"size", "program order", "padding waste"} <= set(orders + [mem.sort])
+
+
+# -- item 6: export asks for a path, a format and a theme --------------------------------------
+@run_async
+async def test_export_dialog_writes_where_asked(tmp_path):
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        await _show(app, pilot, 1, "1")
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "ExportScreen"
+        assert app.screen.fmt == "svg"  # a sensible default
+        out = tmp_path / "fig" / "graph.svg"
+        app.screen.query_one("#export-path", Input).value = str(out)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        await until(pilot, lambda: out.exists())
+        assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
+        assert not (Path.cwd() / "glowviz-exports").exists() or out.exists()
+
+
+# -- item 7: the bugs --------------------------------------------------------------------------
+def _big_counts_compile(model: Any, options: Any, observer: Any = None, **kw: Any) -> Any:
+    def big(ev):
+        if ev.pass_name == "fold-batchnorm":
+            ev = dataclasses.replace(ev, count_before=495, count_after=2018, time_ms=5025.4)
+        observer(ev)
+
+    return fake_compile(model, options, big, **kw)
+
+
+@run_async
+async def test_pipeline_counts_and_times_keep_all_digits():
+    s = CompileSession(
+        str(ROOT / "sample_models" / "resnet_small.onnx"), None, compile_fn=_big_counts_compile
+    )
+    app = GlowvizApp(session=s)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(app, pilot)
+        table = _main(app).query_one("#pipeline-table", DataTable)
+        row = " ".join(str(c) for c in table.get_row_at(1))
+        assert "495→2018" in row
+        await pilot.resize_terminal(180, 50)
+        await pilot.pause()
+        await settle(app, pilot)
+        row = " ".join(str(c) for c in table.get_row_at(1))
+        assert "495→2018" in row and "5025" in row
+
+
+@run_async
+async def test_ir_backspace_goes_back_after_a_jump():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = await _show(app, pilot, 1, "3")
+        ir = main.view("ir")
+        ta = ir.query_one("IRTextArea")
+        ta.focus()
+        lines = ir.text.splitlines()
+        use = next(k for k, line in enumerate(lines) if "Relu(%conv1_bn)" in line)
+        ta.cursor_location = (use, lines[use].index("%conv1_bn") + 2)
+        await pilot.press("g")
+        await pilot.pause()
+        assert lines[ta.cursor_location[0]].strip().startswith("%conv1_bn =")
+        await pilot.press("backspace")
+        await pilot.pause()
+        assert ta.cursor_location[0] == use
+
+
+def _gated_compile(gate: threading.Event):
+    def compile_fn(model: Any, options: Any, observer: Any = None, **kw: Any) -> Any:
+        def held(ev):
+            observer(ev)
+            if ev.index == 2:
+                gate.wait(60)
+
+        return fake_compile(model, options, held, **kw)
+
+    return compile_fn
+
+
+@run_async
+async def test_position_kept_when_the_compile_finishes():
+    gate = threading.Event()
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    app = GlowvizApp(session=CompileSession(model, None, compile_fn=_gated_compile(gate)))
+    async with app.run_test(size=SIZE) as pilot:
+        main = _main(app)
+        await until(pilot, lambda: len(main.query_one("PipelinePane").records) >= 3)
+        main.goto_stage(1)
+        await pilot.press("3")  # the IR view of stage 1, while the compile runs
+        await pilot.pause()
+        # the title never names a running pass (only what finished)
+        assert "dce" not in app.sub_title or "last done" in app.sub_title
+        gate.set()
+        await ready(app, pilot)
+        assert main.index == 1
+        assert main.query_one(TabbedContent).active == "ir"
+
+
+@run_async
+async def test_graph_tab_never_keeps_an_old_drawing():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = await _show(app, pilot, 1, "1")
+        graph = main.view("graph")
+        assert graph.rows
+        main.goto_stage(6)  # a low-level stage: no graph
+        await settle(app, pilot)
+        assert not graph.rows
+        assert "conv1_bn" not in str(main.query_one("#graph-neigh").render())
+        # a failed model: nothing of the previous one stays drawn
+        main.start_compile(make_fake_session(failing=True))
+        await ready(app, pilot)
+        await pilot.press("1")
+        await settle(app, pilot)
+        assert "relu2" not in str(main.query_one("#graph-neigh").render())
+        pane = str(main.query_one("#error-pane").render())
+        assert "0 stages" not in pane and "1 stage before the failure" in pane
+
+
+@run_async
+async def test_escape_leaves_the_pass_filter():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = _main(app)
+        await pilot.press("ctrl+f", "e")  # cse, lower-cpu, fuse-activations, ...
+        await pilot.pause()
+        assert main.query_one("#pipeline-filter", Input).value == "e"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.focused is not main.query_one("#pipeline-filter")
+        start = main.index
+        await pilot.press("p")  # a key for the workspace, not the filter
+        await pilot.pause()
+        assert main.query_one("#pipeline-filter", Input).value == "e"
+        assert main.index != start
+
+
+@run_async
+async def test_debugger_bindings_are_consistent_and_shown():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = _main(app)
+        view = await _debugger(app, pilot)
+        start_stage, pc = main.index, view.dbg.pc
+        await pilot.press("n")  # the debugger's next instruction, not the next stage
+        assert view.dbg.pc > pc and main.index == start_stage
+        await pilot.press("right_square_bracket")  # the stage keys that work everywhere
+        await pilot.pause()
+        assert main.index == start_stage + 1
+        footer = " ".join(
+            b.binding.description for b in app.screen.active_bindings.values() if b.binding.show
+        )
+        assert "Next" in footer and "Next stage" not in footer
+
+
+@run_async
+async def test_theme_command_offers_only_glowviz_themes_and_user_files(tmp_path, _config_dir):
+    from glowviz.screens.commands import ThemeCommands
+
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        provider = ThemeCommands(app.screen)
+        names = [n for n, _cb in provider._commands()]
+        assert set(names) == set(app.glowviz_theme_names())
+        assert "textual-dark" not in names and "nord" not in names
+        light = (ROOT / "themes" / "light.toml").read_text()
+        mine = tmp_path / "mine.toml"
+        mine.write_text(light.replace('name = "light"', 'name = "mine"'))
+        app.add_theme_file(str(mine))
+        await pilot.pause()
+        assert app.theme == "glowviz-mine" and "mine" in app.glowviz_theme_names()
+    assert GlowvizApp(session=make_fake_session()).theme == "glowviz-mine"
+
+
+@run_async
+async def test_help_shows_keys_as_typed():
+    from glowviz.screens.help import binding_groups
+
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        keys = " ".join(k for _, rows in binding_groups(app) for k, _ in rows)
+        for raw in ("question_mark", "slash", "plus", "minus", "left_square_bracket"):
+            assert raw not in keys
+        assert "?" in keys and "/" in keys and "+" in keys
+
+
+@run_async
+async def test_statistics_and_header_do_not_run_together():
+    import numpy as np
+
+    from glowviz.session.debugger import array_stats
+    from glowviz.widgets.debugger_view import stats_text
+    from glowviz.widgets.styles import styles
+
+    app = GlowvizApp(session=make_fake_session(), theme="paper")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        st = styles(app)
+        text = stats_text(array_stats(np.array([1.0, 1.1, np.nan], np.float32)), st).plain
+        assert "nan" in text and not any(c.isdigit() for c in text.split("nan")[0][-1:])
+        figs = str(_main(app).query_one("#memory-figures").render())
+        assert "KiBlower" not in figs
+        # the paper theme's styles name no ANSI yellow/cyan (unreadable on white)
+        for v in dataclasses.asdict(st).values():
+            assert "yellow" not in v and "cyan" not in v
+
+
+# -- item 8: 100x30 ------------------------------------------------------------------------------
+@run_async
+async def test_100x30_is_first_class():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(app, pilot)
+        main = _main(app)
+        assert main.has_class("-narrow") and main.has_class("-short")
+        table = main.query_one("#pipeline-table", DataTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "count" in labels
+        main.goto_stage(6)
+        await pilot.press("6")
+        await settle(app, pilot)
+        mem = main.view("memory")
+        await until(pilot, lambda: mem.report is not None and mem.index == 6)
+        mem.action_toggle_live()  # all three buffers
+        await pilot.pause()
+        t = main.query_one("#memory-table")
+        assert t.size.height - 1 >= 3  # more than three rows fit under the header
+        footer = main.query_one("Footer")
+        assert footer.region.right <= 100 and footer.region.y == 29
