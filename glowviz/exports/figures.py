@@ -129,6 +129,7 @@ def schedule_figure(
     theme: str | Palette | None = None,
     wide: bool = False,
     title: str | None = None,
+    width: str | float | None = None,
 ) -> Figure:
     """Live activation bytes after every schedule step, one line per scheduler, peaks marked."""
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
@@ -199,6 +200,7 @@ def lifetimes_figure(
     theme: str | Palette | None = None,
     wide: bool = False,
     title: str | None = None,
+    width: str | float | None = None,
 ) -> Figure:
     """One horizontal bar per activation buffer over [first, last], coloured by the category of
     the op that produced it; the peak instruction marked; buffers live there outlined."""
@@ -278,6 +280,7 @@ def memory_figure(
     theme: str | Palette | None = None,
     wide: bool = False,
     title: str | None = None,
+    width: str | float | None = None,
 ) -> Figure:
     """The memory map: each buffer a rectangle [first, last] x [offset, offset + size]; the arena
     size (peak) and the lower bound as horizontal lines; the peak instruction as a vertical one.

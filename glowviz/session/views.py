@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from glowviz.session.core import SessionError, StageRecord
 
 
+#: The low-level passes that only tighten lifetimes (markers next to the first and last use,
+#: allocations nobody uses gone): `stage_memory` applies them to every stage it plans.
+TIGHTENING_PASSES = ("dead-alloc-elimination", "hoist-dealloc", "sink-alloc")
+
+
 class SessionViewData:
     """Graph, diff, schedule, memory and instruction data of a `CompileSession`."""
 
@@ -242,9 +247,45 @@ class SessionViewData:
         low = self.low_level(i)
         if low is None or low.plan is None:
             return None
+        from compiler.pipeline import run_config
+
         options = self._options()
+        config = self._cached(("run_config",), lambda: run_config(options, self.model_path))
         return MemoryReport.from_plan(
-            low.plan, low.lir, self.model_path, options.scheduler, options.allocator
+            low.plan, low.lir, self.model_path, options.scheduler, options.allocator, config
+        )
+
+    def stage_memory(self, i: int) -> MemoryReport | None:
+        """Stage `i` planned the one way every row of the per-pass table is (so their deltas
+        add up and each lands on the step that caused it): a graph stage is scheduled in
+        plain topological order (the `schedule` stage uses the compile's scheduler instead,
+        which makes that row the scheduler's own delta), then IRGen; a low-level stage is its
+        snapshot; then the lifetime-tightening passes (`TIGHTENING_PASSES`, unless disabled)
+        and the compile's allocator. The final stage is the compile's own plan."""
+        return self._cached(("stage_memory", i), lambda: self._stage_memory(i))
+
+    def _stage_memory(self, i: int) -> MemoryReport | None:
+        from compiler.lir.irgen import irgen
+        from compiler.lir.pipeline import lir_opt_passes
+        from compiler.memory.plan import plan_memory
+        from compiler.passes.manager import PipelineContext, run_passes
+        from compiler.pipeline import run_config
+
+        rec, options = self.stages[i], self._options()
+        if rec.stage == "memory" or self.result is None:
+            return self.memory_report(i)
+        if rec.ir_kind == "lir":
+            lir = rec.ir.clone()
+        else:
+            module = rec.ir.clone()
+            kind = options.scheduler if rec.stage == "schedule" else "topological"
+            lir = irgen(module, schedule(module.main, kind).order)
+        ctx = PipelineContext(disabled=options.disabled_passes)
+        run_passes(lir, lir_opt_passes(TIGHTENING_PASSES), "lir-opt", ctx)
+        plan = plan_memory(lir, options.allocator)
+        config = self._cached(("run_config",), lambda: run_config(options, self.model_path))
+        return MemoryReport.from_plan(
+            plan, lir, self.model_path, options.scheduler, options.allocator, config
         )
 
     def schedules(self, i: int | None = None) -> list[Schedule]:
