@@ -92,7 +92,7 @@ def check_stage_name(name: str, what: str = "--stop-after") -> None:
     if name not in known:
         close = difflib.get_close_matches(name, known, n=1)
         raise CompilerError(
-            f"{what} '{name}' is not a pass or stage name",
+            f"{what} '{name}' matched no pass or stage",
             hint=(f"did you mean {close[0]}? " if close else "") + "names: " + ", ".join(known),
         )
 

@@ -83,8 +83,9 @@ def run(args: argparse.Namespace) -> int:
         disabled_passes=frozenset(args.disable_pass),
     )
     rows = None
+    schedulers: list[dict[str, Any]] = []
     if args.per_pass:
-        from glowviz.exports.per_pass import per_pass_memory
+        from glowviz.exports.per_pass import per_pass_memory, scheduler_comparison
         from glowviz.exports.views import compile_session
 
         session = compile_session(args.model, options)
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         if report is None:
             raise CompilerError("the pipeline stopped before memory planning; no memory report")
         rows = per_pass_memory(session)
+        schedulers = scheduler_comparison(session)
     else:
         report = build_report(compile_model(args.model, options), args)
     print(format_report(report, top=args.top))
@@ -99,11 +101,12 @@ def run(args: argparse.Namespace) -> int:
         from glowviz.exports.per_pass import format_per_pass
 
         print()
-        print(format_per_pass(rows))
+        print(format_per_pass(rows, schedulers=schedulers))
     if args.json:
         data = report.to_json()
         if rows is not None:
             data["per_pass"] = rows
+            data["per_pass_schedulers"] = schedulers
         write_json(args.json, data)
         print(f"wrote {args.json}")
     return 0

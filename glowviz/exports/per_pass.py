@@ -77,13 +77,40 @@ def per_pass_memory(session: CompileSession) -> list[dict[str, Any]]:
     return rows
 
 
+def scheduler_comparison(session: CompileSession) -> list[dict[str, Any]]:
+    """The final graph planned with every scheduler through the whole low-level pipeline (the
+    one used first): {scheduler, peak_bytes, lower_bound_bytes, delta_bytes (against the one
+    used)}. A schedule's cost can show only after the low-level passes (an order that keeps
+    a big result alive stops buffer sharing), which the rows, each planned before the passes
+    still to come, cannot attribute; this comparison does."""
+    reports = session.scheduler_reports()
+    if not reports:
+        return []
+    used = reports[0].peak_bytes
+    return [
+        {
+            "scheduler": r.scheduler,
+            "peak_bytes": r.peak_bytes,
+            "lower_bound_bytes": r.lower_bound_bytes,
+            "delta_bytes": r.peak_bytes - used,
+        }
+        for r in reports
+    ]
+
+
 def _kib(n: int) -> str:
     return f"{n / 1024:.1f}"
 
 
-def format_per_pass(rows: list[dict[str, Any]], *, only_changes: bool = False) -> str:
+def format_per_pass(
+    rows: list[dict[str, Any]],
+    *,
+    only_changes: bool = False,
+    schedulers: list[dict[str, Any]] | None = None,
+) -> str:
     """A table: # stage pass changed instrs peak KiB bound KiB delta KiB, then the largest
-    increase and decrease and how the rows are measured."""
+    increase and decrease, the schedulers compared on the final graph (`scheduler_comparison`)
+    and how the rows are measured."""
     header = ("#", "stage", "pass", "changed", "instrs", "peak KiB", "bound KiB", "delta KiB")
     body = []
     for r in rows:
@@ -133,8 +160,23 @@ def format_per_pass(rows: list[dict[str, Any]], *, only_changes: bool = False) -
             f"from {first['stage']}/{first['pass']} to the final plan: "
             f"{_kib(first['peak_bytes'])} -> {_kib(last['peak_bytes'])} KiB"
         )
+    if schedulers:
+        used = schedulers[0]
+        bits = [f"{used['scheduler']} {_kib(used['peak_bytes'])} KiB (used)"]
+        for x in schedulers[1:]:
+            d = x["delta_bytes"]
+            pct = 100.0 * d / used["peak_bytes"] if used["peak_bytes"] else 0.0
+            bits.append(f"{x['scheduler']} {_kib(x['peak_bytes'])} KiB ({pct:+.1f}%)")
+        lines.append("schedulers on the final graph (whole pipeline): " + ", ".join(bits))
+        best = min(schedulers, key=lambda x: (x["peak_bytes"], x is not used))
+        if best is not used and best["peak_bytes"] < used["peak_bytes"]:
+            worse = 100.0 * (used["peak_bytes"] - best["peak_bytes"]) / best["peak_bytes"]
+            lines.append(
+                f"the scheduler: {used['scheduler']} is {worse:.1f}% worse than "
+                f"{best['scheduler']} (+{_kib(used['peak_bytes'] - best['peak_bytes'])} KiB)"
+            )
     lines.append(METHOD)
     return "\n".join(lines)
 
 
-__all__ = ["METHOD", "format_per_pass", "per_pass_memory"]
+__all__ = ["METHOD", "format_per_pass", "per_pass_memory", "scheduler_comparison"]

@@ -165,7 +165,15 @@ def view_data(session: CompileSession, view: str, stage: str = "final") -> tuple
             hint=session.low_level_reason or "the pipeline stopped early",
         )
     if view == "schedule":
-        return schedule_data(session.schedules(st.index), report, stage=st.label), st
+        return (
+            schedule_data(
+                session.schedules(st.index),
+                report,
+                stage=st.label,
+                reports=session.scheduler_reports(st.index),
+            ),
+            st,
+        )
     return memory_data(report, stage=st.label), st
 
 

@@ -307,6 +307,47 @@ class SessionViewData:
         fn = module.functions[0]
         return [used, *(schedule(fn, kind) for kind in SCHEDULERS if kind != used.kind)]
 
+    def scheduler_reports(self, i: int | None = None) -> list[MemoryReport]:
+        """The memory report of stage `i` (the scheduler the compile used), then, for every
+        other scheduler, the plan of the same graph through the whole low-level pipeline with
+        that scheduler: the schedule figure's curves, all on one instruction axis."""
+        return self._cached(("scheduler_reports", i), lambda: self._scheduler_reports(i))
+
+    def _scheduler_reports(self, i: int | None) -> list[MemoryReport]:
+        from compiler.lir.pipeline import run_low_level
+        from compiler.passes.manager import PipelineContext
+        from compiler.pipeline import run_config
+
+        used = self.memory_report(i)
+        if used is None:
+            return []
+        rec = self.stages[i] if i is not None else None
+        module = rec.ir if rec is not None and rec.ir_kind == "graph" else None
+        if module is None and self.result is not None:
+            module = self.result.module
+        out = [used]
+        base = self._options()
+        for kind in SCHEDULERS:
+            if kind == base.scheduler or module is None:
+                continue
+            options = dataclasses.replace(base, scheduler=kind)
+            low = run_low_level(
+                module.clone(), options, PipelineContext(disabled=options.disabled_passes)
+            )
+            if low.plan is None:
+                continue
+            out.append(
+                MemoryReport.from_plan(
+                    low.plan,
+                    low.lir,
+                    self.model_path,
+                    kind,
+                    options.allocator,
+                    run_config(options, self.model_path),
+                )
+            )
+        return out
+
     # -- memory comparison --------------------------------------------------------------------
     def compare_memory(
         self, allocator: str | None = None, scheduler: str | None = None
