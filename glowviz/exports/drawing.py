@@ -443,12 +443,12 @@ def to_dot(d: Drawing, pal: Palette, *, budget: int | None = None) -> str:
             if u.mode == "summary":
                 where[key] = f"unit{k}"
             elif u.mode == "cluster":
-                r = next(n for n, x in enumerate(u.reps) if i in x)
-                offset = min(i - u.reps[r].start, len(u.reps[0]) - 1)
-                if i == u.reps[r].stop - 1:
+                nth = next(n for n, x in enumerate(u.reps) if i in x)
+                offset = min(i - u.reps[nth].start, len(u.reps[0]) - 1)
+                if i == u.reps[nth].stop - 1:
                     offset = len(u.reps[0]) - 1  # a repetition's exit is the first one's exit
                 where[key] = boxes[u.reps[0].start + offset].key
-                rep[key] = (k, r)
+                rep[key] = (k, nth)
             else:
                 where[key] = key
     out = [f"digraph {_q(d.name)} {{"]

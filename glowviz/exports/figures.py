@@ -67,6 +67,13 @@ def _width(width: str | float | None, wide: bool) -> float:
     return WIDE_WIDTH_IN if width is None and wide else parse_width(width)
 
 
+def _renderer(fig: Figure) -> Any:
+    """The Agg renderer every figure here is drawn with (`_new_figure` attaches the canvas)."""
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)
+    return canvas.get_renderer()
+
+
 def _new_figure(pal: Palette, width_in: float, height: float) -> tuple[Figure, Any, _Style]:
     st = _Style(width_in)
     fig = Figure(figsize=(width_in, height), facecolor=pal.background)
@@ -136,7 +143,7 @@ def _finish(
         lab.set_family(pal.font)
     for t in ax.get_xticklabels() + ax.get_yticklabels():
         t.set_family(pal.font)
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     fig_w, fig_h = fig.bbox.width, fig.bbox.height
     pad = 3.0 * fig.dpi / 72  # 3 pt
     top = fig_h - pad
@@ -177,6 +184,42 @@ def _finish(
         assert legend is not None
         top -= legend.get_window_extent(renderer).height + pad
     fig.tight_layout(pad=0.3, rect=(0.0, 0.0, 1.0, max(0.3, top / fig_h)))
+    _keep_inside(fig, ax, top)
+
+
+def _keep_inside(fig: Figure, ax: Any, top_px: float) -> None:
+    """Shrink the plot until every text of the figure (axis labels, ticks, annotations) lies
+    inside the page and under the legend: tight_layout alone misses by a few points."""
+    renderer = _renderer(fig)
+    margin = 1.5 * fig.dpi / 72
+    for _ in range(4):
+        fig.canvas.draw()
+        boxes = [
+            t.get_window_extent(renderer)
+            for t in ax.texts  # annotations; ticks and labels are in the tight box
+            if t.get_visible() and t.get_text()
+        ]
+        boxes.append(ax.get_tightbbox(renderer))
+        x0 = min(b.x0 for b in boxes)
+        y0 = min(b.y0 for b in boxes)
+        x1 = max(b.x1 for b in boxes)
+        y1 = max(b.y1 for b in boxes)
+        left = max(0.0, margin - x0)
+        bottom = max(0.0, margin - y0)
+        right = max(0.0, x1 - (fig.bbox.width - margin))
+        over = max(0.0, y1 - top_px)
+        if left == bottom == right == over == 0.0:
+            return
+        pos = ax.get_position()
+        w, h = fig.bbox.width, fig.bbox.height
+        ax.set_position(
+            (
+                pos.x0 + left / w,
+                pos.y0 + bottom / h,
+                max(0.05, pos.width - (left + right) / w),
+                max(0.05, pos.height - (bottom + over) / h),
+            )
+        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ graph stage the plan the low-level pipeline makes of that graph).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,15 +229,16 @@ def render_view(
             from glowviz.exports.dot_lir import lir_text
 
             return lir_text(data).encode()
+        from glowviz.exports import dot_graph, dot_lir
+
+        # The two views share the box model (`boxes`) and the DOT options; only the source differs.
+        to_dot: Callable[..., str]
         if view == "graph":
-            from glowviz.exports.dot_graph import graph_boxes as boxes_of
-            from glowviz.exports.dot_graph import graph_data as data_of
-            from glowviz.exports.dot_graph import graph_to_dot as to_dot
+            vdata = dot_graph.graph_data(data, stage=st.label)
+            boxes_of, to_dot = dot_graph.graph_boxes, dot_graph.graph_to_dot
         else:
-            from glowviz.exports.dot_lir import lir_boxes as boxes_of
-            from glowviz.exports.dot_lir import lir_data as data_of
-            from glowviz.exports.dot_lir import lir_to_dot as to_dot
-        vdata = data_of(data, stage=st.label)
+            vdata = dot_lir.lir_data(data, stage=st.label)
+            boxes_of, to_dot = dot_lir.lir_boxes, dot_lir.lir_to_dot
         if fmt == "json":
             return dumps(vdata).encode()
         if subgraph:
@@ -344,7 +346,7 @@ def pass_focus(
     if kind == "graph":
         from glowviz.exports.dot_graph import graph_boxes, graph_data
 
-        boxes = graph_boxes(graph_data(rec.ir))
+        boxes = graph_boxes(graph_data(rec.module))
     else:
         from glowviz.exports.dot_lir import lir_boxes, lir_data
 

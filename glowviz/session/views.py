@@ -224,35 +224,50 @@ class SessionViewData:
                 return None
             return LowLevelResult(r.schedule, r.lir, r.plan)
         assert i is not None
-        rec, options = self.stages[i], self._options()
-        if rec.ir_kind == "lir":
-            from compiler.memory.plan import plan_memory
+        return self._plan_stage(i, self._options().scheduler, tighten_only=False)
 
+    def _plan_stage(self, i: int, scheduler: str, *, tighten_only: bool) -> LowLevelResult:
+        """The one way a stage is planned (the memory view of a stage and every per-pass row):
+        a low-level stage's LIR snapshot as it is (`tighten_only`: after `TIGHTENING_PASSES`);
+        a graph stage through the low-level pipeline with `scheduler` (`tighten_only`: IRGen
+        then `TIGHTENING_PASSES` instead of every low-level pass). A clone, same allocator and
+        disabled passes as the compile."""
+        from compiler.lir.pipeline import lir_opt_passes, run_low_level
+        from compiler.memory.plan import plan_memory
+        from compiler.passes.manager import PipelineContext, run_passes
+
+        rec, options = self.stages[i], self._options()
+        ctx = PipelineContext(disabled=options.disabled_passes)
+        passes = lir_opt_passes(TIGHTENING_PASSES) if tighten_only else None
+        if rec.ir_kind == "lir":
             lir = rec.lir.clone()
+            if passes is not None:
+                run_passes(lir, passes, "lir-opt", ctx)
+            r = self.result
             return LowLevelResult(
                 r.schedule if r is not None else None, lir, plan_memory(lir, options.allocator)
             )
-        from compiler.lir.pipeline import run_low_level
-        from compiler.passes.manager import PipelineContext
+        options = dataclasses.replace(options, scheduler=scheduler)
+        return run_low_level(rec.module.clone(), options, ctx, passes=passes)
 
-        return run_low_level(
-            rec.module.clone(), options, PipelineContext(disabled=options.disabled_passes)
-        )
-
-    def memory_report(self, i: int | None = None) -> MemoryReport | None:
-        """The memory report as of stage `i` (see `low_level`); None without a plan."""
-        return self._cached(("memory_report", i), lambda: self._memory_report(i))
-
-    def _memory_report(self, i: int | None) -> MemoryReport | None:
-        low = self.low_level(i)
+    def _report(self, low: LowLevelResult | None, scheduler: str) -> MemoryReport | None:
+        """The memory report of a plan made with `scheduler` and the compile's other options."""
         if low is None or low.plan is None:
             return None
         from compiler.pipeline import run_config
 
-        options = self._options()
-        config = self._cached(("run_config",), lambda: run_config(options, self.model_path))
+        options = dataclasses.replace(self._options(), scheduler=scheduler)
+        config = self._cached(
+            ("run_config", scheduler), lambda: run_config(options, self.model_path)
+        )
         return MemoryReport.from_plan(
-            low.plan, low.lir, self.model_path, options.scheduler, options.allocator, config
+            low.plan, low.lir, self.model_path, scheduler, options.allocator, config
+        )
+
+    def memory_report(self, i: int | None = None) -> MemoryReport | None:
+        """The memory report as of stage `i` (see `low_level`); None without a plan."""
+        return self._cached(
+            ("memory_report", i), lambda: self._report(self.low_level(i), self._options().scheduler)
         )
 
     def stage_memory(self, i: int) -> MemoryReport | None:
@@ -261,32 +276,16 @@ class SessionViewData:
         plain topological order (the `schedule` stage uses the compile's scheduler instead,
         which makes that row the scheduler's own delta), then IRGen; a low-level stage is its
         snapshot; then the lifetime-tightening passes (`TIGHTENING_PASSES`, unless disabled)
-        and the compile's allocator. The final stage is the compile's own plan."""
+        and the compile's allocator (`_plan_stage`). The final stage is the compile's own plan."""
         return self._cached(("stage_memory", i), lambda: self._stage_memory(i))
 
     def _stage_memory(self, i: int) -> MemoryReport | None:
-        from compiler.lir.irgen import irgen
-        from compiler.lir.pipeline import lir_opt_passes
-        from compiler.memory.plan import plan_memory
-        from compiler.passes.manager import PipelineContext, run_passes
-        from compiler.pipeline import run_config
-
-        rec, options = self.stages[i], self._options()
+        rec = self.stages[i]
         if rec.stage == "memory" or self.result is None:
             return self.memory_report(i)
-        if rec.ir_kind == "lir":
-            lir = rec.ir.clone()
-        else:
-            module = rec.ir.clone()
-            kind = options.scheduler if rec.stage == "schedule" else "topological"
-            lir = irgen(module, schedule(module.main, kind).order)
-        ctx = PipelineContext(disabled=options.disabled_passes)
-        run_passes(lir, lir_opt_passes(TIGHTENING_PASSES), "lir-opt", ctx)
-        plan = plan_memory(lir, options.allocator)
-        config = self._cached(("run_config",), lambda: run_config(options, self.model_path))
-        return MemoryReport.from_plan(
-            plan, lir, self.model_path, options.scheduler, options.allocator, config
-        )
+        used = self._options().scheduler
+        kind = used if rec.stage == "schedule" or rec.ir_kind == "lir" else "topological"
+        return self._report(self._plan_stage(i, kind, tighten_only=True), kind)
 
     def schedules(self, i: int | None = None) -> list[Schedule]:
         """The schedule the compile used as of stage `i` (see `low_level`), then every other
@@ -314,38 +313,20 @@ class SessionViewData:
         return self._cached(("scheduler_reports", i), lambda: self._scheduler_reports(i))
 
     def _scheduler_reports(self, i: int | None) -> list[MemoryReport]:
-        from compiler.lir.pipeline import run_low_level
-        from compiler.passes.manager import PipelineContext
-        from compiler.pipeline import run_config
-
         used = self.memory_report(i)
         if used is None:
             return []
-        rec = self.stages[i] if i is not None else None
-        module = rec.ir if rec is not None and rec.ir_kind == "graph" else None
-        if module is None and self.result is not None:
-            module = self.result.module
+        # The graph the schedulers order: stage i's, or the final graph for a low-level stage.
+        g = i if i is not None and self.stages[i].ir_kind == "graph" else None
+        if g is None and self.result is not None:
+            g = max(k for k, rec in enumerate(self.stages) if rec.ir_kind == "graph")
         out = [used]
-        base = self._options()
         for kind in SCHEDULERS:
-            if kind == base.scheduler or module is None:
+            if kind == self._options().scheduler or g is None:
                 continue
-            options = dataclasses.replace(base, scheduler=kind)
-            low = run_low_level(
-                module.clone(), options, PipelineContext(disabled=options.disabled_passes)
-            )
-            if low.plan is None:
-                continue
-            out.append(
-                MemoryReport.from_plan(
-                    low.plan,
-                    low.lir,
-                    self.model_path,
-                    kind,
-                    options.allocator,
-                    run_config(options, self.model_path),
-                )
-            )
+            report = self._report(self._plan_stage(g, kind, tighten_only=False), kind)
+            if report is not None:
+                out.append(report)
         return out
 
     # -- memory comparison --------------------------------------------------------------------
