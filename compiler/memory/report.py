@@ -432,13 +432,11 @@ def human_bytes(n: float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def config_lines(config: dict[str, Any]) -> list[str]:
-    """What a report's `config` adds to its headline: disabled passes, input shapes, version."""
-    if not config:
-        return []
-    bits = []
+def config_bits(config: dict[str, Any]) -> list[str]:
+    """A report's `config` in words beyond scheduler and allocator: disabled passes, input
+    shapes, version (the text report's headline and mem-diff's two sides say them alike)."""
     disabled = config.get("disabled_passes") or []
-    bits.append("disabled passes: " + (", ".join(disabled) if disabled else "none"))
+    bits = ["disabled passes: " + (", ".join(disabled) if disabled else "none")]
     shapes = config.get("input_shapes") or {}
     if shapes:
         bits.append(
@@ -447,7 +445,12 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         )
     if config.get("version"):
         bits.append(f"glowviz {config['version']}")
-    return ["  " + "; ".join(bits)]
+    return bits
+
+
+def config_lines(config: dict[str, Any]) -> list[str]:
+    """What a report's `config` adds to its headline (`config_bits`; nothing without one)."""
+    return ["  " + "; ".join(config_bits(config))] if config else []
 
 
 def format_report(r: MemoryReport, top: int = 15) -> str:
@@ -504,6 +507,7 @@ __all__ = [
     "SCHEMA",
     "MemoryReport",
     "arena_top",
+    "config_bits",
     "config_lines",
     "ReportBuffer",
     "ReportError",

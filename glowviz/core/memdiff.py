@@ -39,7 +39,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.memory.report import MemoryReport, ReportBuffer, ReportError
+from compiler.memory.report import MemoryReport, ReportBuffer, ReportError, config_bits
 
 SCHEMA = "glowviz.memdiff/1"
 CONFIG_KEYS = ("scheduler", "allocator", "disable", "input")
@@ -290,19 +290,12 @@ def comparison_warnings(old: MemoryReport, new: MemoryReport) -> list[str]:
 
 
 def describe_config(side: dict[str, Any]) -> str:
-    """`scheduler X, allocator Y; disabled: P; inputs: N=1x3x8x8; glowviz V` of a diff side."""
+    """`scheduler X, allocator Y; disabled passes: P; input shapes: N=1x3x8x8; glowviz V` of
+    a diff side (`config_bits`)."""
     cfg = side.get("config") or {}
     bits = [f"scheduler {side['scheduler'] or '?'}, allocator {side['allocator'] or '?'}"]
     if cfg:
-        bits.append("disabled: " + (", ".join(cfg.get("disabled_passes") or []) or "none"))
-        shapes = cfg.get("input_shapes") or {}
-        if shapes:
-            bits.append(
-                "inputs: "
-                + ", ".join(f"{k}={'x'.join(str(d) for d in v)}" for k, v in shapes.items())
-            )
-        if cfg.get("version"):
-            bits.append(f"glowviz {cfg['version']}")
+        bits += config_bits(cfg)
     else:
         bits.append("no configuration recorded")
     return "; ".join(bits)

@@ -21,15 +21,7 @@ from typing import Any
 
 from compiler.graph.ir import Constant, Module, Placeholder, Result, Value
 from compiler.graph.printer import INLINE_LIMIT, format_attr, format_constant_data
-from glowviz.exports.drawing import (
-    Box,
-    Drawing,
-    fitted_dot,
-    human_text,
-    parse_width,
-    structural_sig,
-    to_dot,
-)
+from glowviz.exports.drawing import Box, drawing_dot, human_text, structural_sig
 from glowviz.exports.palette import Palette, load_palette
 
 
@@ -170,6 +162,27 @@ def attr_lines(attrs: dict[str, str], hidden: Sequence[str] = ()) -> list[str]:
     return [", ".join(shown)] if shown else []
 
 
+def io_box(name: str, type_text: str, role: str, details: bool, src: str | None = None) -> Box:
+    """The box of a model input or output (`src`: the box an output's value comes from),
+    drawn the same in the graph and the LIR figures."""
+    dims = dims_text(type_text)
+    lines = [dims] if details else []
+    if role == "input":
+        return Box(
+            name, "input", name, "input", lines, sig=("input",), out_label=dims, kind="input"
+        )
+    return Box(
+        name,
+        "output",
+        name,
+        "output",
+        lines,
+        sig=("output",),
+        reads=[src] if src else [],
+        kind="output",
+    )
+
+
 def graph_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
     """The boxes of `graph_data`: inputs, nodes (weights and scalars inside), outputs. A Save
     node is drawn as the output it writes."""
@@ -177,18 +190,7 @@ def graph_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
     boxes: list[Box] = []
     for p in data["placeholders"]:
         if p["role"] == "input":
-            boxes.append(
-                Box(
-                    p["name"],
-                    "input",
-                    p["name"],
-                    "input",
-                    [dims_text(p["type"])] if details else [],
-                    sig=("input",),
-                    out_label=dims_text(p["type"]),
-                    kind="input",
-                )
-            )
+            boxes.append(io_box(p["name"], p["type"], "input", details))
     writes: dict[str, str] = {}  # output placeholder -> the value its Save stores
     for fn in data["functions"]:
         for n in fn["nodes"]:
@@ -219,18 +221,7 @@ def graph_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
     for p in data["placeholders"]:
         if p["role"] == "output":
             src = writes.get(p["name"])
-            boxes.append(
-                Box(
-                    p["name"],
-                    "output",
-                    p["name"],
-                    "output",
-                    [dims_text(p["type"])] if details else [],
-                    sig=("output",),
-                    reads=[src] if src else [],
-                    kind="output",
-                )
-            )
+            boxes.append(io_box(p["name"], p["type"], "output", details, src))
     return boxes
 
 
@@ -257,18 +248,27 @@ def graph_to_dot(
         if title is not None
         else (data["module"] + (f" — after {data['stage']}" if data.get("stage") else ""))
     )
-    drawing = Drawing(
+    return drawing_dot(
         data["module"],
         label,
         graph_boxes(data, details=not compact),
+        pal,
         detail=detail,
-        width_in=parse_width(width),
+        width=width,
         edge_labels=edge_labels and not compact,
         focus=focus,
-        highlight=set(highlight or ()),
-        notes=list(notes),
+        highlight=highlight,
+        notes=notes,
+        fit=fit,
     )
-    return fitted_dot(drawing, pal) if fit else to_dot(drawing, pal)
 
 
-__all__ = ["attr_lines", "constant_line", "dims_text", "graph_boxes", "graph_data", "graph_to_dot"]
+__all__ = [
+    "attr_lines",
+    "constant_line",
+    "dims_text",
+    "io_box",
+    "graph_boxes",
+    "graph_data",
+    "graph_to_dot",
+]

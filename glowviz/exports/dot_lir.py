@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from compiler.lir.instructions import Kind
-from glowviz.exports.dot_graph import attr_lines, dims_text
-from glowviz.exports.drawing import Box, Drawing, fitted_dot, parse_width, structural_sig, to_dot
+from glowviz.exports.dot_graph import attr_lines, dims_text, io_box
+from glowviz.exports.drawing import Box, drawing_dot, structural_sig
 from glowviz.exports.palette import Palette, load_palette
 
 
@@ -90,18 +90,7 @@ def lir_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
     boxes: list[Box] = []
     for w in data["weights"]:
         if w["mutability"] != "constant" and w["role"] == "input":
-            boxes.append(
-                Box(
-                    w["name"],
-                    "input",
-                    w["name"],
-                    "input",
-                    [dims_text(w["type"])] if details else [],
-                    sig=("input",),
-                    out_label=dims_text(w["type"]),
-                    kind="input",
-                )
-            )
+            boxes.append(io_box(w["name"], w["type"], "input", details))
     writer: dict[str, str] = {}  # buffer -> key of the box that last wrote it
     pending: list[tuple[str, str]] = []  # (marker, line) waiting for the next instruction
     for ins in instrs:
@@ -161,18 +150,7 @@ def lir_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
     for w in data["weights"]:
         if w["mutability"] != "constant" and w["role"] == "output":
             src = writer.get(w["name"])
-            boxes.append(
-                Box(
-                    w["name"],
-                    "output",
-                    w["name"],
-                    "output",
-                    [dims_text(w["type"])] if details else [],
-                    sig=("output",),
-                    reads=[src] if src else [],
-                    kind="output",
-                )
-            )
+            boxes.append(io_box(w["name"], w["type"], "output", details, src))
     return boxes
 
 
@@ -198,18 +176,19 @@ def lir_to_dot(
         if title is not None
         else ("@" + data["function"] + (f" — after {data['stage']}" if data.get("stage") else ""))
     )
-    drawing = Drawing(
+    return drawing_dot(
         "@" + data["function"],
         label,
         lir_boxes(data, details=not compact),
+        pal,
         detail=detail,
-        width_in=parse_width(width),
+        width=width,
         edge_labels=edge_labels and not compact,
         focus=focus,
-        highlight=set(highlight or ()),
-        notes=list(notes),
+        highlight=highlight,
+        notes=notes,
+        fit=fit,
     )
-    return fitted_dot(drawing, pal) if fit else to_dot(drawing, pal)
 
 
 __all__ = ["lir_boxes", "lir_data", "lir_text", "lir_to_dot"]

@@ -622,7 +622,38 @@ def fitted_dot(d: Drawing, pal: Palette) -> str:
     return fallback or dot
 
 
+def drawing_dot(
+    name: str,
+    label: str,
+    boxes: list[Box],
+    pal: Palette,
+    *,
+    detail: str,
+    width: str | float | None,
+    edge_labels: bool,
+    focus: set[str] | None,
+    highlight: set[str] | None,
+    notes: Sequence[str],
+    fit: bool,
+) -> str:
+    """DOT text of `boxes` with the options every graph and LIR export takes (`fit`: shrink
+    the detail until the figure fits `width`, see `fitted_dot`)."""
+    drawing = Drawing(
+        name,
+        label,
+        boxes,
+        detail=detail,
+        width_in=parse_width(width),
+        edge_labels=edge_labels,
+        focus=focus,
+        highlight=set(highlight or ()),
+        notes=list(notes),
+    )
+    return fitted_dot(drawing, pal) if fit else to_dot(drawing, pal)
+
+
 __all__ = [
+    "drawing_dot",
     "COLUMN_WIDTH_IN",
     "DETAILS",
     "MIN_FONT_PT",

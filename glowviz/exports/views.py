@@ -60,7 +60,11 @@ def check_combination(view: str, fmt: str) -> None:
 
 
 def compile_session(model: str, options: CompileOptions) -> CompileSession:
-    """Compile with the IDE's session (every stage kept); compile errors become CompilerErrors."""
+    """Compile with the IDE's session (every stage kept); compile errors become CompilerErrors.
+    Names in the options are checked first, so a typo's error keeps its did-you-mean hint."""
+    from compiler.pipeline import check_options
+
+    check_options(options)
     session = CompileSession(model, options).compile()
     if session.error is not None:
         err = session.error
@@ -229,16 +233,17 @@ def render_view(
             from glowviz.exports.dot_lir import lir_text
 
             return lir_text(data).encode()
-        from glowviz.exports import dot_graph, dot_lir
+        from glowviz.exports.dot_graph import graph_boxes, graph_data, graph_to_dot
+        from glowviz.exports.dot_lir import lir_boxes, lir_data, lir_to_dot
 
         # The two views share the box model (`boxes`) and the DOT options; only the source differs.
         to_dot: Callable[..., str]
         if view == "graph":
-            vdata = dot_graph.graph_data(data, stage=st.label)
-            boxes_of, to_dot = dot_graph.graph_boxes, dot_graph.graph_to_dot
+            vdata = graph_data(data, stage=st.label)
+            boxes_of, to_dot = graph_boxes, graph_to_dot
         else:
-            vdata = dot_lir.lir_data(data, stage=st.label)
-            boxes_of, to_dot = dot_lir.lir_boxes, dot_lir.lir_to_dot
+            vdata = lir_data(data, stage=st.label)
+            boxes_of, to_dot = lir_boxes, lir_to_dot
         if fmt == "json":
             return dumps(vdata).encode()
         if subgraph:
