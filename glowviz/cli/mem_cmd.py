@@ -48,6 +48,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="also print the peak and lower bound after every pass that can change "
         "memory, the scheduler included, to find the step behind a regression",
     )
+    p.add_argument(
+        "--changes-only",
+        action="store_true",
+        help="with --per-pass: print only the rows that changed the peak (the JSON keeps all)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -74,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         from glowviz.exports.render import check_output_path
 
         check_output_path(args.json)  # refuse before compiling
+    if args.changes_only and not args.per_pass:
+        raise CompilerError("--changes-only selects rows of the --per-pass table; add --per-pass")
     if args.model.endswith(".h"):
         return run_header(args)
     options = CompileOptions(
@@ -101,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         from glowviz.exports.per_pass import format_per_pass
 
         print()
-        print(format_per_pass(rows, schedulers=schedulers))
+        print(format_per_pass(rows, schedulers=schedulers, only_changes=args.changes_only))
     if args.json:
         data = report.to_json()
         if rows is not None:

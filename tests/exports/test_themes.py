@@ -112,6 +112,9 @@ def test_colours_stay_apart_under_colour_blindness(theme, vision):
         (pal.lower_bound, pal.background),
     ):
         assert delta_e(a, b, vision) >= MIN_DELTA_E, (theme, vision, a, b)
-    # The scheduler curves of the schedule figure.
+    # The scheduler curves of the schedule figure, against each other and the two marks
+    # drawn over them.
     for a, b in itertools.combinations(pal.series, 2):
+        assert delta_e(a, b, vision) >= MIN_DELTA_E, (theme, vision, a, b)
+    for a, b in itertools.product(pal.series, (pal.peak, pal.lower_bound)):
         assert delta_e(a, b, vision) >= MIN_DELTA_E, (theme, vision, a, b)
