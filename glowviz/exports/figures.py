@@ -369,21 +369,42 @@ def lifetimes_figure(
         ax.set_ylabel("buffer (by first use)")
         top_k = 8 if width_in < 5 else 14
         order = sorted(range(n_rows), key=lambda r: (-bufs[r]["size"], r))[:top_k]
-        for r in sorted(order):
-            b = bufs[r]
-            right = b["last"] < n * 0.62
-            ax.annotate(
-                f"{b['name']} {human_bytes(b['size'])}",
-                xy=(b["last"] + 0.5 if right else b["first"] - 0.5, r),
-                xytext=(2 if right else -2, 0),
-                textcoords="offset points",
-                ha="left" if right else "right",
-                va="center",
-                fontsize=st.note,
-                color=pal.foreground,
-                family=pal.font,
-                annotation_clip=False,
-            )
+        # The largest buffers are often neighbours (a block's big outputs): labels on one side
+        # are spread at least a text line apart, each tied to its bar by a leader line.
+        # One line in rows, against a low estimate of the plot's height (the legend and the
+        # axis take the rest): an overestimate only spreads them more.
+        gap = (st.note + 1.5) * n_rows / (height * 72 * 0.55)
+        for right in (True, False):
+            rows = [r for r in sorted(order) if (bufs[r]["last"] < n * 0.62) == right]
+            ys: list[float] = []
+            for r in rows:
+                ys.append(max(float(r), ys[-1] + gap) if ys else float(r))
+            over = ys[-1] - (n_rows - 1) if ys else 0.0
+            ys = [y - max(0.0, over) for y in ys]  # pushed past the last row: all move up
+            for r, y in zip(rows, ys):
+                b = bufs[r]
+                x = b["last"] + 0.5 if right else b["first"] - 0.5
+                ax.annotate(
+                    f"{b['name']} {human_bytes(b['size'])}",
+                    xy=(x, r),
+                    xytext=(x + (1 if right else -1) * 0.03 * n, y),
+                    textcoords="data",
+                    ha="left" if right else "right",
+                    va="center",
+                    fontsize=st.note,
+                    color=pal.foreground,
+                    family=pal.font,
+                    annotation_clip=False,
+                    # legible where a label crosses other buffers' bars
+                    bbox={"boxstyle": "square,pad=0.05", "fc": pal.background, "ec": "none"},
+                    arrowprops={
+                        "arrowstyle": "-",
+                        "color": pal.muted,
+                        "lw": 0.4,
+                        "shrinkA": 0,
+                        "shrinkB": 0,
+                    },
+                )
         handles.append(
             Line2D([], [], color="none", label=f"{n_rows} buffers; the {len(order)} largest named")
         )

@@ -251,6 +251,16 @@ def test_lifetimes_name_the_largest_buffers_whatever_the_count():
     texts = {t.get_text() for t in _texts(fig)}
     largest = max(many["buffers"], key=lambda b: b["size"])
     assert any(t.startswith(largest["name"] + " ") for t in texts)
+    # The names never sit on one another (the largest buffers are often neighbours).
+    renderer = fig.canvas.get_renderer()
+    from matplotlib.text import Text
+
+    # the text's own box (an Annotation's extent includes its leader line)
+    names = [Text.get_window_extent(t, renderer) for t in fig.axes[0].texts]
+    assert len(names) >= 8
+    for k, a in enumerate(names):
+        for b in names[k + 1 :]:
+            assert not a.overlaps(b), (a, b)
 
 
 def test_memory_figure_labels_the_peak_and_keeps_equal_bounds_visible():
