@@ -111,7 +111,7 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-        sched = compile_session(str(example), CompileOptions())
+        sched = compile_session(str(example), CompileOptions(scheduler="child-mem-size"))
         files["regression-scheduler.png"] = render_view(sched, "schedule", "png")
     rows = []
     for name, png in files.items():

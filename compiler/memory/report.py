@@ -155,6 +155,7 @@ class MemoryReport:
         scheduler: str = "",
         allocator: str | None = None,
         schedule: Schedule | None = None,
+        *,
         config: dict[str, Any] | None = None,
     ) -> MemoryReport:
         """The report of `plan`; `schedule` (the compile's) completes the certificate's

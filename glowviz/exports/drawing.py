@@ -145,7 +145,9 @@ class Fonts:
 
     @property
     def smallest(self) -> float:
-        return min(self.title, self.head, self.detail, self.edge)
+        """The smallest size drawn: `detail` goes into HTML labels' POINT-SIZE, which Graphviz
+        2.43 (the CI's) truncates to whole points: 5.8 is drawn at 5."""
+        return min(self.title, self.head, math.floor(self.detail), self.edge)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,7 +458,7 @@ def to_dot(d: Drawing, pal: Palette, *, budget: int | None = None) -> str:
     out.append(
         f'  graph [rankdir=TB, bgcolor="{pal.background}", fontcolor="{pal.foreground}", '
         f'fontname="{pal.dot_font}", fontsize={fonts.title}, labelloc=t, labeljust=l, '
-        f"label={_q(title)}, nodesep=0.12, ranksep=0.16, margin=0, pad=0.04, "
+        f"label={_q(title)}, nodesep=0.12, ranksep=0.16, margin=0, pad={PAD_IN:g}, "
         f'size="{d.width_in:g},200", newrank=true, searchsize=50, mclimit=0.5];'
     )
     out.append(
@@ -583,6 +585,10 @@ def layout_size_in(dot: str) -> tuple[float, float]:
     return (float(first[2]), float(first[3])) if len(first) >= 4 else (0.0, 0.0)
 
 
+#: The margin Graphviz adds around a drawing (`pad`), in inches: part of the page's width.
+PAD_IN = 0.04
+
+
 def fitted_dot(d: Drawing, pal: Palette) -> str:
     """DOT text that fits the drawing's width with no text under MIN_FONT_PT and, where it can,
     `MAX_HEIGHT_IN`: measured with Graphviz; narrowed step by step (no edge labels, narrower
@@ -614,6 +620,7 @@ def fitted_dot(d: Drawing, pal: Palette) -> str:
             if dot not in sizes:
                 sizes[dot] = layout_size_in(dot)
             width, height = sizes[dot]
+            width += 2 * PAD_IN  # -Tplain measures the drawing without its pad
             if width <= max_width:
                 if height <= MAX_HEIGHT_IN * max_width / d.width_in:
                     return dot

@@ -261,7 +261,13 @@ class SessionViewData:
             ("run_config", scheduler), lambda: run_config(options, self.model_path)
         )
         return MemoryReport.from_plan(
-            low.plan, low.lir, self.model_path, scheduler, options.allocator, config
+            low.plan,
+            low.lir,
+            self.model_path,
+            scheduler,
+            options.allocator,
+            low.schedule,
+            config=config,
         )
 
     def memory_report(self, i: int | None = None) -> MemoryReport | None:

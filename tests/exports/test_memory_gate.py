@@ -99,14 +99,14 @@ def test_unknown_pass_names_exit_2(argv, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def resnet50_32(tmp_path_factory):
-    """A ResNet-50-shaped model at 32x32: under first-fit its arena top (instruction 24) is
-    not where the most bytes are live (instruction 13) -- the case the report used to get
+def inception_64(tmp_path_factory):
+    """An Inception-shaped model at 64x64: under first-fit its arena top (instruction 43) is
+    not where the most bytes are live (instruction 14) -- the case the report used to get
     wrong."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from models import write_model
 
-    return str(write_model("resnet50", tmp_path_factory.mktemp("r50"), image=32, classes=10))
+    return str(write_model("inception", tmp_path_factory.mktemp("inc"), image=64, classes=10))
 
 
 def check_top(data: dict) -> None:
@@ -124,10 +124,10 @@ def check_top(data: dict) -> None:
 
 
 @pytest.mark.parametrize("allocator", ["first-fit", "lower-bound"])
-def test_peak_instruction_is_where_the_arena_top_is_reached(resnet50_32, allocator, capsys):
+def test_peak_instruction_is_where_the_arena_top_is_reached(inception_64, allocator, capsys):
     from compiler.pipeline import CompileOptions, compile_model
 
-    report = compile_model(resnet50_32, CompileOptions(allocator=allocator)).memory_report()
+    report = compile_model(inception_64, CompileOptions(allocator=allocator)).memory_report()
     assert report is not None
     data = report.to_json()
     check_top(data)
@@ -136,7 +136,7 @@ def test_peak_instruction_is_where_the_arena_top_is_reached(resnet50_32, allocat
         # report names the top (the figure's peak line follows it), the other as the bound's.
         assert data["peak_bytes"] > data["lower_bound_bytes"]
         assert data["peak_instruction"] != data["lower_bound_instruction"]
-        assert cli("mem", resnet50_32, "--allocator", allocator) == EXIT_OK
+        assert cli("mem", inception_64, "--allocator", allocator) == EXIT_OK
         out = capsys.readouterr().out
         assert f"arena top reached at instruction {data['peak_instruction']} " in out
         assert f"%{data['top_buffer']}" in out
