@@ -7,6 +7,7 @@ observer it calls (see compiler/passes/manager.py: PassEvent).
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from compiler.errors import CompilerError
 from compiler.graph.ir import Module
 from compiler.limits import DEFAULT_FOLD_LIMIT, DEFAULT_MAX_MEMORY
 from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
@@ -23,6 +25,7 @@ from compiler.scheduling import DEFAULT_SCHEDULER
 if TYPE_CHECKING:  # the low-level half is imported only when a compile gets there
     from compiler.lir.ir import LIRFunction
     from compiler.memory.plan import MemoryPlan
+    from compiler.memory.report import MemoryReport
     from compiler.scheduling import Schedule
 
 #: Stage names, in pipeline order.
@@ -58,6 +61,77 @@ class CompileOptions:
     fold_limit: int = DEFAULT_FOLD_LIMIT
 
 
+def check_pass_names(names: Sequence[str] | frozenset[str], what: str = "pass") -> None:
+    """Raise CompilerError for any name that is not a registered pass: a typo in
+    `--disable-pass` (or a mem-diff `disable=`) must fail, not silently change nothing."""
+    from compiler.passes.registry import registered_passes
+
+    known = registered_passes()
+    unknown = sorted(n for n in names if n not in known)
+    if unknown:
+        close = [m for n in unknown for m in difflib.get_close_matches(n, known, n=1)]
+        raise CompilerError(
+            f"unknown {what} name{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+            hint=(f"did you mean {', '.join(close)}? " if close else "")
+            + f"known passes: {', '.join(sorted(known))}",
+        )
+
+
+def stage_names() -> list[str]:
+    """Every name a pass event can carry: stages, passes, schedulers, allocators."""
+    from compiler.memory.allocators import allocator_names
+    from compiler.passes.registry import registered_passes
+    from compiler.scheduling import SCHEDULERS
+
+    return [*STAGES, "import-onnx", *registered_passes(), *SCHEDULERS, *allocator_names()]
+
+
+def check_stage_name(name: str, what: str = "--stop-after") -> None:
+    """Raise CompilerError unless `name` is a stage, pass, scheduler or allocator name."""
+    known = stage_names()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        raise CompilerError(
+            f"{what} '{name}' matched no pass or stage",
+            hint=(f"did you mean {close[0]}? " if close else "") + "names: " + ", ".join(known),
+        )
+
+
+def check_options(options: CompileOptions) -> None:
+    """Names in the options that match nothing are errors (exit 2 in the CLI), never ignored."""
+    check_pass_names(options.disabled_passes, "disabled pass")
+    if options.stop_after is not None:
+        check_stage_name(options.stop_after)
+
+
+def run_config(options: CompileOptions, source: str = "") -> dict[str, Any]:
+    """The configuration a memory report records (`config` in `glowviz.memory/1`): what
+    produced the plan, so two reports can be compared knowingly (glowviz mem-diff)."""
+    import hashlib
+    from importlib import metadata
+
+    try:
+        version = metadata.version("glowviz")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        version = "unknown"
+    digest = None
+    if source and Path(source).is_file():
+        h = hashlib.sha256()
+        with open(source, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+    return {
+        "scheduler": options.scheduler,
+        "allocator": options.allocator,
+        "disabled_passes": sorted(options.disabled_passes),
+        "input_shapes": {k: list(v) for k, v in sorted(options.input_shapes.items())},
+        "lowering": options.lowering,
+        "model_sha256": digest,
+        "version": version,
+    }
+
+
 @dataclass
 class CompileResult:
     """What a compile produced; fields are None when the pipeline stopped before them."""
@@ -71,6 +145,22 @@ class CompileResult:
     events: list[PassEvent] = field(default_factory=list)
     stopped_after: str | None = None
     time_ms: float = 0.0
+
+    def memory_report(self) -> MemoryReport | None:
+        """The plan as a `MemoryReport` with this compile's configuration (None: no plan)."""
+        if self.plan is None:
+            return None
+        from compiler.memory.report import MemoryReport
+
+        return MemoryReport.from_plan(
+            self.plan,
+            self.lir,
+            self.source,
+            self.options.scheduler,
+            self.options.allocator,
+            schedule=self.schedule,
+            config=run_config(self.options, self.source),
+        )
 
 
 def import_model(
@@ -106,6 +196,7 @@ def compile_model(
     from compiler.passes.pipelines import graph_opt_passes, lowering_pass, post_lowering_passes
 
     options = options or CompileOptions()
+    check_options(options)
     ctx = PipelineContext(
         observer=observer,
         verify=options.verify,

@@ -50,6 +50,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from compiler.pipeline import check_stage_name
+
+    if args.print_after and args.print_after != "all":
+        check_stage_name(args.print_after, "--print-after")
     options = CompileOptions(
         input_shapes=parse_shape_args(args.input_shape),
         scheduler=args.scheduler,

@@ -17,8 +17,11 @@ OLD and NEW are each one of:
         disable=PASS[+PASS...]   (skip passes, e.g. disable=buffer-sharing)
         input=NAME=1x3x32x32[+...]
 
-exit status: 1 if --fail-above PCT is given and the activation peak grew by more than PCT
-percent; 2 on bad input (missing file, not JSON, wrong schema); 0 otherwise.
+exit status: 0 ok; 1 if --fail-above PCT is given and the activation peak grew by more than
+PCT percent; 2 on bad input (missing file, not JSON, wrong schema, unknown pass name in
+disable=); 3 if the result could not be written (stdout closed, e.g. `| head` quit early).
+Both sides' configurations are printed; a warning says when two different models (or two
+different files of one model) are compared.
 
 examples:
   glowviz mem-diff base.json head.json --fail-above 2

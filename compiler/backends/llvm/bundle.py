@@ -41,7 +41,6 @@ from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import LIRFunction, view_root
 from compiler.memory.plan import MemoryPlan
 from compiler.memory.regions import ACTIVATION_REGION, CONSTANT_REGION, MUTABLE_REGION, REGIONS
-from compiler.memory.report import memory_report
 
 if TYPE_CHECKING:
     from compiler.graph.ir import Module
@@ -341,7 +340,11 @@ def build_bundle(result: CompileResult, options: BundleOptions | None = None) ->
         outputs=tuple(outs),
         embedded=options.embed_weights,
     )
-    report = memory_report(plan, lir, str(source or ""), result.options.scheduler)
+    # The compile's own report, configuration included: `glowviz mem NAME.h` prints what
+    # `glowviz mem MODEL` printed for the plan the bundle was generated for.
+    mem = result.memory_report()
+    assert mem is not None  # result.plan was checked above
+    report = mem.to_json()
     report["bundle"] = {
         "name": name,
         "target": triple,
