@@ -67,6 +67,7 @@ class MainScreen(Screen):
         Binding("ctrl+f", "focus_filter", "Filter passes", show=False, id="stage.filter"),
         Binding("ctrl+o", "open_model", "Open model", show=False, id="app.open"),
         Binding("ctrl+e", "export", "Export", show=False, id="app.export"),
+        Binding("ctrl+b", "toggle_pipeline", "Hide/show pipeline", show=False, id="app.pipeline"),
         *[
             Binding(str(k + 1), f"show_view('{v[0]}')", v[1], show=False, id=f"view.{v[0]}")
             for k, v in enumerate(VIEWS)
@@ -269,6 +270,18 @@ class MainScreen(Screen):
     # -- actions ------------------------------------------------------------------------------
     def action_step_stage(self, delta: int) -> None:
         self.query_one(PipelinePane).step(delta)
+
+    def action_toggle_pipeline(self) -> None:
+        """Collapse the pipeline pane (the views get its width: at 100x30 the debugger's
+        instruction text and the diff's columns need it); n/p still step the stages."""
+        hide = not self.has_class("-no-pipeline")
+        self.set_class(hide, "-no-pipeline")
+        if (
+            hide
+            and self.focused is not None
+            and self.query_one(PipelinePane) in (self.focused.ancestors_with_self)
+        ):
+            self._focus_view(self.active_view_id())
 
     def action_toggle_unchanged(self) -> None:
         self.query_one(PipelinePane).toggle_hide_unchanged()
