@@ -207,7 +207,9 @@ class MainScreen(Screen):
             self.set_status(f"FAILED: {session.error.kind}{where}")
             pane.set_status(f"failed after {n} stage{'s' if n != 1 else ''}")
         else:
-            self.set_status(f"{n} stages, {fmt_ms(session.time_ms)} ms")
+            # fmt_ms says "12.3s" itself past 10 s
+            unit = "" if fmt_ms(session.time_ms).endswith("s") else " ms"
+            self.set_status(f"{n} stages, {fmt_ms(session.time_ms)}{unit}")
             extra = f"; {session.low_level_reason}" if session.low_level_reason else ""
             pane.set_status(f"{n} stages · {session.time_ms / 1000:.1f} s{extra}")
         # The views that wait for the whole compile (the debugger) may draw now; the user's
