@@ -154,7 +154,9 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":
         if np.any(b == 0):
             raise ExecutionError("integer division by zero")
-        q = np.floor_divide(a, b)
+        # INT_MIN // -1 wraps to INT_MIN (numpy's answer; onnxruntime dies of SIGFPE there)
+        with np.errstate(over="ignore"):
+            q = np.floor_divide(a, b)
         # floor -> truncation toward zero (C and onnxruntime semantics)
         fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
         return q + fix.astype(q.dtype)

@@ -116,6 +116,12 @@ class CompiledModule:
             raise CodegenError(f"JIT: no function named {name!r} in module {self.key[:12]}")
         return addr
 
+    def global_address(self, name: str) -> int:
+        addr = self._engine.get_global_value_address(name)
+        if not addr:
+            raise CodegenError(f"JIT: no global named {name!r} in module {self.key[:12]}")
+        return addr
+
     def cfunc(self, name: str) -> Any:
         """A ctypes callable for ``name``; pointer args take ints (addresses) or ctypes pointers."""
         if name not in self._cfuncs:
