@@ -22,8 +22,6 @@ ALL = (*CLI, "check")
 
 #: Bug classes still open, what they are and where the fix belongs (issue 11 items).
 BUGS: dict[str, str] = {
-    "compile-time-superlinear": "compile time grows super-linearly with chain length and fan-out "
-    "(3000-node chain, 2000 users: > 20 s in compiler/lir/passes/analysis.py) - issue item 3",
     "inf-propagation": "with infinite weights, interpreter and LLVM put NaN at other places than "
     "onnxruntime and than a float64 reference (0 * inf, inf - inf inside conv sums: unet_small "
     "with one inf in conv.weight_1, mutant 1688 of seed 2026) - issue item 5",
@@ -91,20 +89,8 @@ REGRESSIONS: list[Regression] = [
     # the lower-bound allocator's endless loop on a zero-size buffer
     Regression("zero_size_intermediate", "ok", ALL),
     # graph size: compile in a few seconds
-    Regression(
-        "chain_3000",
-        "ok",
-        ("compile",),
-        failing={"compile": "compile-time-superlinear"},
-        timeout=15,
-    ),
-    Regression(
-        "fanout_2000",
-        "ok",
-        ("compile",),
-        failing={"compile": "compile-time-superlinear"},
-        timeout=15,
-    ),
+    Regression("chain_3000", "ok", ("compile",), timeout=15),
+    Regression("fanout_2000", "ok", ("compile",), timeout=15),
     # integer semantics: never a signal
     Regression("int_div_by_const_zero", "refusal", match=r"node 'Div_2'.*integer division by zero"),
     Regression("int_div_by_runtime_zero", "no-crash", match=r"error: integer division by zero$"),
@@ -173,7 +159,6 @@ KNOWN: list[Known] = [
     Known(
         "norm-precision", r"^wrong \| check \| vs-ort interpreter: values(, vs-ort llvm: values)?$"
     ),
-    Known("compile-time-superlinear", r"^hang \| [\w-]+ \| compiler/lir/passes/"),
     Known("inf-propagation", r"^wrong \| check \| vs-ort interpreter: nan(, vs-ort llvm: nan)?$"),
     Known("llvm-jit-oom", r"^memory \| (run-llvm|check) \| SIGABRT compiler/backends/llvm/jit\.py"),
     Known("interpreter-slow", r"^hang \| run-interpreter \| compiler/kernels/"),
