@@ -8,13 +8,14 @@ observer it calls (see compiler/passes/manager.py: PassEvent).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from compiler.errors import CompilerError
 from compiler.graph.ir import Module
 from compiler.limits import DEFAULT_FOLD_LIMIT, DEFAULT_MAX_MEMORY
 from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
@@ -36,6 +37,31 @@ STAGES = (
     "lir-opt",
     "memory",
 )
+
+
+def step_names() -> frozenset[str]:
+    """Every name a PassEvent carries as its stage or pass (what `stop_after` matches)."""
+    from compiler.memory.allocators import allocator_names
+    from compiler.passes.registry import registered_passes
+    from compiler.scheduling import SCHEDULERS
+
+    return frozenset(
+        {*STAGES, *registered_passes(), "import-onnx", "irgen", *SCHEDULERS, *allocator_names()}
+    )
+
+
+def check_step_names(names: Iterable[str], what: str, *, passes_only: bool = False) -> None:
+    """CompilerError for the first name that is no pass (or stage, unless `passes_only`): a
+    misspelt name must not silently stop, disable or print nothing."""
+    from compiler.passes.registry import registered_passes
+
+    known = frozenset(registered_passes()) if passes_only else step_names()
+    for name in names:
+        if name not in known:
+            kind = "pass" if passes_only else "pass or stage"
+            raise CompilerError(
+                f"unknown {kind} '{name}' {what}", hint="known: " + ", ".join(sorted(known))
+            )
 
 
 @dataclass
@@ -106,6 +132,9 @@ def compile_model(
     from compiler.passes.pipelines import graph_opt_passes, lowering_pass, post_lowering_passes
 
     options = options or CompileOptions()
+    if options.stop_after is not None:
+        check_step_names([options.stop_after], "to stop after")
+    check_step_names(sorted(options.disabled_passes), "to disable", passes_only=True)
     ctx = PipelineContext(
         observer=observer,
         verify=options.verify,

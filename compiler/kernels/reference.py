@@ -79,7 +79,9 @@ _bmax, _bmin = max, min
 
 
 def _clip(x: np.ndarray, min: float = -math.inf, max: float = math.inf) -> np.ndarray:
-    lo, hi = min, max
+    # A NaN bound is no bound (onnxruntime's std::max/std::min keep x; so does the LLVM code).
+    lo = -math.inf if math.isnan(min) else min
+    hi = math.inf if math.isnan(max) else max
     if x.dtype.kind in "iu":
         info = np.iinfo(x.dtype)
         lo = info.min if lo == -math.inf else int(math.ceil(lo))

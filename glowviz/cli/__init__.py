@@ -67,8 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     except CompilerError as e:
         print(f"glowviz: error: {e}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        print(f"glowviz: error: {e.strerror}: {e.filename}", file=sys.stderr)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:  # a missing file, a full disk: what the system said, and where
+        where = f": {e.filename}" if e.filename else ""
+        print(f"glowviz: error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     except MemoryError as e:  # a plan under --max-memory that this machine cannot hold
         print(f"glowviz: error: out of memory: {e or 'MemoryError'}", file=sys.stderr)
@@ -76,9 +80,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("glowviz: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
 
 
 def _open_ide(argv: list[str]) -> int:
