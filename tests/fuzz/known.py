@@ -34,10 +34,6 @@ BUGS: dict[str, str] = {
     "line): transformer_block with a 100000x Expand under a 3 GiB cap",
     "interpreter-slow": "the numpy interpreter takes > 30 s on a 100000-pixel-wide input "
     "(reference conv_transpose): a time-cap artifact more than a loop",
-    "norm-precision": "InstanceNormalization of nearly-equal values: float32 x - mean cancels, "
-    "so interpreter and LLVM are off by ~1e-4 of the output scale where onnxruntime (double "
-    "accumulation) and a float64 reference agree - InstanceNorm's lowering (LayerNorm has a "
-    "double kernel now)",
 }
 
 
@@ -143,8 +139,8 @@ REGRESSIONS: list[Regression] = [
         "graph_instancenorm_constant_rows",
         "ok",
         ALL,
-        failing={"check": "norm-precision"},
-        note="random graph 7000145 shrunk: InstanceNormalization then GlobalAveragePool",
+        note="random graph 7000145 shrunk: InstanceNormalization then GlobalAveragePool "
+        "(float32 x - mean cancelled; InstanceNorm is LayerNorm from axis 2 now, in double)",
     ),
 ]
 
@@ -156,9 +152,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known(
-        "norm-precision", r"^wrong \| check \| vs-ort interpreter: values(, vs-ort llvm: values)?$"
-    ),
     Known("inf-propagation", r"^wrong \| check \| vs-ort interpreter: nan(, vs-ort llvm: nan)?$"),
     Known("llvm-jit-oom", r"^memory \| (run-llvm|check) \| SIGABRT compiler/backends/llvm/jit\.py"),
     Known("interpreter-slow", r"^hang \| run-interpreter \| compiler/kernels/"),
