@@ -435,6 +435,32 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
 }
 
 
+def _vector_model(name: str, nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """A model over one 1x8 float input `x` and output `y` (graph-size benchmarks)."""
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("x", "y")]
+    graph = helper.make_graph(nodes, name, io[:1], io[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def build_chain(length: int = 3000) -> onnx.ModelProto:
+    """`length` element-wise nodes in one chain (Neg, Relu alternating: nothing folds them)."""
+    nodes, prev = [], "x"
+    for i in range(length):
+        out = "y" if i == length - 1 else f"v{i}"
+        nodes.append(helper.make_node("Relu" if i % 2 else "Neg", [prev], [out], name=f"n{i}"))
+        prev = out
+    return _vector_model(f"chain{length}", nodes)
+
+
+def build_fanout(users: int = 2000) -> onnx.ModelProto:
+    """One input read by `users` Relu nodes, all summed by one Sum node."""
+    nodes = [helper.make_node("Relu", ["x"], [f"r{i}"], name=f"r{i}") for i in range(users)]
+    nodes.append(helper.make_node("Sum", [f"r{i}" for i in range(users)], ["y"], name="sum"))
+    return _vector_model(f"fanout{users}", nodes)
+
+
 def write_model(name: str, out_dir: Path, **kwargs) -> Path:
     """Build model `name` and write `<out_dir>/<name>.onnx` (checked by onnx.checker)."""
     model = BUILDERS[name](**kwargs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,36 @@ STAGES = (
 )
 
 
+def step_names() -> frozenset[str]:
+    """Every name a PassEvent carries as its stage or pass (what `stop_after` matches)."""
+    from compiler.memory.allocators import allocator_names
+    from compiler.passes.registry import registered_passes
+    from compiler.scheduling import SCHEDULERS
+
+    return frozenset(
+        {*STAGES, *registered_passes(), "import-onnx", "irgen", *SCHEDULERS, *allocator_names()}
+    )
+
+
+def check_step_names(names: Iterable[str], what: str, *, passes_only: bool = False) -> None:
+    """CompilerError for the first name that is no pass (or stage, unless `passes_only`): a
+    misspelt name must not silently stop, disable or print nothing. The one check behind every
+    option that names a pass (--stop-after, --print-after, --disable-pass, --pass, disable=)."""
+    from compiler.passes.registry import registered_passes
+
+    known = frozenset(registered_passes()) if passes_only else step_names()
+    for name in names:
+        if name not in known:
+            kind = "pass" if passes_only else "pass or stage"
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            raise CompilerError(
+                f"unknown {kind} '{name}' {what}",
+                hint=(f"did you mean {close[0]}? " if close else "")
+                + "known: "
+                + ", ".join(sorted(known)),
+            )
+
+
 @dataclass
 class CompileOptions:
     """Everything that changes what the compiler produces."""
@@ -62,46 +92,20 @@ class CompileOptions:
 
 
 def check_pass_names(names: Sequence[str] | frozenset[str], what: str = "pass") -> None:
-    """Raise CompilerError for any name that is not a registered pass: a typo in
-    `--disable-pass` (or a mem-diff `disable=`) must fail, not silently change nothing."""
-    from compiler.passes.registry import registered_passes
-
-    known = registered_passes()
-    unknown = sorted(n for n in names if n not in known)
-    if unknown:
-        close = [m for n in unknown for m in difflib.get_close_matches(n, known, n=1)]
-        raise CompilerError(
-            f"unknown {what} name{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
-            hint=(f"did you mean {', '.join(close)}? " if close else "")
-            + f"known passes: {', '.join(sorted(known))}",
-        )
-
-
-def stage_names() -> list[str]:
-    """Every name a pass event can carry: stages, passes, schedulers, allocators."""
-    from compiler.memory.allocators import allocator_names
-    from compiler.passes.registry import registered_passes
-    from compiler.scheduling import SCHEDULERS
-
-    return [*STAGES, "import-onnx", *registered_passes(), *SCHEDULERS, *allocator_names()]
+    """`check_step_names` for options that name passes only (`what`: the option)."""
+    check_step_names(sorted(names), f"({what})", passes_only=True)
 
 
 def check_stage_name(name: str, what: str = "--stop-after") -> None:
-    """Raise CompilerError unless `name` is a stage, pass, scheduler or allocator name."""
-    known = stage_names()
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=1)
-        raise CompilerError(
-            f"{what} '{name}' matched no pass or stage",
-            hint=(f"did you mean {close[0]}? " if close else "") + "names: " + ", ".join(known),
-        )
+    """`check_step_names` for an option that names one pass or stage (`what`: the option)."""
+    check_step_names([name], f"({what})")
 
 
 def check_options(options: CompileOptions) -> None:
     """Names in the options that match nothing are errors (exit 2 in the CLI), never ignored."""
-    check_pass_names(options.disabled_passes, "disabled pass")
     if options.stop_after is not None:
-        check_stage_name(options.stop_after)
+        check_step_names([options.stop_after], "to stop after")
+    check_step_names(sorted(options.disabled_passes), "to disable", passes_only=True)
 
 
 def run_config(options: CompileOptions, source: str = "") -> dict[str, Any]:

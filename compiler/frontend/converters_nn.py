@@ -529,19 +529,14 @@ def convert_instance_norm(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, x, FLOAT_ONLY)
     if x.type.rank < 3:
         raise ctx.unsupported(f"input {x.type} has no spatial dims")
-    axes = list(range(2, x.type.rank))
-    eps = ctx.scalar_like(x, float(np.float32(ctx.attr("epsilon", 1e-5))), "epsilon")
-    mean = ctx.create("ReduceMean", [x], {"axes": axes, "keepdims": 1}, suffix="mean")
-    d = ctx.create("Sub", [x, mean], suffix="centered")
-    var = ctx.create(
-        "ReduceMean",
-        [ctx.create("Mul", [d, d], suffix="sq")],
-        {"axes": axes, "keepdims": 1},
-        suffix="var",
-    )
-    den = ctx.create("Sqrt", [ctx.create("Add", [var, eps], suffix="var_eps")], suffix="std")
+    # Normalising over the spatial dims is LayerNorm from axis 2 (its kernels accumulate the
+    # statistics in double, as onnxruntime does: float32 x - mean cancels on nearly constant
+    # rows); the per-channel scale and bias, which LayerNorm cannot broadcast, come after.
+    eps = float(np.float32(ctx.attr("epsilon", 1e-5)))
+    one = ctx.constant(np.ones(1, x.type.np_dtype), suffix="one")
+    zero = ctx.constant(np.zeros(1, x.type.np_dtype), suffix="zero")
+    y = ctx.create("LayerNorm", [x, one, zero], {"axis": 2, "epsilon": eps}, suffix="normalized")
     pshape = (x.type.shape[1],) + (1,) * (x.type.rank - 2)
-    y = ctx.create("Div", [d, den], suffix="normalized")
     y = ctx.create("Mul", [y, reshape(ctx, scale, pshape, "scale_b")], suffix="scaled")
     return [ctx.create("Add", [y, reshape(ctx, bias, pshape, "bias_b")])]
 

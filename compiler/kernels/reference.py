@@ -79,7 +79,9 @@ _bmax, _bmin = max, min
 
 
 def _clip(x: np.ndarray, min: float = -math.inf, max: float = math.inf) -> np.ndarray:
-    lo, hi = min, max
+    # A NaN bound is no bound (onnxruntime's std::max/std::min keep x; so does the LLVM code).
+    lo = -math.inf if math.isnan(min) else min
+    hi = math.inf if math.isnan(max) else max
     if x.dtype.kind in "iu":
         info = np.iinfo(x.dtype)
         lo = info.min if lo == -math.inf else int(math.ceil(lo))
@@ -154,7 +156,9 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":
         if np.any(b == 0):
             raise ExecutionError("integer division by zero")
-        q = np.floor_divide(a, b)
+        # INT_MIN // -1 wraps to INT_MIN (numpy's answer; onnxruntime dies of SIGFPE there)
+        with np.errstate(over="ignore"):
+            q = np.floor_divide(a, b)
         # floor -> truncation toward zero (C and onnxruntime semantics)
         fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
         return q + fix.astype(q.dtype)

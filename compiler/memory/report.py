@@ -493,7 +493,7 @@ def format_report(r: MemoryReport, top: int = 15) -> str:
     live = [by_name[n] for n in r.live_at_peak if n in by_name]
     if live:
         lines.append(f"live at the peak (instruction {r.peak_instruction}), largest first:")
-        w = max(len(b.name) for b in live[:top])
+        w = max((len(b.name) for b in live[:top]), default=0)  # top=0: just the count
         for b in live[:top]:
             lines.append(
                 f"  %{b.name:<{w}} {human_bytes(b.size):>11}  @{b.offset:<10} "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compiler.errors import CompilerError
-from glowviz.cli.common import add_common_model_args
+from glowviz.cli.common import add_common_model_args, positive_int
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileResult
@@ -39,9 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=("onnxruntime", "none"),
         help="reference runtime timed in the same process (default: onnxruntime)",
     )
-    p.add_argument("--batch", type=int, default=None, help="batch size (first input dim)")
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
-    p.add_argument("--reps", type=int, default=20, help="timed repetitions (default 20)")
+    p.add_argument("--batch", type=positive_int, default=None, help="batch size (first input dim)")
+    p.add_argument(
+        "--threads", type=positive_int, default=1, help="onnxruntime threads (default 1)"
+    )
+    p.add_argument("--reps", type=positive_int, default=20, help="timed repetitions (default 20)")
     p.add_argument("--profile", action="store_true", help="per-instruction profile (top 10)")
     p.add_argument(
         "--no-compile-times", action="store_true", help="skip the cold/cached compile measurements"

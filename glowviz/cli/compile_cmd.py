@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
-from compiler.pipeline import CompileOptions, compile_model, ir_text
+from compiler.pipeline import CompileOptions, check_step_names, compile_model, ir_text
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz.cli.common import add_common_model_args
 from glowviz.core.shapes import parse_shape_args
@@ -50,10 +50,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from compiler.pipeline import check_stage_name
-
-    if args.print_after and args.print_after != "all":
-        check_stage_name(args.print_after, "--print-after")
     options = CompileOptions(
         input_shapes=parse_shape_args(args.input_shape),
         scheduler=args.scheduler,
@@ -62,8 +58,16 @@ def run(args: argparse.Namespace) -> int:
         stop_after=args.stop_after,
         disabled_passes=frozenset(args.disable_pass),
     )
+    # One check for the three options that name passes (each used to treat a typo its own way).
+    if args.print_after and args.print_after != "all":
+        check_step_names([args.print_after], "(--print-after)")
+    if args.stop_after:
+        check_step_names([args.stop_after], "(--stop-after)")
+    check_step_names(args.disable_pass, "(--disable-pass)", passes_only=True)
     dump = Path(args.dump_dir) if args.dump_dir else None
     if dump is not None:
+        if dump.exists() and not dump.is_dir():
+            raise CompilerError(f"--dump-dir '{dump}' exists and is not a directory")
         dump.mkdir(parents=True, exist_ok=True)
     rows: list[PassEvent] = []
     seen_names: set[str] = set()

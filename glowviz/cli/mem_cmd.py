@@ -12,7 +12,7 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import EXIT_CODES, add_common_model_args
+from glowviz.cli.common import EXIT_CODES, add_common_model_args, non_negative_int
 from glowviz.core.shapes import parse_shape_args
 
 
@@ -34,7 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
     p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--top", type=int, default=15, help="buffers to list at the peak (default 15)")
+    p.add_argument(
+        "--top", type=non_negative_int, default=15, help="buffers to list at the peak (default 15)"
+    )
     p.add_argument(
         "--disable-pass",
         action="append",

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from glowviz.cli.common import non_negative_int
 from glowviz.core.shapes import parse_shape_args
 
 _EPILOG = """\
@@ -52,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--json", action="store_true", help="print the glowviz.memdiff/1 JSON instead of text"
     )
-    p.add_argument("--top", type=int, default=10, help="rows per section (default 10)")
+    p.add_argument("--top", type=non_negative_int, default=10, help="rows per section (default 10)")
     p.add_argument(
         "--input-shape",
         action="append",

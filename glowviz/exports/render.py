@@ -7,6 +7,8 @@ file in the destination's directory and moved over the target with `os.replace`,
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import re
 import shutil
@@ -46,35 +48,100 @@ def check_output_path(path: str | os.PathLike[str]) -> None:
         raise ExportError(f"output is a directory: {target}")
 
 
+def _unnamed_file(directory: Path) -> int | None:
+    """An unnamed file in `directory` (Linux O_TMPFILE), or None where that is unsupported."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        return os.open(directory, flag | os.O_RDWR, 0o666)  # the umask applies, as for open()
+    except OSError:
+        return None
+
+
+def _remove_stale_temps(directory: Path, name: str) -> None:
+    """Temp files of earlier writes of `name` whose process died (SIGKILL in the instant
+    between naming the finished file and renaming it over the target)."""
+    for tmp in directory.glob(f".{glob.escape(name)}.*.tmp"):
+        pid = tmp.name[len(name) + 2 :].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def _name_unnamed(fd: int, dest: str) -> bool:
+    """Give the unnamed file `fd` the name `dest`: linkat(fd, "", AT_EMPTY_PATH), else through
+    /proc/self/fd (each refused by some kernels, sandboxes or filesystems)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        at_fdcwd, at_empty_path = -100, 0x1000
+        if libc.linkat(fd, b"", at_fdcwd, os.fsencode(dest), at_empty_path) == 0:
+            return True
+    except (OSError, AttributeError):
+        pass
+    try:
+        os.link(f"/proc/self/fd/{fd}", dest, follow_symlinks=True)
+        return True
+    except OSError:
+        return False
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temporary file beside `path`; on success it replaces `path`, on error it vanishes."""
+    """Open a temporary file beside `path`; on success it replaces `path`, on error it vanishes.
+
+    Interrupted at any moment (an exception, SIGINT, even SIGKILL) the target keeps its old
+    content and no temp file stays: on Linux the data is written into an unnamed file
+    (O_TMPFILE) that only gets a name, `.NAME.PID.tmp`, once complete, just before it is
+    renamed over the target; elsewhere a named temp file is removed on any exception.
+    """
     target = Path(path)
     check_output_path(target)
     directory = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
-    try:
+    if not directory.is_dir():
+        raise ExportError(f"output directory does not exist: {directory}")
+    _remove_stale_temps(directory, target.name)
+    fd = _unnamed_file(directory)
+    tmp: str | None = None
+    if fd is None:
         try:
-            with os.fdopen(fd, "wb") as fh:
-                yield fh
-                fh.flush()
-                os.fsync(fh.fileno())
-            # mkstemp creates 0600 files; give the result the permissions a plain open() would.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-            os.replace(tmp, target)
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=directory
+            )
         except OSError as e:
-            # The temporary file's name means nothing to the user: name the target.
-            raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+            raise OutputError(f"cannot write '{target}': {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+            if tmp is None:
+                name = str(directory / f".{target.name}.{os.getpid()}.tmp")
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name)
+                if not _name_unnamed(fh.fileno(), name):
+                    with open(name, "wb") as copy:  # no way to name it: copy it
+                        tmp = name
+                        os.lseek(fh.fileno(), 0, os.SEEK_SET)
+                        shutil.copyfileobj(open(fh.fileno(), "rb", closefd=False), copy)
+                        copy.flush()
+                        os.fsync(copy.fileno())
+                tmp = name
+            else:
+                # mkstemp creates 0600 files; give the result the permissions open() would.
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException as e:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if isinstance(e, OSError):
+            # The temporary file's name means nothing to the user: name the target (exit 3).
+            raise OutputError(f"cannot write '{target}': {e.strerror or e}") from None
         raise
 
 

@@ -335,7 +335,8 @@ class ArenaInterpreter:
             attrs = ins.attrs
             if ins.accumulates and "activation" in attrs:
                 attrs = {**attrs, "activation": NONE}  # it applies to the sum, below
-            results = kernel(inputs, attrs)
+            with np.errstate(all="ignore"):  # NaN and Inf are data, as in `evaluate`
+                results = kernel(inputs, attrs)
             # Compute everything first, then write: an @out may alias an @in.
             staged = []
             for k, ((dst, _), res) in enumerate(zip(dests, results)):

@@ -18,7 +18,7 @@ import numpy as np
 
 from compiler.backends.interpreter.arena import ArenaInterpreter, StepInfo
 from compiler.backends.llvm.codegen import Addresses, Program, generate
-from compiler.backends.llvm.emitters.common import LIBM
+from compiler.backends.llvm.emitters.common import LIBM, STATUS_DIV_BY_ZERO, STATUS_GLOBAL
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
 from compiler.errors import ExecutionError
 from compiler.graph.ir import Module
@@ -97,6 +97,11 @@ class LLVMExecutor(ArenaInterpreter):
             self.compiled.cfunc(ic.entry) if ic.entry else None for ic in self.program.instrs
         ]
         self._run_all = self.compiled.cfunc("run_all")
+        # What the code reports instead of trapping (integer division by zero), when it can.
+        self._status: ctypes.c_int32 | None = None
+        if STATUS_GLOBAL in self.program.module.globals:
+            addr = self.compiled.global_address(STATUS_GLOBAL)
+            self._status = ctypes.c_int32.from_address(addr)
         self._args = tuple(ctypes.c_void_p(a) for a in self._args)
         # Fast path of run(inputs): the input and output views, resolved once.
         self._in_views = {w.name: self._view(w, writable=True) for w in lir.inputs()}
@@ -115,6 +120,14 @@ class LLVMExecutor(ArenaInterpreter):
         return sorted(ranges)
 
     # -- execution ------------------------------------------------------------------------------
+    def _check_status(self, where: str = "") -> None:
+        """Raise what the code reported during the last call (and clear it for the next)."""
+        if self._status is None or not self._status.value:
+            return
+        code, self._status.value = self._status.value, 0
+        what = "integer division by zero" if code == STATUS_DIV_BY_ZERO else f"status {code}"
+        raise ExecutionError(what + where)
+
     def step(self) -> StepInfo:
         if self.done:
             raise ExecutionError("the program has finished; call reset() to run it again")
@@ -123,6 +136,7 @@ class LLVMExecutor(ArenaInterpreter):
         fn = self._entries[idx]
         if fn is not None:
             fn(*self._args)
+            self._check_status(f" in %{ins.name} ({ins.kind})")
         self.pc = idx + 1
         written = [v.name for v, m in ins.operands if m in ("out", "inout") and not ins.is_dealloc]
         return StepInfo(idx, ins, written)
@@ -141,6 +155,7 @@ class LLVMExecutor(ArenaInterpreter):
                 self.set_inputs(inputs)
             self._run_all(*self._args)
             self.pc = len(self.lir.code)
+            self._check_status()
             return {n: v.copy() for n, v in self._out_views.items()}
         return super().run(until=until, breakpoints=breakpoints)
 
@@ -161,12 +176,14 @@ class LLVMExecutor(ArenaInterpreter):
         """Run the whole program on the inputs already in the arena."""
         self._run_all(*self._args)
         self.pc = len(self.lir.code)
+        self._check_status()
 
     def call_entry(self, index: int) -> None:
         """Call instruction `index`'s entry without moving `pc` (profiling)."""
         fn = self._entries[index]
         if fn is not None:
             fn(*self._args)
+            self._check_status()
 
     # -- inspection -----------------------------------------------------------------------------
     def kernels_of(self, index: int) -> list[str]:

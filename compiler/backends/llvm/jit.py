@@ -14,9 +14,11 @@ import ctypes
 import hashlib
 import os
 import re
+import signal
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,12 @@ class CompiledModule:
         addr = self._engine.get_function_address(name)
         if not addr:
             raise CodegenError(f"JIT: no function named {name!r} in module {self.key[:12]}")
+        return addr
+
+    def global_address(self, name: str) -> int:
+        addr = self._engine.get_global_value_address(name)
+        if not addr:
+            raise CodegenError(f"JIT: no global named {name!r} in module {self.key[:12]}")
         return addr
 
     def cfunc(self, name: str) -> Any:
@@ -342,11 +350,34 @@ class JITEngine:
             return cached if m.name == key else None
 
         engine.set_object_cache(notify, getbuffer)
-        engine.add_module(mod)
-        engine.finalize_object()
-        engine.run_static_constructors()
+        with _interrupts_deferred():
+            engine.add_module(mod)
+            engine.finalize_object()
+            engine.run_static_constructors()
         nbytes = len(text) + len(optimized or "") + object_size[0]
         return CompiledModule(key, engine, mod, optimized, path, cached is not None, nbytes)
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C while MCJIT runs the object-cache callbacks: a KeyboardInterrupt raised inside
+    a ctypes callback is printed and swallowed (a traceback, and the interrupt lost). It is
+    raised once the compile returns. Only on the main thread and with Python's default handler
+    (the IDE and others keep theirs)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    pending: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt
 
 
 _default: JITEngine | None = None

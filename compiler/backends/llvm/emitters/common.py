@@ -197,6 +197,23 @@ def call_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(fn, list(args))
 
 
+#: The module global generated code sets instead of trapping (integer division by zero), read
+#: and cleared by the executors after each call: ONNX Runtime reports the same case as an error.
+STATUS_GLOBAL = "glowviz_status"
+STATUS_DIV_BY_ZERO = 1
+
+
+def set_status(b: ir.IRBuilder, code: int) -> None:
+    """Record `code` in the module's status global (created on first use)."""
+    mod = b.module
+    gv = mod.globals.get(STATUS_GLOBAL)
+    if gv is None:
+        gv = ir.GlobalVariable(mod, I32, STATUS_GLOBAL)
+        gv.initializer = ir.Constant(I32, 0)
+        gv.align = 4
+    b.store(ir.Constant(I32, code), gv)
+
+
 def is_nan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.fcmp_unordered("uno", x, x)
 

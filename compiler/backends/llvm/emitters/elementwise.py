@@ -19,6 +19,7 @@ from compiler.backends.llvm.emitters.common import (
     F32,
     F64,
     I8,
+    STATUS_DIV_BY_ZERO,
     Arg,
     Call,
     EmitContext,
@@ -37,6 +38,7 @@ from compiler.backends.llvm.emitters.common import (
     linear,
     load_elem,
     loop_nest,
+    set_status,
     storage_type,
     store_elem,
     unsupported,
@@ -249,13 +251,11 @@ def _clip(b, xs, es, eo, at):
     return imin(b, x, const(x.type, ihi), u)
 
 
-def _arith(fop: str, iop: str, uop: str | None = None) -> Scalar:
+def _arith(fop: str, iop: str) -> Scalar:
     def fn(b, xs, es, eo, at):
         a, c = xs
         if _isf(es[0]):
             return getattr(b, fop)(a, c)
-        if uop and _unsigned(es[0]):
-            return getattr(b, uop)(a, c)
         return getattr(b, iop)(a, c)
 
     return fn
@@ -264,7 +264,26 @@ def _arith(fop: str, iop: str, uop: str | None = None) -> Scalar:
 SCALAR["add"] = _arith("fadd", "add")
 SCALAR["sub"] = _arith("fsub", "sub")
 SCALAR["mul"] = _arith("fmul", "mul")
-SCALAR["div"] = _arith("fdiv", "sdiv", "udiv")
+
+
+@scalar("div")
+def _div(b, xs, es, eo, at):
+    """Integer division never traps: a zero divisor sets the status (the executor raises, as
+    ONNX Runtime does) and divides by 1; INT_MIN / -1 wraps to INT_MIN, as numpy does (ONNX
+    Runtime itself dies of SIGFPE there)."""
+    a, c = xs
+    if _isf(es[0]):
+        return b.fdiv(a, c)
+    zero = b.icmp_unsigned("==", c, _z(c))
+    with b.if_then(zero, likely=False):
+        set_status(b, STATUS_DIV_BY_ZERO)
+    one = const(c.type, 1)
+    safe = b.select(zero, one, c)
+    if _unsigned(es[0]):
+        return b.udiv(a, safe)
+    minus_one = b.icmp_signed("==", safe, const(c.type, -1))
+    q = b.sdiv(a, b.select(minus_one, one, safe))
+    return b.select(minus_one, b.sub(_z(a), a), q)
 
 
 @scalar("pow")
