@@ -14,11 +14,11 @@ from compiler.errors import UnsupportedTypeError
 from compiler.frontend.onnx_importer import NodeContext
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Value
-from compiler.graph.types import ElemKind
+from compiler.graph.types import ALL_KINDS, FLOAT_KINDS, NUMERIC_KINDS, ElemKind
 
-FLOAT_ONLY = (ElemKind.F32,)
-NUMERIC = (ElemKind.F32, ElemKind.I64, ElemKind.I32)
-ANY = (ElemKind.F32, ElemKind.I64, ElemKind.I32, ElemKind.BOOL)
+FLOAT_ONLY = FLOAT_KINDS
+NUMERIC = NUMERIC_KINDS
+ANY = ALL_KINDS
 
 
 def check_elem(
@@ -171,10 +171,11 @@ def convert_clip(ctx: NodeContext) -> list[Value | None]:
                 raise ctx.unsupported(f"'{what}' must be a scalar, got shape {list(arr.shape)}")
         lo = None if lo_a is None else lo_a.reshape(()).item()
         hi = None if hi_a is None else hi_a.reshape(()).item()
-    if x.type.elem == ElemKind.F32:
+    if x.type.elem.is_float:
+        t = x.type.np_dtype.type  # the bound as the tensor's type holds it
         attrs = {
-            "min": -math.inf if lo is None else float(np.float32(lo)),
-            "max": math.inf if hi is None else float(np.float32(hi)),
+            "min": -math.inf if lo is None else float(t(lo)),
+            "max": math.inf if hi is None else float(t(hi)),
         }
         return [ctx.create("Clip", [x], attrs)]
     out = x
@@ -241,13 +242,14 @@ def convert_pow(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, a, NUMERIC)
     check_elem(ctx, b, NUMERIC, "exponent")
     if a.type.elem != b.type.elem:
-        if a.type.elem == ElemKind.F32:
+        if a.type.elem.is_float or not b.type.elem.is_float:
             b = ctx.create("Cast", [b], {"to": a.type.elem.value}, suffix="cast")
         else:
-            # Integer base, float exponent: computed in float32, truncated back (as ONNX's
-            # reference does); exact while results stay below 2**24.
-            af = ctx.create("Cast", [a], {"to": "f32"}, suffix="base_f32")
-            p = ctx.create("Pow", [af, b], suffix="pow_f32")
+            # Integer base, float exponent: computed in the exponent's float type, truncated
+            # back (as ONNX's reference does); exact while results fit its mantissa.
+            fk = b.type.elem.value
+            af = ctx.create("Cast", [a], {"to": fk}, suffix=f"base_{fk}")
+            p = ctx.create("Pow", [af, b], suffix=f"pow_{fk}")
             return [ctx.create("Cast", [p], {"to": a.type.elem.value})]
     return [ctx.create("Pow", [a, b])]
 

@@ -104,7 +104,11 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
     x, w, nsp, kernel, strides, dilations = _conv_operands(ctx)
     pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
     k = w.type.shape[0]
-    b = ctx.inp(2) if ctx.has_input(2) else ctx.constant(np.zeros((k,), np.float32), suffix="bias")
+    b = (
+        ctx.inp(2)
+        if ctx.has_input(2)
+        else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
+    )
     group = int(ctx.attr("group", 1))
     if nsp == 2:
         return [
@@ -184,7 +188,11 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
     if any(p < 0 for p in begins + ends):
         raise ctx.unsupported(f"negative pads {begins + ends}")
     k = w.type.shape[1] * group
-    b = ctx.inp(2) if ctx.has_input(2) else ctx.constant(np.zeros((k,), np.float32), suffix="bias")
+    b = (
+        ctx.inp(2)
+        if ctx.has_input(2)
+        else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
+    )
     if nsp == 2:
         return [
             ctx.create(
@@ -379,8 +387,8 @@ def _avg_pool_by_conv(
         v: Value, k2: list[int], s2: list[int], p4: list[int], d2: list[int], suffix: str
     ) -> Value:
         ch = v.type.shape[1]
-        ones = ctx.constant(np.ones((ch, 1, *k2), np.float32), suffix=f"{suffix}_ones")
-        zero = ctx.constant(np.zeros((ch,), np.float32), suffix=f"{suffix}_zero")
+        ones = ctx.constant(np.ones((ch, 1, *k2), x.type.np_dtype), suffix=f"{suffix}_ones")
+        zero = ctx.constant(np.zeros((ch,), x.type.np_dtype), suffix=f"{suffix}_zero")
         return ctx.create(
             "Conv",
             [v, ones, zero],
@@ -427,7 +435,7 @@ def _avg_pool_by_conv(
             "sum_d",
         )
         total = reshape(ctx, dd, (n, c, *outs), "window_sum")
-    divisor = ctx.constant(count.astype(np.float32).reshape((1, 1, *outs)), suffix="counts")
+    divisor = ctx.constant(count.astype(x.type.np_dtype).reshape((1, 1, *outs)), suffix="counts")
     return ctx.create("Div", [total, divisor])
 
 
@@ -608,7 +616,7 @@ def convert_gemm(ctx: NodeContext) -> list[Value | None]:
     if alpha == 1.0 and vector_bias:
         bias: Value
         if c is None:
-            bias = ctx.constant(np.zeros((n,), np.float32), suffix="bias")
+            bias = ctx.constant(np.zeros((n,), a.type.np_dtype), suffix="bias")
         elif c.type.shape == (n,):
             bias = c
         elif isinstance(c, Constant) and c.data is not None:  # the importer's always have data
@@ -692,7 +700,7 @@ def convert_layernorm(ctx: NodeContext) -> list[Value | None]:
     bias = (
         ctx.inp(2)
         if ctx.has_input(2)
-        else ctx.constant(np.zeros(scale.type.shape, np.float32), suffix="bias")
+        else ctx.constant(np.zeros(scale.type.shape, scale.type.np_dtype), suffix="bias")
     )
     eps = float(np.float32(ctx.attr("epsilon", 1e-5)))
     y = ctx.create("LayerNorm", [x, scale, bias], {"axis": axis, "epsilon": eps})

@@ -12,8 +12,13 @@ import math
 import numpy as np
 
 from compiler.errors import UnsupportedTypeError
-from compiler.frontend.converters_math import ANY, check_elem
-from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
+from compiler.frontend.converters_math import ANY, NUMERIC, check_elem
+from compiler.frontend.onnx_importer import (
+    ONNX_TO_ELEM,
+    SUPPORTED_DTYPES,
+    NodeContext,
+    dtype_name,
+)
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Constant, Value
 from compiler.graph.types import ElemKind, broadcast_shapes
@@ -149,7 +154,7 @@ def convert_cast(ctx: NodeContext) -> list[Value | None]:
         code = int(ctx.attr("to"))
         if code not in ONNX_TO_ELEM:
             raise ctx.unsupported(
-                f"cast to {dtype_name(code)} (supported: float32, int64, int32, bool)",
+                f"cast to {dtype_name(code)} (supported: {SUPPORTED_DTYPES})",
                 UnsupportedTypeError,
             )
         to = ONNX_TO_ELEM[code]
@@ -420,10 +425,10 @@ def convert_pad(ctx: NodeContext) -> list[Value | None]:
     mode = ctx.attr("mode", "constant")
     if len(pads) != 2 * rank:
         raise ctx.unsupported(f"pads {pads} do not match rank {rank}")
-    if x.type.elem != ElemKind.F32 and (float(value) != int(value) or abs(value) > 2**53):
+    if not x.type.elem.is_float and (float(value) != int(value) or abs(value) > 2**53):
         raise ctx.unsupported(f"constant value {value} for an integer tensor")
-    if x.type.elem == ElemKind.F32:
-        value = float(np.float32(value))
+    if x.type.elem.is_float:
+        value = float(x.type.np_dtype.type(value))
     if mode == "reflect":
         for i, d in enumerate(x.type.shape):
             if max(pads[i], pads[i + rank]) >= d and (pads[i] or pads[i + rank]):
@@ -532,7 +537,7 @@ def _nearest_is_ambiguous(n_in: int, n_out: int, scale: float, ctm: str, mode: s
 @converter("Resize")
 def convert_resize(ctx: NodeContext) -> list[Value | None]:
     x = ctx.inp(0)
-    check_elem(ctx, x, (ElemKind.F32,))
+    check_elem(ctx, x, NUMERIC)
     rank = x.type.rank
     in_shape = x.type.shape
     if ctx.opset < 11:
@@ -593,6 +598,8 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
     if any(d <= 0 for d in out):
         raise ctx.unsupported(f"output shape {out} is empty")
     mode = ctx.attr("mode", "nearest")
+    if mode != "nearest" and not x.type.elem.is_float:
+        raise ctx.unsupported(f"{mode} resize of {x.type.elem.value} (nearest only)")
     attrs = {
         "out_shape": out,
         "mode": mode,
@@ -627,6 +634,8 @@ def _resize_old(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
     mode = ctx.attr("mode", "nearest")
     if mode == "bilinear":
         mode = "linear"
+    if mode != "nearest" and not x.type.elem.is_float:
+        raise ctx.unsupported(f"{mode} resize of {x.type.elem.value} (nearest only)")
     if len(scales) != x.type.rank:
         raise ctx.unsupported(f"scales {list(scales)} do not match rank {x.type.rank}")
     out = []
@@ -654,7 +663,7 @@ def _resize_old(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
 @converter("Upsample")
 def convert_upsample(ctx: NodeContext) -> list[Value | None]:
     x = ctx.inp(0)
-    check_elem(ctx, x, (ElemKind.F32,))
+    check_elem(ctx, x, NUMERIC)
     if ctx.opset < 9:
         ctx.check_attrs({"mode": ("nearest", "linear", "bilinear"), "scales": None})
         scales = np.array(ctx.attr("scales", []), np.float64)

@@ -54,11 +54,21 @@ FOLD_LIMIT = 1 << 24
 
 ONNX_TO_ELEM: dict[int, ElemKind] = {
     onnx.TensorProto.FLOAT: ElemKind.F32,
+    onnx.TensorProto.FLOAT16: ElemKind.F16,
+    onnx.TensorProto.DOUBLE: ElemKind.F64,
     onnx.TensorProto.INT64: ElemKind.I64,
     onnx.TensorProto.INT32: ElemKind.I32,
+    onnx.TensorProto.INT16: ElemKind.I16,
+    onnx.TensorProto.INT8: ElemKind.I8,
+    onnx.TensorProto.UINT64: ElemKind.U64,
+    onnx.TensorProto.UINT32: ElemKind.U32,
+    onnx.TensorProto.UINT16: ElemKind.U16,
+    onnx.TensorProto.UINT8: ElemKind.U8,
     onnx.TensorProto.BOOL: ElemKind.BOOL,
 }
 _SUPPORTED_NP = {np.dtype(k.np_dtype) for k in ONNX_TO_ELEM.values()}
+#: The element types the frontend reads, as error messages list them.
+SUPPORTED_DTYPES = ", ".join(onnx.TensorProto.DataType.Name(code).lower() for code in ONNX_TO_ELEM)
 
 
 def dtype_name(onnx_type: int) -> str:
@@ -280,7 +290,7 @@ class Importer:
         if t.data_type not in ONNX_TO_ELEM:
             raise UnsupportedTypeError(
                 f"tensor '{what}' has element type {dtype_name(t.data_type)}; "
-                "supported: float32, int64, int32, bool",
+                f"supported: {SUPPORTED_DTYPES}",
                 model=self.source,
             )
         if t.data_location == onnx.TensorProto.EXTERNAL:
@@ -463,7 +473,7 @@ class Importer:
         if elem not in ONNX_TO_ELEM:
             raise self._input_refusal(
                 vi,
-                f"has element type {dtype_name(elem)}; supported: float32, int64, int32, bool",
+                f"has element type {dtype_name(elem)}; supported: {SUPPORTED_DTYPES}",
                 UnsupportedTypeError,
             )
         return ONNX_TO_ELEM[elem]

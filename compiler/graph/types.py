@@ -18,9 +18,14 @@ class ElemKind(enum.Enum):
 
     F32 = "f32"
     F16 = "f16"
+    F64 = "f64"
     I64 = "i64"
     I32 = "i32"
+    I16 = "i16"
     I8 = "i8"
+    U64 = "u64"
+    U32 = "u32"
+    U16 = "u16"
     U8 = "u8"
     BOOL = "bool"
 
@@ -34,7 +39,17 @@ class ElemKind(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (ElemKind.F32, ElemKind.F16)
+        return self in _FLOATS
+
+    @property
+    def is_int(self) -> bool:
+        """A signed or unsigned integer kind (not bool)."""
+        return self in _SIGNED or self in _UNSIGNED
+
+    @property
+    def is_unsigned(self) -> bool:
+        """Compares and divides without sign: the unsigned integers, and bool."""
+        return self in _UNSIGNED or self is ElemKind.BOOL
 
     @classmethod
     def from_numpy(cls, dtype: np.dtype | type) -> ElemKind:
@@ -52,12 +67,25 @@ class ElemKind(enum.Enum):
 _NP: dict[ElemKind, str] = {
     ElemKind.F32: "float32",
     ElemKind.F16: "float16",
+    ElemKind.F64: "float64",
     ElemKind.I64: "int64",
     ElemKind.I32: "int32",
+    ElemKind.I16: "int16",
     ElemKind.I8: "int8",
+    ElemKind.U64: "uint64",
+    ElemKind.U32: "uint32",
+    ElemKind.U16: "uint16",
     ElemKind.U8: "uint8",
     ElemKind.BOOL: "bool",
 }
+_FLOATS = frozenset({ElemKind.F32, ElemKind.F16, ElemKind.F64})
+_SIGNED = frozenset({ElemKind.I64, ElemKind.I32, ElemKind.I16, ElemKind.I8})
+_UNSIGNED = frozenset({ElemKind.U64, ElemKind.U32, ElemKind.U16, ElemKind.U8})
+#: Element kinds by family, for the converters' and emitters' type checks.
+FLOAT_KINDS = tuple(k for k in ElemKind if k in _FLOATS)
+INT_KINDS = tuple(k for k in ElemKind if k in _SIGNED or k in _UNSIGNED)
+NUMERIC_KINDS = FLOAT_KINDS + INT_KINDS
+ALL_KINDS = tuple(ElemKind)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ node's inferred types and checks their shapes. Results may share memory with inp
 a view): callers must not write into them.
 
 Semantic choices (see docs in the report / tests): float32 tensors are computed in float32 (as
-onnxruntime does) except where onnxruntime accumulates in double (LayerNorm) or where float64
+onnxruntime does), float64 in float64, float16 in float32 rounded once per op (ops that
+sum many terms, trait "accumulates", and unary math; numpy's binary ops round once already) except where onnxruntime accumulates in double (LayerNorm) or where float64
 costs nothing and is more exact (Erf, Gelu, Resize coefficients); integer Div truncates toward
 zero; integer Pow with negative exponents goes through float64 and truncates.
 """
@@ -426,6 +427,25 @@ def _with_fused_activation(fn: Kernel) -> Kernel:
 for _name, _op in all_ops().items():
     if "activation" in _op.attrs:
         KERNELS[_name] = _with_fused_activation(KERNELS[_name])
+
+
+def _float16_in_float32(fn: Kernel) -> Kernel:
+    """float16 operands computed in float32 (callers cast results back to the node's type)."""
+
+    def k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        if any(a.dtype == np.float16 for a in ins):
+            ins = [a.astype(np.float32) if a.dtype == np.float16 else a for a in ins]
+        return fn(ins, attrs)
+
+    return k
+
+
+# Ops that sum many terms accumulate float16 in float32, as onnxruntime's kernels do (numpy
+# would round every partial sum to float16); unary math is rounded once, not per step of its
+# formula.
+for _name, _op in all_ops().items():
+    if _op.traits & {"accumulates", "unary"}:
+        KERNELS[_name] = _float16_in_float32(KERNELS[_name])
 
 
 # -- evaluation of one node -------------------------------------------------------------------

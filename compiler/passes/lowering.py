@@ -43,6 +43,8 @@ from compiler.errors import CompilerError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ir import Function, Node, Value
 from compiler.graph.ops import all_ops
+from compiler.graph.types import ElemKind
+from compiler.lir.instructions import NOT_COMPUTE
 from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import Rewriter, apply_patterns, const_data
 
@@ -304,6 +306,25 @@ def lower_grouped_conv(node: Node, b: _Builder) -> bool:
     return b.done(b.op("Concat", outs, {"axis": 1}))
 
 
+def widen(node: Node, b: _Builder, wide: ElemKind) -> bool:
+    """`node` computed in `wide` (float32): its float operands cast to it, its float results
+    cast back (the backend contract's float fallback)."""
+    narrow = node.results[0].type.elem
+    ops = [
+        b.op("Cast", [v], {"to": wide.value}, suffix=f"in{i}_{wide.value}")
+        if v.type.elem.is_float
+        else v
+        for i, v in enumerate(node.operands)
+    ]
+    new = b.rw.create(node.op, ops, node.attrs, name=f"{node.name}_{wide.value}", origin=[node])
+    outs = [
+        b.op("Cast", [r], {"to": narrow.value}, suffix=f"out{i}") if r.type.elem == wide else r
+        for i, r in enumerate(new.results)
+    ]
+    b.rw.replace_node(node, outs)
+    return True
+
+
 LOWERINGS: dict[str, Callable[[Node, _Builder], bool]] = {
     "FullyConnected": lower_fully_connected,
     "BatchNorm": lower_batchnorm,
@@ -344,16 +365,32 @@ class Lower(GraphPass):
         if node.op == "Conv" or (node.op == "FullyConnected" and policy.keep(node)):
             if node.attrs["activation"] not in policy.fused_activations:
                 return split_activation(node, _Builder(node, rw))
-        if policy.keep(node):
+        kept = policy.keep(node)
+        if kept and (policy.backend.keeps(node) or node.op in NOT_COMPUTE):
+            return False
+        # The backend has no kernel for the node's element kinds (or the policy lowers it).
+        wide = policy.backend.float_fallback(node)
+        lowering = None if kept else self._lowering(node)
+        if wide is not None and (lowering is None or node.results[0].type.elem == ElemKind.F16):
+            # float16 computes in float32 (onnxruntime's choice too); float64 prefers a
+            # lowering into primitives that run in float64, else float32 too.
+            return widen(node, _Builder(node, rw), wide)
+        if lowering is None:
             return False
         if node.op == "Conv":
             return lower_grouped_conv(node, _Builder(node, rw))
+        return lowering(node, _Builder(node, rw))
+
+    @staticmethod
+    def _lowering(node: Node) -> Callable[[Node, _Builder], bool] | None:
+        if node.op == "Conv":
+            return lower_grouped_conv
         lowering = LOWERINGS.get(node.op)
         if lowering is None or (node.op != "Tile" and not _float_result(node)):
-            return False
+            return None
         if node.results[0].type.rank == 0:
-            return False
-        return lowering(node, _Builder(node, rw))
+            return None
+        return lowering
 
     def run(self, fn: Function) -> bool:
         # Read by activation-fusion after lowering: never re-fuse what this backend cannot run.

@@ -43,9 +43,14 @@ def storage_type(elem: ElemKind) -> ir.Type:
     return {
         ElemKind.F32: F32,
         ElemKind.F16: F16,
+        ElemKind.F64: F64,
         ElemKind.I64: I64,
         ElemKind.I32: I32,
+        ElemKind.I16: I16,
         ElemKind.I8: I8,
+        ElemKind.U64: I64,
+        ElemKind.U32: I32,
+        ElemKind.U16: I16,
         ElemKind.U8: I8,
         ElemKind.BOOL: I8,
     }[elem]
@@ -64,6 +69,11 @@ def const(ty: ir.Type, v: float | int) -> ir.Constant:
     if isinstance(ty, ir.IntType):
         return ir.Constant(ty, int(v))
     return ir.Constant(ty, float(v))
+
+
+def float_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """The libm function `name` for the arguments' float type: `expf` on float, `exp` on double."""
+    return call_libm(b, name if args[0].type == F64 else f"{name}f", *args)
 
 
 def load_elem(b: ir.IRBuilder, ptr: ir.Value, elem: ElemKind) -> ir.Value:
@@ -176,6 +186,10 @@ def call_intr(b: ir.IRBuilder, base: str, x: ir.Value, *more: ir.Value) -> ir.Va
 #: libm functions the generated code may call (resolved at JIT time, see jit_symbols).
 LIBM = (
     "expf",
+    "roundevenf",
+    "roundeven",
+    "fmodf",
+    "fmod",
     "logf",
     "tanhf",
     "expm1f",

@@ -16,9 +16,11 @@ from typing import Any
 from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
+    F16,
     F32,
     F64,
     I8,
+    I32,
     Arg,
     Call,
     EmitContext,
@@ -32,6 +34,7 @@ from compiler.backends.llvm.emitters.common import (
     contiguous_strides,
     fast_erf,
     fast_exp,
+    float_libm,
     gep,
     is_nan,
     linear,
@@ -69,7 +72,12 @@ def _isf(e: ElemKind) -> bool:
 
 
 def _unsigned(e: ElemKind) -> bool:
-    return e in (ElemKind.U8, ElemKind.BOOL)
+    return e.is_unsigned
+
+
+def fexp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """exp in the value's float type: the vectorisable polynomial on float, libm on double."""
+    return fast_exp(b, x) if x.type == F32 else float_libm(b, "exp", x)
 
 
 def _z(v: ir.Value) -> ir.Value:
@@ -104,6 +112,8 @@ def _need_float(es: list[ElemKind]) -> None:
 def _relu(b, xs, es, eo, at):
     x = xs[0]
     if _isf(es[0]):
+        if x.type != F32:  # the kernels' epilogue form is float32; same IR in double
+            return b.select(b.fcmp_ordered("<", x, _z(x)), _z(x), x)
         return apply_activation(b, x, "relu")
     if _unsigned(es[0]):
         return x
@@ -112,9 +122,9 @@ def _relu(b, xs, es, eo, at):
 
 def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ax = call_intr(b, "fabs", x)
-    e = fast_exp(b, b.fneg(ax))
-    d = b.fadd(const(F32, 1.0), e)
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), b.fdiv(const(F32, 1.0), d), b.fdiv(e, d))
+    e = fexp(b, b.fneg(ax))
+    d = b.fadd(const(x.type, 1.0), e)
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), b.fdiv(const(x.type, 1.0), d), b.fdiv(e, d))
 
 
 @scalar("sigmoid")
@@ -126,19 +136,19 @@ def _sigmoid(b, xs, es, eo, at):
 @scalar("tanh")
 def _tanh(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "tanhf", xs[0])
+    return float_libm(b, "tanh", xs[0])
 
 
 @scalar("exp")
 def _exp(b, xs, es, eo, at):
     _need_float(es)
-    return fast_exp(b, xs[0])
+    return fexp(b, xs[0])
 
 
 @scalar("log")
 def _log(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "logf", xs[0])
+    return float_libm(b, "log", xs[0])
 
 
 @scalar("sqrt")
@@ -166,13 +176,13 @@ def _neg(b, xs, es, eo, at):
 @scalar("reciprocal")
 def _recip(b, xs, es, eo, at):
     _need_float(es)
-    return b.fdiv(const(F32, 1.0), xs[0])
+    return b.fdiv(const(xs[0].type, 1.0), xs[0])
 
 
 @scalar("erf")
 def _erf(b, xs, es, eo, at):
     _need_float(es)
-    return fast_erf(b, xs[0])
+    return fast_erf(b, xs[0]) if xs[0].type == F32 else float_libm(b, "erf", xs[0])
 
 
 def _round_fn(name: str) -> Scalar:
@@ -192,15 +202,17 @@ def _not(b, xs, es, eo, at):
 
 
 def _clamp01(b, v):
-    v = b.select(b.fcmp_ordered("<", v, const(F32, 0.0)), const(F32, 0.0), v)
-    return b.select(b.fcmp_ordered(">", v, const(F32, 1.0)), const(F32, 1.0), v)
+    zero, one = const(v.type, 0.0), const(v.type, 1.0)
+    v = b.select(b.fcmp_ordered("<", v, zero), zero, v)
+    return b.select(b.fcmp_ordered(">", v, one), one, v)
 
 
 @scalar("hardswish")
 def _hardswish(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, const(F32, 1.0 / 6.0)), const(F32, 0.5))))
+    t = x.type
+    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, const(t, 1.0 / 6.0)), const(t, 0.5))))
 
 
 @scalar("sign")
@@ -222,14 +234,14 @@ def _sign(b, xs, es, eo, at):
 def _leaky(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(F32, at["alpha"])))
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(x.type, at["alpha"])))
 
 
 @scalar("hardsigmoid")
 def _hsig(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    v = b.fadd(b.fmul(x, const(F32, at["alpha"])), const(F32, at["beta"]))
+    v = b.fadd(b.fmul(x, const(x.type, at["alpha"])), const(x.type, at["beta"]))
     return b.select(is_nan(b, v), v, _clamp01(b, v))
 
 
@@ -238,6 +250,12 @@ def _clip(b, xs, es, eo, at):
     x = xs[0]
     lo, hi = at["min"], at["max"]
     if _isf(es[0]):
+        if x.type != F32:
+            if lo != -math.inf:
+                x = b.select(b.fcmp_ordered("<", x, const(x.type, lo)), const(x.type, lo), x)
+            if hi != math.inf:
+                x = b.select(b.fcmp_ordered(">", x, const(x.type, hi)), const(x.type, hi), x)
+            return x
         return apply_activation(b, x, ("clip", lo, hi))
     import numpy as np
 
@@ -271,7 +289,7 @@ SCALAR["div"] = _arith("fdiv", "sdiv", "udiv")
 def _pow(b, xs, es, eo, at):
     a, c = xs
     if _isf(es[0]):
-        return call_libm(b, "powf", a, c)
+        return float_libm(b, "pow", a, c)
     fa = b.uitofp(a, F64) if _unsigned(es[0]) else b.sitofp(a, F64)
     fc = b.uitofp(c, F64) if _unsigned(es[1]) else b.sitofp(c, F64)
     r = call_libm(b, "pow", fa, fc)
@@ -337,18 +355,45 @@ def _where(b, xs, es, eo, at):
     return b.select(b.icmp_unsigned("!=", c, _z(c)), x, y)
 
 
+def _round_to_odd_f32(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
+    """double -> float rounded to odd (truncate, then set the last bit if inexact): rounding
+    that to float16 gives the correctly rounded double -> float16, without the runtime call
+    (`__truncdfhf2`) LLVM emits for a direct fptrunc."""
+    f = b.fptrunc(d, F32)
+    bits = b.bitcast(f, I32)
+    back = b.fpext(f, F64)
+    away = b.fcmp_ordered(">", call_intr(b, "fabs", back), call_intr(b, "fabs", d))
+    bits = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
+    inexact = b.fcmp_unordered("!=", back, d)
+    bits = b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits)
+    return b.bitcast(bits, F32)
+
+
 def convert(b: ir.IRBuilder, x: ir.Value, src: ElemKind, dst: ElemKind) -> ir.Value:
-    """numpy astype semantics (float -> int truncates; -> bool is != 0)."""
+    """numpy astype semantics (float -> int truncates; -> bool is != 0). The value is rounded
+    once, to the destination's storage type, then widened to its compute type (f16 -> f32)."""
     sty, dty = compute_type(src), compute_type(dst)
+    sto = storage_type(dst)
     if dst == ElemKind.BOOL:
         nz = b.fcmp_unordered("!=", x, _z(x)) if _isf(src) else b.icmp_unsigned("!=", x, _z(x))
         return b.zext(nz, I8)
     if _isf(src) and _isf(dst):
-        return x  # f16 computes in f32; the store truncates
+        if sto.intrinsic_name == x.type.intrinsic_name:
+            return x
+        if sto == F16 and x.type == F64:
+            return b.fpext(b.fptrunc(_round_to_odd_f32(b, x), F16), F32)
+        if sto == F16 or (sto == F32 and x.type == F64):
+            r = b.fptrunc(x, sto)
+            return b.fpext(r, dty) if r.type != dty else r
+        return b.fpext(x, dty)
     if _isf(src):
         return b.fptoui(x, dty) if _unsigned(dst) else b.fptosi(x, dty)
     if _isf(dst):
-        return b.uitofp(x, dty) if _unsigned(src) else b.sitofp(x, dty)
+        if sto == F16:  # integer -> double is exact below 2**53, and larger ones are inf in f16
+            d = b.uitofp(x, F64) if _unsigned(src) else b.sitofp(x, F64)
+            return convert(b, d, ElemKind.F64, dst)
+        r = b.uitofp(x, sto) if _unsigned(src) else b.sitofp(x, sto)
+        return b.fpext(r, dty) if r.type != dty else r
     if sty.width == dty.width:
         return x
     if sty.width > dty.width:
