@@ -57,6 +57,7 @@ _UNARY = {
     "Softplus": ("Softplus", FLOAT_ONLY),
     "HardSwish": ("HardSwish", FLOAT_ONLY),
     "Sign": ("Sign", NUMERIC),
+    "Round": ("Round", FLOAT_ONLY),
 }
 
 
@@ -211,6 +212,16 @@ def convert_binary(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, a, kinds)
     same_elem(ctx, a, b)
     return [ctx.create(op, [a, b])]
+
+
+@converter("Mod")
+def convert_mod(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"fmod": (0, 1)})
+    a, b = ctx.inp(0), ctx.inp(1)
+    check_elem(ctx, a, NUMERIC)
+    same_elem(ctx, a, b)
+    fmod = int(ctx.attr("fmod", 0))
+    return [ctx.create("Mod", [a, b], {"fmod": fmod})]
 
 
 @converter("Xor")

@@ -24,6 +24,7 @@ from compiler.errors import ExecutionError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ops import all_ops
 from compiler.graph.types import ElemKind
+from compiler.kernels.reference_extra import EXTRA_KERNELS
 from compiler.kernels.reference_nn import NN_KERNELS, erf
 
 Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
@@ -397,8 +398,9 @@ def _save(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     return []
 
 
-# Convolution, pooling, normalisation and resize live in reference_nn.
-for _name, _fn in NN_KERNELS.items():
+# Convolution, pooling, normalisation and resize live in reference_nn; the ops of
+# compiler/graph/ops_extra.py in reference_extra.
+for _name, _fn in (NN_KERNELS | EXTRA_KERNELS).items():
     assert _name not in KERNELS, _name
     KERNELS[_name] = _fn
 

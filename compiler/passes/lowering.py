@@ -306,6 +306,59 @@ def lower_grouped_conv(node: Node, b: _Builder) -> bool:
     return b.done(b.op("Concat", outs, {"axis": 1}))
 
 
+def lower_trilu(node: Node, b: _Builder) -> bool:
+    """Where(constant triangle mask, x, 0): the mask covers the last two dims and broadcasts."""
+    x = node.operands[0]
+    n, m = x.type.shape[-2:]
+    fn = np.triu if node.attrs["upper"] else np.tril
+    mask = fn(np.ones((n, m), dtype=bool), node.attrs["k"])
+    keep = b.rw.constant(f"{node.name}_mask", mask)
+    zero = b.const(0, "zero")
+    return b.done(b.op("Where", [keep, x, zero], suffix="out"))
+
+
+def lower_group_norm(node: Node, b: _Builder) -> bool:
+    """Reshape to [N, G, rest], LayerNorm over the group (unit scale, zero shift), reshape
+    back, then the per-channel scale and shift: the CPU keeps LayerNorm's one-pass kernel."""
+    x, scale, bias = node.operands
+    shape = x.type.shape
+    n, c, g = shape[0], shape[1], node.attrs["num_groups"]
+    rest = x.type.numel // (n * g)
+    grouped = b.op("Reshape", [x], {"shape": (n, g, rest)}, suffix="grouped")
+    ones = b.const(np.ones(rest), "ones", (rest,))
+    zeros = b.const(np.zeros(rest), "zeros", (rest,))
+    normed = b.op(
+        "LayerNorm", [grouped, ones, zeros], {"axis": 2, "epsilon": node.attrs["epsilon"]}
+    )
+    y = b.op("Reshape", [normed], {"shape": shape}, suffix="ungrouped")
+    pshape = (c,) + (1,) * (len(shape) - 2)
+    s = b.op("Reshape", [scale], {"shape": pshape}, suffix="scale_c")
+    t = b.op("Reshape", [bias], {"shape": pshape}, suffix="bias_c")
+    return b.done(b.op("Add", [b.op("Mul", [y, s], suffix="scaled"), t], suffix="out"))
+
+
+def lower_rms_norm(node: Node, b: _Builder) -> bool:
+    x, scale = node.operands
+    axes = tuple(range(node.attrs["axis"] % x.type.rank, x.type.rank))
+    ms = b.op("ReduceMean", [b.op("Mul", [x, x], suffix="sq")], {"axes": axes, "keepdims": 1})
+    rms = b.op("Sqrt", [b.op("Add", [ms, b.const(node.attrs["epsilon"], "eps")], suffix="ms_eps")])
+    y = b.op("Div", [x, rms], suffix="normed")
+    return b.done(b.op("Mul", [y, scale], suffix="out"))
+
+
+def lower_einsum(node: Node, b: _Builder) -> bool:
+    """Einsum as Glow would run it: operands reduced over the letters only they have, then a
+    pairwise contraction at a time as Transpose + Reshape + batched MatMul (batch letters,
+    free letters, contracted letters), and a final Transpose into the output's order."""
+    from compiler.passes.einsum import EinsumPlanError, lower_einsum_values
+
+    try:
+        y = lower_einsum_values(b, list(node.operands), node.attrs["equation"])
+    except EinsumPlanError:
+        return False  # e.g. a repeated letter in one operand (a diagonal): not lowered
+    return b.done(y)
+
+
 def widen(node: Node, b: _Builder, wide: ElemKind) -> bool:
     """`node` computed in `wide` (float32): its float operands cast to it, its float results
     cast back (the backend contract's float fallback)."""
@@ -343,7 +396,13 @@ LOWERINGS: dict[str, Callable[[Node, _Builder], bool]] = {
     "Softplus": lower_softplus,
     "LeakyRelu": lower_leaky,
     "PRelu": lower_leaky,
+    "Trilu": lower_trilu,
+    "GroupNorm": lower_group_norm,
+    "RMSNorm": lower_rms_norm,
+    "Einsum": lower_einsum,
 }
+#: Lowerings that apply to every element kind (the others only to float results).
+ANY_ELEM_LOWERINGS = frozenset({"Tile", "Trilu", "Einsum"})
 # A mistyped op name fails at import, not by silently never lowering.
 assert set(LOWERINGS) <= set(all_ops()), sorted(set(LOWERINGS) - set(all_ops()))
 
@@ -386,9 +445,9 @@ class Lower(GraphPass):
         if node.op == "Conv":
             return lower_grouped_conv
         lowering = LOWERINGS.get(node.op)
-        if lowering is None or (node.op != "Tile" and not _float_result(node)):
+        if lowering is None or (node.op not in ANY_ELEM_LOWERINGS and not _float_result(node)):
             return None
-        if node.results[0].type.rank == 0:
+        if node.results[0].type.rank == 0 and node.op != "Einsum":  # Einsum makes no constants
             return None
         return lowering
 

@@ -443,11 +443,19 @@ def register(
     """Register an emitter for `kinds`. `elems`: the only element kinds it takes; instructions
     with others raise a CodegenError, and the backend contract lowers such nodes instead.
     `accumulates`: it adds to an `@inout` destination, so the backend contract lets the
-    sum-post-op pass make such instructions (only kinds with the accumulate trait can be)."""
+    sum-post-op pass make such instructions (only kinds with the accumulate trait can be).
+
+    A kind may get several emitters for disjoint `elems` (a fast float32 kernel and a plain
+    loop for other kinds): instructions go to the one whose kinds their operands have."""
 
     def deco(fn: Emitter) -> Emitter:
         emit = fn if elems is None else _typed(fn, elems)
         for k in kinds:
+            if k in ELEMS and elems is not None and not (ELEMS[k] & elems):
+                EMITTERS[k] = _by_elems(EMITTERS[k], ELEMS[k], emit)
+                ELEMS[k] = ELEMS[k] | elems
+                continue
+            assert k not in EMITTERS, f"a second emitter for '{k}' must take other elems"
             EMITTERS[k] = emit
             if elems is not None:
                 ELEMS[k] = elems
@@ -456,6 +464,15 @@ def register(
         return fn
 
     return deco
+
+
+def _by_elems(first: Emitter, first_elems: frozenset[ElemKind], other: Emitter) -> Emitter:
+    def emit(ctx: EmitContext, ins: Any) -> Emitted:
+        if all(v.type.elem in first_elems for v, _ in ins.operands):
+            return first(ctx, ins)
+        return other(ctx, ins)
+
+    return emit
 
 
 def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:

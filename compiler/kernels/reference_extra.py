@@ -1,0 +1,185 @@
+"""Reference kernels of the ops in `compiler/graph/ops_extra.py`: Mod, Round, Trilu, CumSum,
+the gathers and scatters, ArgTopK, Einsum, GroupNorm and RMSNorm.
+
+Part of `compiler.kernels.reference` (which registers `EXTRA_KERNELS`). Indices may be negative
+(counted from the end of their dim); an index out of range raises ExecutionError naming it.
+Normalisations accumulate in double, as LayerNorm's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ExecutionError
+
+Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
+EXTRA_KERNELS: dict[str, Kernel] = {}
+
+
+def _k(name: str) -> Callable[[Kernel], Kernel]:
+    def deco(fn: Kernel) -> Kernel:
+        EXTRA_KERNELS[name] = fn
+        return fn
+
+    return deco
+
+
+def normalize_indices(idx: np.ndarray, n: int | np.ndarray, what: str) -> np.ndarray:
+    """int64 indices with negative ones counted from the end; raises when out of [-n, n)."""
+    idx = np.asarray(idx).astype(np.int64)
+    if idx.size and (np.any(idx < -n) or np.any(idx >= n)):
+        raise ExecutionError(f"{what}: index out of range")
+    return np.where(idx < 0, idx + n, idx)
+
+
+@_k("Mod")
+def mod(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    a, b = ins
+    with np.errstate(all="ignore"):
+        # Integer division by zero gives 0 (numpy's answer, and the LLVM kernels').
+        return [np.fmod(a, b) if attrs["fmod"] else np.mod(a, b)]
+
+
+@_k("Round")
+def round_(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    return [np.round(x) if x.dtype.kind == "f" else x]
+
+
+@_k("Trilu")
+def trilu(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    fn = np.triu if attrs["upper"] else np.tril
+    return [fn(x, attrs["k"])]
+
+
+@_k("CumSum")
+def cumsum(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    ax = attrs["axis"] % x.ndim
+    y = np.flip(x, ax) if attrs["reverse"] else x
+    s = np.cumsum(y, axis=ax, dtype=x.dtype)
+    if attrs["exclusive"]:
+        s = np.concatenate(
+            [np.zeros_like(np.take(s, [0], axis=ax)), np.delete(s, -1, axis=ax)], axis=ax
+        )
+    return [np.flip(s, ax) if attrs["reverse"] else s]
+
+
+def _full_index(idx: np.ndarray, ax: int) -> tuple[np.ndarray, ...]:
+    """Index arrays addressing, for every position of `idx`, the element it names on `ax`."""
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[ax] = idx
+    return tuple(grid)
+
+
+@_k("GatherElements")
+def gather_elements(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    data, idx = ins
+    ax = attrs["axis"] % data.ndim
+    idx = normalize_indices(idx, data.shape[ax], "GatherElements")
+    return [data[_full_index(idx, ax)]]
+
+
+@_k("ScatterElements")
+def scatter_elements(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    data, idx, upd = ins
+    ax = attrs["axis"] % data.ndim
+    idx = normalize_indices(idx, data.shape[ax], "ScatterElements")
+    out = data.copy()
+    where = _full_index(idx, ax)
+    _combine(out, where, upd, attrs["reduction"])
+    return [out]
+
+
+def _combine(out: np.ndarray, where: Any, upd: np.ndarray, reduction: str) -> None:
+    """out[where] = upd, or combined with the reduction (duplicates: each applied in turn)."""
+    if reduction == "none":
+        out[where] = upd
+        return
+    ufunc = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}.get(reduction)
+    if ufunc is None:
+        raise ExecutionError(f"unknown scatter reduction '{reduction}'")
+    with np.errstate(all="ignore"):
+        ufunc.at(out, where, upd)
+
+
+def _nd_tuples(dims: tuple[int, ...], idx: np.ndarray, what: str) -> np.ndarray:
+    """Index tuples (last dim of idx) with negative entries normalised per dim of `dims`."""
+    return normalize_indices(idx, np.asarray(dims[: idx.shape[-1]], dtype=np.int64), what)
+
+
+@_k("GatherND")
+def gather_nd(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    data, idx = ins
+    b = attrs["batch_dims"]
+    q = idx.shape[-1]
+    nb = int(np.prod(data.shape[:b], dtype=np.int64))
+    d2 = data.reshape((nb,) + data.shape[b:])
+    tuples = _nd_tuples(data.shape[b:], idx, "GatherND").reshape(nb, -1, q)
+    tail = data.shape[b + q :]
+    out = np.empty((nb, tuples.shape[1]) + tail, dtype=data.dtype)
+    for j in range(nb):
+        out[j] = d2[j][tuple(tuples[j].T)]
+    return [out.reshape(idx.shape[:-1] + tail)]
+
+
+@_k("ScatterND")
+def scatter_nd(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    data, idx, upd = ins
+    out = data.copy()
+    tuples = _nd_tuples(data.shape, idx, "ScatterND")
+    q = idx.shape[-1]
+    flat_t = tuples.reshape(-1, q)
+    flat_u = upd.reshape((flat_t.shape[0],) + data.shape[q:])
+    red = attrs["reduction"]
+    for t, u in zip(flat_t, flat_u):  # in order: later updates of one slot win / combine
+        _combine(out, tuple(t), u, red)
+    return [out]
+
+
+@_k("ArgTopK")
+def arg_top_k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    ax = attrs["axis"] % x.ndim
+    if attrs["largest"]:
+        # Descending values, ties by lower index: a stable ascending sort of an order-reversing
+        # key (~x never overflows for integers, unlike -x).
+        key = -x if x.dtype.kind == "f" else ~x
+    else:
+        key = x
+    order = np.argsort(key, axis=ax, kind="stable")
+    return [np.take(order, np.arange(attrs["k"]), axis=ax).astype(np.int64)]
+
+
+@_k("Einsum")
+def einsum(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    return [np.asarray(np.einsum(attrs["equation"], *ins))]
+
+
+@_k("GroupNorm")
+def group_norm(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, scale, bias = ins
+    n, c = x.shape[:2]
+    g = attrs["num_groups"]
+    x64 = x.astype(np.float64).reshape(n, g, -1)
+    mean = x64.mean(axis=2, keepdims=True)
+    var = np.square(x64 - mean).mean(axis=2, keepdims=True)
+    y = ((x64 - mean) / np.sqrt(var + attrs["epsilon"])).reshape(x.shape)
+    pshape = (1, c) + (1,) * (x.ndim - 2)
+    return [(y * scale.reshape(pshape) + bias.reshape(pshape)).astype(x.dtype)]
+
+
+@_k("RMSNorm")
+def rms_norm(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, scale = ins
+    ax = attrs["axis"] % x.ndim
+    x64 = x.astype(np.float64)
+    ms = np.square(x64).mean(axis=tuple(range(ax, x.ndim)), keepdims=True)
+    return [(x64 / np.sqrt(ms + attrs["epsilon"]) * scale).astype(x.dtype)]
+
+
+__all__ = ["EXTRA_KERNELS", "normalize_indices"]
