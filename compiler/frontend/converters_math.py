@@ -221,6 +221,8 @@ def convert_mod(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, a, NUMERIC)
     same_elem(ctx, a, b)
     fmod = int(ctx.attr("fmod", 0))
+    if not fmod and a.type.elem.is_float and ctx.opset < 28:
+        raise ctx.unsupported("fmod=0 on floating-point inputs before opset 28")
     return [ctx.create("Mod", [a, b], {"fmod": fmod})]
 
 

@@ -306,6 +306,10 @@ CPU_KEEPS = {
     "Softplus": False,
     "GlobalAvgPool": False,
     "GlobalMaxPool": False,
+    "Trilu": False,
+    "GroupNorm": False,
+    "RMSNorm": False,
+    "Einsum": False,
 }
 
 

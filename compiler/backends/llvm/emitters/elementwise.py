@@ -282,7 +282,22 @@ def _arith(fop: str, iop: str, uop: str | None = None) -> Scalar:
 SCALAR["add"] = _arith("fadd", "add")
 SCALAR["sub"] = _arith("fsub", "sub")
 SCALAR["mul"] = _arith("fmul", "mul")
-SCALAR["div"] = _arith("fdiv", "sdiv", "udiv")
+
+
+@scalar("div")
+def _div(b, xs, es, eo, at):
+    a, c = xs
+    if _isf(es[0]):
+        return b.fdiv(a, c)
+    # x / 0 and INT_MIN / -1 trap on x86: give 0 and -x (wrapping) instead of killing the
+    # process (the interpreters raise on a zero divisor).
+    zero = b.icmp_unsigned("==", c, _z(c))
+    safe = b.select(zero, const(c.type, 1), c)
+    if _unsigned(es[0]):
+        return b.select(zero, _z(a), b.udiv(a, safe))
+    neg1 = b.icmp_signed("==", c, const(c.type, -1))
+    q = b.sdiv(a, b.select(neg1, const(c.type, 1), safe))
+    return b.select(zero, _z(a), b.select(neg1, b.sub(_z(a), a), q))
 
 
 @scalar("pow")

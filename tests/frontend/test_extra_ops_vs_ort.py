@@ -1,0 +1,338 @@
+"""The ops and element types added for real exports (issue 12), checked against onnxruntime on
+every path that runs them: the reference kernels (interpreter policy), the CPU lowerings on the
+interpreter, the LLVM executor (its emitters or lowerings) and Glow-like full lowering."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import onnx_backend
+from compiler.frontend.onnx_importer import ONNX_TO_ELEM
+
+#: (executor, lowering policy): every way a model runs.
+PATHS = [
+    ("interpreter", "interpreter"),
+    ("interpreter", "cpu"),
+    ("llvm", "cpu"),
+    ("llvm", "lower-all"),
+]
+NP_TO_ONNX = {k.np_dtype: code for code, k in ONNX_TO_ELEM.items()}
+
+
+def model_of(
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, np.ndarray],
+    outputs: list[str],
+    opset: int = 18,
+    inits: dict[str, np.ndarray] | None = None,
+) -> onnx.ModelProto:
+    ins = [
+        helper.make_tensor_value_info(k, NP_TO_ONNX[v.dtype], v.shape) for k, v in inputs.items()
+    ]
+    outs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs]
+    graph = helper.make_graph(
+        nodes, "g", ins, outs, [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    del model.graph.output[:]
+    model.graph.output.extend(inferred.graph.output)
+    for o in model.graph.output:
+        if not o.type.tensor_type.elem_type:  # not inferred: the first input's
+            o.type.tensor_type.CopyFrom(ins[0].type.tensor_type)
+    return model
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def check_paths(
+    model: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    want: list[np.ndarray] | None = None,
+) -> None:
+    want = run_ort(model, feeds) if want is None else want
+    for executor, lowering in PATHS:
+        rep = onnx_backend.prepare(model, executor=executor, lowering=lowering)
+        got = rep.run(feeds)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            where = f"{executor}/{lowering}"
+            assert g.dtype == w.dtype, (where, g.dtype, w.dtype)
+            assert g.shape == w.shape, (where, g.shape, w.shape)
+            np.testing.assert_allclose(
+                g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol, err_msg=where
+            )
+
+
+RNG = np.random.default_rng(12)
+
+
+def _values(dtype: type, shape: tuple[int, ...], lo: int = -9, hi: int = 10) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return (RNG.standard_normal(shape) * 4).astype(dt)
+    if dt.kind == "u":
+        lo = 0
+    return RNG.integers(lo, hi, shape).astype(dt)
+
+
+# -- Mod and Round ---------------------------------------------------------------------------
+
+MOD_TYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype, fmod", itertools.product(MOD_TYPES, [0, 1]))
+def test_mod(dtype: type, fmod: int) -> None:
+    a = _values(dtype, (3, 4))
+    b = _values(dtype, (4,), 1, 6)
+    if np.dtype(dtype).kind == "i":
+        b = b * np.where(RNG.random(4) < 0.5, -1, 1).astype(dtype)
+    b[b == 0] = 3
+    node = helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)
+    if np.dtype(dtype).kind == "f" and not fmod:
+        # Floor mod of floats is opset 28, newer than onnxruntime: numpy is the reference.
+        model = model_of([node], {"a": a, "b": b}, ["y"], 28)
+        check_paths(model, {"a": a, "b": b}, want=[np.mod(a, b)])
+        return
+    check_paths(model_of([node], {"a": a, "b": b}, ["y"], 13), {"a": a, "b": b})
+
+
+def test_mod_float16() -> None:
+    a = (RNG.standard_normal((5, 6)) * 5).astype(np.float16)
+    b = np.array([1.5, -2.0, 3.25, -0.75, 2.0, 1.0], np.float16)
+    node = helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)
+    check_paths(model_of([node], {"a": a, "b": b}, ["y"], 13), {"a": a, "b": b}, 1e-3, 1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_round_half_to_even(dtype: type) -> None:
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, 2.51, -3.7, 7.0], dtype)
+    node = helper.make_node("Round", ["x"], ["y"])
+    check_paths(model_of([node], {"x": x}, ["y"], 11), {"x": x})
+
+
+# -- Trilu, CumSum ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "upper, k, dtype", itertools.product([0, 1], [-2, 0, 1, 4], [np.float32, np.int64])
+)
+def test_trilu(upper: int, k: int, dtype: type) -> None:
+    x = _values(dtype, (2, 3, 5))
+    node = helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)
+    inits = {"k": np.array(k, np.int64)}
+    check_paths(model_of([node], {"x": x}, ["y"], 14, inits), {"x": x})
+
+
+@pytest.mark.parametrize(
+    "axis, exclusive, reverse, dtype",
+    itertools.product([0, -1], [0, 1], [0, 1], [np.float32, np.float64, np.int32, np.int64]),
+)
+def test_cumsum(axis: int, exclusive: int, reverse: int, dtype: type) -> None:
+    x = _values(dtype, (4, 5))
+    node = helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)
+    inits = {"axis": np.array(axis, np.int64)}
+    check_paths(model_of([node], {"x": x}, ["y"], 14, inits), {"x": x})
+
+
+# -- gathers and scatters --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "axis, dtype", itertools.product([0, 1, -1], [np.float32, np.int64, np.uint8, np.bool_])
+)
+def test_gather_elements(axis: int, dtype: type) -> None:
+    data = _values(np.int64, (3, 4, 5)).astype(dtype)
+    n = data.shape[axis]
+    shape = list(data.shape)
+    shape[axis] = 2
+    idx = RNG.integers(-n, n, shape).astype(np.int64)
+    node = helper.make_node("GatherElements", ["data", "idx"], ["y"], axis=axis)
+    feeds = {"data": data, "idx": idx}
+    check_paths(model_of([node], feeds, ["y"], 13), feeds)
+
+
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd(batch_dims: int) -> None:
+    data = _values(np.float32, (2, 3, 4))
+    if batch_dims:
+        idx = np.array([[[1, 2], [0, -1]], [[2, 0], [1, 3]]], np.int64)
+    else:
+        idx = np.array([[1, 2], [0, 1], [-1, 0]], np.int64)
+    node = helper.make_node("GatherND", ["data", "idx"], ["y"], batch_dims=batch_dims)
+    feeds = {"data": data, "idx": idx}
+    check_paths(model_of([node], feeds, ["y"], 13), feeds)
+
+
+@pytest.mark.parametrize(
+    "reduction, dtype",
+    itertools.product(["none", "add", "mul", "max", "min"], [np.float32, np.int64]),
+)
+def test_scatter_nd(reduction: str, dtype: type) -> None:
+    data = _values(dtype, (4, 3, 2))
+    idx = (
+        np.array([[1], [3], [-4]], np.int64)
+        if reduction == "none"
+        else np.array([[1], [3], [1]], np.int64)
+    )
+    upd = _values(dtype, (3, 3, 2))
+    node = helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], reduction=reduction)
+    feeds = {"data": data, "idx": idx, "upd": upd}
+    check_paths(model_of([node], feeds, ["y"], 18), feeds)
+
+
+@pytest.mark.parametrize(
+    "axis, reduction", itertools.product([0, 1, -1], ["none", "add", "mul", "max", "min"])
+)
+def test_scatter_elements(axis: int, reduction: str) -> None:
+    data = _values(np.float32, (3, 4))
+    n = data.shape[axis]
+    # Distinct indices per line (duplicates with "none" are undefined in ONNX).
+    idx = np.stack([RNG.permutation(np.arange(-n, 0))[:2] for _ in range(data.shape[1 - axis % 2])])
+    idx = (idx if axis % 2 else idx.T).astype(np.int64)
+    upd = _values(np.float32, idx.shape)
+    node = helper.make_node(
+        "ScatterElements", ["data", "idx", "upd"], ["y"], axis=axis, reduction=reduction
+    )
+    feeds = {"data": data, "idx": idx, "upd": upd}
+    check_paths(model_of([node], feeds, ["y"], 18), feeds)
+
+
+# -- TopK ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "largest, axis, dtype",
+    itertools.product([1, 0], [1, -1, 0], [np.float32, np.float64, np.int64, np.int32]),
+)
+def test_top_k(largest: int, axis: int, dtype: type) -> None:
+    x = _values(dtype, (4, 6, 5), -3, 4)  # few distinct values: ties by lower index first
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)
+    inits = {"k": np.array([3], np.int64)}
+    check_paths(model_of([node], {"x": x}, ["v", "i"], 11, inits), {"x": x})
+
+
+# -- Einsum ----------------------------------------------------------------------------------
+
+EINSUM = [
+    ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]),
+    ("ij->i", [(3, 4)]),
+    ("ii->i", [(4, 4)]),
+    ("ii", [(4, 4)]),
+    ("i,i", [(5,), (5,)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 8), (2, 3, 6, 8)]),
+    ("bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 8)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+    ("...ij,jk", [(2, 3, 4), (4, 5)]),
+    ("ijk,ikl,ilm->ijm", [(2, 3, 4), (2, 4, 5), (2, 5, 3)]),
+    ("ij,kj->ik", [(3, 4), (5, 4)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+]
+
+
+@pytest.mark.parametrize("equation, shapes", EINSUM, ids=[e for e, _ in EINSUM])
+def test_einsum(equation: str, shapes: list[tuple[int, ...]]) -> None:
+    xs = {f"x{i}": _values(np.float32, s) for i, s in enumerate(shapes)}
+    node = helper.make_node("Einsum", list(xs), ["y"], equation=equation)
+    want = [np.asarray(np.einsum(equation, *xs.values()), np.float32)]
+    check_paths(model_of([node], xs, ["y"], 12), xs, 1e-4, 1e-4, want=want)
+
+
+def test_einsum_integers() -> None:
+    xs = {"a": _values(np.int64, (2, 3, 4)), "b": _values(np.int64, (2, 4, 5))}
+    node = helper.make_node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->bik")
+    want = [np.einsum("bij,bjk->bik", xs["a"], xs["b"])]
+    check_paths(model_of([node], xs, ["y"], 12), xs, want=want)
+
+
+# -- normalisations --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("groups", [1, 2, 4])
+def test_group_norm(groups: int) -> None:
+    x = _values(np.float32, (2, 4, 3, 5))
+    inits = {"s": _values(np.float32, (4,)), "b": _values(np.float32, (4,))}
+    node = helper.make_node(
+        "GroupNormalization", ["x", "s", "b"], ["y"], num_groups=groups, epsilon=1e-3
+    )
+    check_paths(model_of([node], {"x": x}, ["y"], 21, inits), {"x": x}, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 1])
+def test_rms_norm(axis: int) -> None:
+    x = _values(np.float32, (2, 3, 8))
+    s = _values(np.float32, (3, 8)[axis % 3 - 1 :] if axis != 1 else (3, 8))
+    node = helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=axis, epsilon=1e-4)
+    x64 = x.astype(np.float64)
+    axes = tuple(range(axis % 3, 3))
+    want = [
+        (x64 / np.sqrt(np.mean(x64**2, axis=axes, keepdims=True) + 1e-4) * s).astype(np.float32)
+    ]
+    check_paths(model_of([node], {"x": x}, ["y"], 23, {"s": s}), {"x": x}, 1e-5, 1e-5, want)
+
+
+# -- element types ---------------------------------------------------------------------------
+
+
+def test_cast_every_pair() -> None:
+    """Cast between every two element kinds, on values every pair represents the same way."""
+    codes = list(ONNX_TO_ELEM)
+    for src, dst in itertools.product(codes, codes):
+        sd, dd = ONNX_TO_ELEM[src].np_dtype, ONNX_TO_ELEM[dst].np_dtype
+        vals = [0, 1, 2, 3, 7, 100, 127]
+        if "u" not in (sd.kind, dd.kind) and sd.kind != "b":
+            vals += [-1, -5, -128]
+        if sd.kind == "f":
+            vals += [0.5, 1.5, 2.5, -0.7 if dd.kind != "u" else 0.7, 3.999, 2049.0, 2051.0]
+            if dd.kind == "f":
+                vals += [1e-8, 1 / 3, 65519.99, np.nan]
+        x = np.array(vals).astype(sd) if sd.kind != "b" else np.array([True, False])
+        node = helper.make_node("Cast", ["x"], ["y"], to=dst)
+        model = model_of([node], {"x": x}, ["y"], 19)
+        want = run_ort(model, {"x": x})
+        for executor in ("interpreter", "llvm"):
+            got = onnx_backend.prepare(model, executor=executor).run({"x": x})[0]
+            assert got.dtype == want[0].dtype, (sd, dd, executor)
+            np.testing.assert_array_equal(got, want[0], err_msg=f"{sd} -> {dd} ({executor})")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_float16_and_float64_models(dtype: type) -> None:
+    """A small MLP-with-attention-ish chain in float16 / float64: kernels the CPU has only for
+    float32 (MatMul/Softmax/LayerNorm) run it in float32 between Casts (float16) or through
+    float64 lowerings and loops (float64)."""
+    x = _values(dtype, (2, 4, 8))
+    inits = {
+        "w": (_values(np.float32, (8, 8)) / 8).astype(dtype),
+        "sc": np.ones(8, dtype),
+        "ax": np.array([-1], np.int64),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Softmax", ["r"], ["s"], axis=-1),
+        helper.make_node("Add", ["s", "x"], ["t"]),
+        helper.make_node("LayerNormalization", ["t", "sc"], ["ln"], axis=-1),
+        helper.make_node("Sigmoid", ["ln"], ["g"]),
+        helper.make_node("ReduceMean", ["g", "ax"], ["y"]),
+    ]
+    tol = 2e-3 if dtype == np.float16 else 1e-9
+    check_paths(model_of(nodes, {"x": x}, ["y"], 18, inits), {"x": x}, tol, tol)
