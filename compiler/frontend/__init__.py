@@ -5,6 +5,7 @@ from compiler.frontend import (  # noqa: F401 - converter modules register on im
     converters_math,
     converters_nn,
     converters_norm,
+    converters_recurrent,
     converters_tensor,
 )
 from compiler.frontend.loader import load_model
