@@ -1,6 +1,7 @@
 """ONNX neural-network ops (convolution, pooling, normalisation, Gemm/MatMul, softmax) -> graph IR.
 
-Convolutions and pools are 2-D NCHW in the graph: 1-D ones get a Reshape (H = 1) around them.
+Convolutions and pools are 2-D NCHW in the graph: 1-D ones get a Reshape (H = 1) around them,
+3-D ones become sums of 2-D ones (conv3d.py).
 auto_pad becomes explicit pads. Gemm becomes FullyConnected when the bias is a vector, with a
 transposed or scaled constant B folded at import; otherwise MatMul/Mul/Add.
 """
@@ -11,6 +12,7 @@ import math
 
 import numpy as np
 
+from compiler.frontend.conv3d import conv3d, conv_transpose3d
 from compiler.frontend.converters_math import FLOAT_ONLY, NUMERIC, check_elem, same_elem
 from compiler.frontend.converters_tensor import norm_axis, reshape
 from compiler.frontend.onnx_importer import NodeContext
@@ -33,8 +35,8 @@ def _ints(ctx: NodeContext, key: str, n: int, default: int) -> list[int]:
 
 def _spatial_rank(ctx: NodeContext, x: Value) -> int:
     nsp = x.type.rank - 2
-    if nsp not in (1, 2):
-        raise ctx.unsupported(f"{nsp}-D spatial input {x.type} (only 1-D and 2-D)")
+    if nsp not in (1, 2, 3):
+        raise ctx.unsupported(f"{nsp}-D spatial input {x.type} (only 1-D, 2-D and 3-D)")
     return nsp
 
 
@@ -110,6 +112,8 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
         else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
     )
     group = int(ctx.attr("group", 1))
+    if nsp == 3:
+        return [conv3d(ctx, x, w, b, strides, pads, dilations, group)]
     if nsp == 2:
         return [
             ctx.create(
@@ -193,6 +197,8 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
         if ctx.has_input(2)
         else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
     )
+    if nsp == 3:
+        return [conv_transpose3d(ctx, x, w, b, strides, begins, ends, dilations, out_pad, group)]
     if nsp == 2:
         return [
             ctx.create(

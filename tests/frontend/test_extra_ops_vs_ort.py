@@ -336,3 +336,50 @@ def test_float16_and_float64_models(dtype: type) -> None:
     ]
     tol = 2e-3 if dtype == np.float16 else 1e-9
     check_paths(model_of(nodes, {"x": x}, ["y"], 18, inits), {"x": x}, tol, tol)
+
+
+# -- 3-D convolutions ------------------------------------------------------------------------
+
+CONV3D = list(itertools.product([1, 2], [0, 1], [1, 2], [1, 2], [1, 3]))
+
+
+@pytest.mark.parametrize("stride, pad, dilation, group, kd", CONV3D)
+def test_conv3d(stride: int, pad: int, dilation: int, group: int, kd: int) -> None:
+    x = _values(np.float32, (2, 4, 6, 5, 7))
+    w = _values(np.float32, (6, 4 // group, kd, 3, 2))
+    b = _values(np.float32, (6,))
+    node = helper.make_node(
+        "Conv",
+        ["x", "w", "b"],
+        ["y"],
+        strides=[stride, 1, stride],
+        pads=[pad, 1, 0, pad + 1, 0, pad],
+        dilations=[dilation, dilation, 1],
+        group=group,
+    )
+    check_paths(model_of([node], {"x": x}, ["y"], 13, {"w": w, "b": b}), {"x": x}, 1e-4, 1e-4)
+
+
+CONVT3D = list(itertools.product([1, 2], [0, 1], [1, 2], [1, 2], [1, 3], [0, 1]))
+
+
+@pytest.mark.parametrize("stride, pad, dilation, group, kd, outpad", CONVT3D)
+def test_conv_transpose3d(
+    stride: int, pad: int, dilation: int, group: int, kd: int, outpad: int
+) -> None:
+    if outpad >= stride:
+        pytest.skip("onnxruntime wants output_padding smaller than the stride")
+    x = _values(np.float32, (1, 4, 3, 4, 5))
+    w = _values(np.float32, (4, 6 // group, kd, 2, 3))
+    b = _values(np.float32, (6,))
+    node = helper.make_node(
+        "ConvTranspose",
+        ["x", "w", "b"],
+        ["y"],
+        strides=[stride, 2, 1],
+        pads=[pad, 0, 1, 0, pad, 1],
+        dilations=[dilation, 1, 1],
+        output_padding=[outpad, 0, 0],
+        group=group,
+    )
+    check_paths(model_of([node], {"x": x}, ["y"], 13, {"w": w, "b": b}), {"x": x}, 1e-4, 1e-4)
