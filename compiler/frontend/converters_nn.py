@@ -259,10 +259,8 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     else:
         allowed["count_include_pad"] = (0, 1)
     ctx.check_attrs(allowed)
-    if is_max and ctx.output_used(1):
-        raise ctx.unsupported("the Indices output is not supported")
     x = ctx.inp(0)
-    check_elem(ctx, x, FLOAT_ONLY)
+    check_elem(ctx, x, NUMERIC if is_max else FLOAT_ONLY)
     nsp = x.type.rank - 2
     if nsp not in (1, 2, 3):
         raise ctx.unsupported(f"{nsp}-D spatial input {x.type} (only 1-D, 2-D and 3-D)")
@@ -288,6 +286,8 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     if not is_max and (nsp == 3 or any(d != 1 for d in dilations)):
         return [_avg_pool_by_conv(ctx, x, kernel, strides, pads, dilations, ceil_mode, cip), None]
     if nsp == 3:
+        if is_max and ctx.output_used(1):
+            raise ctx.unsupported("the Indices output of a 3-D pool")
         return [_max_pool_3d(ctx, x, kernel, strides, pads, dilations, ceil_mode), None]
     attrs = {"kernel": kernel, "strides": strides, "ceil_mode": ceil_mode}
     if is_max:
@@ -295,8 +295,17 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     else:
         attrs["count_include_pad"] = cip
     op = "MaxPool" if is_max else "AvgPool"
+    indices = None
+    if is_max and ctx.output_used(1):
+        # The Indices output: flat positions in the input (storage_order 1: H fastest).
+        order = int(ctx.attr("storage_order", 0))
+        if nsp == 1 and order:
+            raise ctx.unsupported("storage_order=1 indices of a 1-D pool")
+        if nsp == 2:
+            at2 = {**attrs, "pads": pads, "storage_order": order}
+            indices = ctx.create("MaxPoolArgmax", [x], at2, suffix="indices")
     if nsp == 2:
-        return [ctx.create(op, [x], {**attrs, "pads": pads}), None]
+        return [ctx.create(op, [x], {**attrs, "pads": pads}), indices]
     attrs2 = {
         "kernel": [1, kernel[0]],
         "strides": [1, strides[0]],
@@ -307,9 +316,13 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
         attrs2["dilations"] = [1, dilations[0]]
     else:
         attrs2["count_include_pad"] = cip
-    y = ctx.create(op, [_lift_1d(ctx, x, "input2d")], attrs2, suffix="pool2d")
+    x2 = _lift_1d(ctx, x, "input2d")
+    y = ctx.create(op, [x2], attrs2, suffix="pool2d")
     n, c, _, l = y.type.shape
-    return [reshape(ctx, y, (n, c, l)), None]
+    if is_max and ctx.output_used(1):  # with H = 1, row-major flat indices are the same
+        i2 = ctx.create("MaxPoolArgmax", [x2], attrs2, suffix="indices2d")
+        indices = reshape(ctx, i2, (n, c, l))
+    return [reshape(ctx, y, (n, c, l)), indices]
 
 
 def _max_pool_3d(

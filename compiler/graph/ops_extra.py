@@ -1,6 +1,6 @@
 """More rows of the graph op table (compiler/graph/ops.py registers them by importing this):
 integer and rounding math (Mod, Round), indexing (GatherElements, GatherND, ScatterND,
-ScatterElements, ArgTopK), scans and masks (CumSum, Trilu), Einsum, and the normalisations
+ScatterElements, ArgTopK, MaxPoolArgmax), scans and masks (CumSum, Trilu), Einsum, and the normalisations
 real exports added (GroupNorm, RMSNorm).
 
 Declared like every other op: operands, attributes, type inference, traits, category, doc.
@@ -17,6 +17,7 @@ from compiler.graph.ops import (
     OpDef,
     _axis,
     _broadcast,
+    _pool,
     _same,
     register,
 )
@@ -176,6 +177,11 @@ def _group_norm(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorTy
     return [x]
 
 
+def _max_pool_argmax(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    (t,) = _pool(types, attrs)
+    return [t.with_elem(ElemKind.I64)]
+
+
 def _rms_norm(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     x, scale = types
     ax = _axis(attrs["axis"], x.rank)
@@ -290,6 +296,24 @@ register(
         "reduction",
         "indices of the k largest (smallest) along axis, best first, ties by lower index -> i64 "
         "(ONNX TopK's values are GatherElements of them)",
+    )
+)
+register(
+    OpDef(
+        "MaxPoolArgmax",
+        ("input",),
+        _max_pool_argmax,
+        {
+            "kernel": Attr("ints"),
+            "strides": Attr("ints", (1, 1)),
+            "pads": Attr("ints", (0, 0, 0, 0)),
+            "dilations": Attr("ints", (1, 1)),
+            "ceil_mode": Attr("int", 0),
+            "storage_order": Attr("int", 0, "0: row-major indices, 1: column-major (H fastest)"),
+        },
+        frozenset({"pure"}),
+        "pool",
+        "flat input index of each MaxPool window's maximum (first if tied) -> i64",
     )
 )
 register(

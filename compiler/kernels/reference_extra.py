@@ -155,6 +155,29 @@ def arg_top_k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     return [np.take(order, np.arange(attrs["k"]), axis=ax).astype(np.int64)]
 
 
+@_k("MaxPoolArgmax")
+def max_pool_argmax(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    from compiler.kernels.reference_nn import _pad_nchw, _pool_geometry, _windows
+
+    (x,) = ins
+    n, c, h, w = x.shape
+    dil = attrs["dilations"]
+    oh, ow, extra = _pool_geometry(x, attrs, dil)
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    kh, kw = attrs["kernel"]
+    sh, sw = attrs["strides"]
+    win = _windows(_pad_nchw(x, attrs["pads"], low, extra), kh, kw, sh, sw, *dil, oh, ow)
+    rows = np.arange(h)[:, None] * (1 if attrs["storage_order"] else w)
+    cols = np.arange(w)[None, :] * (h if attrs["storage_order"] else 1)
+    where = _pad_nchw((rows + cols)[None, None].astype(np.int64), attrs["pads"], -1, extra)
+    pos = _windows(where, kh, kw, sh, sw, *dil, oh, ow)[0, 0]  # (oh, ow, kh, kw)
+    flat = win.reshape(n, c, oh, ow, kh * kw)
+    best = np.argmax(flat, axis=-1)  # the first maximum in row-major window order
+    idx = np.take_along_axis(pos.reshape(1, 1, oh, ow, kh * kw), best[..., None], axis=-1)[..., 0]
+    base = (np.arange(n)[:, None] * c + np.arange(c)[None, :]) * (h * w)
+    return [(idx + base[:, :, None, None]).astype(np.int64)]
+
+
 @_k("Einsum")
 def einsum(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     return [np.asarray(np.einsum(attrs["equation"], *ins))]

@@ -383,3 +383,34 @@ def test_conv_transpose3d(
         group=group,
     )
     check_paths(model_of([node], {"x": x}, ["y"], 13, {"w": w, "b": b}), {"x": x}, 1e-4, 1e-4)
+
+
+# -- MaxPool's Indices -----------------------------------------------------------------------
+
+MAXPOOL_IDX = list(itertools.product([2, 3], [1, 2], [0, 1], [1, 2], [0, 1], [0, 1]))
+
+
+@pytest.mark.parametrize("k, s, p, d, ceil, order", MAXPOOL_IDX)
+def test_max_pool_indices(k: int, s: int, p: int, d: int, ceil: int, order: int) -> None:
+    x = _values(np.float32, (2, 3, 7, 6))
+    x[0, 0, :2, :2] = 5.0  # a tie: the first maximum in window order wins
+    node = helper.make_node(
+        "MaxPool",
+        ["x"],
+        ["y", "i"],
+        kernel_shape=[k, k],
+        strides=[s, s],
+        pads=[p, p, p, p],
+        dilations=[d, d],
+        ceil_mode=ceil,
+        storage_order=order,
+    )
+    check_paths(model_of([node], {"x": x}, ["y", "i"], 12), {"x": x})
+
+
+def test_max_pool_1d_indices() -> None:
+    x = _values(np.float32, (2, 3, 9))
+    node = helper.make_node(
+        "MaxPool", ["x"], ["y", "i"], kernel_shape=[3], strides=[2], pads=[1, 1]
+    )
+    check_paths(model_of([node], {"x": x}, ["y", "i"], 12), {"x": x})

@@ -304,6 +304,67 @@ def emit_arg_top_k(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([_call(ctx, key, [out, x], build, "argtopk")], "insertion")
 
 
+@register("maxpoolargmax", elems=frozenset(NUMERIC_KINDS))
+def emit_max_pool_argmax(ctx: EmitContext, ins: Any) -> Emitted:
+    out, (x,) = _ops(ins)
+    if out.type.numel == 0:
+        return Emitted([], "empty")
+    at = ins.attrs
+    n, c, h, w = x.type.shape
+    _, _, oh, ow = out.type.shape
+    kh, kw = at["kernel"]
+    sh, sw = at["strides"]
+    pt, pl = at["pads"][0], at["pads"][1]
+    dh, dw = at["dilations"]
+    col_major = bool(at["storage_order"])
+    elem = x.type.elem
+    key = ("mpargmax", x.type.shape, out.type.shape, (kh, kw), (sh, sw), (pt, pl), (dh, dw))
+    key += (col_major, elem)
+
+    def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        po, px = fn.args
+        sty, cty = storage_type(elem), compute_type(elem)
+        best = entry_alloca(b, cty)
+        where = entry_alloca(b, I64)
+        with loop(b, 0, n * c, 1, "nc") as nc, loop(b, 0, oh, 1, "oh") as y:
+            with loop(b, 0, ow, 1, "ow") as xx:
+                first = entry_alloca(b, ir.IntType(1))
+                b.store(ir.Constant(ir.IntType(1), 1), first)
+                b.store(c64(0), where)
+                for r in range(kh):
+                    ih = b.add(b.sub(b.mul(y, c64(sh)), c64(pt)), c64(r * dh))
+                    for s_ in range(kw):
+                        iw = b.add(b.sub(b.mul(xx, c64(sw)), c64(pl)), c64(s_ * dw))
+                        inside = b.and_(
+                            b.and_(b.icmp_signed(">=", ih, c64(0)), b.icmp_signed("<", ih, c64(h))),
+                            b.and_(b.icmp_signed(">=", iw, c64(0)), b.icmp_signed("<", iw, c64(w))),
+                        )
+                        with b.if_then(inside):
+                            off = b.add(b.mul(nc, c64(h * w)), b.add(b.mul(ih, c64(w)), iw))
+                            v = load_elem(b, gep(b, px, off, sty), elem)
+                            cur = b.load(best, typ=cty)
+                            if elem.is_float:
+                                gt = b.fcmp_ordered(">", v, cur)
+                            elif elem.is_unsigned:
+                                gt = b.icmp_unsigned(">", v, cur)
+                            else:
+                                gt = b.icmp_signed(">", v, cur)
+                            take = b.or_(b.load(first, typ=ir.IntType(1)), gt)
+                            with b.if_then(take):
+                                b.store(v, best)
+                                b.store(ir.Constant(ir.IntType(1), 0), first)
+                                inner = (
+                                    b.add(b.mul(iw, c64(h)), ih)
+                                    if col_major
+                                    else b.add(b.mul(ih, c64(w)), iw)
+                                )
+                                b.store(b.add(b.mul(nc, c64(h * w)), inner), where)
+                dst = b.add(b.mul(nc, c64(oh * ow)), b.add(b.mul(y, c64(ow)), xx))
+                b.store(b.load(where, typ=I64), gep(b, po, dst, I64))
+
+    return Emitted([_call(ctx, key, [out, x], build, "mpargmax")], "window")
+
+
 _LOOP_MATMUL = frozenset(NUMERIC_KINDS) - {ElemKind.F32, ElemKind.F16}
 
 
