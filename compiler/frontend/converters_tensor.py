@@ -500,7 +500,14 @@ def _wrap_pad(ctx: NodeContext, x: Value, pads: list[int]) -> Value:
 
 # tf_half_pixel_for_nn is left out: onnxruntime ignores nearest_mode with it and treats
 # linear/cubic differently from the spec, so no answer would be safe.
-_CTM = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+_CTM = (
+    "half_pixel",
+    "half_pixel_symmetric",
+    "pytorch_half_pixel",
+    "align_corners",
+    "asymmetric",
+    "tf_crop_and_resize",
+)
 
 
 def _nearest_index(xs: np.ndarray, mode: str) -> np.ndarray:
@@ -551,7 +558,7 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
             "exclude_outside": (0, 1),
             "extrapolation_value": None,
             "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"),
-            "antialias": (0,),
+            "antialias": (0, 1),
             "axes": None,
             "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller"),
         }
@@ -611,6 +618,10 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
     }
     inexact = [a for a in range(rank) if out[a] != in_shape[a] * factors[a]]
     if inexact:
+        if ctm == "tf_crop_and_resize":
+            raise ctx.unsupported(
+                f"tf_crop_and_resize with scales {factors} that are not exactly out/in"
+            )
         if ctm == "align_corners":
             # ONNX's reference maps with the fractional output size, onnxruntime with the
             # integer one: they disagree, so refuse.
@@ -626,7 +637,25 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
                 "rounding boundaries (ambiguous between implementations)"
             )
         attrs["scales"] = factors
+    if int(ctx.attr("antialias", 0)) and mode != "nearest":
+        attrs["antialias"] = 1
+    if ctm == "tf_crop_and_resize":
+        attrs["roi"] = _resize_roi(ctx, rank, axes)
     return [ctx.create("Resize", [x], attrs)]
+
+
+def _resize_roi(ctx: NodeContext, rank: int, axes: list[int]) -> list[float]:
+    """tf_crop_and_resize's box as [starts of every dim, ends of every dim] (0 and 1 for the
+    dims `axes` leaves out)."""
+    if not ctx.has_input(1):
+        raise ctx.unsupported("tf_crop_and_resize needs the roi input")
+    roi = [float(v) for v in ctx.require_const(1, "roi").reshape(-1)]
+    if len(roi) != 2 * len(axes):
+        raise ctx.unsupported(f"roi {roi} does not give a start and an end for axes {axes}")
+    full = [0.0] * rank + [1.0] * rank
+    for j, a in enumerate(axes):
+        full[a], full[a + rank] = roi[j], roi[j + len(axes)]
+    return full
 
 
 def _resize_old(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:

@@ -774,6 +774,10 @@ register(
             "cubic_coeff_a": Attr("float", -0.75),
             "exclude_outside": Attr("int", 0),
             "extrapolation_value": Attr("float", 0.0),
+            "antialias": Attr("int", 0, "linear/cubic downsampling widens the filter by 1/scale"),
+            "roi": Attr(
+                "floats", (), "tf_crop_and_resize: starts then ends per dim, as input fractions"
+            ),
             "scales": Attr(
                 "floats",
                 (),

@@ -414,3 +414,39 @@ def test_max_pool_1d_indices() -> None:
         "MaxPool", ["x"], ["y", "i"], kernel_shape=[3], strides=[2], pads=[1, 1]
     )
     check_paths(model_of([node], {"x": x}, ["y", "i"], 12), {"x": x})
+
+
+# -- Resize: antialias and tf_crop_and_resize ------------------------------------------------
+
+RESIZE_AA = list(
+    itertools.product(["linear", "cubic"], [(0.6, 0.5), (0.35, 1.0), (0.8, 0.25)], [0, 1])
+)
+
+
+@pytest.mark.parametrize("mode, scales, exclude", RESIZE_AA)
+def test_resize_antialias(mode: str, scales: tuple[float, float], exclude: int) -> None:
+    x = _values(np.float32, (1, 2, 12, 16))
+    node = helper.make_node(
+        "Resize", ["x", "", "s"], ["y"], mode=mode, antialias=1, exclude_outside=exclude
+    )
+    inits = {"s": np.array([1, 1, *scales], np.float32)}
+    check_paths(model_of([node], {"x": x}, ["y"], 18, inits), {"x": x}, 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_tf_crop_and_resize(mode: str) -> None:
+    x = _values(np.float32, (1, 2, 6, 8))
+    node = helper.make_node(
+        "Resize",
+        ["x", "roi", "", "sizes"],
+        ["y"],
+        mode=mode,
+        coordinate_transformation_mode="tf_crop_and_resize",
+        extrapolation_value=-3.5,
+        axes=[2, 3],
+    )
+    inits = {
+        "roi": np.array([0.2, -0.3, 1.1, 0.7], np.float32),
+        "sizes": np.array([5, 7], np.int64),
+    }
+    check_paths(model_of([node], {"x": x}, ["y"], 18, inits), {"x": x}, 1e-4, 1e-4)
