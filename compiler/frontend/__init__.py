@@ -1,6 +1,7 @@
 """The ONNX frontend: load a model file and import it into the graph IR (pipeline stage 1)."""
 
 from compiler.frontend import (  # noqa: F401 - converter modules register on import
+    converters_attention,
     converters_index,
     converters_math,
     converters_nn,

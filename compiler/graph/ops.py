@@ -906,7 +906,7 @@ register(
         ("input",),
         _softmax,
         {"axis": Attr("int", -1)},
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure"}),
         "activation",
         "softmax along one axis",
     )
@@ -917,7 +917,7 @@ register(
         ("input",),
         _softmax,
         {"axis": Attr("int", -1)},
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure"}),
         "activation",
         "log of softmax along one axis",
     )

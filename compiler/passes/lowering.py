@@ -42,7 +42,7 @@ from compiler.backends.contract import INTERPRETER, LLVM, Backend
 from compiler.errors import CompilerError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ir import Function, Node, Value
-from compiler.graph.ops import all_ops
+from compiler.graph.ops import all_ops, get_op
 from compiler.graph.types import ElemKind
 from compiler.lir.instructions import NOT_COMPUTE
 from compiler.passes.manager import GraphPass
@@ -407,6 +407,11 @@ ANY_ELEM_LOWERINGS = frozenset({"Tile", "Trilu", "Einsum"})
 assert set(LOWERINGS) <= set(all_ops()), sorted(set(LOWERINGS) - set(all_ops()))
 
 
+def _computes_wide(node: Node) -> bool:
+    """The reference kernel computes this float16 node in float32 (trait "accumulates")."""
+    return node.results[0].type.elem == ElemKind.F16 and "accumulates" in get_op(node.op).traits
+
+
 def _float_result(node: Node) -> bool:
     return bool(node.results) and node.results[0].type.elem.is_float
 
@@ -430,9 +435,10 @@ class Lower(GraphPass):
         # The backend has no kernel for the node's element kinds (or the policy lowers it).
         wide = policy.backend.float_fallback(node)
         lowering = None if kept else self._lowering(node)
-        if wide is not None and (lowering is None or node.results[0].type.elem == ElemKind.F16):
-            # float16 computes in float32 (onnxruntime's choice too); float64 prefers a
-            # lowering into primitives that run in float64, else float32 too.
+        if wide is not None and (lowering is None or _computes_wide(node)):
+            # The reference kernels define the precision: ops that sum many terms compute
+            # float16 in float32, so the CPU does too; otherwise a lowering into primitives
+            # that round like the reference is preferred (float64 computes in float64).
             return widen(node, _Builder(node, rw), wide)
         if lowering is None:
             return False

@@ -450,3 +450,59 @@ def test_resize_tf_crop_and_resize(mode: str) -> None:
         "sizes": np.array([5, 7], np.int64),
     }
     check_paths(model_of([node], {"x": x}, ["y"], 18, inits), {"x": x}, 1e-4, 1e-4)
+
+
+# -- Attention (opset 23) --------------------------------------------------------------------
+
+
+def _attention_ref(q, k, v, mask=None, causal=False, scale=None, softcap=0.0):
+    """Scaled dot-product attention in double, 4-D [B, H, S, D] (GQA by repeating heads)."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    reps = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, reps, axis=1), np.repeat(v, reps, axis=1)
+    s = q @ np.swapaxes(k, -1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    bias = np.zeros(s.shape[-2:])
+    if causal:
+        qn, kn = s.shape[-2:]
+        # Without a KV cache the causal frontier is top-left aligned: key j <= query i.
+        bias = np.where(np.arange(kn)[None] <= np.arange(qn)[:, None], 0, -np.inf)
+    if mask is not None:
+        bias = bias + (np.where(mask, 0, -np.inf) if mask.dtype == bool else mask)
+    s = s + bias
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+ATTENTION = [
+    ("plain", {}, False),
+    ("causal", {"is_causal": 1}, False),
+    ("scaled_softcap", {"scale": 0.3, "softcap": 2.0}, False),
+    ("bool_mask", {}, True),
+    ("gqa", {}, False),
+    ("three_d", {"q_num_heads": 4, "kv_num_heads": 2}, False),
+]
+
+
+@pytest.mark.parametrize("name, attrs, with_mask", ATTENTION, ids=[a[0] for a in ATTENTION])
+def test_attention(name: str, attrs: dict, with_mask: bool) -> None:
+    kv_heads = 2 if name in ("gqa", "three_d") else 4
+    q = _values(np.float32, (2, 4, 5, 8)) / 4
+    k = _values(np.float32, (2, kv_heads, 6, 8)) / 4
+    v = _values(np.float32, (2, kv_heads, 6, 8))
+    mask = RNG.random((5, 6)) < 0.7 if with_mask else None
+    if mask is not None:
+        mask[:, 0] = True  # no fully masked row
+    want = _attention_ref(
+        q, k, v, mask, bool(attrs.get("is_causal")), attrs.get("scale"), attrs.get("softcap", 0)
+    )
+    feeds = {"q": q, "k": k, "v": v}
+    if name == "three_d":
+        feeds = {n: a.transpose(0, 2, 1, 3).reshape(2, a.shape[2], -1) for n, a in feeds.items()}
+        want = want.transpose(0, 2, 1, 3).reshape(2, 5, -1)
+    names = ["q", "k", "v"] + (["mask"] if mask is not None else [])
+    inits = {"mask": mask} if mask is not None else {}
+    node = helper.make_node("Attention", names, ["y"], **attrs)
+    model = model_of([node], feeds, ["y"], 23, inits)
+    check_paths(model, feeds, 1e-5, 1e-5, want=[want.astype(np.float32)])

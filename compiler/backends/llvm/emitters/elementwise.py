@@ -576,6 +576,10 @@ def emit_chain(
                     v = SCALAR[s.kind](b, xs, s.in_elems, s.out_elem, s.attrs)
                 except _NoScalar as why:
                     raise unsupported(chain[0], f"{s.kind}: {why}") from None
+                if s.out_elem == ElemKind.F16 and s.store_arg is None:
+                    # A float16 op rounds its result even when the next step of the chain
+                    # reads it from a register (as the interpreters' per-op results do).
+                    v = b.fpext(b.fptrunc(v, F16), F32)
                 vals.append(v)
                 if s.store_arg is not None:
                     e = arg_elems[s.store_arg]
