@@ -579,7 +579,9 @@ def convert_dropout(ctx: NodeContext) -> list[Value | None]:
         ctx.check_attrs({"seed": None})
         if ctx.has_input(2):
             tm = ctx.require_const(2, "training_mode")
-            if bool(tm.reshape(-1)[0]):
+            ratio = ctx.require_const(1, "ratio") if ctx.has_input(1) else np.array(0.5)
+            # Training with ratio 0 drops nothing: the identity, whatever the seed.
+            if bool(tm.reshape(-1)[0]) and float(ratio.reshape(-1)[0]) != 0.0:
                 raise ctx.unsupported("training_mode = true (only inference is supported)")
     else:
         ctx.check_attrs({"ratio": None, "seed": None, "is_test": None})

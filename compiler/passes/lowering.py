@@ -25,8 +25,13 @@ ReduceMean, Sub, Mul, ReduceMean, Add eps, Sqrt, Div, Mul scale, Add bias; Gelu 
 (or the tanh form); Softmax/LogSoftmax -> ReduceMax, Sub, Exp, ReduceSum, Div/Log; Tile ->
 Concat per repeated axis; GlobalAvgPool/GlobalMaxPool -> ReduceMean/ReduceMax over the spatial
 axes; HardSigmoid, HardSwish, Selu, Elu, Softplus, LeakyRelu, PRelu -> primitive arithmetic
-(Where/Less/Greater for the piecewise ones). Every node created records the lowered node as
-its origin.
+(Where/Less/Greater for the piecewise ones); Trilu -> Where of a constant mask; GroupNorm ->
+Reshape + LayerNorm + Reshape + scale/shift; RMSNorm -> Mul, ReduceMean, Add eps, Sqrt, Div,
+Mul; Einsum -> Slice (diagonals), ReduceSum, Transpose, Reshape, MatMul (passes/einsum.py).
+A node whose float16/float64 kind the backend has no kernel for, but whose float32 form it
+runs, is computed in float32 between Casts (`widen`) when its reference kernel accumulates in
+float32 or no lowering exists (docs/ARCHITECTURE.md, "Element types"). Every node created
+records the lowered node as its origin.
 """
 
 from __future__ import annotations
