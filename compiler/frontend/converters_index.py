@@ -35,12 +35,18 @@ def _check_const_indices(ctx: NodeContext, idx: Value, n: int | np.ndarray) -> N
             raise ctx.unsupported("indices out of range")
 
 
-@converter("GatherElements")
-def convert_gather_elements(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({"axis": None})
+def _data_and_indices(ctx: NodeContext) -> tuple[Value, Value]:
+    """Operands 0 (data, any kind) and 1 (indices, i64 or i32) of a gather or scatter."""
     data, idx = ctx.inp(0), ctx.inp(1)
     check_elem(ctx, data, ANY)
     check_elem(ctx, idx, INT_KINDS, "indices")
+    return data, idx
+
+
+@converter("GatherElements")
+def convert_gather_elements(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"axis": None})
+    data, idx = _data_and_indices(ctx)
     axis = norm_axis(ctx, int(ctx.attr("axis", 0)), data.type.rank)
     if idx.type.rank != data.type.rank:
         raise ctx.unsupported(f"indices {idx.type} and data {data.type} differ in rank")
@@ -51,31 +57,27 @@ def convert_gather_elements(ctx: NodeContext) -> list[Value | None]:
 @converter("GatherND")
 def convert_gather_nd(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"batch_dims": None})
-    data, idx = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, data, ANY)
-    check_elem(ctx, idx, INT_KINDS, "indices")
+    data, idx = _data_and_indices(ctx)
     b = int(ctx.attr("batch_dims", 0))
     q = idx.type.shape[-1] if idx.type.rank else 0
     _check_const_indices(ctx, idx, np.asarray(data.type.shape[b : b + q]))
     return [ctx.create("GatherND", [data, idx], {"batch_dims": b})]
 
 
-def _reduction(ctx: NodeContext) -> str:
+def _reduction(ctx: NodeContext, data: Value) -> str:
     red = ctx.attr("reduction", "none")
     if red not in SCATTER_REDUCTIONS:
         raise ctx.unsupported(f"reduction '{red}' (supported: {', '.join(SCATTER_REDUCTIONS)})")
+    if red != "none" and data.type.elem == ElemKind.BOOL:
+        raise ctx.unsupported(f"reduction '{red}' of bool data")
     return red
 
 
 @converter("ScatterND")
 def convert_scatter_nd(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"reduction": None})
-    data, idx, upd = ctx.inp(0), ctx.inp(1), ctx.inp(2)
-    check_elem(ctx, data, ANY)
-    check_elem(ctx, idx, INT_KINDS, "indices")
-    red = _reduction(ctx)
-    if red != "none" and data.type.elem == ElemKind.BOOL:
-        raise ctx.unsupported(f"reduction '{red}' of bool data")
+    data, idx = _data_and_indices(ctx)
+    upd, red = ctx.inp(2), _reduction(ctx, data)
     q = idx.type.shape[-1] if idx.type.rank else 0
     _check_const_indices(ctx, idx, np.asarray(data.type.shape[:q]))
     return [ctx.create("ScatterND", [data, idx, upd], {"reduction": red})]
@@ -84,12 +86,8 @@ def convert_scatter_nd(ctx: NodeContext) -> list[Value | None]:
 @converter("ScatterElements", "Scatter")
 def convert_scatter_elements(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"axis": None, "reduction": None})
-    data, idx, upd = ctx.inp(0), ctx.inp(1), ctx.inp(2)
-    check_elem(ctx, data, ANY)
-    check_elem(ctx, idx, INT_KINDS, "indices")
-    red = _reduction(ctx)
-    if red != "none" and data.type.elem == ElemKind.BOOL:
-        raise ctx.unsupported(f"reduction '{red}' of bool data")
+    data, idx = _data_and_indices(ctx)
+    upd, red = ctx.inp(2), _reduction(ctx, data)
     axis = norm_axis(ctx, int(ctx.attr("axis", 0)), data.type.rank)
     _check_const_indices(ctx, idx, data.type.shape[axis])
     return [ctx.create("ScatterElements", [data, idx, upd], {"axis": axis, "reduction": red})]

@@ -66,10 +66,12 @@ def _copy_all(ctx: EmitContext, dst: Any, src: Any) -> Call | None:
     return strided_copy(ctx, dst, src, [n], [1], [1])
 
 
-def _combine(b: ir.IRBuilder, old: ir.Value, new: ir.Value, elem: ElemKind, red: str) -> ir.Value:
-    if red == "none":
-        return new
-    return SCALAR[red](b, [old, new], [elem, elem], elem, {})
+def _update(b: ir.IRBuilder, dst: ir.Value, src: ir.Value, elem: ElemKind, red: str) -> None:
+    """*dst = *src, or *dst combined with *src by the scatter reduction."""
+    new = load_elem(b, src, elem)
+    if red != "none":
+        new = SCALAR[red](b, [load_elem(b, dst, elem), new], [elem, elem], elem, {})
+    store_elem(b, new, dst, elem)
 
 
 @register("gatherelements")
@@ -160,10 +162,9 @@ def emit_scatter_nd(ctx: EmitContext, ins: Any) -> Emitted:
                 dst = b.add(dst, b.mul(k, c64(ds[t])))
             src = b.mul(i, c64(tail))
             with loop(b, 0, tail, 1, "e") as e:
-                p = gep(b, po, b.add(dst, e), sty)
-                u = load_elem(b, gep(b, pu, b.add(src, e), sty), elem)
-                old = load_elem(b, p, elem) if red != "none" else None
-                store_elem(b, _combine(b, old, u, elem, red), p, elem)
+                _update(
+                    b, gep(b, po, b.add(dst, e), sty), gep(b, pu, b.add(src, e), sty), elem, red
+                )
 
     calls = [_copy_all(ctx, out, data), _call(ctx, key, [out, idx, upd], build, "scatternd")]
     return Emitted([c for c in calls if c is not None], "copy+loop")
@@ -192,9 +193,7 @@ def emit_scatter_elements(ctx: EmitContext, ins: Any) -> Emitted:
             off = linear(b, ivs, os_)
             k = _index(b, pi, off, idx.type.elem, n)
             p = gep(b, po, b.add(linear(b, ivs, rest), b.mul(k, c64(ds[ax]))), sty)
-            u = load_elem(b, gep(b, pu, off, sty), elem)
-            old = load_elem(b, p, elem) if red != "none" else None
-            store_elem(b, _combine(b, old, u, elem, red), p, elem)
+            _update(b, p, gep(b, pu, off, sty), elem, red)
 
         loop_nest(b, list(shape), body)
 
