@@ -967,6 +967,3 @@ register(
         doc="write a value into an output placeholder",
     )
 )
-
-# The rows added for real exports' ops live in their own module (it registers on import).
-from compiler.graph import ops_extra  # noqa: E402, F401

@@ -1,7 +1,8 @@
-"""More rows of the graph op table (compiler/graph/ops.py registers them by importing this):
-integer and rounding math (Mod, Round), indexing (GatherElements, GatherND, ScatterND,
-ScatterElements, ArgTopK, MaxPoolArgmax), scans and masks (CumSum, Trilu), Einsum, and the normalisations
-real exports added (GroupNorm, RMSNorm).
+"""More rows of the graph op table, for the ops real exports added: integer and rounding math
+(Mod, Round), indexing (GatherElements, GatherND, ScatterND, ScatterElements, ArgTopK,
+MaxPoolArgmax), scans and masks (CumSum, Trilu), Einsum, and normalisations (GroupNorm,
+RMSNorm). The `compiler.graph` package imports this module, so the rows register before any
+use of the table.
 
 Declared like every other op: operands, attributes, type inference, traits, category, doc.
 """
