@@ -14,9 +14,11 @@ from compiler.errors import UnsupportedTypeError
 from compiler.frontend.onnx_importer import NodeContext
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Value
-from compiler.graph.types import ALL_KINDS, FLOAT_KINDS, NUMERIC_KINDS, ElemKind
+from compiler.graph.ops_extra import BITWISE, TRIG
+from compiler.graph.types import ALL_KINDS, FLOAT_KINDS, INT_KINDS, NUMERIC_KINDS, ElemKind
 
 FLOAT_ONLY = FLOAT_KINDS
+INT_ONLY = INT_KINDS
 NUMERIC = NUMERIC_KINDS
 ANY = ALL_KINDS
 
@@ -58,6 +60,8 @@ _UNARY = {
     "HardSwish": ("HardSwish", FLOAT_ONLY),
     "Sign": ("Sign", NUMERIC),
     "Round": ("Round", FLOAT_ONLY),
+    **{name: (name, FLOAT_ONLY) for name, _ in TRIG},
+    "BitwiseNot": ("BitwiseNot", INT_ONLY),
 }
 
 
@@ -201,6 +205,7 @@ _BINARY = {
     "Greater": ("Greater", NUMERIC),
     "And": ("And", (ElemKind.BOOL,)),
     "Or": ("Or", (ElemKind.BOOL,)),
+    **{name: (name, INT_ONLY) for name, _ in BITWISE},
 }
 
 
@@ -212,6 +217,32 @@ def convert_binary(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, a, kinds)
     same_elem(ctx, a, b)
     return [ctx.create(op, [a, b])]
+
+
+@converter("IsNaN", "IsInf")
+def convert_is_special(ctx: NodeContext) -> list[Value | None]:
+    x = ctx.inp(0)
+    check_elem(ctx, x, FLOAT_ONLY)
+    if ctx.op_type == "IsNaN":
+        ctx.check_attrs({})
+        return [ctx.create("IsNaN", [x])]
+    ctx.check_attrs({"detect_negative": (0, 1), "detect_positive": (0, 1)})
+    attrs = {k: int(ctx.attr(k, 1)) for k in ("detect_negative", "detect_positive")}
+    return [ctx.create("IsInf", [x], attrs)]
+
+
+@converter("BitShift")
+def convert_bit_shift(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"direction": ("LEFT", "RIGHT")})
+    a, b = ctx.inp(0), ctx.inp(1)
+    # Signed types since opset 28 (right shifts keep the sign).
+    check_elem(
+        ctx, a, INT_KINDS if ctx.opset >= 28 else tuple(k for k in INT_KINDS if k.is_unsigned)
+    )
+    same_elem(ctx, a, b)
+    if not ctx.has_attr("direction"):
+        raise ctx.unsupported("attribute 'direction' is required")
+    return [ctx.create("BitShift", [a, b], {"direction": ctx.attr("direction")})]
 
 
 @converter("Mod")

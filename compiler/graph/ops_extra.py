@@ -24,6 +24,27 @@ from compiler.graph.ops import (
 )
 from compiler.graph.types import ElemKind, TensorType
 
+#: Unary float math added with the node suite's coverage: (name, doc).
+TRIG = (
+    ("Sin", "sin(x)"),
+    ("Cos", "cos(x)"),
+    ("Tan", "tan(x)"),
+    ("Asin", "arcsin(x)"),
+    ("Acos", "arccos(x)"),
+    ("Atan", "arctan(x)"),
+    ("Sinh", "sinh(x)"),
+    ("Cosh", "cosh(x)"),
+    ("Asinh", "arsinh(x)"),
+    ("Acosh", "arcosh(x)"),
+    ("Atanh", "artanh(x)"),
+)
+#: Element-wise integer bit operations: (name, doc).
+BITWISE = (
+    ("BitwiseAnd", "a & b"),
+    ("BitwiseOr", "a | b"),
+    ("BitwiseXor", "a ^ b"),
+)
+
 _INDEX_KINDS = (ElemKind.I64, ElemKind.I32)
 #: Scatter reductions: how an update combines with what is already there.
 SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -183,6 +204,10 @@ def _max_pool_argmax(types: list[TensorType], attrs: dict[str, Any]) -> list[Ten
     return [t.with_elem(ElemKind.I64)]
 
 
+def _to_bool(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    return [types[0].with_elem(ElemKind.BOOL)]
+
+
 def _rms_norm(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     x, scale = types
     ax = _axis(attrs["axis"], x.rank)
@@ -211,6 +236,70 @@ register(
         traits=_ELEM | {"unary"},
         category="elementwise",
         doc="round to nearest, ties to even",
+    )
+)
+for _name, _doc in TRIG:
+    register(
+        OpDef(
+            _name,
+            ("input",),
+            _same,
+            traits=_ELEM | {"unary"},
+            category="elementwise",
+            doc=_doc,
+        )
+    )
+register(
+    OpDef(
+        "IsNaN",
+        ("input",),
+        _to_bool,
+        traits=frozenset({"elementwise", "pure"}),
+        category="elementwise",
+        doc="x is NaN -> bool",
+    )
+)
+register(
+    OpDef(
+        "IsInf",
+        ("input",),
+        _to_bool,
+        {"detect_negative": Attr("int", 1), "detect_positive": Attr("int", 1)},
+        frozenset({"elementwise", "pure"}),
+        "elementwise",
+        "x is an infinity of a detected sign -> bool",
+    )
+)
+for _name, _doc in BITWISE:
+    register(
+        OpDef(
+            _name,
+            ("lhs", "rhs"),
+            _broadcast,
+            traits=_ELEM | {"binary", "commutative"},
+            category="elementwise",
+            doc=_doc + ", broadcasting",
+        )
+    )
+register(
+    OpDef(
+        "BitwiseNot",
+        ("input",),
+        _same,
+        traits=_ELEM | {"unary"},
+        category="elementwise",
+        doc="~x",
+    )
+)
+register(
+    OpDef(
+        "BitShift",
+        ("lhs", "rhs"),
+        _broadcast,
+        {"direction": Attr("str", "LEFT", "LEFT or RIGHT")},
+        _ELEM | {"binary"},
+        "elementwise",
+        "a << b or a >> b (shifts past the width or negative give 0, -1 for negative a >> b)",
     )
 )
 register(

@@ -43,6 +43,74 @@ def mod(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         return [np.fmod(a, b) if attrs["fmod"] else np.mod(a, b)]
 
 
+def _trig(fn: Callable[[np.ndarray], np.ndarray]) -> Kernel:
+    def k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        (x,) = ins
+        with np.errstate(all="ignore"):  # arcsin(2) is NaN, arctanh(1) inf: as numpy says
+            return [fn(x if x.dtype.kind == "f" else x.astype(np.float64))]
+
+    return k
+
+
+for _name, _fn in {
+    "Sin": np.sin,
+    "Cos": np.cos,
+    "Tan": np.tan,
+    "Asin": np.arcsin,
+    "Acos": np.arccos,
+    "Atan": np.arctan,
+    "Sinh": np.sinh,
+    "Cosh": np.cosh,
+    "Asinh": np.arcsinh,
+    "Acosh": np.arccosh,
+    "Atanh": np.arctanh,
+}.items():
+    EXTRA_KERNELS[_name] = _trig(_fn)
+
+
+@_k("IsNaN")
+def is_nan(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    return [np.isnan(ins[0])]
+
+
+@_k("IsInf")
+def is_inf(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    (x,) = ins
+    pos = (x == np.inf) if attrs["detect_positive"] else np.zeros(x.shape, bool)
+    neg = (x == -np.inf) if attrs["detect_negative"] else np.zeros(x.shape, bool)
+    return [pos | neg]
+
+
+for _name, _fn in {
+    "BitwiseAnd": np.bitwise_and,
+    "BitwiseOr": np.bitwise_or,
+    "BitwiseXor": np.bitwise_xor,
+}.items():
+    EXTRA_KERNELS[_name] = lambda ins, attrs, fn=_fn: [fn(ins[0], ins[1])]
+
+
+@_k("BitwiseNot")
+def bitwise_not(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    return [np.invert(ins[0])]
+
+
+@_k("BitShift")
+def bit_shift(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    """Shifts by a negative amount or by the width or more give 0 (-1 for a right shift of a
+    negative signed value: the sign fills); left shifts of signed values wrap."""
+    a, b = np.broadcast_arrays(*ins)
+    bits = a.dtype.itemsize * 8
+    past = (b < 0) | (b >= bits)
+    safe = np.where(past, 0, b)
+    if attrs["direction"] == "LEFT":
+        u = np.dtype(f"u{a.dtype.itemsize}")
+        out = np.left_shift(a.view(u), safe.astype(u)).view(a.dtype)
+        return [np.where(past, a.dtype.type(0), out)]
+    out = np.right_shift(a, safe.astype(a.dtype))
+    fill = np.where(a < 0, a.dtype.type(-1), a.dtype.type(0)) if a.dtype.kind == "i" else 0
+    return [np.where(past, fill, out)]
+
+
 @_k("Round")
 def round_(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     (x,) = ins

@@ -506,3 +506,54 @@ def test_attention(name: str, attrs: dict, with_mask: bool) -> None:
     node = helper.make_node("Attention", names, ["y"], **attrs)
     model = model_of([node], feeds, ["y"], 23, inits)
     check_paths(model, feeds, 1e-5, 1e-5, want=[want.astype(np.float32)])
+
+
+# -- trigonometry, IsNaN/IsInf, bit operations -----------------------------------------------
+
+TRIG_OPS = ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"]
+
+
+@pytest.mark.parametrize("op, dtype", itertools.product(TRIG_OPS, [np.float32, np.float64]))
+def test_trig(op: str, dtype: type) -> None:
+    x = np.linspace(-0.95, 0.95, 12).astype(dtype).reshape(3, 4)
+    if op == "Acosh":
+        x = x + dtype(2.0)
+    node = helper.make_node(op, ["x"], ["y"])
+    # onnxruntime has most of them for float32 only: numpy is the double oracle.
+    name = op.lower()
+    fn = getattr(np, "arc" + name[1:] if name.startswith("a") else name)
+    want = [fn(x)] if dtype == np.float64 else None
+    check_paths(model_of([node], {"x": x}, ["y"], 13), {"x": x}, 1e-5, 1e-6, want=want)
+
+
+def test_is_nan_and_is_inf() -> None:
+    x = np.array([1.0, np.nan, np.inf, -np.inf, -2.0, 0.0], np.float32)
+    nodes = [
+        helper.make_node("IsNaN", ["x"], ["n"]),
+        helper.make_node("IsInf", ["x"], ["i"]),
+        helper.make_node("IsInf", ["x"], ["p"], detect_negative=0),
+    ]
+    check_paths(model_of(nodes, {"x": x}, ["n", "i", "p"], 13), {"x": x})
+
+
+@pytest.mark.parametrize(
+    "op, dtype",
+    itertools.product(
+        ["BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"], [np.int8, np.int32, np.uint16]
+    ),
+)
+def test_bitwise(op: str, dtype: type) -> None:
+    a, b = _values(dtype, (3, 4), -50, 50), _values(dtype, (4,), -50, 50)
+    feeds = {"a": a} if op == "BitwiseNot" else {"a": a, "b": b}
+    node = helper.make_node(op, list(feeds), ["y"])
+    check_paths(model_of([node], feeds, ["y"], 18), feeds)
+
+
+@pytest.mark.parametrize(
+    "direction, dtype", itertools.product(["LEFT", "RIGHT"], [np.uint8, np.uint32])
+)
+def test_bit_shift(direction: str, dtype: type) -> None:
+    a = _values(dtype, (3, 4), 0, 200)
+    b = np.array([0, 1, 3, 7], dtype)
+    node = helper.make_node("BitShift", ["a", "b"], ["y"], direction=direction)
+    check_paths(model_of([node], {"a": a, "b": b}, ["y"], 11), {"a": a, "b": b})

@@ -211,6 +211,8 @@ def _operand_types(op: str) -> tuple[list[TensorType], dict] | None:
         "ArgMax": ([t], {"axis": 1}),
         "ArgMin": ([t], {"axis": 2, "keepdims": 0}),
         "Trilu": ([t], {"k": 1}),
+        "IsNaN": ([t], {}),
+        "IsInf": ([t], {"detect_negative": 0}),
         "CumSum": ([t], {"axis": 2, "reverse": 1}),
         "GatherElements": ([t, t.with_elem(ElemKind.I64)], {"axis": 3}),
         "GatherND": ([t, TensorType(ElemKind.I64, (1, 2, 2))], {"batch_dims": 1}),

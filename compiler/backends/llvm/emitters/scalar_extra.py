@@ -1,13 +1,15 @@
-"""Element-wise scalar builders of the ops in compiler/graph/ops_extra.py (Mod, Round): they join
-the element-wise table (`SCALAR`), so they run in the stacked element-wise loops like any other.
+"""Element-wise scalar builders of the ops in compiler/graph/ops_extra.py (Mod, Round, the
+trigonometric functions, IsNaN, IsInf, bitwise ops and shifts): they join the element-wise
+table (`SCALAR`), so they run in the stacked element-wise loops like any other.
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
 
-from compiler.backends.llvm.emitters.common import call_intr, const
-from compiler.backends.llvm.emitters.elementwise import scalar
+from compiler.backends.llvm.emitters.common import I8, call_intr, const, float_libm, is_nan
+from compiler.backends.llvm.emitters.elementwise import SCALAR, _NoScalar, scalar
+from compiler.graph.ops_extra import BITWISE, TRIG
 
 
 def _is_zero(b: ir.IRBuilder, v: ir.Value, isf: bool) -> ir.Value:
@@ -51,3 +53,58 @@ def _mod(b, xs, es, eo, at):
 def _round(b, xs, es, eo, at):
     x = xs[0]
     return call_intr(b, "roundeven", x) if es[0].is_float else x
+
+
+def _libm(name: str):
+    def fn(b, xs, es, eo, at):
+        if not es[0].is_float:
+            raise _NoScalar("float inputs only")
+        return float_libm(b, name, xs[0])
+
+    return fn
+
+
+for _op, _ in TRIG:
+    SCALAR[_op.lower()] = _libm(_op.lower())
+
+
+@scalar("isnan")
+def _isnan(b, xs, es, eo, at):
+    return b.zext(is_nan(b, xs[0]), I8)
+
+
+@scalar("isinf")
+def _isinf(b, xs, es, eo, at):
+    x = xs[0]
+    inf = const(x.type, float("inf"))
+    pos = b.fcmp_ordered("==", x, inf) if at["detect_positive"] else ir.Constant(ir.IntType(1), 0)
+    neg = (
+        b.fcmp_ordered("==", x, b.fneg(inf))
+        if at["detect_negative"]
+        else ir.Constant(ir.IntType(1), 0)
+    )
+    return b.zext(b.or_(pos, neg), I8)
+
+
+for _op, _method in zip((n for n, _ in BITWISE), ("and_", "or_", "xor")):
+    SCALAR[_op.lower()] = lambda b, xs, es, eo, at, m=_method: getattr(b, m)(xs[0], xs[1])
+
+
+@scalar("bitwisenot")
+def _bitwise_not(b, xs, es, eo, at):
+    return b.not_(xs[0])
+
+
+@scalar("bitshift")
+def _bit_shift(b, xs, es, eo, at):
+    a, n = xs
+    signed = not es[0].is_unsigned
+    width = const(n.type, a.type.width)
+    past = b.icmp_unsigned(">=", n, width)  # negative amounts are huge unsigned: past too
+    safe = b.select(past, const(n.type, 0), n)
+    if at["direction"] == "LEFT":
+        return b.select(past, const(a.type, 0), b.shl(a, safe))
+    if signed:
+        fill = b.ashr(a, const(a.type, a.type.width - 1))  # -1 for negative a, else 0
+        return b.select(past, fill, b.ashr(a, safe))
+    return b.select(past, const(a.type, 0), b.lshr(a, safe))
