@@ -6,6 +6,7 @@ from compiler.frontend import (  # noqa: F401 - converter modules register on im
     converters_math,
     converters_nn,
     converters_norm,
+    converters_quant,
     converters_recurrent,
     converters_tensor,
 )

@@ -557,3 +557,33 @@ def test_bit_shift(direction: str, dtype: type) -> None:
     b = np.array([0, 1, 3, 7], dtype)
     node = helper.make_node("BitShift", ["a", "b"], ["y"], direction=direction)
     check_paths(model_of([node], {"a": a, "b": b}, ["y"], 11), {"a": a, "b": b})
+
+
+# -- quantization ----------------------------------------------------------------------------
+
+QUANT = list(itertools.product([np.uint8, np.int8, np.int16], ["tensor", "axis", "block"]))
+
+
+@pytest.mark.parametrize("qtype, layout", QUANT)
+def test_quantize_dequantize(qtype: type, layout: str) -> None:
+    x = _values(np.float32, (2, 6, 4))
+    if layout == "tensor":
+        scale, zp, attrs = np.array(0.07, np.float32), np.array(3, qtype), {}
+    elif layout == "axis":
+        scale = np.array([0.05, 0.1, 0.02, 0.2, 0.07, 0.03], np.float32)
+        zp, attrs = np.array([0, 1, 2, 3, 4, 5], qtype), {"axis": 1}
+    else:  # blocks of 4 along axis 1: two blocks of 6 (the last is partial)
+        scale = np.abs(_values(np.float32, (2, 2, 4))) / 20 + 0.01
+        zp, attrs = np.full((2, 2, 4), 2, qtype), {"axis": 1, "block_size": 4}
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **attrs),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **attrs),
+    ]
+    inits = {"s": scale, "z": zp}
+    check_paths(model_of(nodes, {"x": x}, ["q", "y"], 21, inits), {"x": x}, 1e-6, 1e-6)
+
+
+def test_dynamic_quantize() -> None:
+    x = _values(np.float32, (3, 5))
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    check_paths(model_of([node], {"x": x}, ["y", "s", "z"], 11), {"x": x}, 1e-6, 1e-6)
