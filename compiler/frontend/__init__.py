@@ -3,6 +3,7 @@
 from compiler.frontend import (  # noqa: F401 - converter modules register on import
     converters_attention,
     converters_index,
+    converters_loss,
     converters_math,
     converters_nn,
     converters_norm,

@@ -587,3 +587,26 @@ def test_dynamic_quantize() -> None:
     x = _values(np.float32, (3, 5))
     node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
     check_paths(model_of([node], {"x": x}, ["y", "s", "z"], 11), {"x": x}, 1e-6, 1e-6)
+
+
+# -- losses ----------------------------------------------------------------------------------
+
+LOSSES = list(
+    itertools.product(
+        ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"],
+        ["none", "sum", "mean"],
+        [False, True],
+        [None, 1],
+    )
+)
+
+
+@pytest.mark.parametrize("op, reduction, weighted, ignore", LOSSES)
+def test_losses(op: str, reduction: str, weighted: bool, ignore: int | None) -> None:
+    x = _values(np.float32, (3, 4, 2))
+    t = np.array([[0, 1], [1, 3], [2, 1]], np.int64)
+    feeds = {"x": x, "t": t}
+    inits = {"w": np.array([0.5, 1.0, 2.0, 1.5], np.float32)} if weighted else {}
+    attrs = {"reduction": reduction} | ({"ignore_index": ignore} if ignore is not None else {})
+    node = helper.make_node(op, ["x", "t"] + (["w"] if weighted else []), ["y"], **attrs)
+    check_paths(model_of([node], feeds, ["y"], 13, inits), feeds, 1e-5, 1e-6)
