@@ -5,6 +5,7 @@ from compiler.frontend import (  # noqa: F401 - converter modules register on im
     converters_index,
     converters_loss,
     converters_math,
+    converters_misc,
     converters_nn,
     converters_norm,
     converters_quant,

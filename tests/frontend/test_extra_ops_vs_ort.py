@@ -610,3 +610,46 @@ def test_losses(op: str, reduction: str, weighted: bool, ignore: int | None) -> 
     attrs = {"reduction": reduction} | ({"ignore_index": ignore} if ignore is not None else {})
     node = helper.make_node(op, ["x", "t"] + (["w"] if weighted else []), ["y"], **attrs)
     check_paths(model_of([node], feeds, ["y"], 13, inits), feeds, 1e-5, 1e-6)
+
+
+# -- small ops expressed in existing ones ----------------------------------------------------
+
+MISC = [
+    ("Hardmax", {"axis": 1}, {"x": (3, 4, 5)}, {}, 13),
+    ("LpNormalization", {"axis": -1, "p": 1}, {"x": (3, 4)}, {}, 13),
+    ("LpNormalization", {"axis": 0, "p": 2}, {"x": (3, 4)}, {}, 13),
+    ("Shrink", {"bias": 0.5, "lambd": 0.7}, {"x": (3, 4)}, {}, 13),
+    ("DepthToSpace", {"blocksize": 2, "mode": "DCR"}, {"x": (1, 8, 2, 3)}, {}, 13),
+    ("DepthToSpace", {"blocksize": 2, "mode": "CRD"}, {"x": (1, 8, 2, 3)}, {}, 13),
+    ("SpaceToDepth", {"blocksize": 2}, {"x": (1, 2, 4, 6)}, {}, 13),
+    ("EyeLike", {"k": 1}, {"x": (3, 4)}, {}, 13),
+    ("CenterCropPad", {}, {"x": (5, 4)}, {"shape": np.array([3, 7], np.int64)}, 18),
+]
+
+
+@pytest.mark.parametrize("op, attrs, inputs, inits, opset", MISC, ids=[m[0] for m in MISC])
+def test_misc_ops(op: str, attrs: dict, inputs: dict, inits: dict, opset: int) -> None:
+    feeds = {k: _values(np.float32, s) for k, s in inputs.items()}
+    node = helper.make_node(op, list(feeds) + list(inits), ["y"], **attrs)
+    check_paths(model_of([node], feeds, ["y"], opset, inits), feeds, 1e-5, 1e-6)
+
+
+def test_one_hot() -> None:
+    idx = np.array([[0, 3, -1], [2, 1, 4]], np.int64)
+    inits = {"depth": np.array(5, np.int64), "values": np.array([-1.0, 2.0], np.float32)}
+    node = helper.make_node("OneHot", ["idx", "depth", "values"], ["y"], axis=1)
+    check_paths(model_of([node], {"idx": idx}, ["y"], 11, inits), {"idx": idx})
+
+
+def test_reverse_sequence() -> None:
+    x = _values(np.float32, (4, 3, 2))
+    lens = np.array([4, 1, 3], np.int64)
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=1, time_axis=0)
+    check_paths(model_of([node], {"x": x, "lens": lens}, ["y"], 10), {"x": x, "lens": lens})
+
+
+def test_matmul_integer() -> None:
+    a, b = _values(np.uint8, (3, 4), 0, 255), _values(np.uint8, (4, 5), 0, 255)
+    inits = {"az": np.array(12, np.uint8), "bz": np.array(200, np.uint8)}
+    node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
+    check_paths(model_of([node], {"a": a, "b": b}, ["y"], 10, inits), {"a": a, "b": b})
