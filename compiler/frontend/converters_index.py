@@ -117,7 +117,7 @@ def convert_top_k(ctx: NodeContext) -> list[Value | None]:
     return [values, idx]
 
 
-@converter("CumSum")
+@converter("CumSum", "CumProd")
 def convert_cumsum(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"exclusive": (0, 1), "reverse": (0, 1)})
     x = ctx.inp(0)
@@ -130,7 +130,7 @@ def convert_cumsum(ctx: NodeContext) -> list[Value | None]:
         "exclusive": int(ctx.attr("exclusive", 0)),
         "reverse": int(ctx.attr("reverse", 0)),
     }
-    return [ctx.create("CumSum", [x], attrs)]
+    return [ctx.create(ctx.op_type, [x], attrs)]
 
 
 @converter("Trilu")

@@ -1,6 +1,6 @@
 """More rows of the graph op table, for the ops real exports added: integer and rounding math
 (Mod, Round), indexing (GatherElements, GatherND, ScatterND, ScatterElements, ArgTopK,
-MaxPoolArgmax), scans and masks (CumSum, Trilu), Einsum, and normalisations (GroupNorm,
+MaxPoolArgmax), scans and masks (CumSum, CumProd, Trilu), Einsum, and normalisations (GroupNorm,
 RMSNorm). The `compiler.graph` package imports this module, so the rows register before any
 use of the table.
 
@@ -313,17 +313,19 @@ register(
         "keep the upper (or lower) triangle of the last two dims, zero the rest",
     )
 )
-register(
-    OpDef(
-        "CumSum",
-        ("input",),
-        _cumsum,
-        {"axis": Attr("int"), "exclusive": Attr("int", 0), "reverse": Attr("int", 0)},
-        frozenset({"pure", "accumulates"}),
-        "reduction",
-        "running sum along axis (exclusive: without the element itself; reverse: from the end)",
+for _name, _what in (("CumSum", "sum"), ("CumProd", "product")):
+    register(
+        OpDef(
+            _name,
+            ("input",),
+            _cumsum,
+            {"axis": Attr("int"), "exclusive": Attr("int", 0), "reverse": Attr("int", 0)},
+            frozenset({"pure", "accumulates"}),
+            "reduction",
+            f"running {_what} along axis (exclusive: without the element itself; reverse: "
+            "from the end)",
+        )
     )
-)
 register(
     OpDef(
         "GatherElements",

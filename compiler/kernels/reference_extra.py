@@ -124,17 +124,22 @@ def trilu(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     return [fn(x, attrs["k"])]
 
 
-@_k("CumSum")
-def cumsum(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
-    (x,) = ins
-    ax = attrs["axis"] % x.ndim
-    y = np.flip(x, ax) if attrs["reverse"] else x
-    s = np.cumsum(y, axis=ax, dtype=x.dtype)
-    if attrs["exclusive"]:
-        s = np.concatenate(
-            [np.zeros_like(np.take(s, [0], axis=ax)), np.delete(s, -1, axis=ax)], axis=ax
-        )
-    return [np.flip(s, ax) if attrs["reverse"] else s]
+def _scan(fn: Callable[..., np.ndarray], identity: int) -> Kernel:
+    def k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        (x,) = ins
+        ax = attrs["axis"] % x.ndim
+        y = np.flip(x, ax) if attrs["reverse"] else x
+        s = fn(y, axis=ax, dtype=x.dtype)
+        if attrs["exclusive"]:
+            first = np.full_like(np.take(s, [0], axis=ax), identity)
+            s = np.concatenate([first, np.delete(s, -1, axis=ax)], axis=ax)
+        return [np.flip(s, ax) if attrs["reverse"] else s]
+
+    return k
+
+
+EXTRA_KERNELS["CumSum"] = _scan(np.cumsum, 0)
+EXTRA_KERNELS["CumProd"] = _scan(np.cumprod, 1)
 
 
 def _full_index(idx: np.ndarray, ax: int) -> tuple[np.ndarray, ...]:

@@ -214,6 +214,7 @@ def _operand_types(op: str) -> tuple[list[TensorType], dict] | None:
         "IsNaN": ([t], {}),
         "IsInf": ([t], {"detect_negative": 0}),
         "CumSum": ([t], {"axis": 2, "reverse": 1}),
+        "CumProd": ([t], {"axis": 1, "exclusive": 1}),
         "GatherElements": ([t, t.with_elem(ElemKind.I64)], {"axis": 3}),
         "GatherND": ([t, TensorType(ElemKind.I64, (1, 2, 2))], {"batch_dims": 1}),
         "ScatterND": ([t, TensorType(ElemKind.I64, (3, 2)), f32(3, 6, 6)], {"reduction": "add"}),

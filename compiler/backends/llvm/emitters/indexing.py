@@ -205,7 +205,7 @@ def _axis_split(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
 
 
-@register("cumsum", elems=frozenset(NUMERIC_KINDS))
+@register("cumsum", "cumprod", elems=frozenset(NUMERIC_KINDS))
 def emit_cumsum(ctx: EmitContext, ins: Any) -> Emitted:
     out, (x,) = _ops(ins)
     if out.type.numel == 0:
@@ -214,21 +214,24 @@ def emit_cumsum(ctx: EmitContext, ins: Any) -> Emitted:
     outer, n, inner = _axis_split(x.type.shape, ax)
     excl, rev = ins.attrs["exclusive"], ins.attrs["reverse"]
     elem = x.type.elem
-    key = ("cumsum", outer, n, inner, excl, rev, elem)
+    op, identity = ("add", 0) if ins.kind == "cumsum" else ("mul", 1)
+    key = (ins.kind, outer, n, inner, excl, rev, elem)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, px = fn.args
         sty, cty = storage_type(elem), compute_type(elem)
-        add = SCALAR["add"]
+        combine = SCALAR[op]
         with loop(b, 0, outer, 1, "o") as o, loop(b, 0, inner, 1, "i") as i:
             base = b.add(b.mul(o, c64(n * inner)), i)
             acc = entry_alloca(b, cty)
-            b.store(const(cty, 0), acc)
+            b.store(const(cty, identity), acc)
             with loop(b, 0, n, 1, "j") as j:
                 jj = b.sub(c64(n - 1), j) if rev else j
                 off = b.add(base, b.mul(jj, c64(inner)))
                 cur = b.load(acc, typ=cty)
-                nxt = add(b, [cur, load_elem(b, gep(b, px, off, sty), elem)], [elem] * 2, elem, {})
+                nxt = combine(
+                    b, [cur, load_elem(b, gep(b, px, off, sty), elem)], [elem] * 2, elem, {}
+                )
                 b.store(nxt, acc)
                 store_elem(b, cur if excl else nxt, gep(b, po, off, sty), elem)
 
