@@ -447,6 +447,25 @@ class Importer:
                 model=self.source,
             )
 
+    def inline_graph(self, graph: onnx.GraphProto, ctx: NodeContext) -> list[Value]:
+        """Convert a subgraph's nodes into the function being built (outer values stay visible,
+        its initializers join the model's) and return its outputs: how an If whose condition
+        is known at compile time imports the branch it takes."""
+        for t in graph.initializer:
+            self.initializers.setdefault(t.name, t)
+        for n in graph.node:
+            self.used.update(x for x in n.input if x)
+        self.used.update(o.name for o in graph.output)
+        for k, n in enumerate(graph.node):
+            if n.name:
+                self._convert(n, k)
+            else:  # keep the branch's nodes apart from the outer graph's default names
+                named = onnx.NodeProto()
+                named.CopyFrom(n)
+                named.name = f"{ctx.name}.{graph.name or 'branch'}.{n.op_type}_{k}"
+                self._convert(named, k)
+        return [self.lookup(o.name, ctx) for o in graph.output]
+
     def _convert(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
         self.check_supported(node, index)

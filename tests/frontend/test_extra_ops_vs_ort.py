@@ -653,3 +653,27 @@ def test_matmul_integer() -> None:
     inits = {"az": np.array(12, np.uint8), "bz": np.array(200, np.uint8)}
     node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
     check_paths(model_of([node], {"a": a, "b": b}, ["y"], 10, inits), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_with_a_constant_condition_imports_its_branch(cond: bool) -> None:
+    x = _values(np.float32, (3, 4))
+    then = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 4])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 4])],
+    )
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    model = model_of([node], {"x": x}, ["y"], 13, {"c": np.array(cond)})
+    check_paths(model, {"x": x})
+    from compiler.frontend import import_onnx
+
+    ops = {n.op for n in import_onnx(model).main.nodes}
+    assert ops == {"Relu" if cond else "Neg", "Save"}
