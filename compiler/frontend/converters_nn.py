@@ -373,10 +373,11 @@ def _avg_pool_by_conv(
     dilations: list[int],
     ceil_mode: int,
     cip: int,
+    sums_only: bool = False,
 ) -> Value:
     """Average pooling the graph's AvgPool cannot express (dilated, 3-D): window sums by
     depthwise convolutions with a ones filter (separable for 3-D), divided by a constant map of
-    per-window element counts (a product of per-dim counts)."""
+    per-window element counts (a product of per-dim counts). `sums_only`: the sums (LpPool)."""
     nsp = len(kernel)
     sizes = list(x.type.shape[2:])
     outs, extra, counts = [], [], []
@@ -395,7 +396,7 @@ def _avg_pool_by_conv(
         counts.append(((taps >= lo) & (taps < hi)).sum(axis=1))
         outs.append(o)
         extra.append(e)
-    if any((cnt == 0).any() for cnt in counts):
+    if not sums_only and any((cnt == 0).any() for cnt in counts):
         raise ctx.unsupported("a pooling window covers no element")
     count = counts[0].astype(np.float64)
     for cnt in counts[1:]:
@@ -454,8 +455,46 @@ def _avg_pool_by_conv(
             "sum_d",
         )
         total = reshape(ctx, dd, (n, c, *outs), "window_sum")
+    if sums_only:
+        return total
     divisor = ctx.constant(count.astype(x.type.np_dtype).reshape((1, 1, *outs)), suffix="counts")
     return ctx.create("Div", [total, divisor])
+
+
+@converter("LpPool")
+def convert_lp_pool(ctx: NodeContext) -> list[Value | None]:
+    """(sum over each window of |x|^p)^(1/p): window sums of |x|^p by depthwise convolutions."""
+    ctx.check_attrs(
+        {
+            "auto_pad": _AUTO_PAD,
+            "ceil_mode": (0, 1),
+            "dilations": None,
+            "kernel_shape": None,
+            "p": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
+    x = ctx.inp(0)
+    check_elem(ctx, x, FLOAT_ONLY)
+    nsp = x.type.rank - 2
+    if nsp not in (1, 2, 3) or not ctx.has_attr("kernel_shape"):
+        raise ctx.unsupported(f"input {x.type} (1-D to 3-D spatial, with a kernel_shape)")
+    kernel = _ints(ctx, "kernel_shape", nsp, 1)
+    strides = _ints(ctx, "strides", nsp, 1)
+    dilations = _ints(ctx, "dilations", nsp, 1)
+    pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
+    p = float(ctx.attr("p", 2))
+    if p == 2:
+        powered = ctx.create("Mul", [x, x], suffix="sq")
+    else:
+        ax = ctx.create("Abs", [x], suffix="abs")
+        powered = ctx.create("Pow", [ax, ctx.scalar_like(x, p, "p")], suffix="pow")
+    ceil = int(ctx.attr("ceil_mode", 0))
+    sums = _avg_pool_by_conv(ctx, powered, kernel, strides, pads, dilations, ceil, 1, True)
+    if p == 2:
+        return [ctx.create("Sqrt", [sums])]
+    return [ctx.create("Pow", [sums, ctx.scalar_like(x, 1.0 / p, "inv_p")])]
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool")

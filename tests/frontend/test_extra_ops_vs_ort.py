@@ -677,3 +677,12 @@ def test_if_with_a_constant_condition_imports_its_branch(cond: bool) -> None:
 
     ops = {n.op for n in import_onnx(model).main.nodes}
     assert ops == {"Relu" if cond else "Neg", "Save"}
+
+
+@pytest.mark.parametrize("p, nsp", [(2, 2), (3, 2), (2, 1), (1, 3)])
+def test_lp_pool(p: int, nsp: int) -> None:
+    x = _values(np.float32, (1, 2) + (6,) * nsp)
+    node = helper.make_node(
+        "LpPool", ["x"], ["y"], p=p, kernel_shape=[3] * nsp, strides=[2] * nsp, pads=[1] * 2 * nsp
+    )
+    check_paths(model_of([node], {"x": x}, ["y"], 11), {"x": x}, 1e-4, 1e-5)
