@@ -2,6 +2,7 @@
 
 from compiler.frontend import (  # noqa: F401 - converter modules register on import
     converters_attention,
+    converters_control,
     converters_index,
     converters_loss,
     converters_math,

@@ -393,21 +393,3 @@ def convert_rotary_embedding(ctx: NodeContext) -> list[Value | None]:
     if x.type.rank == 4:
         return [ctx.create("Transpose", [rotated], {"perm": [0, 2, 1, 3]})]
     return [reshape(ctx, rotated, shape)]
-
-
-@converter("If")
-def convert_if(ctx: NodeContext) -> list[Value | None]:
-    """An If whose condition is known at compile time: the branch it takes, inlined."""
-    ctx.check_attrs({"then_branch": None, "else_branch": None})
-    cond = ctx.require_const(0, "cond").reshape(-1)
-    if cond.size != 1:
-        raise ctx.unsupported("the condition must hold one value")
-    key = "then_branch" if bool(cond[0]) else "else_branch"
-    branch = next(a.g for a in ctx.node.attribute if a.name == key)
-    for o in branch.output:
-        if o.type.WhichOneof("value") not in (None, "tensor_type"):
-            raise ctx.unsupported(f"{key} output '{o.name}' is not a tensor (sequence/optional)")
-    outs = ctx.imp.inline_graph(branch, ctx)
-    if len(outs) != ctx.num_outputs:
-        raise ctx.unsupported(f"{key} has {len(outs)} outputs, the If {ctx.num_outputs}")
-    return list(outs)

@@ -447,24 +447,38 @@ class Importer:
                 model=self.source,
             )
 
-    def inline_graph(self, graph: onnx.GraphProto, ctx: NodeContext) -> list[Value]:
-        """Convert a subgraph's nodes into the function being built (outer values stay visible,
-        its initializers join the model's) and return its outputs: how an If whose condition
-        is known at compile time imports the branch it takes."""
+    def inline_graph(
+        self,
+        graph: onnx.GraphProto,
+        ctx: NodeContext,
+        bindings: dict[str, Value] | None = None,
+        tag: str = "",
+    ) -> list[Value]:
+        """Convert a subgraph's nodes into the function being built and return its outputs:
+        how an If with a known condition imports its branch, and Loop / Scan unroll their
+        body (`bindings`: values for the body's inputs; `tag` keeps iterations' node names
+        apart). Outer values stay visible; names the subgraph defines are restored after, so
+        it cannot shadow them for the rest of the outer graph."""
         for t in graph.initializer:
             self.initializers.setdefault(t.name, t)
+        defined = [i.name for i in graph.input] + [o for n in graph.node for o in n.output]
+        saved = {k: self.values[k] for k in defined if k in self.values}
+        self.values.update(bindings or {})
         for n in graph.node:
             self.used.update(x for x in n.input if x)
         self.used.update(o.name for o in graph.output)
-        for k, n in enumerate(graph.node):
-            if n.name:
-                self._convert(n, k)
-            else:  # keep the branch's nodes apart from the outer graph's default names
+        try:
+            for k, n in enumerate(graph.node):
                 named = onnx.NodeProto()
                 named.CopyFrom(n)
-                named.name = f"{ctx.name}.{graph.name or 'branch'}.{n.op_type}_{k}"
+                base = n.name or f"{n.op_type}_{k}"
+                named.name = f"{ctx.name}.{graph.name or 'body'}{tag}.{base}"
                 self._convert(named, k)
-        return [self.lookup(o.name, ctx) for o in graph.output]
+            return [self.lookup(o.name, ctx) for o in graph.output]
+        finally:
+            for k in defined:
+                self.values.pop(k, None)
+            self.values.update(saved)
 
     def _convert(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"

@@ -686,3 +686,65 @@ def test_lp_pool(p: int, nsp: int) -> None:
         "LpPool", ["x"], ["y"], p=p, kernel_shape=[3] * nsp, strides=[2] * nsp, pads=[1] * 2 * nsp
     )
     check_paths(model_of([node], {"x": x}, ["y"], 11), {"x": x}, 1e-4, 1e-5)
+
+
+def test_scan_unrolls_over_the_sequence() -> None:
+    """A running sum and a reversed, axis-1 scan output, the body imported once per step."""
+    x = _values(np.float32, (2, 5, 3))
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["acc", "xt"], ["acc_out"]),
+            helper.make_node("Mul", ["acc_out", "xt"], ["y"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("acc", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("xt", TensorProto.FLOAT, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+        ],
+    )
+    node = helper.make_node(
+        "Scan",
+        ["init", "x"],
+        ["final", "ys"],
+        body=body,
+        num_scan_inputs=1,
+        scan_input_axes=[1],
+        scan_output_axes=[1],
+        scan_output_directions=[1],
+    )
+    inits = {"init": np.zeros((2, 3), np.float32)}
+    check_paths(model_of([node], {"x": x}, ["final", "ys"], 11, inits), {"x": x})
+
+
+def test_loop_with_a_constant_trip_count_unrolls() -> None:
+    x = _values(np.float32, (3,))
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["v", "fi"], ["v_out"]),
+            helper.make_node("Mul", ["v_out", "v_out"], ["sq"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", TensorProto.FLOAT, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("sq", TensorProto.FLOAT, [3]),
+        ],
+    )
+    node = helper.make_node("Loop", ["m", "c", "x"], ["v", "sqs"], body=body)
+    inits = {"m": np.array(4, np.int64), "c": np.array(True)}
+    model = model_of([node], {"x": x}, ["v", "sqs"], 13, inits)
+    # ONNX's shape inference leaves the loop's outputs without shapes: declare them.
+    for out, dims in zip(model.graph.output, ((3,), (4, 3))):
+        out.type.CopyFrom(helper.make_tensor_type_proto(TensorProto.FLOAT, dims))
+    check_paths(model, {"x": x})
