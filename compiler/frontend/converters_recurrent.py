@@ -115,8 +115,6 @@ def _activations(ctx: NodeContext, n_dirs: int) -> list[list[Act]]:
     per_dir = len(_DEFAULT_ACTS[ctx.op_type])
     names = ctx.attr("activations")
     names = list(names) if names else _DEFAULT_ACTS[ctx.op_type] * n_dirs
-    if len(names) == per_dir and n_dirs == 2 and not ctx.attr("activations"):
-        names = names * 2
     if len(names) != per_dir * n_dirs:
         raise ctx.unsupported(f"activations {names} do not give {per_dir} per direction")
     alphas = list(ctx.attr("activation_alpha", []) or [])
