@@ -360,15 +360,16 @@ def test_conv3d(stride: int, pad: int, dilation: int, group: int, kd: int) -> No
     check_paths(model_of([node], {"x": x}, ["y"], 13, {"w": w, "b": b}), {"x": x}, 1e-4, 1e-4)
 
 
-CONVT3D = list(itertools.product([1, 2], [0, 1], [1, 2], [1, 2], [1, 3], [0, 1]))
+# onnxruntime wants output_padding smaller than the stride: those combinations are left out.
+CONVT3D = [
+    c for c in itertools.product([1, 2], [0, 1], [1, 2], [1, 2], [1, 3], [0, 1]) if c[5] < c[0]
+]
 
 
 @pytest.mark.parametrize("stride, pad, dilation, group, kd, outpad", CONVT3D)
 def test_conv_transpose3d(
     stride: int, pad: int, dilation: int, group: int, kd: int, outpad: int
 ) -> None:
-    if outpad >= stride:
-        pytest.skip("onnxruntime wants output_padding smaller than the stride")
     x = _values(np.float32, (1, 4, 3, 4, 5))
     w = _values(np.float32, (4, 6 // group, kd, 2, 3))
     b = _values(np.float32, (6,))
