@@ -83,7 +83,7 @@ def convert_attention(ctx: NodeContext) -> list[Value | None]:
     past_v = ctx.inp(5) if ctx.has_input(5) else None
     if (past_k is None) != (past_v is None):
         raise ctx.unsupported("past_key and past_value must be given together")
-    if past_k is not None:
+    if past_k is not None and past_v is not None:
         k = ctx.create("Concat", [past_k, k], {"axis": 2}, suffix="present_key")
         v = ctx.create("Concat", [past_v, v], {"axis": 2}, suffix="present_value")
     present_k, present_v = k, v
@@ -227,7 +227,7 @@ def _softmax(ctx: NodeContext, logits: Value, dtype: np.dtype) -> Value:
 
 def _zero_masked_rows(ctx: NodeContext, probs: Value, bias: Value, dtype: np.dtype) -> Value:
     """Rows whose every key is masked (bias all -inf) attend to nothing: probabilities 0."""
-    if isinstance(bias, Constant):
+    if isinstance(bias, Constant) and bias.data is not None:
         masked = np.isneginf(bias.data.max(axis=-1, keepdims=True))
         if not masked.any():
             return probs

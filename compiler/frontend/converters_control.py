@@ -9,6 +9,7 @@ schedule and memory views like any other nodes.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from compiler.frontend.converters_tensor import reshape
 from compiler.frontend.onnx_importer import NodeContext
@@ -19,11 +20,11 @@ from compiler.graph.ir import Constant, Value
 MAX_UNROLL = 4096
 
 
-def _graph(ctx: NodeContext, key: str):
+def _graph(ctx: NodeContext, key: str) -> onnx.GraphProto:
     return next(a.g for a in ctx.node.attribute if a.name == key)
 
 
-def _tensor_outputs(ctx: NodeContext, graph, what: str) -> None:
+def _tensor_outputs(ctx: NodeContext, graph: onnx.GraphProto, what: str) -> None:
     for o in graph.output:
         if o.type.WhichOneof("value") not in (None, "tensor_type"):
             raise ctx.unsupported(f"{what} output '{o.name}' is not a tensor (sequence/optional)")

@@ -29,7 +29,7 @@ def _const_scalar(ctx: NodeContext, i: int, what: str) -> int:
 
 def _check_const_indices(ctx: NodeContext, idx: Value, n: int | np.ndarray) -> None:
     """Refuse constant indices out of range at import (run-time ones are checked by kernels)."""
-    if isinstance(idx, Constant) and idx.data.size:
+    if isinstance(idx, Constant) and idx.data is not None and idx.data.size:
         arr = idx.data
         if np.any(arr < -np.asarray(n)) or np.any(arr >= np.asarray(n)):
             raise ctx.unsupported("indices out of range")

@@ -56,6 +56,7 @@ def _nll(ctx: NodeContext, logp: Value, target: Value, weight: Value | None) -> 
     total = ctx.create("ReduceSum", [loss], {"axes": axes, "keepdims": 0}, suffix="sum")
     if reduction == "sum":
         return total
+    count: Value
     if w is None:
         count = ctx.scalar_like(logp, float(loss.type.numel), "count")
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from compiler.frontend.converters_math import (
     ANY,
@@ -28,7 +29,7 @@ from compiler.graph.ir import Value
 from compiler.graph.types import ElemKind
 
 
-def _ramp(ctx: NodeContext, n: int, rank: int, axis: int, dtype: np.dtype, tag: str) -> Value:
+def _ramp(ctx: NodeContext, n: int, rank: int, axis: int, dtype: npt.DTypeLike, tag: str) -> Value:
     """0 .. n-1 along `axis` of a rank-`rank` constant (1 elsewhere)."""
     shape = [1] * rank
     shape[axis] = n
@@ -218,7 +219,8 @@ def convert_eye_like(ctx: NodeContext) -> list[Value | None]:
     elem = x.type.elem if code is None else ONNX_TO_ELEM.get(int(code))
     if elem is None:
         raise ctx.unsupported(f"dtype {dtype_name(int(code))}")
-    eye = np.eye(*x.type.shape, k=int(ctx.attr("k", 0)), dtype=elem.np_dtype)
+    rows, cols = x.type.shape
+    eye = np.eye(rows, cols, k=int(ctx.attr("k", 0)), dtype=elem.np_dtype)
     return [ctx.constant(eye, suffix="eye")]
 
 

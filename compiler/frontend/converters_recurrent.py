@@ -26,8 +26,9 @@ from compiler.graph.ir import Value
 #: Gate count and default activations per op (ONNX's order of gates in W, R and B).
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
-#: Default alpha / beta of the parametrised activations (ONNX's table).
-_ACT_DEFAULTS = {
+#: Default alpha / beta of the parametrised activations (ONNX's table; beta None where the
+#: function takes none). Every parametrised one takes an alpha.
+_ACT_DEFAULTS: dict[str, tuple[float, float | None]] = {
     "LeakyRelu": (0.01, None),
     "ThresholdedRelu": (1.0, None),
     "ScaledTanh": (1.0, 1.0),
@@ -55,9 +56,10 @@ class _Step:
 
 def _activation(ctx: NodeContext, name: str, alpha: float | None, beta: float | None) -> Act:
     """The graph ops of one ONNX recurrent activation function."""
-    a0, b0 = _ACT_DEFAULTS.get(name, (None, None))
-    alpha = a0 if alpha is None else alpha
-    beta = b0 if beta is None else beta
+    a0, b0 = _ACT_DEFAULTS.get(name, (0.0, None))
+    # Unparametrised functions (and those without a beta) never read the 0.0 fallbacks.
+    a: float = a0 if alpha is None else alpha
+    b: float = (0.0 if b0 is None else b0) if beta is None else beta
 
     def scalar(x: Value, v: float, tag: str) -> Value:
         return ctx.scalar_like(x, v, tag)
@@ -69,11 +71,11 @@ def _activation(ctx: NodeContext, name: str, alpha: float | None, beta: float | 
         if name in ("Sigmoid", "Tanh", "Relu", "Softplus"):
             return mk(name, [x])
         if name == "LeakyRelu":
-            return mk("LeakyRelu", [x], {"alpha": alpha})
+            return mk("LeakyRelu", [x], {"alpha": a})
         if name == "HardSigmoid":
-            return mk("HardSigmoid", [x], {"alpha": alpha, "beta": beta})
+            return mk("HardSigmoid", [x], {"alpha": a, "beta": b})
         if name == "Elu":
-            return mk("Elu", [x], {"alpha": alpha})
+            return mk("Elu", [x], {"alpha": a})
         if name == "Softsign":
             den = mk("Add", [mk("Abs", [x], s="_abs"), scalar(x, 1.0, f"{tag}_one")], s="_den")
             return mk("Div", [x, den])
@@ -81,15 +83,15 @@ def _activation(ctx: NodeContext, name: str, alpha: float | None, beta: float | 
             return mk(
                 "Add",
                 [
-                    mk("Mul", [x, scalar(x, alpha, f"{tag}_a")], s="_ax"),
-                    scalar(x, beta, f"{tag}_b"),
+                    mk("Mul", [x, scalar(x, a, f"{tag}_a")], s="_ax"),
+                    scalar(x, b, f"{tag}_b"),
                 ],
             )
         if name == "ScaledTanh":
-            t = mk("Tanh", [mk("Mul", [x, scalar(x, beta, f"{tag}_b")], s="_bx")], s="_tanh")
-            return mk("Mul", [t, scalar(x, alpha, f"{tag}_a")])
+            t = mk("Tanh", [mk("Mul", [x, scalar(x, b, f"{tag}_b")], s="_bx")], s="_tanh")
+            return mk("Mul", [t, scalar(x, a, f"{tag}_a")])
         if name == "ThresholdedRelu":
-            keep = mk("Greater", [x, scalar(x, alpha, f"{tag}_a")], s="_mask")
+            keep = mk("Greater", [x, scalar(x, a, f"{tag}_a")], s="_mask")
             return mk("Where", [keep, x, scalar(x, 0.0, f"{tag}_zero")])
         raise ctx.unsupported(f"activation '{name}'")
 
@@ -126,11 +128,12 @@ def _activations(ctx: NodeContext, n_dirs: int) -> list[list[Act]]:
         canon = next((k for k in _KNOWN_ACTS if k.lower() == str(name).lower()), None)
         if canon is None:
             raise ctx.unsupported(f"activation '{name}'")
-        a0, b0 = _ACT_DEFAULTS.get(canon, (None, None))
+        takes_alpha = canon in _ACT_DEFAULTS
+        takes_beta = takes_alpha and _ACT_DEFAULTS[canon][1] is not None
         alpha = beta = None
-        if a0 is not None and ai < len(alphas):
+        if takes_alpha and ai < len(alphas):
             alpha, ai = float(alphas[ai]), ai + 1
-        if b0 is not None and bi < len(betas):
+        if takes_beta and bi < len(betas):
             beta, bi = float(betas[bi]), bi + 1
         out.append(_activation(ctx, canon, alpha, beta))
     return [out[i * per_dir : (i + 1) * per_dir] for i in range(n_dirs)]
@@ -192,11 +195,12 @@ def _recurrence(
                 h_new = st.acts[0](_clipped(st, pre, f"{tag}_h"), f"d{st.d}_{tag}_h")
                 c_new = None
             else:
+                assert c is not None, "an LSTM direction always starts from a C (zeros by default)"
                 h_new, c_new = _lstm_step(st, pre, c, peep, tag)
         if masks is not None:
             m = masks[t]
             h_new = st.op("Where", [m, h_new, h], f"{tag}_hkeep")
-            if c_new is not None:
+            if c_new is not None and c is not None:
                 c_new = st.op("Where", [m, c_new, c], f"{tag}_ckeep")
             ys[t] = st.op("Where", [m, h_new, zero], f"{tag}_y")
         else:
@@ -206,7 +210,7 @@ def _recurrence(
 
 
 def _lstm_step(
-    st: _Step, pre: Value, c: Value | None, peep: list[Value] | None, tag: str
+    st: _Step, pre: Value, c: Value, peep: list[Value] | None, tag: str
 ) -> tuple[Value, Value]:
     f_act, g_act, h_act = st.acts
     d = f"d{st.d}_{tag}"
@@ -283,7 +287,7 @@ def _is_reverse_dir(ctx: NodeContext, d: int) -> bool:
 @converter("LSTM", "GRU", "RNN")
 def convert_recurrent(ctx: NodeContext) -> list[Value | None]:
     op = ctx.op_type
-    allowed = {
+    allowed: dict[str, tuple[object, ...] | None] = {
         "activation_alpha": None,
         "activation_beta": None,
         "activations": None,
@@ -332,7 +336,9 @@ def convert_recurrent(ctx: NodeContext) -> list[Value | None]:
     if layout and c0 is not None:
         c0 = ctx.create("Transpose", [c0], {"perm": [1, 0, 2]}, suffix="c0_dir_major")
     x2d = reshape(ctx, x, (seq * batch, isz), "x2d")
-    ys, hs, cs = [], [], []
+    ys: list[list[Value]] = []
+    hs: list[Value] = []
+    cs: list[Value] = []  # LSTM only
     for d in range(n_dirs):
         st = _Step(ctx, d, hidden, acts[d], clip)
         w_t = ctx.create(
@@ -382,7 +388,8 @@ def convert_recurrent(ctx: NodeContext) -> list[Value | None]:
         y_list, h_last, c_last = _recurrence(ctx, st, proj, r_t, rb_h, hd, cd, peep, masks, lbr)
         ys.append(y_list)
         hs.append(h_last)
-        cs.append(c_last)
+        if c_last is not None:
+            cs.append(c_last)
     y_steps = []
     for t in range(seq):
         per_dir = [

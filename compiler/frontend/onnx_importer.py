@@ -476,8 +476,8 @@ class Importer:
                 self._convert(named, k)
             return [self.lookup(o.name, ctx) for o in graph.output]
         finally:
-            for k in defined:
-                self.values.pop(k, None)
+            for name in defined:
+                self.values.pop(name, None)
             self.values.update(saved)
 
     def _convert(self, node: onnx.NodeProto, index: int) -> None:

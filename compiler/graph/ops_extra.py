@@ -135,7 +135,7 @@ def _arg_top_k(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorTyp
         raise ShapeError(f"k = {k} is not in [0, {x.shape[ax]}]")
     shape = list(x.shape)
     shape[ax] = k
-    return [TensorType(ElemKind.I64, shape)]
+    return [TensorType(ElemKind.I64, tuple(shape))]
 
 
 def parse_einsum(equation: str, ranks: list[int]) -> tuple[list[str], str]:

@@ -81,12 +81,13 @@ def is_inf(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     return [pos | neg]
 
 
-for _name, _fn in {
-    "BitwiseAnd": np.bitwise_and,
-    "BitwiseOr": np.bitwise_or,
-    "BitwiseXor": np.bitwise_xor,
-}.items():
-    EXTRA_KERNELS[_name] = lambda ins, attrs, fn=_fn: [fn(ins[0], ins[1])]
+def _bitwise(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Kernel:
+    return lambda ins, attrs: [fn(ins[0], ins[1])]
+
+
+EXTRA_KERNELS["BitwiseAnd"] = _bitwise(np.bitwise_and)
+EXTRA_KERNELS["BitwiseOr"] = _bitwise(np.bitwise_or)
+EXTRA_KERNELS["BitwiseXor"] = _bitwise(np.bitwise_xor)
 
 
 @_k("BitwiseNot")
@@ -144,7 +145,7 @@ EXTRA_KERNELS["CumProd"] = _scan(np.cumprod, 1)
 
 def _full_index(idx: np.ndarray, ax: int) -> tuple[np.ndarray, ...]:
     """Index arrays addressing, for every position of `idx`, the element it names on `ax`."""
-    grid = list(np.indices(idx.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(idx.shape, sparse=True))
     grid[ax] = idx
     return tuple(grid)
 
@@ -234,16 +235,16 @@ def max_pool_argmax(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.nda
 
     (x,) = ins
     n, c, h, w = x.shape
-    dil = attrs["dilations"]
-    oh, ow, extra = _pool_geometry(x, attrs, dil)
+    dh, dw = attrs["dilations"]
+    oh, ow, extra = _pool_geometry(x, attrs, (dh, dw))
     low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     kh, kw = attrs["kernel"]
     sh, sw = attrs["strides"]
-    win = _windows(_pad_nchw(x, attrs["pads"], low, extra), kh, kw, sh, sw, *dil, oh, ow)
+    win = _windows(_pad_nchw(x, attrs["pads"], low, extra), kh, kw, sh, sw, dh, dw, oh, ow)
     rows = np.arange(h)[:, None] * (1 if attrs["storage_order"] else w)
     cols = np.arange(w)[None, :] * (h if attrs["storage_order"] else 1)
     where = _pad_nchw((rows + cols)[None, None].astype(np.int64), attrs["pads"], -1, extra)
-    pos = _windows(where, kh, kw, sh, sw, *dil, oh, ow)[0, 0]  # (oh, ow, kh, kw)
+    pos = _windows(where, kh, kw, sh, sw, dh, dw, oh, ow)[0, 0]  # (oh, ow, kh, kw)
     flat = win.reshape(n, c, oh, ow, kh * kw)
     best = np.argmax(flat, axis=-1)  # the first maximum in row-major window order
     idx = np.take_along_axis(pos.reshape(1, 1, oh, ow, kh * kw), best[..., None], axis=-1)[..., 0]

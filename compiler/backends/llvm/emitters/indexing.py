@@ -320,8 +320,8 @@ def emit_max_pool_argmax(ctx: EmitContext, ins: Any) -> Emitted:
     dh, dw = at["dilations"]
     col_major = bool(at["storage_order"])
     elem = x.type.elem
-    key = ("mpargmax", x.type.shape, out.type.shape, (kh, kw), (sh, sw), (pt, pl), (dh, dw))
-    key += (col_major, elem)
+    geometry = ((kh, kw), (sh, sw), (pt, pl), (dh, dw))
+    key = ("mpargmax", x.type.shape, out.type.shape, geometry, col_major, elem)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, px = fn.args

@@ -8,7 +8,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import I8, call_intr, const, float_libm, is_nan
-from compiler.backends.llvm.emitters.elementwise import SCALAR, _NoScalar, scalar
+from compiler.backends.llvm.emitters.elementwise import SCALAR, Scalar, _NoScalar, scalar
 from compiler.graph.ops_extra import BITWISE, TRIG
 
 
@@ -86,8 +86,12 @@ def _isinf(b, xs, es, eo, at):
     return b.zext(b.or_(pos, neg), I8)
 
 
+def _bitwise(method: str) -> Scalar:
+    return lambda b, xs, es, eo, at: getattr(b, method)(xs[0], xs[1])
+
+
 for _op, _method in zip((n for n, _ in BITWISE), ("and_", "or_", "xor")):
-    SCALAR[_op.lower()] = lambda b, xs, es, eo, at, m=_method: getattr(b, m)(xs[0], xs[1])
+    SCALAR[_op.lower()] = _bitwise(_method)
 
 
 @scalar("bitwisenot")
