@@ -177,7 +177,8 @@ class NodeContext:
                     f"depends on graph input{'s' if len(needed) > 1 else ''} "
                     f"{', '.join(repr(n) for n in needed)}; give "
                     f"{'their values' if len(needed) > 1 else 'its value'} "
-                    "(compiler.onnx_backend specializes on the values given to run; "
+                    f"(CLI/IDE: {' '.join(f'--const-input {n}=...' for n in needed)}; "
+                    "compiler.onnx_backend specializes on the values given to run; "
                     "CompileOptions.const_inputs)",
                     inputs=needed,
                     node=self.node.name or self.name,
@@ -698,7 +699,7 @@ def _checked_importer(
     proto, note = upgrade_opset(proto, MIN_OPSET, source)
     importer = Importer(proto, input_shapes, name, source, const_inputs, fold_limit)
     if note:
-        importer.module.meta["notes"] = [note]
+        importer.module.meta.setdefault("notes", []).append(note)
         importer.module.meta["model_opset"] = default_opset(original)
     # Unknown ops first: UnsupportedError names them better than the checker would.
     for index, node in enumerate(proto.graph.node):

@@ -9,8 +9,7 @@ from pathlib import Path
 from compiler.errors import CompilerError
 from compiler.pipeline import CompileOptions
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_common_model_args, input_options
 
 _EPILOG = """\
 views and formats:
@@ -121,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
         require_dot()  # fail before compiling
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),

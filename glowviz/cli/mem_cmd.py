@@ -12,8 +12,7 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_common_model_args, input_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model.endswith(".h"):
         return run_header(args)
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),

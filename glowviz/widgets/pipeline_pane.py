@@ -43,6 +43,7 @@ class PipelinePane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("Pipeline", classes="pane-title")
+        yield Label("", id="pipeline-notes", classes="hidden")
         yield Input(placeholder="filter passes…", id="pipeline-filter")
         with Horizontal(id="pipeline-options"):
             yield Checkbox("hide unchanged", id="hide-unchanged")
@@ -57,6 +58,13 @@ class PipelinePane(Vertical):
         t.add_column("ms", key="ms", width=5)
 
     # -- data ---------------------------------------------------------------------------------
+    def set_notes(self, notes: list[str]) -> None:
+        """The frontend's notes on the model (opset upgrade, specialized inputs), above the
+        stages; hidden when there are none."""
+        label = self.query_one("#pipeline-notes", Label)
+        label.update(Text("\n".join(f"note: {n}" for n in notes), style="italic"))
+        label.set_class(not notes, "hidden")
+
     def shows(self, rec: StageRecord) -> bool:
         """Whether the filters keep `rec` in the table."""
         if self.hide_unchanged and not rec.changed and rec.index != 0:
