@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from compiler.errors import UnsupportedTypeError
-from compiler.frontend.onnx_importer import NodeContext
+from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Value
 from compiler.graph.ops_extra import BITWISE, TRIG
@@ -217,6 +217,25 @@ def convert_binary(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, a, kinds)
     same_elem(ctx, a, b)
     return [ctx.create(op, [a, b])]
+
+
+@converter("BitCast")
+def convert_bit_cast(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"to": None})
+    x = ctx.inp(0)
+    check_elem(ctx, x, ANY)
+    code = int(ctx.attr("to"))
+    to = ONNX_TO_ELEM.get(code)
+    if to is None or to.is_narrow:
+        raise ctx.unsupported(f"bit cast to {dtype_name(code)}", UnsupportedTypeError)
+    if to.itemsize != x.type.elem.itemsize:
+        # ONNX then adds or drops a last dim of the size ratio; not needed by real models yet.
+        raise ctx.unsupported(
+            f"bit cast of {x.type.elem.value} to {to.value} changes the element size"
+        )
+    if to == x.type.elem:
+        return [x]
+    return [ctx.create("BitCast", [x], {"to": to.value})]
 
 
 @converter("IsNaN", "IsInf")

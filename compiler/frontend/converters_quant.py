@@ -14,11 +14,11 @@ import math
 import numpy as np
 
 from compiler.frontend.converters_math import FLOAT_ONLY, INT_ONLY, check_elem
-from compiler.frontend.converters_tensor import norm_axis, reshape
+from compiler.frontend.converters_tensor import cast, norm_axis, reshape
 from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Value
-from compiler.graph.types import ElemKind
+from compiler.graph.types import FLOAT8_KINDS, NARROW_KINDS, ElemKind
 
 
 def _cast(ctx: NodeContext, v: Value, elem: ElemKind, tag: str) -> Value:
@@ -73,7 +73,7 @@ def _layout(ctx: NodeContext, x: Value) -> tuple[int, int]:
 def convert_dequantize(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"axis": None, "block_size": None, "output_dtype": None})
     x, scale = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, x, INT_ONLY)
+    check_elem(ctx, x, INT_ONLY + NARROW_KINDS)
     check_elem(ctx, scale, FLOAT_ONLY, "scale")
     axis, block = _layout(ctx, x)
     shape = x.type.shape
@@ -97,7 +97,14 @@ _RANGE = {
     ElemKind.I8: (-128, 127),
     ElemKind.U16: (0, 65535),
     ElemKind.I16: (-32768, 32767),
+    ElemKind.U4: (0, 15),
+    ElemKind.I4: (-8, 7),
+    ElemKind.U2: (0, 3),
+    ElemKind.I2: (-2, 1),
 }
+#: Float quantized types: x / scale rounded to nearest even into the type (float8 saturating
+#: unless told otherwise, its zero point taken as 0 as ONNX requires; float4 always saturates).
+_FLOAT_OUT = (*FLOAT8_KINDS, ElemKind.F4E2M1)
 
 
 def _quantize(
@@ -144,14 +151,28 @@ def convert_quantize(ctx: NodeContext) -> list[Value | None]:
         out = ONNX_TO_ELEM[int(code)]
     else:
         out = ElemKind.U8
-    if out not in _RANGE:
-        raise ctx.unsupported(
-            f"quantized type {out.value} (supported: {', '.join(k.value for k in _RANGE)})"
-        )
+    if out not in _RANGE and out not in _FLOAT_OUT:
+        supported = [k.value for k in (*_RANGE, *_FLOAT_OUT)]
+        raise ctx.unsupported(f"quantized type {out.value} (supported: {', '.join(supported)})")
     if ctx.attr("precision"):
         raise ctx.unsupported("attribute 'precision'")
     axis, block = _layout(ctx, x)
+    if out in _FLOAT_OUT:
+        return [_quantize_float(ctx, x, scale, zp, out, axis, block)]
     return [_quantize(ctx, x, scale, zp, out, axis, block)]
+
+
+def _quantize_float(
+    ctx: NodeContext, x: Value, scale: Value, zp: Value | None, out: ElemKind, axis: int, block: int
+) -> Value:
+    if x.type.elem != scale.type.elem:
+        raise ctx.unsupported(f"input {x.type} and scale {scale.type} differ in type")
+    s = _along(ctx, scale, x.type.shape, axis, block, "scale")
+    y = ctx.create("Div", [x, s], suffix="ratio")
+    if zp is not None and out == ElemKind.F4E2M1:
+        zpf = _along(ctx, _cast(ctx, zp, x.type.elem, "zp_wide"), x.type.shape, axis, block, "zp")
+        y = ctx.create("Add", [y, zpf], suffix="shifted")
+    return cast(ctx, y, out, bool(ctx.attr("saturate", 1)), "y_")
 
 
 @converter("DynamicQuantizeLinear")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from compiler.errors import UnsupportedTypeError
@@ -21,7 +22,7 @@ from compiler.frontend.onnx_importer import (
 )
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Constant, Value
-from compiler.graph.types import ElemKind, broadcast_shapes
+from compiler.graph.types import FLOAT8_KINDS, NARROW_KINDS, ElemKind, broadcast_shapes
 from compiler.limits import check_fold
 
 INT_KINDS = (ElemKind.I64, ElemKind.I32)
@@ -145,7 +146,7 @@ def convert_range(ctx: NodeContext) -> list[Value | None]:
 @converter("Cast", "CastLike")
 def convert_cast(ctx: NodeContext) -> list[Value | None]:
     x = ctx.inp(0)
-    check_elem(ctx, x, ANY)
+    check_elem(ctx, x, ANY + NARROW_KINDS)
     if ctx.op_type == "CastLike":
         ctx.check_attrs({"saturate": None})
         to = ctx.type(1).elem
@@ -160,7 +161,18 @@ def convert_cast(ctx: NodeContext) -> list[Value | None]:
         to = ONNX_TO_ELEM[code]
     if to == x.type.elem:
         return [x]
-    return [ctx.create("Cast", [x], {"to": to.value})]
+    return [cast(ctx, x, to, bool(ctx.attr("saturate", 1)))]
+
+
+def cast(ctx: NodeContext, x: Value, to: ElemKind, saturate: bool = True, tag: str = "") -> Value:
+    """Cast `x` to `to`. ONNX saturates float values cast to a float8 type by default (out of
+    range and infinities become the largest finite value, NaN stays NaN): a Clip first, so
+    the graph Cast itself is the plain conversion (round to nearest even, overflow to the
+    type's inf or NaN)."""
+    if saturate and to in FLOAT8_KINDS and x.type.elem.is_float:
+        top = float(ml_dtypes.finfo(to.np_dtype).max)
+        x = ctx.create("Clip", [x], {"min": -top, "max": top}, suffix=f"{tag}saturate")
+    return ctx.create("Cast", [x], {"to": to.value}, suffix=tag.rstrip("_") or None)
 
 
 # -- reshaping ------------------------------------------------------------------------------------
@@ -425,7 +437,9 @@ def convert_pad(ctx: NodeContext) -> list[Value | None]:
     mode = ctx.attr("mode", "constant")
     if len(pads) != 2 * rank:
         raise ctx.unsupported(f"pads {pads} do not match rank {rank}")
-    if not x.type.elem.is_float and (float(value) != int(value) or abs(value) > 2**53):
+    if not x.type.elem.is_float and (
+        not math.isfinite(value) or float(value) != int(value) or abs(value) > 2**53
+    ):
         raise ctx.unsupported(f"constant value {value} for an integer tensor")
     if x.type.elem.is_float:
         value = float(x.type.np_dtype.type(value))

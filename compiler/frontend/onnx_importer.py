@@ -65,7 +65,20 @@ ONNX_TO_ELEM: dict[int, ElemKind] = {
     onnx.TensorProto.UINT16: ElemKind.U16,
     onnx.TensorProto.UINT8: ElemKind.U8,
     onnx.TensorProto.BOOL: ElemKind.BOOL,
+    onnx.TensorProto.BFLOAT16: ElemKind.BF16,
+    onnx.TensorProto.FLOAT8E4M3FN: ElemKind.F8E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ: ElemKind.F8E4M3FNUZ,
+    onnx.TensorProto.FLOAT8E5M2: ElemKind.F8E5M2,
+    onnx.TensorProto.FLOAT8E5M2FNUZ: ElemKind.F8E5M2FNUZ,
+    onnx.TensorProto.FLOAT4E2M1: ElemKind.F4E2M1,
+    onnx.TensorProto.INT4: ElemKind.I4,
+    onnx.TensorProto.UINT4: ElemKind.U4,
+    onnx.TensorProto.INT2: ElemKind.I2,
+    onnx.TensorProto.UINT2: ElemKind.U2,
 }
+#: The ONNX ops that take the narrow storage kinds (bfloat16, float8, int4...); any other op
+#: with such an input is refused before its converter runs.
+NARROW_OPS = frozenset({"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"})
 _SUPPORTED_NP = {np.dtype(k.np_dtype) for k in ONNX_TO_ELEM.values()}
 #: The element types the frontend reads, as error messages list them.
 SUPPORTED_DTYPES = ", ".join(onnx.TensorProto.DataType.Name(code).lower() for code in ONNX_TO_ELEM)
@@ -222,6 +235,9 @@ class NodeContext:
         attrs: dict[str, Any] | None = None,
         suffix: str | None = None,
     ) -> list[Value]:
+        # The narrow storage kinds are converted, never computed on (the converters of
+        # NARROW_OPS cast them first).
+        assert op == "Cast" or not any(v.type.elem.is_narrow for v in operands), (op, self.name)
         return self.imp.create(op, list(operands), attrs or {}, self.name, suffix)
 
     def constant(
@@ -487,6 +503,15 @@ class Importer:
         conv = CONVERTERS[node.op_type]
         ctx = NodeContext(self, node, name)
         validate_node(ctx)
+        if node.op_type not in NARROW_OPS:
+            for iname in node.input:
+                v = self.values.get(iname)
+                if v is not None and v.type.elem.is_narrow:
+                    raise ctx.unsupported(
+                        f"input '{iname}' has element type {v.type.elem.value}, a storage "
+                        f"type: only {', '.join(sorted(NARROW_OPS))} take it",
+                        UnsupportedTypeError,
+                    )
         outs = conv(ctx)
         for i, oname in enumerate(node.output):
             if not oname:

@@ -249,6 +249,26 @@ for _name, _doc in TRIG:
             doc=_doc,
         )
     )
+
+
+def _bit_cast(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    to = ElemKind.parse(attrs["to"])
+    if to.itemsize != types[0].elem.itemsize:
+        raise ShapeError(f"bit cast of {types[0].elem.value} to {to.value} changes the size")
+    return [types[0].with_elem(to)]
+
+
+register(
+    OpDef(
+        "BitCast",
+        ("input",),
+        _bit_cast,
+        {"to": Attr("str")},
+        frozenset({"elementwise", "pure"}),
+        "elementwise",
+        "reinterpret each element's bits as another kind of the same size",
+    )
+)
 register(
     OpDef(
         "IsNaN",

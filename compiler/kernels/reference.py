@@ -219,7 +219,8 @@ def _cast(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         # float -> int truncates toward zero; NaN/inf and out-of-range are undefined in ONNX
         with np.errstate(invalid="ignore"):
             return [np.trunc(x).astype(to)]
-    return [x.astype(to)]
+    with np.errstate(over="ignore"):  # too large for the type: inf (or NaN), as IEEE casts give
+        return [x.astype(to)]
 
 
 # -- tensor ops -------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from compiler.errors import ExecutionError
+from compiler.graph.types import ElemKind
 
 Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
 EXTRA_KERNELS: dict[str, Kernel] = {}
@@ -66,6 +67,11 @@ for _name, _fn in {
     "Atanh": np.arctanh,
 }.items():
     EXTRA_KERNELS[_name] = _trig(_fn)
+
+
+@_k("BitCast")
+def bit_cast(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    return [np.asarray(ins[0], order="C").view(ElemKind.parse(attrs["to"]).np_dtype)]
 
 
 @_k("IsNaN")

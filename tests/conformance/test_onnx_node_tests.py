@@ -28,7 +28,7 @@ from compiler.frontend.onnx_importer import ONNX_TO_ELEM
 from tests.conformance import harness
 
 #: Passing cases per executor. Through the raw API before run-time specialization: 512.
-PASS_FLOOR = {"interpreter": 1434, "llvm": 1176}
+PASS_FLOOR = {"interpreter": 1641, "llvm": 1641}
 
 #: The op set under test: every ONNX op the frontend converts.
 OP_SET = frozenset(CONVERTERS)
@@ -44,10 +44,14 @@ REFUSED: dict[str, str] = {
     "test_training_dropout_default": _TRAINING,
     "test_training_dropout_default_mask": _TRAINING,
     "test_training_dropout_mask": _TRAINING,
+    # Opset 8's Scan has a batch dim and sequence_lens; opset 9 dropped both.
+    "test_scan_sum": "Scan before opset 9",
 }
-#: The element types the frontend reads (its table is the one source).
-_DTYPES = set(ONNX_TO_ELEM)
-_NP_KINDS = {k.np_dtype for k in ONNX_TO_ELEM.values()}
+#: The element types the frontend reads (its table is the one source), less the narrow storage
+#: kinds (bfloat16, float8, int4...): only Cast and the quantization ops take those, so their
+#: cases of other ops are refusals by design (they count in the totals, not in the op set).
+_DTYPES = {code for code, kind in ONNX_TO_ELEM.items() if not kind.is_narrow}
+_NP_KINDS = {k.np_dtype for k in ONNX_TO_ELEM.values() if not k.is_narrow}
 
 
 def _all_nodes(g: onnx.GraphProto) -> list[onnx.NodeProto]:

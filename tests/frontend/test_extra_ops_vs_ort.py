@@ -293,8 +293,9 @@ def test_rms_norm(axis: int) -> None:
 
 
 def test_cast_every_pair() -> None:
-    """Cast between every two element kinds, on values every pair represents the same way."""
-    codes = list(ONNX_TO_ELEM)
+    """Cast between every two element kinds, on values every pair represents the same way
+    (the narrow storage kinds: test_cast_narrow_kinds)."""
+    codes = [c for c, k in ONNX_TO_ELEM.items() if not k.is_narrow]
     for src, dst in itertools.product(codes, codes):
         sd, dd = ONNX_TO_ELEM[src].np_dtype, ONNX_TO_ELEM[dst].np_dtype
         vals = [0, 1, 2, 3, 7, 100, 127]
@@ -749,3 +750,93 @@ def test_loop_with_a_constant_trip_count_unrolls() -> None:
     for out, dims in zip(model.graph.output, ((3,), (4, 3))):
         out.type.CopyFrom(helper.make_tensor_type_proto(TensorProto.FLOAT, dims))
     check_paths(model, {"x": x})
+
+
+NARROW = [c for c, k in ONNX_TO_ELEM.items() if k.is_narrow]
+
+
+def _narrow_probe(kind_code: int) -> np.ndarray:
+    """float64 values that exercise a narrow kind's rounding: its own values, the midpoints
+    between neighbours (ties to even), just off them, subnormals, overflow, inf, NaN, -0."""
+    dt = ONNX_TO_ELEM[kind_code].np_dtype
+    width = 1 << 16 if dt.itemsize == 2 else 256
+    vals = np.arange(width, dtype=np.uint16 if dt.itemsize == 2 else np.uint8).view(dt)
+    with np.errstate(invalid="ignore"):
+        wide = vals.astype(np.float64)
+    mags = np.unique(np.abs(wide[np.isfinite(wide)]))
+    if len(mags) > 64:  # bfloat16: a sample across the range
+        mags = mags[np.linspace(0, len(mags) - 1, 64).astype(int)]
+    mids = (mags[:-1] + mags[1:]) / 2
+    top = mags[-1]
+    extra = [top * 1.03, top * 1.5, top * 4, 1e9, np.inf, np.nan, -0.0, 0.3, 2.5, 1 / 3]
+    probe = np.concatenate([mags, mids, mids * (1 + 1e-6), mids * (1 - 1e-6), extra])
+    return np.concatenate([probe, -probe])
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=[ONNX_TO_ELEM[c].value for c in NARROW])
+def test_cast_narrow_kinds(dst: int) -> None:
+    """Casts into and out of each narrow kind on both executors, bit for bit as onnx's
+    reference evaluator (ml_dtypes) gives them: rounding ties to even, subnormals, saturation
+    (float8 by default, and not with saturate=0), overflow to inf/NaN, NaN, negative zero."""
+    from onnx.reference import ReferenceEvaluator
+
+    kind = ONNX_TO_ELEM[dst]
+    is_int = kind.value[0] in "iu"
+    srcs = [np.float32, np.float16, np.float64] + ([np.int8, np.int32] if is_int else [])
+    for src in srcs:
+        x = _narrow_probe(dst)
+        if np.dtype(src).kind in "iu":
+            x = np.clip(np.nan_to_num(x), -100, 100)  # in range of int8, wraps in the kind
+        with np.errstate(all="ignore"):
+            x = x.astype(src)
+        sats = [1, 0] if kind.value.startswith("f8") else [1]
+        for sat in sats:
+            there = helper.make_node("Cast", ["x"], ["y"], to=dst, saturate=sat)
+            back = helper.make_node("Cast", ["y"], ["z"], to=NP_TO_ONNX[np.dtype(src)])
+            model = model_of([there, back], {"x": x}, ["y", "z"], 21)
+            with np.errstate(all="ignore"):
+                want = ReferenceEvaluator(model).run(None, {"x": x})
+            for executor in ("interpreter", "llvm"):
+                got = onnx_backend.prepare(model, executor=executor).run({"x": x})
+                where = f"{np.dtype(src)} -> {kind.value} (saturate={sat}, {executor})"
+                assert got[0].dtype == want[0].dtype, where
+                bits = np.uint16 if kind.itemsize == 2 else np.uint8
+                # 4- and 2-bit kinds: only the low bits of the byte are the value
+                mask = {"i4": 0xF, "u4": 0xF, "f4e2m1": 0xF, "i2": 3, "u2": 3}.get(
+                    kind.value, np.iinfo(bits).max
+                )
+                np.testing.assert_array_equal(
+                    got[0].view(bits) & mask, want[0].view(bits) & mask, err_msg=where
+                )
+                np.testing.assert_array_equal(got[1], want[1], err_msg=where + " and back")
+
+
+BITCASTS = [
+    (np.float32, np.int32),
+    (np.int32, np.float32),
+    (np.float16, np.uint16),
+    (np.int16, np.float16),
+    (np.float64, np.uint64),
+    (np.int8, np.uint8),
+    (np.bool_, np.uint8),
+]
+
+
+@pytest.mark.parametrize(
+    "src, dst", BITCASTS, ids=[f"{a.__name__}-{b.__name__}" for a, b in BITCASTS]
+)
+def test_bit_cast(src: type, dst: type) -> None:
+    """BitCast reinterprets the bits (numpy's view is the reference); float16 round-trips its
+    bits exactly through the float32 it computes in on LLVM, NaN payloads and -0 included."""
+    raw = np.array([0, 1, 0x7F, 0x80, 0xFF, 0x3C00, 0x7E01, 0x8000], np.uint64)
+    if np.dtype(src) == np.bool_:
+        x = np.array([True, False, True])
+    else:
+        x = raw.astype(np.dtype(src).newbyteorder("=").str.replace("f", "u").replace("i", "u"))
+        x = x.view(src)
+    node = helper.make_node("BitCast", ["x"], ["y"], to=NP_TO_ONNX[np.dtype(dst)])
+    model = model_of([node], {"x": x}, ["y"], 26)
+    for executor in ("interpreter", "llvm"):
+        got = onnx_backend.prepare(model, executor=executor).run({"x": x})[0]
+        assert got.dtype == np.dtype(dst)
+        np.testing.assert_array_equal(got.view(np.uint8), x.view(np.uint8), err_msg=executor)

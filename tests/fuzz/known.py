@@ -22,8 +22,6 @@ ALL = (*CLI, "check")
 
 #: Bug classes still open, what they are and where the fix belongs (issue 11 items).
 BUGS: dict[str, str] = {
-    "int-div-trap": "integer Div by zero or INT_MIN / -1 kills the process with SIGFPE in LLVM "
-    "code - issue item 4",
     "compile-time-superlinear": "compile time grows super-linearly with chain length and fan-out "
     "(3000-node chain, 2000 users: > 20 s in compiler/lir/passes/analysis.py) - issue item 3",
     "inf-propagation": "with infinite weights, interpreter and LLVM put NaN at other places than "
@@ -107,10 +105,10 @@ REGRESSIONS: list[Regression] = [
         failing={"compile": "compile-time-superlinear"},
         timeout=15,
     ),
-    # integer semantics: never a signal
-    Regression("int_div_by_const_zero", "no-crash", failing={"run-llvm": "int-div-trap"}),
-    Regression("int_div_by_runtime_zero", "no-crash", failing={"run-llvm": "int-div-trap"}),
-    Regression("int_min_div_minus_one", "no-crash", failing={"run-llvm": "int-div-trap"}),
+    # integer semantics: never a signal (LLVM divides by zero as 0, see ARCHITECTURE)
+    Regression("int_div_by_const_zero", "no-crash"),
+    Regression("int_div_by_runtime_zero", "no-crash"),
+    Regression("int_min_div_minus_one", "no-crash"),
     # NaN and Inf propagate as in onnxruntime
     Regression("nan_weight_conv_relu", "ok", ALL),
     Regression("batchnorm_negative_variance", "ok", ALL),
@@ -175,7 +173,6 @@ KNOWN: list[Known] = [
     Known(
         "norm-precision", r"^wrong \| check \| vs-ort interpreter: values(, vs-ort llvm: values)?$"
     ),
-    Known("int-div-trap", r"^crash \| (run-llvm|check) \| SIGFPE"),
     Known("compile-time-superlinear", r"^hang \| [\w-]+ \| compiler/lir/passes/"),
     Known("inf-propagation", r"^wrong \| check \| vs-ort interpreter: nan(, vs-ort llvm: nan)?$"),
     Known("llvm-jit-oom", r"^memory \| (run-llvm|check) \| SIGABRT compiler/backends/llvm/jit\.py"),

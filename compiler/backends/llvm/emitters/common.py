@@ -53,7 +53,7 @@ def storage_type(elem: ElemKind) -> ir.Type:
         ElemKind.U16: I16,
         ElemKind.U8: I8,
         ElemKind.BOOL: I8,
-    }[elem]
+    }.get(elem) or (I16 if elem == ElemKind.BF16 else I8)  # narrow kinds: their bit patterns
 
 
 def compute_type(elem: ElemKind) -> ir.Type:
@@ -511,3 +511,17 @@ def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:
 def accepts(kind: str, elems: Iterable[ElemKind]) -> bool:
     """An emitter exists for `kind` and takes operands of these element kinds."""
     return kind in EMITTERS and (kind not in ELEMS or all(e in ELEMS[kind] for e in elems))
+
+
+def round_to_odd_f32(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
+    """double -> float rounded to odd (truncate, then set the last bit if inexact): rounding
+    that to float16 gives the correctly rounded double -> float16, without the runtime call
+    (`__truncdfhf2`) LLVM emits for a direct fptrunc."""
+    f = b.fptrunc(d, F32)
+    bits = b.bitcast(f, I32)
+    back = b.fpext(f, F64)
+    away = b.fcmp_ordered(">", call_intr(b, "fabs", back), call_intr(b, "fabs", d))
+    bits = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
+    inexact = b.fcmp_unordered("!=", back, d)
+    bits = b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits)
+    return b.bitcast(bits, F32)

@@ -20,7 +20,6 @@ from compiler.backends.llvm.emitters.common import (
     F32,
     F64,
     I8,
-    I32,
     Arg,
     Call,
     EmitContext,
@@ -40,10 +39,13 @@ from compiler.backends.llvm.emitters.common import (
     linear,
     load_elem,
     loop_nest,
+    round_to_odd_f32,
     storage_type,
     store_elem,
     unsupported,
 )
+from compiler.backends.llvm.emitters.narrow import decode as decode_narrow
+from compiler.backends.llvm.emitters.narrow import encode as encode_narrow
 from compiler.backends.llvm.kernels.common import Activation, apply_activation
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.types import ElemKind
@@ -370,23 +372,14 @@ def _where(b, xs, es, eo, at):
     return b.select(b.icmp_unsigned("!=", c, _z(c)), x, y)
 
 
-def _round_to_odd_f32(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
-    """double -> float rounded to odd (truncate, then set the last bit if inexact): rounding
-    that to float16 gives the correctly rounded double -> float16, without the runtime call
-    (`__truncdfhf2`) LLVM emits for a direct fptrunc."""
-    f = b.fptrunc(d, F32)
-    bits = b.bitcast(f, I32)
-    back = b.fpext(f, F64)
-    away = b.fcmp_ordered(">", call_intr(b, "fabs", back), call_intr(b, "fabs", d))
-    bits = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
-    inexact = b.fcmp_unordered("!=", back, d)
-    bits = b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits)
-    return b.bitcast(bits, F32)
-
-
 def convert(b: ir.IRBuilder, x: ir.Value, src: ElemKind, dst: ElemKind) -> ir.Value:
     """numpy astype semantics (float -> int truncates; -> bool is != 0). The value is rounded
     once, to the destination's storage type, then widened to its compute type (f16 -> f32)."""
+    if src.is_narrow or dst.is_narrow:
+        if src.is_narrow:
+            x = decode_narrow(b, x, src)
+            src = ElemKind.F32
+        return encode_narrow(b, x, src, dst) if dst.is_narrow else convert(b, x, src, dst)
     sty, dty = compute_type(src), compute_type(dst)
     sto = storage_type(dst)
     if dst == ElemKind.BOOL:
@@ -396,7 +389,7 @@ def convert(b: ir.IRBuilder, x: ir.Value, src: ElemKind, dst: ElemKind) -> ir.Va
         if sto.intrinsic_name == x.type.intrinsic_name:
             return x
         if sto == F16 and x.type == F64:
-            return b.fpext(b.fptrunc(_round_to_odd_f32(b, x), F16), F32)
+            return b.fpext(b.fptrunc(round_to_odd_f32(b, x), F16), F32)
         if sto == F16 or (sto == F32 and x.type == F64):
             r = b.fptrunc(x, sto)
             return b.fpext(r, dty) if r.type != dty else r

@@ -7,9 +7,19 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from compiler.backends.llvm.emitters.common import I8, call_intr, const, float_libm, is_nan
+from compiler.backends.llvm.emitters.common import (
+    F16,
+    I8,
+    call_intr,
+    compute_type,
+    const,
+    float_libm,
+    is_nan,
+    storage_type,
+)
 from compiler.backends.llvm.emitters.elementwise import SCALAR, Scalar, _NoScalar, scalar
 from compiler.graph.ops_extra import BITWISE, TRIG
+from compiler.graph.types import ElemKind
 
 
 def _is_zero(b: ir.IRBuilder, v: ir.Value, isf: bool) -> ir.Value:
@@ -66,6 +76,17 @@ def _libm(name: str):
 
 for _op, _ in TRIG:
     SCALAR[_op.lower()] = _libm(_op.lower())
+
+
+@scalar("bitcast")
+def _bit_cast(b, xs, es, eo, at):
+    """Same-size reinterpretation; float16 computes in float32, so it goes back to half
+    (exactly) before and comes out of half after."""
+    x = xs[0]
+    if es[0] == ElemKind.F16:
+        x = b.fptrunc(x, F16)
+    out = b.bitcast(x, storage_type(eo)) if x.type != storage_type(eo) else x
+    return b.fpext(out, compute_type(eo)) if eo == ElemKind.F16 else out
 
 
 @scalar("isnan")
