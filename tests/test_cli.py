@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from glowviz.cli import main
+from tests.frontend.frontend_helpers import reshape_by_input_model
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 LENET = SAMPLES / "lenet.onnx"
@@ -121,21 +122,7 @@ def test_out_of_memory_is_one_line(monkeypatch, capsys):
 
 def _reshape_model(tmp: Path) -> Path:
     """Reshape whose target shape is a graph input: it needs --const-input to compile."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("Reshape", ["x", "shape"], ["y"]),
-            helper.make_node("Relu", ["y"], ["z"]),
-        ],
-        "g",
-        [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
-            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
-        ],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["a", "b"])],
-    )
-    path = tmp / "reshape.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    return reshape_by_input_model(tmp / "reshape.onnx")
 
 
 def test_const_input_specializes_the_model(tmp_path, capsys):

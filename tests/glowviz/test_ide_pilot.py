@@ -496,23 +496,12 @@ async def test_specialized_model_shows_its_notes(tmp_path):
     """A model compiled with a const input (what `--const-input` gives the IDE): the graph is
     the specialized one and the pipeline pane lists the frontend's note above the stages."""
     import numpy as np
-    import onnx
-    from onnx import TensorProto, helper
     from textual.widgets import Label
 
     from compiler.pipeline import CompileOptions
+    from tests.frontend.frontend_helpers import reshape_by_input_model
 
-    graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
-        "g",
-        [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
-            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])],
-    )
-    path = tmp_path / "reshape.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    path = reshape_by_input_model(tmp_path / "reshape.onnx")
     options = CompileOptions(const_inputs={"shape": np.array([3, 4])})
     app = GlowvizApp(str(path), options)
     async with app.run_test(size=SIZE) as pilot:
