@@ -11,6 +11,7 @@ from compiler.frontend import (  # noqa: F401 - converter modules register on im
     converters_norm,
     converters_quant,
     converters_recurrent,
+    converters_sequence,
     converters_tensor,
 )
 from compiler.frontend.loader import load_model

@@ -167,6 +167,21 @@ class NodeContext:
     def inputs(self) -> list[Value]:
         return [self.inp(i) for i in range(self.num_inputs) if self.has_input(i)]
 
+    def seq(self, i: int) -> list[Value]:
+        """Input `i` as a sequence (a list of tensors known at import)."""
+        name = self.node.input[i] if self.has_input(i) else ""
+        if name not in self.imp.sequences:
+            raise self.unsupported(
+                f"input '{name}' is not a sequence built in the graph (sequence graph inputs "
+                "are not supported)"
+            )
+        return list(self.imp.sequences[name])
+
+    def set_sequence(self, i: int, values: list[Value]) -> None:
+        """Output `i` is the sequence `values` (the converter returns None for it)."""
+        self.imp.sequences[self.node.output[i]] = list(values)
+        self.imp.sequence_makers[self.node.output[i]] = self
+
     def type(self, i: int) -> TensorType:
         return self.inp(i).type
 
@@ -295,6 +310,10 @@ class Importer:
         self.module.meta["source"] = source
         self.fn: Function = self.module.create_function("main")
         self.values: dict[str, Value] = {}
+        #: ONNX sequences, resolved at import: a sequence-typed name -> its tensors (lengths and
+        #: positions are compile-time values, so the graph stays a plain static graph).
+        self.sequences: dict[str, list[Value]] = {}
+        self.sequence_makers: dict[str, NodeContext] = {}  # the node that made each
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
         self.const_inputs = dict(const_inputs or {})
@@ -335,6 +354,13 @@ class Importer:
         v = self.values.get(name)
         if v is not None:
             return v
+        if name in self.sequences:
+            # Refused at the node that reads it, or (a graph output) the node that made it.
+            at = ctx or self.sequence_makers[name]
+            raise at.unsupported(
+                f"'{name}' is a sequence: sequences are resolved at import, only the sequence "
+                "ops take them and a graph output must be a tensor"
+            )
         t = self.initializers.get(name)
         if t is not None:
             v = self.detached_constant(name, self.tensor_to_array(t, name))
@@ -518,6 +544,8 @@ class Importer:
                 continue
             v = outs[i] if i < len(outs) else None
             if v is None:
+                if oname in self.sequences:  # set by a sequence converter (set_sequence)
+                    continue
                 if oname in self.used:
                     raise ctx.unsupported(f"output {i} ('{oname}') is used but not supported")
                 continue
@@ -703,9 +731,14 @@ def check_importable(model: ModelSource) -> None:
     """Raise what import_onnx would refuse whatever the inputs' shapes and values are.
 
     That is: a bad file, an opset the converter cannot upgrade, an unknown op or domain, a
-    model the ONNX checker rejects. For callers that cannot import yet (symbolic dims).
+    model the ONNX checker rejects, an input that is not a tensor of a supported type. For
+    callers that cannot import yet (symbolic dims).
     """
-    _checked_importer(model, None, None, None)
+    importer = _checked_importer(model, None, None, None)
+    inits = set(importer.initializers)
+    for vi in importer.graph.input:
+        if vi.name not in inits:
+            importer._input_elem(vi)
 
 
 def _checked_importer(
