@@ -13,6 +13,7 @@ from compiler.frontend import (  # noqa: F401 - converter modules register on im
     converters_recurrent,
     converters_sequence,
     converters_tensor,
+    converters_training,
 )
 from compiler.frontend.loader import load_model
 from compiler.frontend.onnx_importer import import_onnx

@@ -40,7 +40,7 @@ from compiler.frontend.loader import (
     load_model,
     upgrade_opset,
 )
-from compiler.frontend.registry import CONVERTERS
+from compiler.frontend.registry import CONVERTERS, DOMAIN_OPS
 from compiler.frontend.validate import check_input_dims, validate_model, validate_node
 from compiler.graph.ir import Constant, Function, Module, Placeholder, Result, Value
 from compiler.graph.ops import get_op
@@ -479,7 +479,9 @@ class Importer:
 
     def check_supported(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx") and node.op_type not in DOMAIN_OPS.get(
+            node.domain, ()
+        ):
             raise _domain_error(node, index, self.source)
         if node.op_type not in CONVERTERS:
             raise UnsupportedOpError(
