@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from glowviz.cli import main
+from tests.frontend.frontend_helpers import reshape_by_input_model
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 LENET = SAMPLES / "lenet.onnx"
@@ -255,3 +256,51 @@ def test_a_failed_write_is_one_line_and_keeps_the_old_file(tmp_path, monkeypatch
     )
     assert out.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
+def _reshape_model(tmp: Path) -> Path:
+    """Reshape whose target shape is a graph input: it needs --const-input to compile."""
+    return reshape_by_input_model(tmp / "reshape.onnx")
+
+
+def test_const_input_specializes_the_model(tmp_path, capsys):
+    model = _reshape_model(tmp_path)
+    assert cli("compile", model) == 2
+    err = capsys.readouterr().err
+    assert "depends on graph input 'shape'" in err and "--const-input shape=..." in err
+    assert cli("compile", model, "--const-input", "shape=3,4", "--print-after", "import") == 0
+    out = capsys.readouterr().out
+    assert "Reshape(%x) {shape = [3, 4]} : f32<3x4>" in out  # the specialized graph
+    assert "note: input 'shape' specialized to [3, 4]" in out
+    # run feeds onnxruntime the same value for --check; an npz gives values by input name
+    consts = tmp_path / "consts.npz"
+    np.savez(consts, shape=np.array([4, -1]))
+    for arg in ("shape=3,-1", str(consts)):
+        assert cli("run", model, "--const-input", arg, "--check") == 0
+        assert "check: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("nosuch=1", "--const-input names 'nosuch', which is not an input of the model"),
+        ("shape=3.5,4", "does not fit the input's element type i64"),
+        ("shape=3,x", "'x' is not a number"),
+        ("shape=", "bad --const-input 'shape='"),
+    ],
+)
+def test_bad_const_input_is_one_line(arg, message, tmp_path, capsys):
+    assert cli("compile", _reshape_model(tmp_path), "--const-input", arg) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_opset_upgrade_note_is_printed(tmp_path, capsys):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 6])],
+    )
+    old = tmp_path / "old.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)]), old)
+    assert cli("compile", old, "--stop-after", "import") == 0
+    assert "note: upgraded from ONNX opset 6 to 7" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 """The high-level graph IR: typed values, the op table, nodes, functions, text form, verifier."""
 
+from compiler.graph import ops_extra  # noqa: F401, I001 - the rest of the op table registers
 from compiler.graph.ir import Constant, Function, Module, Node, Placeholder, Result, Value
 from compiler.graph.ops import OpDef, all_ops, get_op
 from compiler.graph.parser import parse_module

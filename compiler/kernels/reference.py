@@ -6,7 +6,8 @@ node's inferred types and checks their shapes. Results may share memory with inp
 a view): callers must not write into them.
 
 Semantic choices (see docs in the report / tests): float32 tensors are computed in float32 (as
-onnxruntime does) except where onnxruntime accumulates in double (LayerNorm) or where float64
+onnxruntime does), float64 in float64, float16 in float32 rounded once per op (ops that
+sum many terms, trait "accumulates", and unary math; numpy's binary ops round once already) except where onnxruntime accumulates in double (LayerNorm) or where float64
 costs nothing and is more exact (Erf, Gelu, Resize coefficients); integer Div truncates toward
 zero; integer Pow with negative exponents goes through float64 and truncates.
 """
@@ -23,6 +24,7 @@ from compiler.errors import ExecutionError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ops import all_ops
 from compiler.graph.types import ElemKind
+from compiler.kernels.reference_extra import EXTRA_KERNELS
 from compiler.kernels.reference_nn import NN_KERNELS, erf
 
 Kernel = Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarray]]
@@ -221,7 +223,8 @@ def _cast(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         # float -> int truncates toward zero; NaN/inf and out-of-range are undefined in ONNX
         with np.errstate(invalid="ignore"):
             return [np.trunc(x).astype(to)]
-    return [x.astype(to)]
+    with np.errstate(over="ignore"):  # too large for the type: inf (or NaN), as IEEE casts give
+        return [x.astype(to)]
 
 
 # -- tensor ops -------------------------------------------------------------------------------
@@ -400,8 +403,9 @@ def _save(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     return []
 
 
-# Convolution, pooling, normalisation and resize live in reference_nn.
-for _name, _fn in NN_KERNELS.items():
+# Convolution, pooling, normalisation and resize live in reference_nn; the ops of
+# compiler/graph/ops_extra.py in reference_extra.
+for _name, _fn in (NN_KERNELS | EXTRA_KERNELS).items():
     assert _name not in KERNELS, _name
     KERNELS[_name] = _fn
 
@@ -430,6 +434,25 @@ def _with_fused_activation(fn: Kernel) -> Kernel:
 for _name, _op in all_ops().items():
     if "activation" in _op.attrs:
         KERNELS[_name] = _with_fused_activation(KERNELS[_name])
+
+
+def _float16_in_float32(fn: Kernel) -> Kernel:
+    """float16 operands computed in float32 (callers cast results back to the node's type)."""
+
+    def k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        if any(a.dtype == np.float16 for a in ins):
+            ins = [a.astype(np.float32) if a.dtype == np.float16 else a for a in ins]
+        return fn(ins, attrs)
+
+    return k
+
+
+# Ops that sum many terms accumulate float16 in float32, as onnxruntime's kernels do (numpy
+# would round every partial sum to float16); unary math is rounded once, not per step of its
+# formula.
+for _name, _op in all_ops().items():
+    if _op.traits & {"accumulates", "unary"}:
+        KERNELS[_name] = _float16_in_float32(KERNELS[_name])
 
 
 # -- evaluation of one node -------------------------------------------------------------------

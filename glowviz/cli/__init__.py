@@ -23,6 +23,7 @@ from glowviz.cli.common import (
     EXIT_IO,
 )
 from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_input_args, input_options
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
 COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench", "bundle")
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _ide_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="glowviz", description="Open the glowviz IDE on MODEL.")
     p.add_argument("model", nargs="?", help=f"ONNX model (default: {DEFAULT_MODEL.name})")
-    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224")
+    add_input_args(p)
     p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--allocator", default="lower-bound")
     return p
@@ -151,7 +152,7 @@ def _open_ide(argv: list[str]) -> int:
     from glowviz.ide_cmd import open_ide
 
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args, model),
         scheduler=args.scheduler,
         allocator=args.allocator,
     )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compiler.errors import CompilerError
-from glowviz.cli.common import add_common_model_args, positive_int
+from glowviz.cli.common import add_common_model_args, input_options, positive_int
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileResult
@@ -126,14 +126,19 @@ def _ort_session(proto: Any, threads: int) -> Any:
     return ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def _compile(proto: Any, input_shapes: dict, kind: str) -> tuple[Any, Any, float]:
+def _compile(
+    proto: Any, input_shapes: dict, const_inputs: dict, kind: str
+) -> tuple[Any, Any, float]:
     from compiler.executors import LOW_LEVEL_EXECUTORS, make_executor
     from compiler.pipeline import CompileOptions, compile_model
 
     t0 = time.perf_counter()
-    result = compile_model(
-        proto, CompileOptions(input_shapes=input_shapes, low_level=kind in LOW_LEVEL_EXECUTORS)
+    options = CompileOptions(
+        input_shapes=input_shapes,
+        const_inputs=const_inputs,
+        low_level=kind in LOW_LEVEL_EXECUTORS,
     )
+    result = compile_model(proto, options)
     t1 = time.perf_counter()
     ex = make_executor(result, kind)
     return result, ex, t1 - t0
@@ -204,6 +209,7 @@ def bench_model(
     model: str | Path | Any,
     *,
     input_shapes: dict | None = None,
+    const_inputs: dict | None = None,
     batch: int | None = None,
     kind: str = "llvm",
     vs: str = "onnxruntime",
@@ -219,7 +225,8 @@ def bench_model(
     if batch is not None:
         proto = _with_batch(proto, batch)
     res: dict[str, Any] = {"model": str(model) if isinstance(model, str | Path) else "<proto>"}
-    result, executor, t_front = _compile(proto, input_shapes or {}, kind)
+    consts = const_inputs or {}
+    result, executor, t_front = _compile(proto, input_shapes or {}, consts, kind)
     res["frontend_s"] = t_front
     lir = result.lir
     if lir is not None:
@@ -229,8 +236,12 @@ def bench_model(
     sess = None
     if vs == "onnxruntime":
         sess = _ort_session(proto, threads)
+        # onnxruntime takes the inputs the model was specialized on like any other.
         ort_inputs = {
-            i.name: inputs[executor.aliases.get(i.name, i.name)] for i in sess.get_inputs()
+            i.name: consts[i.name]
+            if i.name in consts
+            else inputs[executor.aliases.get(i.name, i.name)]
+            for i in sess.get_inputs()
         }
     # Warm up, then alternate.
     ours = executor.run(inputs)
@@ -313,8 +324,6 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from glowviz.core.shapes import parse_shape_args
-
     if not Path(args.model).exists():
         raise CompilerError(f"model file '{args.model}' does not exist")
     if args.vs == "onnxruntime":
@@ -325,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     r = bench_model(
         args.model,
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         batch=args.batch,
         kind=args.executor,
         vs=args.vs,

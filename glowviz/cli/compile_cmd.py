@@ -10,8 +10,7 @@ from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, check_step_names, compile_model, ir_text
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_common_model_args, input_options
 from glowviz.exports.render import atomic_write
 
 
@@ -51,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         verify=args.verify,
@@ -89,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
             hint="names: " + ", ".join(sorted(seen_names)),
         )
     print(format_table(rows, hide_unchanged=args.hide_unchanged))
+    for note in result.module.meta.get("notes", ()):
+        print(f"note: {note}")
     total = sum(r.time_ms for r in rows)
     tail = f"stopped after {result.stopped_after}" if result.stopped_after else "done"
     print(f"{len(rows)} passes, {total:.1f} ms, {tail}", file=sys.stderr)

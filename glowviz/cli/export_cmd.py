@@ -10,8 +10,7 @@ from compiler.errors import CompilerError
 from compiler.memory.allocators import allocator_names
 from compiler.pipeline import CompileOptions
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_common_model_args, input_options
 
 _EPILOG = """\
 views and formats:
@@ -169,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
         require_dot()  # fail before compiling
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),

@@ -12,7 +12,7 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import EXIT_CODES, add_common_model_args, non_negative_int
+from glowviz.cli.common import EXIT_CODES, add_common_model_args, input_options, non_negative_int
 from glowviz.core.shapes import parse_shape_args
 
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model.endswith(".h"):
         return run_header(args)
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),

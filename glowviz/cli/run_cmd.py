@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from compiler.graph.types import TensorType
 from compiler.pipeline import CompileOptions, compile_model
 from glowviz.cli.common import (
     add_common_model_args,
+    input_options,
     non_negative_float,
     non_negative_int,
 )
@@ -199,10 +201,10 @@ def run(args: argparse.Namespace) -> int:
         raise CompilerError(
             f"unknown executor '{kind}'; known executors: {', '.join(sorted(EXECUTORS))}"
         )
-    options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape), low_level=kind in LOW_LEVEL_EXECUTORS
-    )
+    options = CompileOptions(**input_options(args), low_level=kind in LOW_LEVEL_EXECUTORS)
     result = compile_model(args.model, options)
+    for note in result.module.meta.get("notes", ()):
+        print(f"note: {note}", file=sys.stderr)
     ex = make_executor(result, kind)
     meta: dict[str, Any] = result.module.meta
     onnx_in = {p: o for o, p in meta.get("onnx_inputs", ())}
@@ -221,7 +223,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     if not args.check:
         return 0
-    ref = run_onnxruntime(str(args.model), {onnx_in.get(n, n): v for n, v in inputs.items()})
+    # onnxruntime takes the inputs the model was specialized on (--const-input) like any other.
+    ref = run_onnxruntime(
+        str(args.model),
+        {**options.const_inputs, **{onnx_in.get(n, n): v for n, v in inputs.items()}},
+    )
     failed = False
     for name, ours in named.items():
         if name not in ref:

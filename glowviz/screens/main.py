@@ -122,6 +122,7 @@ class MainScreen(Screen):
         for tab_id, _title, _cls in VIEWS:
             self.view(tab_id).reset()
         self.query_one(PipelinePane).set_records([])
+        self.query_one(PipelinePane).set_notes([])
         self.query_one(ErrorPane).show_error(None)
         bar = self.query_one("#compile-progress", ProgressBar)
         bar.remove_class("hidden")
@@ -197,6 +198,7 @@ class MainScreen(Screen):
         pane = self.query_one(PipelinePane)
         if len(pane.records) != len(session.stages):
             pane.set_records(session.stages)
+        pane.set_notes(session.notes)
         bar = self.query_one("#compile-progress", ProgressBar)
         bar.update(total=max(1, len(session.stages)), progress=len(session.stages))
         bar.add_class("hidden")

@@ -70,6 +70,7 @@ class PipelinePane(Vertical):
         with Horizontal(id="pipeline-head"):
             yield Label("Pipeline", classes="pane-title", id="pipeline-title")
             yield Checkbox("hide unchanged", id="hide-unchanged")
+        yield Label("", id="pipeline-notes", classes="hidden")
         yield Input(placeholder="filter passes… (Esc: back)", id="pipeline-filter")
         yield DataTable(id="pipeline-table", cursor_type="row", zebra_stripes=False)
 
@@ -117,6 +118,13 @@ class PipelinePane(Vertical):
             self.rebuild()
 
     # -- data ---------------------------------------------------------------------------------
+    def set_notes(self, notes: list[str]) -> None:
+        """The frontend's notes on the model (opset upgrade, specialized inputs), above the
+        stages; hidden when there are none."""
+        label = self.query_one("#pipeline-notes", Label)
+        label.update(Text("\n".join(f"note: {n}" for n in notes), style="italic"))
+        label.set_class(not notes, "hidden")
+
     def shows(self, rec: StageRecord) -> bool:
         """Whether the filters keep `rec` in the table."""
         if self.hide_unchanged and not rec.changed and rec.index != 0:

@@ -14,6 +14,7 @@ in place and hide the pattern.
 from __future__ import annotations
 
 from compiler.graph.activations import NONE
+from compiler.graph.types import ElemKind
 from compiler.lir.instructions import Kind, Trait, kind_for_graph_op
 from compiler.lir.ir import Instruction, LIRFunction, LValue
 from compiler.lir.passes.analysis import accesses, copied_to_output, is_activation, root_of
@@ -68,7 +69,9 @@ class SumPostOp(LIRPass):
             if not (is_activation(y) and is_activation(r)) or y is r:
                 continue
             t = y.type
-            if t is None or t != r.type or t != z.type or not t.elem.is_float:
+            # float32 only: the accumulating kernels (GEMM, conv) are the float32 ones; the
+            # plain loops of other kinds (float64, integer matmul) write their destination.
+            if t is None or t != r.type or t != z.type or t.elem != ElemKind.F32:
                 continue
             if len(y.users) > _MAX_Y_USES:
                 continue  # %y is read by more than the add: O(1), before walking its uses

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from compiler.backends.llvm.emitters import conv, elementwise, matmul, pool, reduce, tensor  # noqa: F401
+from compiler.backends.llvm.emitters import (  # noqa: F401 - the families register on import
+    conv,
+    elementwise,
+    indexing,
+    matmul,
+    pool,
+    reduce,
+    scalar_extra,
+    tensor,
+)
 from compiler.backends.llvm.emitters.common import (
     ACCUMULATING,
     EMITTERS,

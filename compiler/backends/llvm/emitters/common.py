@@ -43,12 +43,17 @@ def storage_type(elem: ElemKind) -> ir.Type:
     return {
         ElemKind.F32: F32,
         ElemKind.F16: F16,
+        ElemKind.F64: F64,
         ElemKind.I64: I64,
         ElemKind.I32: I32,
+        ElemKind.I16: I16,
         ElemKind.I8: I8,
+        ElemKind.U64: I64,
+        ElemKind.U32: I32,
+        ElemKind.U16: I16,
         ElemKind.U8: I8,
         ElemKind.BOOL: I8,
-    }[elem]
+    }.get(elem) or (I16 if elem == ElemKind.BF16 else I8)  # narrow kinds: their bit patterns
 
 
 def compute_type(elem: ElemKind) -> ir.Type:
@@ -64,6 +69,11 @@ def const(ty: ir.Type, v: float | int) -> ir.Constant:
     if isinstance(ty, ir.IntType):
         return ir.Constant(ty, int(v))
     return ir.Constant(ty, float(v))
+
+
+def float_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """The libm function `name` for the arguments' float type: `expf` on float, `exp` on double."""
+    return call_libm(b, name if args[0].type == F64 else f"{name}f", *args)
 
 
 def load_elem(b: ir.IRBuilder, ptr: ir.Value, elem: ElemKind) -> ir.Value:
@@ -176,6 +186,32 @@ def call_intr(b: ir.IRBuilder, base: str, x: ir.Value, *more: ir.Value) -> ir.Va
 #: libm functions the generated code may call (resolved at JIT time, see jit_symbols).
 LIBM = (
     "expf",
+    "roundevenf",
+    "roundeven",
+    "fmodf",
+    "fmod",
+    "sinf",
+    "sin",
+    "cosf",
+    "cos",
+    "tanf",
+    "tan",
+    "asinf",
+    "asin",
+    "acosf",
+    "acos",
+    "atanf",
+    "atan",
+    "sinhf",
+    "sinh",
+    "coshf",
+    "cosh",
+    "asinhf",
+    "asinh",
+    "acoshf",
+    "acosh",
+    "atanhf",
+    "atanh",
     "logf",
     "tanhf",
     "expm1f",
@@ -446,11 +482,19 @@ def register(
     """Register an emitter for `kinds`. `elems`: the only element kinds it takes; instructions
     with others raise a CodegenError, and the backend contract lowers such nodes instead.
     `accumulates`: it adds to an `@inout` destination, so the backend contract lets the
-    sum-post-op pass make such instructions (only kinds with the accumulate trait can be)."""
+    sum-post-op pass make such instructions (only kinds with the accumulate trait can be).
+
+    A kind may get several emitters for disjoint `elems` (a fast float32 kernel and a plain
+    loop for other kinds): instructions go to the one whose kinds their operands have."""
 
     def deco(fn: Emitter) -> Emitter:
         emit = fn if elems is None else _typed(fn, elems)
         for k in kinds:
+            if k in ELEMS and elems is not None and not (ELEMS[k] & elems):
+                EMITTERS[k] = _by_elems(EMITTERS[k], ELEMS[k], emit)
+                ELEMS[k] = ELEMS[k] | elems
+                continue
+            assert k not in EMITTERS, f"a second emitter for '{k}' must take other elems"
             EMITTERS[k] = emit
             if elems is not None:
                 ELEMS[k] = elems
@@ -459,6 +503,15 @@ def register(
         return fn
 
     return deco
+
+
+def _by_elems(first: Emitter, first_elems: frozenset[ElemKind], other: Emitter) -> Emitter:
+    def emit(ctx: EmitContext, ins: Any) -> Emitted:
+        if all(v.type.elem in first_elems for v, _ in ins.operands):
+            return first(ctx, ins)
+        return other(ctx, ins)
+
+    return emit
 
 
 def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:
@@ -475,3 +528,17 @@ def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:
 def accepts(kind: str, elems: Iterable[ElemKind]) -> bool:
     """An emitter exists for `kind` and takes operands of these element kinds."""
     return kind in EMITTERS and (kind not in ELEMS or all(e in ELEMS[kind] for e in elems))
+
+
+def round_to_odd_f32(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
+    """double -> float rounded to odd (truncate, then set the last bit if inexact): rounding
+    that to float16 gives the correctly rounded double -> float16, without the runtime call
+    (`__truncdfhf2`) LLVM emits for a direct fptrunc."""
+    f = b.fptrunc(d, F32)
+    bits = b.bitcast(f, I32)
+    back = b.fpext(f, F64)
+    away = b.fcmp_ordered(">", call_intr(b, "fabs", back), call_intr(b, "fabs", d))
+    bits = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
+    inexact = b.fcmp_unordered("!=", back, d)
+    bits = b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits)
+    return b.bitcast(bits, F32)

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
     F32,
+    F32_ONLY,
     Arg,
     Call,
     EmitContext,
@@ -34,7 +35,7 @@ from compiler.backends.llvm.kernels.window import Axis
 from compiler.graph.types import ElemKind
 
 
-@register("conv", accumulates=True)
+@register("conv", elems=F32_ONLY, accumulates=True)
 def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     out, x, w, bias = (v for v, _ in ins.operands)
     if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):
@@ -81,7 +82,7 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=x), warg, Arg(value=out), Arg(value=bias)])], row.name)
 
 
-@register("convtranspose")
+@register("convtranspose", elems=F32_ONLY)
 def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
     out, x, w, bias = (v for v, _ in ins.operands)
     if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):

@@ -16,6 +16,7 @@ from typing import Any
 from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
+    F16,
     F32,
     F64,
     I8,
@@ -33,16 +34,20 @@ from compiler.backends.llvm.emitters.common import (
     contiguous_strides,
     fast_erf,
     fast_exp,
+    float_libm,
     gep,
     is_nan,
     linear,
     load_elem,
     loop_nest,
     set_status,
+    round_to_odd_f32,
     storage_type,
     store_elem,
     unsupported,
 )
+from compiler.backends.llvm.emitters.narrow import decode as decode_narrow
+from compiler.backends.llvm.emitters.narrow import encode as encode_narrow
 from compiler.backends.llvm.kernels.common import Activation, apply_activation
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.types import ElemKind
@@ -71,7 +76,12 @@ def _isf(e: ElemKind) -> bool:
 
 
 def _unsigned(e: ElemKind) -> bool:
-    return e in (ElemKind.U8, ElemKind.BOOL)
+    return e.is_unsigned
+
+
+def fexp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """exp in the value's float type: the vectorisable polynomial on float, libm on double."""
+    return fast_exp(b, x) if x.type == F32 else float_libm(b, "exp", x)
 
 
 def _z(v: ir.Value) -> ir.Value:
@@ -106,6 +116,8 @@ def _need_float(es: list[ElemKind]) -> None:
 def _relu(b, xs, es, eo, at):
     x = xs[0]
     if _isf(es[0]):
+        if x.type != F32:  # the kernels' epilogue form is float32; same IR in double
+            return b.select(b.fcmp_ordered("<", x, _z(x)), _z(x), x)
         return apply_activation(b, x, "relu")
     if _unsigned(es[0]):
         return x
@@ -114,9 +126,9 @@ def _relu(b, xs, es, eo, at):
 
 def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ax = call_intr(b, "fabs", x)
-    e = fast_exp(b, b.fneg(ax))
-    d = b.fadd(const(F32, 1.0), e)
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), b.fdiv(const(F32, 1.0), d), b.fdiv(e, d))
+    e = fexp(b, b.fneg(ax))
+    d = b.fadd(const(x.type, 1.0), e)
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), b.fdiv(const(x.type, 1.0), d), b.fdiv(e, d))
 
 
 @scalar("sigmoid")
@@ -128,19 +140,19 @@ def _sigmoid(b, xs, es, eo, at):
 @scalar("tanh")
 def _tanh(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "tanhf", xs[0])
+    return float_libm(b, "tanh", xs[0])
 
 
 @scalar("exp")
 def _exp(b, xs, es, eo, at):
     _need_float(es)
-    return fast_exp(b, xs[0])
+    return fexp(b, xs[0])
 
 
 @scalar("log")
 def _log(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "logf", xs[0])
+    return float_libm(b, "log", xs[0])
 
 
 @scalar("sqrt")
@@ -168,13 +180,13 @@ def _neg(b, xs, es, eo, at):
 @scalar("reciprocal")
 def _recip(b, xs, es, eo, at):
     _need_float(es)
-    return b.fdiv(const(F32, 1.0), xs[0])
+    return b.fdiv(const(xs[0].type, 1.0), xs[0])
 
 
 @scalar("erf")
 def _erf(b, xs, es, eo, at):
     _need_float(es)
-    return fast_erf(b, xs[0])
+    return fast_erf(b, xs[0]) if xs[0].type == F32 else float_libm(b, "erf", xs[0])
 
 
 def _round_fn(name: str) -> Scalar:
@@ -194,15 +206,17 @@ def _not(b, xs, es, eo, at):
 
 
 def _clamp01(b, v):
-    v = b.select(b.fcmp_ordered("<", v, const(F32, 0.0)), const(F32, 0.0), v)
-    return b.select(b.fcmp_ordered(">", v, const(F32, 1.0)), const(F32, 1.0), v)
+    zero, one = const(v.type, 0.0), const(v.type, 1.0)
+    v = b.select(b.fcmp_ordered("<", v, zero), zero, v)
+    return b.select(b.fcmp_ordered(">", v, one), one, v)
 
 
 @scalar("hardswish")
 def _hardswish(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, const(F32, 1.0 / 6.0)), const(F32, 0.5))))
+    t = x.type
+    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, const(t, 1.0 / 6.0)), const(t, 0.5))))
 
 
 @scalar("sign")
@@ -224,14 +238,14 @@ def _sign(b, xs, es, eo, at):
 def _leaky(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(F32, at["alpha"])))
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(x.type, at["alpha"])))
 
 
 @scalar("hardsigmoid")
 def _hsig(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    v = b.fadd(b.fmul(x, const(F32, at["alpha"])), const(F32, at["beta"]))
+    v = b.fadd(b.fmul(x, const(x.type, at["alpha"])), const(x.type, at["beta"]))
     return b.select(is_nan(b, v), v, _clamp01(b, v))
 
 
@@ -240,6 +254,12 @@ def _clip(b, xs, es, eo, at):
     x = xs[0]
     lo, hi = at["min"], at["max"]
     if _isf(es[0]):
+        if x.type != F32:
+            if lo != -math.inf:
+                x = b.select(b.fcmp_ordered("<", x, const(x.type, lo)), const(x.type, lo), x)
+            if hi != math.inf:
+                x = b.select(b.fcmp_ordered(">", x, const(x.type, hi)), const(x.type, hi), x)
+            return x
         return apply_activation(b, x, ("clip", lo, hi))
     import numpy as np
 
@@ -290,7 +310,7 @@ def _div(b, xs, es, eo, at):
 def _pow(b, xs, es, eo, at):
     a, c = xs
     if _isf(es[0]):
-        return call_libm(b, "powf", a, c)
+        return float_libm(b, "pow", a, c)
     fa = b.uitofp(a, F64) if _unsigned(es[0]) else b.sitofp(a, F64)
     fc = b.uitofp(c, F64) if _unsigned(es[1]) else b.sitofp(c, F64)
     r = call_libm(b, "pow", fa, fc)
@@ -357,17 +377,35 @@ def _where(b, xs, es, eo, at):
 
 
 def convert(b: ir.IRBuilder, x: ir.Value, src: ElemKind, dst: ElemKind) -> ir.Value:
-    """numpy astype semantics (float -> int truncates; -> bool is != 0)."""
+    """numpy astype semantics (float -> int truncates; -> bool is != 0). The value is rounded
+    once, to the destination's storage type, then widened to its compute type (f16 -> f32)."""
+    if src.is_narrow or dst.is_narrow:
+        if src.is_narrow:
+            x = decode_narrow(b, x, src)
+            src = ElemKind.F32
+        return encode_narrow(b, x, src, dst) if dst.is_narrow else convert(b, x, src, dst)
     sty, dty = compute_type(src), compute_type(dst)
+    sto = storage_type(dst)
     if dst == ElemKind.BOOL:
         nz = b.fcmp_unordered("!=", x, _z(x)) if _isf(src) else b.icmp_unsigned("!=", x, _z(x))
         return b.zext(nz, I8)
     if _isf(src) and _isf(dst):
-        return x  # f16 computes in f32; the store truncates
+        if sto.intrinsic_name == x.type.intrinsic_name:
+            return x
+        if sto == F16 and x.type == F64:
+            return b.fpext(b.fptrunc(round_to_odd_f32(b, x), F16), F32)
+        if sto == F16 or (sto == F32 and x.type == F64):
+            r = b.fptrunc(x, sto)
+            return b.fpext(r, dty) if r.type != dty else r
+        return b.fpext(x, dty)
     if _isf(src):
         return b.fptoui(x, dty) if _unsigned(dst) else b.fptosi(x, dty)
     if _isf(dst):
-        return b.uitofp(x, dty) if _unsigned(src) else b.sitofp(x, dty)
+        if sto == F16:  # integer -> double is exact below 2**53, and larger ones are inf in f16
+            d = b.uitofp(x, F64) if _unsigned(src) else b.sitofp(x, F64)
+            return convert(b, d, ElemKind.F64, dst)
+        r = b.uitofp(x, sto) if _unsigned(src) else b.sitofp(x, sto)
+        return b.fpext(r, dty) if r.type != dty else r
     if sty.width == dty.width:
         return x
     if sty.width > dty.width:
@@ -535,6 +573,10 @@ def emit_chain(
                     v = SCALAR[s.kind](b, xs, s.in_elems, s.out_elem, s.attrs)
                 except _NoScalar as why:
                     raise unsupported(chain[0], f"{s.kind}: {why}") from None
+                if s.out_elem == ElemKind.F16 and s.store_arg is None:
+                    # A float16 op rounds its result even when the next step of the chain
+                    # reads it from a register (as the interpreters' per-op results do).
+                    v = b.fpext(b.fptrunc(v, F16), F32)
                 vals.append(v)
                 if s.store_arg is not None:
                     e = arg_elems[s.store_arg]

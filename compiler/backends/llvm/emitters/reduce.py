@@ -39,7 +39,6 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import fmax_nan, fmin_nan, imax, imin
-from compiler.graph.types import ElemKind
 
 
 def _split_axes(shape, axes):
@@ -69,7 +68,7 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
             raise unsupported(ins, f"reduce{op} of an empty tensor")
         return Emitted([_fill(ctx, out, 0 if op == "sum" else 1)], "fill")
     isf = elem.is_float
-    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+    unsigned = elem.is_unsigned
     cty = compute_type(elem)
     aty = F64 if isf and op in ("sum", "mean", "prod") else cty
     ety = storage_type(elem)
@@ -93,7 +92,7 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
 
             def inner(rivs):
                 v = load_elem(b, gep(b, px, b.add(base, linear(b, rivs, rstr)), ety), elem)
-                if aty == F64:
+                if aty == F64 and v.type != F64:
                     v = b.fpext(v, F64)
                 cur = b.load(acc, typ=aty)
                 if op in ("sum", "mean"):
@@ -113,8 +112,8 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
                     r = b.fdiv(r, const(F64, float(count)))
                 else:
                     r = b.udiv(r, const(cty, count)) if unsigned else b.sdiv(r, const(cty, count))
-            if aty == F64:
-                r = b.fptrunc(r, F32)
+            if r.type != cty:
+                r = b.fptrunc(r, cty)
             store_elem(b, r, gep(b, po, linear(b, kivs, ocs), ety), elem)
 
         loop_nest(b, kshape, outer, "k")
@@ -150,7 +149,7 @@ def emit_arg(ctx: EmitContext, ins: Any) -> Emitted:
     last = bool(ins.attrs["select_last_index"])
     is_max = ins.kind == "argmax"
     isf = elem.is_float
-    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+    unsigned = elem.is_unsigned
     ety = storage_type(elem)
     cty = compute_type(elem)
     key = (ins.kind, outer, n, inner, last, elem)
