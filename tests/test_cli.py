@@ -256,6 +256,8 @@ def test_a_failed_write_is_one_line_and_keeps_the_old_file(tmp_path, monkeypatch
     )
     assert out.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
+
+
 def _reshape_model(tmp: Path) -> Path:
     """Reshape whose target shape is a graph input: it needs --const-input to compile."""
     return reshape_by_input_model(tmp / "reshape.onnx")

@@ -21,9 +21,9 @@ from glowviz.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_CODES,
     EXIT_IO,
+    add_input_args,
+    input_options,
 )
-from glowviz.core.shapes import parse_shape_args
-from glowviz.cli.common import add_input_args, input_options
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
 COMMANDS = ("compile", "run", "mem", "export", "mem_diff", "bench", "bundle")

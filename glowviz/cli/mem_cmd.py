@@ -13,7 +13,6 @@ from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz.cli.common import EXIT_CODES, add_common_model_args, input_options, non_negative_int
-from glowviz.core.shapes import parse_shape_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

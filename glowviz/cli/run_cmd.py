@@ -21,7 +21,6 @@ from glowviz.cli.common import (
     non_negative_float,
     non_negative_int,
 )
-from glowviz.core.shapes import parse_shape_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
