@@ -212,6 +212,7 @@ def _operand_types(op: str) -> tuple[list[TensorType], dict] | None:
         "ArgMin": ([t], {"axis": 2, "keepdims": 0}),
         "Trilu": ([t], {"k": 1}),
         "IsNaN": ([t], {}),
+        "BitCast": ([t], {"to": "i32"}),
         "IsInf": ([t], {"detect_negative": 0}),
         "CumSum": ([t], {"axis": 2, "reverse": 1}),
         "CumProd": ([t], {"axis": 1, "exclusive": 1}),
