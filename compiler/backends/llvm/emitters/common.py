@@ -490,6 +490,8 @@ def register(
     def deco(fn: Emitter) -> Emitter:
         emit = fn if elems is None else _typed(fn, elems)
         for k in kinds:
+            if accumulates:  # whichever of a kind's emitters registers first
+                ACCUMULATING.add(k)
             if k in ELEMS and elems is not None and not (ELEMS[k] & elems):
                 EMITTERS[k] = _by_elems(EMITTERS[k], ELEMS[k], emit)
                 ELEMS[k] = ELEMS[k] | elems
@@ -498,8 +500,6 @@ def register(
             EMITTERS[k] = emit
             if elems is not None:
                 ELEMS[k] = elems
-            if accumulates:
-                ACCUMULATING.add(k)
         return fn
 
     return deco
