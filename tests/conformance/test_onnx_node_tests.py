@@ -97,7 +97,11 @@ def _op_set_cases() -> dict[str, object]:
         return {c.name: c for c in collect_testcases(None) if _in_op_set(c)}
 
 
-@pytest.mark.parametrize("executor", ["interpreter", pytest.param("llvm", marks=pytest.mark.slow)])
+# The LLVM case compiles ~1,700 models: minutes on a quiet 2-core machine, more under load.
+@pytest.mark.parametrize(
+    "executor",
+    ["interpreter", pytest.param("llvm", marks=[pytest.mark.slow, pytest.mark.timeout(1800)])],
+)
 def test_node_suite(executor: str, tmp_path) -> None:
     results = harness.outcomes(executor, harness.NODE, tmp_path)
     print("\n" + harness.summary(executor, harness.NODE, results))
