@@ -155,7 +155,7 @@ class LLVMExecutor(ArenaInterpreter):
         fast = self._fast_in
         if type(inputs) is not dict or len(inputs) != len(fast):
             return None
-        for name, view, shape, dtype in fast:
+        for name, _view, shape, dtype in fast:
             a = inputs.get(name)
             if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
                 return None

@@ -180,6 +180,41 @@ def test_logic_where_cast_pow():
     check(_model("Pow", ins), _data(ins, positive=True), rtol=1e-5)
 
 
+SPECIALS = np.array(
+    [0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.1754942e-38, 1e-8, 0.3, 0.6249, 0.625, 0.63, 1, 2.5, 9.1,
+     20, 88, 89, 100, 1e30, 3.4e38, np.inf, -np.inf, np.nan, -1, -0.5, -20, -1e30],
+    np.float32,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("op", ["Tanh", "Log", "Sigmoid", "Exp", "Erf"])
+def test_vector_math_special_values(op):
+    """The vectorisable polynomial forms of the transcendental functions keep numpy's answer
+    on zeros (with their sign), denormals, the branch points, overflow, infinities and NaN,
+    and stay within a few ulp elsewhere."""
+    rng = np.random.default_rng(1)
+    x = np.concatenate(
+        [
+            SPECIALS,
+            rng.standard_normal(4000).astype(np.float32) * 4,
+            np.exp(rng.uniform(-87, 88, 4000)).astype(np.float32),
+        ]
+    )
+    ins = [("x", F, x.shape)]
+    ex = check(_model(op, ins), {"x": x}, rtol=2e-6, atol=1e-6)
+    got = ex.outputs()["y0"]
+    with np.errstate(all="ignore"):
+        want = ArenaInterpreter(ex.lir, ex.plan).run({"x": x})["y0"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))
+    nz = finite & (np.abs(want) >= np.finfo(np.float32).tiny)  # denormal results: atol
+    ulp = np.abs(got[nz].astype(np.float64) - want[nz]) / np.spacing(np.abs(want[nz]))
+    bound = 8 if op == "Erf" else 2  # erf's rational form near 1 is a few ulp
+    assert ulp.max() <= bound, (op, float(ulp.max()), x[nz][np.argmax(ulp)])
+
+
 CONVS = [
     # name, C, H, W, K, k, stride, pad, group
     ("1x1", 13, 9, 11, 17, 1, 1, 0, 1),

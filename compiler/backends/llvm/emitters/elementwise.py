@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
@@ -32,8 +33,11 @@ from compiler.backends.llvm.emitters.common import (
     contiguous_strides,
     fast_erf,
     fast_exp,
+    fast_log,
+    fast_tanh,
     gep,
     is_nan,
+    like,
     linear,
     load_elem,
     loop_nest,
@@ -111,10 +115,11 @@ def _relu(b, xs, es, eo, at):
 
 
 def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|): one division per element."""
     ax = call_intr(b, "fabs", x)
     e = fast_exp(b, b.fneg(ax))
-    d = b.fadd(const(F32, 1.0), e)
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), b.fdiv(const(F32, 1.0), d), b.fdiv(e, d))
+    one = like(x, 1.0)
+    return b.fdiv(b.select(b.fcmp_ordered(">=", x, like(x, 0.0)), one, e), b.fadd(one, e))
 
 
 @scalar("sigmoid")
@@ -126,7 +131,7 @@ def _sigmoid(b, xs, es, eo, at):
 @scalar("tanh")
 def _tanh(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "tanhf", xs[0])
+    return fast_tanh(b, xs[0])
 
 
 @scalar("exp")
@@ -138,7 +143,7 @@ def _exp(b, xs, es, eo, at):
 @scalar("log")
 def _log(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "logf", xs[0])
+    return fast_log(b, xs[0])
 
 
 @scalar("sqrt")
@@ -239,8 +244,6 @@ def _clip(b, xs, es, eo, at):
     lo, hi = at["min"], at["max"]
     if _isf(es[0]):
         return apply_activation(b, x, ("clip", lo, hi))
-    import numpy as np
-
     info = np.iinfo(es[0].np_dtype)
     ilo = info.min if lo == -math.inf else max(int(math.ceil(lo)), info.min)
     ihi = info.max if hi == math.inf else min(int(math.floor(hi)), info.max)
@@ -267,10 +270,21 @@ SCALAR["mul"] = _arith("fmul", "mul")
 SCALAR["div"] = _arith("fdiv", "sdiv", "udiv")
 
 
+#: Constant float exponents whose powers are a few multiplications (numpy's own fast paths
+#: cover 2 and 0.5; GPT-2's tanh GELU raises to 3).
+POW_BY_MULTIPLY = (1.0, 2.0, 3.0, 4.0)
+
+
 @scalar("pow")
 def _pow(b, xs, es, eo, at):
     a, c = xs
     if _isf(es[0]):
+        k = at.get(CONST_EXPONENT)
+        if k in POW_BY_MULTIPLY:
+            r = a
+            for _ in range(int(k) - 1):
+                r = b.fmul(r, a)
+            return r
         return call_libm(b, "powf", a, c)
     fa = b.uitofp(a, F64) if _unsigned(es[0]) else b.sitofp(a, F64)
     fc = b.uitofp(c, F64) if _unsigned(es[1]) else b.sitofp(c, F64)
@@ -426,6 +440,21 @@ class Step:
         )
 
 
+#: A step attribute (not an op attribute): the value of a constant, uniform exponent of Pow.
+CONST_EXPONENT = "__const_exponent"
+
+
+def _step_attrs(ctx: EmitContext, ins: Any) -> dict[str, Any]:
+    """The instruction's attributes, plus what its constant operands let the scalar builder
+    specialise on."""
+    if ins.kind != "pow":
+        return ins.attrs
+    data = ctx.constant_data(ins.operands[2][0])
+    if data is None or data.size == 0 or not np.all(data == data.flat[0]):
+        return ins.attrs
+    return {**ins.attrs, CONST_EXPONENT: float(data.flat[0])}
+
+
 def is_elementwise(ins: Any) -> bool:
     return ins.kind in SCALAR and ins.graph_op is not None
 
@@ -466,7 +495,9 @@ def emit_chain(
                 sources.append(("mem", arg_index(v), broadcast_strides(v.type.shape, shape)))
         last = j == len(chain) - 1
         store = arg_index(dest) if (last or (keep is not None and keep[j])) else None
-        steps.append(Step(ins.kind, ins.attrs, in_elems, dest.type.elem, sources, store))
+        steps.append(
+            Step(ins.kind, _step_attrs(ctx, ins), in_elems, dest.type.elem, sources, store)
+        )
         prev_dest = dest
     for s in steps:
         if s.kind not in SCALAR:
