@@ -366,6 +366,55 @@ def test_reductions_and_softmax():
     check(_model("LRN", ins4, size=3), _data(ins4), rtol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize(
+    "shape,axis",
+    [((5, 37), -1), ((2, 3, 16), -1), ((4, 1), -1), ((3, 37), 0), ((2, 9, 21), 1)],
+)
+def test_softmax_vector_rows(op, shape, axis):
+    """Row vectors with a masked tail (axis -1), lanes along the inner axis (other axes), and
+    rows holding -inf, +inf and NaN."""
+    x = _data([("x", F, shape)])["x"]
+    flat = x.reshape(-1)
+    flat[3] = -np.inf
+    flat[min(40, flat.size - 1)] = np.nan
+    if flat.size > 60:
+        flat[60] = np.inf
+    check(_model(op, [("x", F, shape)], axis=axis), {"x": x}, rtol=1e-5, kinds=[op.lower()])
+
+
+@pytest.mark.parametrize(
+    "shape,axis,sshape",
+    [((3, 37), -1, (37,)), ((4, 16), -1, (16,)), ((2, 5, 21), 1, (21,)), ((2, 5, 21), 1, (5, 21))],
+)
+def test_layernorm_vector_rows(shape, axis, sshape):
+    """LayerNorm rows as vectors with a masked tail; scale/bias as long as the row (vector
+    pass) or broadcast over it (scalar pass)."""
+    rng = np.random.default_rng(4)
+    consts = [
+        ("s", rng.standard_normal(sshape).astype(np.float32)),
+        ("b", rng.standard_normal(sshape).astype(np.float32)),
+    ]
+    ins = [("x", F, shape)]
+    model = _model("LayerNormalization", ins, consts=consts, axis=axis)
+    check(model, _data(ins), rtol=1e-5, atol=1e-5, kinds=["layernorm"])
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"])
+@pytest.mark.parametrize("shape,axes", [((2, 5, 7, 9), [2, 3]), ((3, 37), [1]), ((4, 16), [-1])])
+def test_reduce_trailing_rows(op, shape, axes):
+    """Reductions over trailing axes (global pools, row means): vector lanes with a tail."""
+    ins = [("x", F, shape)]
+    data = _data(ins)
+    if op == "ReduceProd":
+        data["x"] = (1.0 + 0.05 * data["x"]).astype(np.float32)
+    if op == "ReduceSum":  # axes as an input since opset 13, an attribute for the others
+        model = _model(op, ins, consts=[("axes", np.array(axes, np.int64))], keepdims=1)
+    else:
+        model = _model(op, ins, axes=axes, keepdims=1)
+    check(model, data, rtol=1e-5, kinds=[op.lower()])
+
+
 def test_tensor_ops():
     ins = [("x", F, (2, 3, 5, 7))]
     d = _data(ins)

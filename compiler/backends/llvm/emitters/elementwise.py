@@ -46,6 +46,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.kernels.common import Activation, apply_activation
+from compiler.backends.llvm.kernels.rows import fmax_nan, fmin_nan
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.types import ElemKind
 
@@ -78,15 +79,6 @@ def _unsigned(e: ElemKind) -> bool:
 
 def _z(v: ir.Value) -> ir.Value:
     return const(v.type, 0)
-
-
-def fmax_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    """numpy maximum: NaN propagates from either side."""
-    return b.select(is_nan(b, x), x, b.select(b.fcmp_ordered(">", x, y), x, y))
-
-
-def fmin_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(is_nan(b, x), x, b.select(b.fcmp_ordered("<", x, y), x, y))
 
 
 def imax(b, x, y, unsigned=False):
