@@ -231,6 +231,11 @@ CONVS = [
     ("small-1x1-pixrows", 80, 5, 5, 96, 1, 1, 0, 1),
     ("depthwise", 12, 10, 9, 12, 3, 1, 1, 12),
     ("depthwise-s2", 12, 11, 10, 12, 3, 2, 1, 12),
+    # Rows wider than a vector (full vectors + a masked tail), row tiles + a tail tile.
+    ("depthwise-5x5-wide", 5, 23, 37, 5, 5, 1, 2, 5),
+    ("depthwise-s2-wide", 6, 21, 41, 6, 3, 2, 1, 6),
+    ("depthwise-5x5-s2-wide", 3, 19, 35, 3, 5, 2, 2, 3),
+    ("depthwise-mult2-wide", 4, 9, 35, 8, 3, 1, 1, 4),
     ("grouped", 12, 8, 9, 18, 3, 1, 1, 3),
 ]
 

@@ -200,6 +200,12 @@ def call_intr(b: ir.IRBuilder, base: str, x: ir.Value, *more: ir.Value) -> ir.Va
     return b.call(fn, [x, *more])
 
 
+def mul_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    """x * y + z as ``llvm.fmuladd``: one fused instruction where the target has FMA (one
+    rounding), a multiply and an add elsewhere; the same on every run of one host."""
+    return call_intr(b, "fmuladd", x, y, z)
+
+
 #: libm functions the generated code may call (resolved at JIT time, see jit_symbols).
 LIBM = (
     "expf",
@@ -238,14 +244,14 @@ def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     hi, lo = 88.3762626647949, -87.3365447505531
     xc = b.select(b.fcmp_ordered(">", x, like(x, hi)), like(x, hi), x)
     xc = b.select(b.fcmp_ordered("<", xc, like(x, lo)), like(x, lo), xc)
-    fx = call_intr(b, "floor", b.fadd(b.fmul(xc, like(x, 1.44269504088896341)), like(x, 0.5)))
-    r = b.fsub(xc, b.fmul(fx, like(x, 0.693359375)))
-    r = b.fsub(r, b.fmul(fx, like(x, -2.12194440e-4)))
+    fx = call_intr(b, "floor", mul_add(b, xc, like(x, 1.44269504088896341), like(x, 0.5)))
+    r = mul_add(b, fx, like(x, -0.693359375), xc)
+    r = mul_add(b, fx, like(x, 2.12194440e-4), r)
     z = b.fmul(r, r)
     p = like(x, 1.9875691500e-4)
     for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = b.fadd(b.fmul(p, r), like(x, c))
-    p = b.fadd(b.fadd(b.fmul(p, z), r), like(x, 1.0))
+        p = mul_add(b, p, r, like(x, c))
+    p = b.fadd(mul_add(b, p, z, r), like(x, 1.0))
     n = b.fptosi(fx, int_like(x))
     pow2 = b.bitcast(b.shl(b.add(n, ilike(x, 127)), ilike(x, 23)), x.type)
     y = b.fmul(p, pow2)
@@ -270,7 +276,7 @@ def fast_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         -2.95459980854025e-03,
         -1.60960333262415e-02,
     ):
-        p = b.fadd(b.fmul(x2, p), like(x, c))
+        p = mul_add(b, x2, p, like(x, c))
     q = like(x, -1.45660718464996e-05)
     for c in (
         -2.13374055278905e-04,
@@ -278,7 +284,7 @@ def fast_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         -7.37332916720468e-03,
         -1.42647390514189e-02,
     ):
-        q = b.fadd(b.fmul(x2, q), like(x, c))
+        q = mul_add(b, x2, q, like(x, c))
     # x * (P / Q), not (x * P) / Q: x * P underflows into denormals for tiny x.
     return b.select(is_nan(b, x), x, b.fmul(xc, b.fdiv(p, q)))
 
@@ -287,7 +293,7 @@ def _poly(b: ir.IRBuilder, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
     """Horner's rule: coeffs[0] * x^n + ... + coeffs[n] (float32)."""
     p = like(x, coeffs[0])
     for c in coeffs[1:]:
-        p = b.fadd(b.fmul(p, x), like(x, c))
+        p = mul_add(b, p, x, like(x, c))
     return p
 
 
@@ -308,7 +314,7 @@ def fast_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     polynomial near 0, 1 - 2 / (exp(2|x|) + 1) with the sign of x beyond; < 2 ulp."""
     ax = call_intr(b, "fabs", x)
     x2 = b.fmul(x, x)
-    small = b.fadd(x, b.fmul(b.fmul(x, x2), _poly(b, x2, _TANH_P)))
+    small = mul_add(b, b.fmul(x, x2), _poly(b, x2, _TANH_P), x)
     e = fast_exp(b, b.fmul(ax, like(x, 2.0)))
     big = b.fsub(like(x, 1.0), b.fdiv(like(x, 2.0), b.fadd(e, like(x, 1.0))))
     big = call_intr(b, "copysign", big, x)

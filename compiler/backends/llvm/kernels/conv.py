@@ -34,17 +34,11 @@ from compiler.backends.llvm.kernels.common import (
     F32,
     Activation,
     apply_activation,
-    broadcast,
     entry_alloca,
-    fma,
     gep,
     i64,
-    load_vec,
     loop,
-    mul,
     new_kernel,
-    splat,
-    store_vec,
 )
 from compiler.backends.llvm.kernels.conv_gemm import (
     gemm_body,
@@ -54,8 +48,9 @@ from compiler.backends.llvm.kernels.conv_gemm import (
     padded_shift_body,
     pixel_rows_body,
 )
+from compiler.backends.llvm.kernels.depthwise import depthwise_body
 from compiler.backends.llvm.kernels.gemm import GemmConfig, gemm_config
-from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
+from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 from compiler.errors import CodegenError
 
 Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Activation], None]
@@ -118,76 +113,6 @@ def _prefers_pixel_rows(s: ConvShape) -> bool:
 # -- direct loops: depthwise (vectorised over output columns) and the general scalar nest ------
 
 
-def _depthwise_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
-) -> None:
-    """out[n, k] = sum_rt w[k, r, t] * x[n, k // mult] (shifted); interior columns in vectors."""
-    vw = cfg.vw
-    mult = s.Kg
-    rows, cols = s.rows, s.cols
-    sw = cols.stride
-    OH, OW, H, W, R, S = s.OH, s.OW, s.H, s.W, s.R, s.S
-    lo, hi = cols.interior()
-    if sw == 2:  # a stride-2 vector is one wide load: one float past its last lane
-        hi = min(hi, cols.span(cols.offset(S - 1) + 1)[1])
-    vec_hi = lo + max(0, hi - lo) // vw * vw
-    zero_s = ir.Constant(F32, 0.0)
-
-    with loop(b, 0, s.N, 1, "dn") as n, loop(b, 0, s.K, 1, "dk") as k:
-        xc = gep(b, p.x, b.add(mul(b, n, s.C * H * W), mul(b, b.udiv(k, i64(mult)), H * W)))
-        oc = gep(b, p.out, b.add(mul(b, n, s.K * OH * OW), mul(b, k, OH * OW)))
-        wk = gep(b, p.w, mul(b, k, R * S))
-        bval = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else zero_s
-        wv = [b.load(gep(b, wk, i), typ=F32) for i in range(R * S)]
-        wb = [broadcast(b, x_, vw) for x_ in wv]
-        with loop(b, 0, OH, 1, "doh") as oh:
-            orow = gep(b, oc, mul(b, oh, OW))
-            taps_r = []
-            for r in range(R):
-                ok, ih = rows.tap(b, oh, r)
-                taps_r.append((ok, gep(b, xc, mul(b, ih, W))))
-
-            def scalar(ow: ir.Value) -> None:
-                acc = bval
-                taps_c = [cols.tap(b, ow, t) for t in range(S)]
-                for r, (ok_r, xrow) in enumerate(taps_r):
-                    for t, (okw, iw) in enumerate(taps_c):
-                        v = b.load(gep(b, xrow, iw), typ=F32)
-                        acc = fma(b, b.select(b.and_(ok_r, okw), v, zero_s), wv[r * S + t], acc)
-                b.store(apply_activation(b, acc, activation), gep(b, orow, ow))
-
-            def vector(ow: ir.Value) -> None:
-                acc = broadcast(b, bval, vw) if p.bias is not None else splat(0.0, vw)
-                base_iw = cols.coord(b, ow, 0)
-                for r in range(R):
-                    ok_r, xrow = taps_r[r]
-                    for t in range(S):
-                        v = _strided_load(
-                            b, gep(b, xrow, b.add(base_iw, i64(t * cols.dilation))), vw, sw
-                        )
-                        v = b.select(ok_r, v, splat(0.0, vw))
-                        acc = fma(b, v, wb[r * S + t], acc)
-                store_vec(b, apply_activation(b, acc, activation), gep(b, orow, ow), vw)
-
-            split_columns(b, lo, vec_hi, OW, scalar, vector, "dc", step=vw)
-
-
-def _strided_load(b: ir.IRBuilder, ptr: ir.Value, vw: int, stride: int) -> ir.Value:
-    """``vw`` floats at ``ptr[0], ptr[stride], ...``."""
-    if stride == 1:
-        return load_vec(b, ptr, vw)
-    vty = ir.VectorType(F32, vw)
-    if stride == 2:
-        wide = b.load(ptr, typ=ir.VectorType(F32, vw * stride), align=4)
-        idx = ir.Constant(ir.VectorType(ir.IntType(32), vw), [i * stride for i in range(vw)])
-        return b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
-    v = ir.Constant(vty, ir.Undefined)
-    for i in range(vw):
-        e = b.load(gep(b, ptr, i * stride), typ=F32)
-        v = b.insert_element(v, e, ir.Constant(ir.IntType(32), i))
-    return v
-
-
 def _direct_body(
     b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
 ) -> None:
@@ -240,7 +165,7 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
     ),
     ConvStrategy(
         "depthwise-direct",
-        _depthwise_body,
+        depthwise_body,
         _pack_raw,
         applies=lambda s: s.depthwise and s.Cg == 1,
         prefers=lambda s: s.Kg <= 2,
