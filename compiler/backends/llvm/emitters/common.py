@@ -7,7 +7,8 @@ pointers); kernels are deduplicated by a key built from everything that shapes t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,9 @@ from compiler.backends.llvm.kernels.common import (  # noqa: F401 - PTR, VOID, e
     I64,
     PTR,
     VOID,
+    Activation,
+    LaneEpilogue,
+    apply_activation,
     entry_alloca,
     gep,
     loop,
@@ -61,6 +65,9 @@ def int_of_size(nbytes: int) -> ir.IntType:
 
 
 def const(ty: ir.Type, v: float | int) -> ir.Constant:
+    """``v`` as a constant of ``ty`` (a splat when ``ty`` is a vector type)."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [const(ty.element, v).constant] * ty.count)
     if isinstance(ty, ir.IntType):
         return ir.Constant(ty, int(v))
     return ir.Constant(ty, float(v))
@@ -74,10 +81,7 @@ def float_elem(ty: ir.Type) -> ir.Type:
 def like(x: ir.Value, v: float | int) -> ir.Constant:
     """The constant ``v`` with the type of ``x``: a scalar, or a splat over x's vector, so the
     math builders below serve scalar loops (widened by the loop vectoriser) and vector kernels."""
-    ty = x.type
-    if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [const(ty.element, v).constant] * ty.count)
-    return const(ty, v)
+    return const(x.type, v)
 
 
 def int_like(x: ir.Value) -> ir.Type:
@@ -482,9 +486,37 @@ class EmitContext:
         self._alias = alias
         #: A conv strategy every conv must use (tests, debugging); None: each conv's choice.
         self.conv_strategy = conv_strategy
+        self._fused: tuple[Any, LaneEpilogue] | None = None
 
     def may_alias(self, a: Any, b: Any) -> bool:
         return self._alias(a, b)
+
+    # -- epilogue fusion: the code generator runs an element-wise chain in a kernel's epilogue
+    @contextmanager
+    def fusing(self, result: Any, epilogue: LaneEpilogue) -> Iterator[None]:
+        """Within the block, emitters that support it write ``result`` (the chain's last dest)
+        instead of their dest, through ``epilogue`` after their own activation."""
+        self._fused = (result, epilogue)
+        try:
+            yield
+        finally:
+            self._fused = None
+
+    def result(self, ins: Any) -> Any:
+        """The value the instruction's kernel must write: its dest, or the last dest of the
+        chain being fused into its epilogue."""
+        return self._fused[0] if self._fused else ins.operands[0][0]
+
+    def with_epilogue(self, act: Activation) -> Activation:
+        """The kernel's epilogue: the fused activation ``act``, then the fused chain if any."""
+        if not self._fused:
+            return act
+        chain = self._fused[1]
+        if act is None:
+            return chain
+        return LaneEpilogue(
+            ("then", act, chain.key), lambda b, v: chain(b, apply_activation(b, v, act))
+        )
 
     def noalias_flags(self, values: Sequence[Any]) -> tuple[bool, ...]:
         """For each operand: True when it overlaps no other operand of the call."""

@@ -17,7 +17,6 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
-    F32,
     F64,
     I8,
     Arg,
@@ -45,7 +44,7 @@ from compiler.backends.llvm.emitters.common import (
     store_elem,
     unsupported,
 )
-from compiler.backends.llvm.kernels.common import Activation, apply_activation
+from compiler.backends.llvm.kernels.common import Activation, LaneEpilogue, apply_activation
 from compiler.backends.llvm.kernels.rows import fmax_nan, fmin_nan
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.types import ElemKind
@@ -163,7 +162,7 @@ def _neg(b, xs, es, eo, at):
 @scalar("reciprocal")
 def _recip(b, xs, es, eo, at):
     _need_float(es)
-    return b.fdiv(const(F32, 1.0), xs[0])
+    return b.fdiv(like(xs[0], 1.0), xs[0])
 
 
 @scalar("erf")
@@ -189,15 +188,15 @@ def _not(b, xs, es, eo, at):
 
 
 def _clamp01(b, v):
-    v = b.select(b.fcmp_ordered("<", v, const(F32, 0.0)), const(F32, 0.0), v)
-    return b.select(b.fcmp_ordered(">", v, const(F32, 1.0)), const(F32, 1.0), v)
+    v = b.select(b.fcmp_ordered("<", v, like(v, 0.0)), like(v, 0.0), v)
+    return b.select(b.fcmp_ordered(">", v, like(v, 1.0)), like(v, 1.0), v)
 
 
 @scalar("hardswish")
 def _hardswish(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, const(F32, 1.0 / 6.0)), const(F32, 0.5))))
+    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, like(x, 1.0 / 6.0)), like(x, 0.5))))
 
 
 @scalar("sign")
@@ -219,14 +218,14 @@ def _sign(b, xs, es, eo, at):
 def _leaky(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(F32, at["alpha"])))
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, like(x, at["alpha"])))
 
 
 @scalar("hardsigmoid")
 def _hsig(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    v = b.fadd(b.fmul(x, const(F32, at["alpha"])), const(F32, at["beta"]))
+    v = b.fadd(b.fmul(x, like(x, at["alpha"])), like(x, at["beta"]))
     return b.select(is_nan(b, v), v, _clamp01(b, v))
 
 
@@ -553,6 +552,51 @@ def emit_chain(
     )
 
 
+def lane_sources(ctx: EmitContext, ins: Any, known: dict[int, tuple]) -> list[tuple] | None:
+    """How a float32 element-wise step reads each operand lane-wise: ``known[id(value)]`` (the
+    producer's result, an earlier step's), or ``("const", v)`` for a constant holding one value
+    everywhere; None when some operand is neither (the step needs its operand's memory)."""
+    if not is_elementwise(ins) or any(v.type.elem != ElemKind.F32 for v, _ in ins.operands):
+        return None
+    out = []
+    for v, _ in ins.operands[1:]:
+        if id(v) in known:
+            out.append(known[id(v)])
+            continue
+        data = ctx.constant_data(v)
+        if data is None or data.size == 0 or not np.all(data == data.flat[0]):
+            return None
+        out.append(("const", float(data.flat[0])))
+    return out
+
+
+def lane_epilogue(ctx: EmitContext, src: Any, chain: Sequence[Any]) -> LaneEpilogue:
+    """The element-wise ``chain`` after the instruction that writes ``src``, as a lane-wise
+    function of src's value (for that instruction's epilogue). Every step's operands must be
+    ``src``, an earlier step's dest or a uniform constant (``lane_sources``)."""
+    known: dict[int, tuple] = {id(src): ("acc",)}
+    steps = []
+    for j, ins in enumerate(chain):
+        srcs = lane_sources(ctx, ins, known)
+        if srcs is None:
+            raise unsupported(ins, "not lane-wise: an operand is neither the chain nor a constant")
+        attrs = _step_attrs(ctx, ins)
+        steps.append((ins.kind, _attr_key(attrs), attrs, tuple(srcs)))
+        known[id(ins.operands[0][0])] = ("step", j)
+
+    def build(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        vals: list[ir.Value] = []
+        for kind, _, attrs, srcs in steps:
+            xs = [
+                v if s[0] == "acc" else vals[s[1]] if s[0] == "step" else like(v, s[1])
+                for s in srcs
+            ]
+            vals.append(SCALAR[kind](b, xs, [ElemKind.F32] * len(xs), ElemKind.F32, attrs))
+        return vals[-1]
+
+    return LaneEpilogue(("lanes", tuple((k, ak, srcs) for k, ak, _, srcs in steps)), build)
+
+
 def emit_elementwise(ctx: EmitContext, ins: Any) -> Emitted:
     return emit_chain(ctx, [ins])
 
@@ -566,5 +610,7 @@ __all__ = [
     "fused_activation",
     "is_elementwise",
     "kernel_activation",
+    "lane_epilogue",
+    "lane_sources",
     "sigmoid",
 ]
