@@ -48,7 +48,7 @@ from compiler.backends.llvm.kernels.conv_gemm import (
     padded_shift_body,
     pixel_rows_body,
 )
-from compiler.backends.llvm.kernels.depthwise import depthwise_body
+from compiler.backends.llvm.kernels.direct import depthwise_body, direct_vector_body, pack_direct
 from compiler.backends.llvm.kernels.gemm import GemmConfig, gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 from compiler.errors import CodegenError
@@ -149,6 +149,13 @@ def _direct_body(
 
 
 STRATEGIES: tuple[ConvStrategy, ...] = (
+    ConvStrategy(
+        "direct-vector",
+        direct_vector_body,
+        pack_direct,
+        applies=lambda s: s.group == 1,
+        prefers=lambda s: s.C <= 4 and s.OW >= 8,
+    ),
     ConvStrategy(
         "pixel-rows-gemm",
         pixel_rows_body,
