@@ -7,18 +7,23 @@ run-time filter works); and ``body``, the code, emitted into the kernel shell
 ``void f(ptr x, ptr w, ptr out [, ptr bias])`` (``new_kernel``). By default a conv gets the
 FIRST row that applies and prefers it, in this order:
 
-1. ``pixel-rows-gemm`` (group 1; few-channel stems, or small images with many channels): pixels
-   as GEMM rows and output channels on the vector lanes over an im2col buffer, then a transpose;
-2. ``padded-shift-gemm`` (group 1, stride 1, no dilation; images over 64 pixels): one GEMM over
+1. ``direct-vector`` (group 1; by choice at most 4 input channels, e.g. stems): a direct loop
+   over a padded copy of the image, tiles of output channels x column vectors
+   (kernels/direct.py);
+2. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
+   output channels on the vector lanes over an im2col buffer, then a transpose;
+3. ``padded-shift-gemm`` (group 1, stride 1, no dilation; images over 64 pixels): one GEMM over
    the zero-padded pixel grid, whose im2col rows are shifted contiguous rows;
-3. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a direct loop
-   vectorised over output columns;
-4. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM whose B panels are plain row copies;
-5. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
-6. ``direct`` (any shape, run-time filters too): a scalar loop nest.
+4. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
+   channel copy, tiles of output rows x a column vector (kernels/direct.py);
+5. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
+   image's channel rows;
+6. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
+7. ``direct`` (any shape, run-time filters too): a scalar loop nest.
 
 ``select(shape, forced=name)`` returns a forced row instead, and raises ``CodegenError`` when it
-does not apply. Every border test goes through ``kernels/window.py``.
+does not apply. Every border test goes through ``kernels/window.py`` (the direct kernels have
+none: they read a zero-padded copy).
 """
 
 from __future__ import annotations

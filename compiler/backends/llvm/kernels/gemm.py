@@ -131,6 +131,9 @@ class GemmOperands:
     bias_col: ir.Value | None = None  # float[M], added to every column
     accumulate: bool = False
     activation: Activation = None
+    #: B is read in place (not from zero-padded panels): the last panel's lanes past N must
+    #: not be loaded.
+    b_exact: bool = False
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -210,7 +213,10 @@ def _micro_kernel(
     b.cbranch(b.icmp_signed("<", k, i64(kend)), body, end)
     b.position_at_end(body)
     bptr = ops.b_addr(b, jp, k)
-    bvecs = [b.load(gep(b, bptr, v * vw), typ=init[0][0].type, align=4) for v in range(nvec)]
+    if ops.b_exact:
+        bvecs = [load_vec(b, gep(b, bptr, v * vw), vw, valid[v]) for v in range(nvec)]
+    else:
+        bvecs = [b.load(gep(b, bptr, v * vw), typ=init[0][0].type, align=4) for v in range(nvec)]
     for r in range(mr):
         a = broadcast(b, b.load(ops.a_addr(b, i0, r, k), typ=F32, align=4), vw)
         for v in range(nvec):
