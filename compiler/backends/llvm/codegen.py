@@ -38,6 +38,7 @@ from compiler.backends.llvm.emitters.elementwise import (
     lane_epilogue,
     lane_sources,
 )
+from compiler.backends.llvm.kernels.parallel import runtime
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.memory.regions import CONSTANT_REGION, REGIONS, ArenaLayout, align
@@ -249,6 +250,8 @@ class CodeGen:
         self.entry_calls: dict[str, list[Call]] = {}
         self.addr = Addresses(plan)
         self.module = ir.Module(name=f"glowviz.{lir.name}")
+        # Every module carries its thread pool (idle until the host starts it).
+        runtime(self.module)
         self.sink = KernelSink(self.module)
         forced = conv_strategy or os.environ.get("GLOWVIZ_CONV_STRATEGY") or None
         self.ctx = EmitContext(self.sink, self.addr.overlap, conv_strategy=forced)

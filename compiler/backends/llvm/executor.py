@@ -20,6 +20,7 @@ from compiler.backends.interpreter.arena import ArenaInterpreter, StepInfo
 from compiler.backends.llvm.codegen import Addresses, Program, generate
 from compiler.backends.llvm.emitters.common import LIBM
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
+from compiler.backends.llvm.kernels.parallel import LIBC
 from compiler.errors import ExecutionError
 from compiler.graph.ir import Module
 from compiler.lir.ir import LIRFunction
@@ -34,16 +35,18 @@ _symbols_done = False
 
 
 def ensure_libm_symbols() -> None:
-    """Make the libm functions generated code calls resolvable by the JIT."""
+    """Make the libm and libc functions generated code calls (the math fallbacks, the thread
+    pool's pthread and futex calls) resolvable by the JIT."""
     global _symbols_done
     if _symbols_done:
         return
     import llvmlite.binding as llvm
 
     libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-    for name in LIBM:
-        addr = ctypes.cast(getattr(libm, name), ctypes.c_void_p).value
-        llvm.add_symbol(name, addr)
+    libc = ctypes.CDLL(None)
+    for lib, names in ((libm, LIBM), (libc, LIBC)):
+        for name in names:
+            llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
     _symbols_done = True
 
 
@@ -61,8 +64,11 @@ class LLVMExecutor(ArenaInterpreter):
         fuse: bool = True,
         check_plan: bool = True,
         conv_strategy: str | None = None,
+        threads: int = 1,
     ) -> None:
         super().__init__(lir, plan, check_plan=check_plan)
+        #: Threads the parallel loops of the kernels run on (results do not depend on it).
+        self.threads = max(1, int(threads))
         t0 = time.perf_counter()
         self.program: Program = generate(lir, self.plan, fuse=fuse, conv_strategy=conv_strategy)
         self.program_addresses = Addresses(self.plan)
@@ -97,6 +103,7 @@ class LLVMExecutor(ArenaInterpreter):
             self.compiled.cfunc(ic.entry) if ic.entry else None for ic in self.program.instrs
         ]
         self._run_all = self.compiled.cfunc("run_all")
+        self.compiled.set_threads(self.threads)
         self._args = tuple(ctypes.c_void_p(a) for a in self._args)
         # Fast path of run(inputs): the input and output views, resolved once.
         self._in_views = {w.name: self._view(w, writable=True) for w in lir.inputs()}
@@ -124,6 +131,7 @@ class LLVMExecutor(ArenaInterpreter):
         ins = self.lir.code[idx]
         fn = self._entries[idx]
         if fn is not None:
+            self._pool()
             fn(*self._args)
         self.pc = idx + 1
         written = [v.name for v, m in ins.operands if m in ("out", "inout") and not ins.is_dealloc]
@@ -143,6 +151,7 @@ class LLVMExecutor(ArenaInterpreter):
             if outs is not None:
                 return outs
             self.set_inputs(inputs)
+            self._pool()
             self._run_all(*self._args)
             self.pc = len(self.lir.code)
             return {n: v.copy() for n, v in self._fast_out}
@@ -162,12 +171,15 @@ class LLVMExecutor(ArenaInterpreter):
         for name, view, _, _ in fast:
             view[...] = inputs[name]
         self._inputs_set = True
+        if self.compiled.threads != self.threads:
+            self.compiled.set_threads(self.threads)
         self._run_all(*self._args)
         self.pc = len(self.lir.code)
         return {n: v.copy() for n, v in self._fast_out}
 
     def run_all(self) -> None:
         """Run the whole program on the inputs already in the arena."""
+        self._pool()
         self._run_all(*self._args)
         self.pc = len(self.lir.code)
 
@@ -175,7 +187,19 @@ class LLVMExecutor(ArenaInterpreter):
         """Call instruction `index`'s entry without moving `pc` (profiling)."""
         fn = self._entries[index]
         if fn is not None:
+            self._pool()
             fn(*self._args)
+
+    def set_threads(self, n: int) -> None:
+        """Run the kernels' parallel loops on ``n`` threads from now on (1: the calling thread
+        only). The compiled module is shared by executors of the same program in a process:
+        each sets its own thread count before it runs."""
+        self.threads = max(1, int(n))
+        self._pool()
+
+    def _pool(self) -> None:
+        if self.compiled.threads != self.threads:
+            self.compiled.set_threads(self.threads)
 
     # -- inspection -----------------------------------------------------------------------------
     def kernels_of(self, index: int) -> list[str]:
@@ -263,7 +287,8 @@ class LLVMModelExecutor:
 
 
 def make_llvm_executor(result: Any) -> LLVMModelExecutor:
-    return LLVMModelExecutor(result)
+    options = getattr(result, "options", None)
+    return LLVMModelExecutor(result, threads=getattr(options, "threads", 1))
 
 
 __all__ = ["LLVMExecutor", "LLVMModelExecutor", "ensure_libm_symbols", "make_llvm_executor"]

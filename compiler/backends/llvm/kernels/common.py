@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from compiler.memory.regions import ALIGNMENT
-
 F32 = ir.FloatType()
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
@@ -230,19 +228,3 @@ def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
             v = b.select(b.fcmp_ordered(">", v, const(hi)), const(hi), v)
         return v
     raise ValueError(f"unsupported fused activation {act!r}")
-
-
-def scratch(module: ir.Module, name: str, nfloats: int) -> ir.GlobalVariable:
-    """A zero-initialised, 64-byte aligned module-level float buffer (kernels are not reentrant)."""
-    ty = ir.ArrayType(F32, max(1, nfloats))
-    g = ir.GlobalVariable(module, ty, name)
-    g.initializer = ir.Constant(ty, None)
-    g.align = ALIGNMENT
-    g.linkage = "internal"
-    g.type = PTR  # opaque pointer, so vector and scalar accesses need no casts
-    return g
-
-
-def scratch_ptr(b: ir.IRBuilder, g: ir.GlobalVariable) -> ir.Value:
-    """A float pointer to the start of a ``scratch`` buffer."""
-    return g

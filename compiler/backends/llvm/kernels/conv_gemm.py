@@ -22,7 +22,6 @@ from compiler.backends.llvm.kernels.common import (
     i64,
     loop,
     mul,
-    scratch,
 )
 from compiler.backends.llvm.kernels.gemm import (
     GemmConfig,
@@ -35,6 +34,7 @@ from compiler.backends.llvm.kernels.gemm import (
     runtime_packed_b,
     strided_a,
 )
+from compiler.backends.llvm.kernels.parallel import scratch
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
 
 #: Pixels per chunk of the pixel-rows conv (its patch rows and GEMM output stay in L2).

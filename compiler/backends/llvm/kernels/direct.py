@@ -27,10 +27,10 @@ from compiler.backends.llvm.kernels.common import (
     i64,
     loop,
     mul,
-    scratch,
     splat,
 )
 from compiler.backends.llvm.kernels.gemm import GemmConfig
+from compiler.backends.llvm.kernels.parallel import scratch
 from compiler.backends.llvm.kernels.rows import masked_load, masked_store, vector_loop
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 
