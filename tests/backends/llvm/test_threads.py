@@ -45,13 +45,15 @@ def _parallel_loops(ex: LLVMExecutor) -> int:
     return ex.program.ir_text.count('@"glowviz_parallel_for"(')
 
 
-def _same_on_threads(model, threads=(1, 2, 3), rtol=1e-4, atol=1e-5, parallel=True):
+def _same_on_threads(
+    model, threads=(1, 2, 3), rtol=1e-4, atol=1e-5, parallel=True, conv_strategy=None
+):
     lir, plan = _lir_and_plan(compile_model(model))
     feed = _feed(lir)
     want = ArenaInterpreter(lir, plan).run(feed)
     first = None
     for n in threads:
-        ex = LLVMExecutor(lir, plan, threads=n)
+        ex = LLVMExecutor(lir, plan, threads=n, conv_strategy=conv_strategy)
         if parallel:
             assert _parallel_loops(ex) > 0
         got = ex.run(feed)
@@ -91,6 +93,42 @@ def test_matmul_on_threads(shapes):
         ins.append(helper.make_tensor_value_info("b", F, list(sb)))
     graph = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", F, None)], inits)
     _same_on_threads(_infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
+
+
+CONVS = [
+    # strategy, (C, H, W, K, k, stride, pad, group)
+    ("pixel-rows-gemm", (6, 23, 21, 19, 3, 1, 1, 1)),
+    ("pixel-rows-gemm", (24, 6, 7, 70, 1, 1, 0, 1)),  # one row chunk: the GEMM is split
+    ("padded-shift-gemm", (6, 23, 37, 19, 3, 1, 1, 1)),
+    ("gemm-1x1", (13, 19, 23, 21, 1, 1, 0, 1)),
+    ("implicit-gemm", (6, 21, 19, 19, 3, 2, 1, 1)),
+    ("implicit-gemm", (8, 17, 15, 12, 3, 1, 1, 2)),  # grouped
+    ("direct-vector", (3, 41, 45, 37, 5, 2, 2, 1)),
+    ("depthwise-direct", (13, 27, 35, 13, 5, 2, 2, 13)),
+    ("depthwise-direct", (7, 19, 41, 14, 3, 1, 1, 7)),  # channel multiplier 2
+]
+
+
+@pytest.mark.parametrize("strategy,case", CONVS, ids=[f"{s}-{c}" for s, c in CONVS])
+def test_conv_strategies_on_threads(strategy, case):
+    C, H, W, K, k, st, pd, g = case
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(
+        (rng.standard_normal((K, C // g, k, k)) * 0.2).astype(np.float32), "w"
+    )
+    bias = numpy_helper.from_array(rng.standard_normal(K).astype(np.float32), "b")
+    node = helper.make_node(
+        "Conv", ["x", "w", "b"], ["y"], strides=[st, st], pads=[pd] * 4, group=g
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [w, bias],
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    _same_on_threads(model, conv_strategy=strategy)
 
 
 def test_compile_options_threads_reach_the_executor():

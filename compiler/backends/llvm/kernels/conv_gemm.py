@@ -20,12 +20,18 @@ from compiler.backends.llvm.kernels.common import (
     add,
     gep,
     i64,
+    load_vec,
     loop,
     mul,
+    smin,
+    store_vec,
 )
+from compiler.backends.llvm.kernels.direct import copy_padded
 from compiler.backends.llvm.kernels.gemm import (
+    AAddr,
     GemmConfig,
     GemmOperands,
+    Split,
     emit_gemm_body,
     gemm_config,
     pack_a_constant,
@@ -33,8 +39,9 @@ from compiler.backends.llvm.kernels.gemm import (
     panel_a,
     runtime_packed_b,
     strided_a,
+    work_chunks,
 )
-from compiler.backends.llvm.kernels.parallel import scratch
+from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, thread_scratch
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
 
 #: Pixels per chunk of the pixel-rows conv (its patch rows and GEMM output stay in L2).
@@ -137,23 +144,33 @@ def gemm_body(
         xg = gep(b, p.x, b.add(mul(b, n, s.C * hw), mul(b, g, cg * hw)))
         b.store(xg, xg_slot)
         og = gep(b, p.out, b.add(mul(b, n, s.K * npix), mul(b, g, kgr * npix)))
-        if direct:
+        wg = gep(b, p.w, mul(b, g, gw))
+        bg = gep(b, p.bias, mul(b, g, kgr)) if p.bias is not None else None
 
-            def b_addr(bb: ir.IRBuilder, jp: Int, k: Int, xg: ir.Value = xg) -> ir.Value:
-                return gep(bb, xg, add(bb, mul(bb, k, hw), mul(bb, jp, cfg.nr)))
+        def operands(vals: list[ir.Value]) -> GemmOperands:
+            """The GEMM over (this kernel's, or a parallel chunk's copies of) the group's
+            filter, input, output and bias."""
+            wv, xv, ov = vals[:3]
+            if direct:
 
-            b_pack = None
-        ops = GemmOperands(
-            a_addr=panel_a(gep(b, p.w, mul(b, g, gw)), kgemm, cfg.mr),
-            b_addr=b_addr,
-            c_base=og,
-            c_stride=npix,
-            b_pack=b_pack,
-            b_exact=direct,
-            bias_col=gep(b, p.bias, mul(b, g, kgr)) if p.bias is not None else None,
-            activation=activation,
-        )
-        emit_gemm_body(b, cfg, kgr, npix, kgemm, ops)
+                def b_in_place(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+                    return gep(bb, xv, add(bb, mul(bb, k, hw), mul(bb, jp, cfg.nr)))
+
+            return GemmOperands(
+                a_addr=panel_a(wv, kgemm, cfg.mr),
+                b_addr=b_in_place if direct else b_addr,
+                c_base=ov,
+                c_stride=npix,
+                b_pack=None if direct else b_pack,
+                b_exact=direct,
+                bias_col=vals[3] if bg is not None else None,
+                activation=activation,
+            )
+
+        captures = [wg, xg, og] + ([bg] if bg is not None else [])
+        ntiles = -(-kgr // cfg.mr) * -(-npix // cfg.nr)
+        split = Split(work_chunks(kgr * npix * kgemm, ntiles), captures, operands)
+        emit_gemm_body(b, cfg, kgr, npix, kgemm, operands(captures), split)
 
 
 # -- pixel rows: out^T[pix, K] = im2col^T[pix, C*R*S] @ W^T[C*R*S, K], then a transpose ---------
@@ -275,40 +292,69 @@ def pixel_rows_body(
     cbuf = scratch(module, f"{name}.c", tr * OW * K)
     abuf = None if pointwise else scratch(module, f"{name}.a", tr * OW * crs)
 
-    def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-        return gep(bb, p.w, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+    nfull, rest = divmod(OH, tr)
+    nchunks = nfull + (1 if rest else 0)
+    has_bias = p.bias is not None
+
+    def operands(vals: list[ir.Value], a_addr: AAddr, c_base: ir.Value) -> GemmOperands:
+        """The GEMM of a chunk: ``vals`` = (image, output, packed W^T[, bias])."""
+        w = vals[2]
+
+        def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+            return gep(bb, w, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+
+        return GemmOperands(
+            a_addr=a_addr,
+            b_addr=b_addr,
+            c_base=c_base,
+            c_stride=K,
+            bias_row=vals[3] if has_bias else None,
+            activation=activation,
+        )
+
+    def chunk(bb: ir.IRBuilder, tid: ir.Value, vals: list[ir.Value], oh0: ir.Value, nrows: int):
+        """Output rows oh0 .. oh0+nrows-1: im2col, GEMM, transpose, in the thread's buffers.
+        A lone chunk spreads its GEMM's output-channel panels over the pool instead."""
+        xn, on = vals[:2]
+        m = nrows * OW
+        cb = thread_scratch(bb, cbuf, tid)
+        if abuf is None:
+            a_src, a_addr = None, strided_a(xn, 1, s.H * s.W)
+        else:
+            a_src = thread_scratch(bb, abuf, tid)
+            _im2col_rows(bb, s, xn, a_src, oh0, nrows)
+            a_addr = strided_a(a_src, crs)
+        split = None
+        if nchunks == 1:
+            # Thread 0's buffers are globals the chunks of the split can use as they are.
+            def split_ops(v: list[ir.Value]) -> GemmOperands:
+                a = strided_a(v[0], 1, s.H * s.W) if abuf is None else strided_a(abuf, crs)
+                return operands(v, a, cbuf)
+
+            tiles = -(-m // cfg.mr) * -(-K // cfg.nr)
+            split = Split(work_chunks(m * K * crs, tiles), vals, split_ops)
+        emit_gemm_body(bb, cfg, m, K, crs, operands(vals, a_addr, cb), split)
+        # out[n, k, oh0*OW + j] = C[j, k]
+        _transpose_out(bb, cb, gep(bb, on, bb.mul(oh0, i64(OW))), m, npix, K)
+
+    def row_chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        if not rest:
+            chunk(bb, tid, vals, bb.mul(i, i64(tr)), tr)
+            return
+        if not nfull:
+            chunk(bb, tid, vals, i64(0), rest)
+            return
+        with bb.if_else(bb.icmp_signed("<", i, i64(nfull))) as (full, last):
+            with full:
+                chunk(bb, tid, vals, bb.mul(i, i64(tr)), tr)
+            with last:
+                chunk(bb, tid, vals, i64(nfull * tr), rest)
 
     with loop(b, 0, s.N, 1, "n") as n:
         xn = gep(b, p.x, b.mul(n, i64(s.C * s.H * s.W)))
         on = gep(b, p.out, b.mul(n, i64(K * npix)))
-
-        def chunk(oh0: ir.Value, nrows: int) -> None:
-            m = nrows * OW
-            if abuf is None:
-                a_addr = strided_a(xn, 1, s.H * s.W)
-            else:
-                _im2col_rows(b, s, xn, abuf, oh0, nrows)
-                a_addr = strided_a(abuf, crs)
-            ops = GemmOperands(
-                a_addr=a_addr,
-                b_addr=b_addr,
-                c_base=cbuf,
-                c_stride=K,
-                bias_row=p.bias,
-                activation=activation,
-            )
-            emit_gemm_body(b, cfg, m, K, crs, ops)
-            # out[n, k, oh0*OW + j] = C[j, k]
-            _transpose_out(b, cbuf, gep(b, on, b.mul(oh0, i64(OW))), m, npix, K)
-
-        nfull, rest = divmod(OH, tr)
-        if nfull == 1:
-            chunk(i64(0), tr)
-        elif nfull:
-            with loop(b, 0, nfull * tr, tr, "ohc") as oh0:
-                chunk(oh0, tr)
-        if rest:
-            chunk(i64(nfull * tr), rest)
+        captures = [xn, on, p.w] + ([p.bias] if has_bias else [])
+        parallel_loop(b, nchunks, captures, row_chunk, "rows")
 
 
 # -- padded shift: a stride-1 conv as one GEMM over the zero-padded pixel grid ----------------
@@ -333,79 +379,101 @@ def padded_shift_body(
     xpad = scratch(module, f"{name}.xpad", C * Hp * Wp + max(2 * nr, S))
     cbuf = scratch(module, f"{name}.c", K * ngrid)
     kc = min(cfg.kc, crs)
-    nc_full = min(SHIFT_NC, ngrid)
+    # Column chunks: SHIFT_NC, or fewer columns (whole panels) when the work is worth spreading
+    # over more chunks than that gives. The chunking never changes an element's arithmetic.
+    want = work_chunks(K * ngrid * crs, -(-ngrid // nr))
+    nc_full = min(SHIFT_NC, ngrid, -(-ngrid // want // nr) * nr)
     npan_max = -(-nc_full // nr)
     bbuf = scratch(module, f"{name}.b", npan_max * kc * nr)
     vty = ir.VectorType(F32, vw)
+    nfull, rest = divmod(ngrid, nc_full)
+    has_bias = p.bias is not None
+
+    def chunk(bb: ir.IRBuilder, tid: ir.Value, vals: list[ir.Value], n0: ir.Value, ncols: int):
+        """Grid columns n0 .. n0+ncols-1 of every output channel into cbuf, the B panels
+        packed into the thread's own buffer."""
+        npf, ntail = divmod(ncols, nr)
+        bt = thread_scratch(bb, bbuf, tid)
+
+        def b_pack(bb: ir.IRBuilder, pc: ir.Value, kcv: ir.Value) -> None:
+            with loop(bb, 0, kcv, 1, "bk") as kk:
+                k = bb.add(pc, kk)
+                c = bb.udiv(k, i64(R * S))
+                rs = bb.urem(k, i64(R * S))
+                off = bb.add(
+                    bb.mul(c, i64(Hp * Wp)),
+                    bb.add(bb.mul(bb.udiv(rs, i64(S)), i64(Wp)), bb.urem(rs, i64(S))),
+                )
+                src = gep(bb, xpad, bb.add(off, n0))
+                dst = gep(bb, bt, bb.mul(kk, i64(nr)))
+                if npf:
+                    with loop(bb, 0, npf, 1, "bj") as jp:
+                        s0 = gep(bb, src, bb.mul(jp, i64(nr)))
+                        d0 = gep(bb, dst, bb.mul(jp, i64(kc * nr)))
+                        for v in range(nr // vw):
+                            val = bb.load(gep(bb, s0, v * vw), typ=vty, align=4)
+                            bb.store(val, gep(bb, d0, v * vw), align=4)
+                for j in range(ntail):
+                    bb.store(
+                        bb.load(gep(bb, src, npf * nr + j), typ=F32),
+                        gep(bb, dst, npf * kc * nr + j),
+                    )
+
+        def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+            kl = k if kc == crs else bb.urem(i64(k), i64(kc))
+            return gep(bb, bt, bb.add(bb.mul(i64(jp), i64(kc * nr)), bb.mul(i64(kl), i64(nr))))
+
+        ops = GemmOperands(
+            a_addr=panel_a(vals[0], crs, cfg.mr),
+            b_addr=b_addr,
+            c_base=gep(bb, cbuf, n0),
+            c_stride=ngrid,
+            b_pack=b_pack,
+            bias_col=vals[1] if has_bias else None,
+            activation=activation,
+        )
+        emit_gemm_body(bb, cfg, K, ncols, crs, ops)
+
+    def column_chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        if not rest:
+            chunk(bb, tid, vals, bb.mul(i, i64(nc_full)), nc_full)
+        elif not nfull:
+            chunk(bb, tid, vals, i64(0), rest)
+        else:
+            with bb.if_else(bb.icmp_signed("<", i, i64(nfull))) as (full, last):
+                with full:
+                    chunk(bb, tid, vals, bb.mul(i, i64(nc_full)), nc_full)
+                with last:
+                    chunk(bb, tid, vals, i64(nfull * nc_full), rest)
+
+    kgroups = work_chunks(K * OH * OW * 16, K)  # the crop: a copy, spread by channels
+    kper = -(-K // kgroups)
+
+    def crop(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        """The grid's valid columns of channels [i*kper, ...) into the NCHW output."""
+        on = vals[0]
+        k0 = bb.mul(i, i64(kper))
+        with loop(bb, k0, smin(bb, bb.add(k0, i64(kper)), K), 1, "ck") as k:
+            with loop(bb, 0, OH, 1, "ch") as oh:
+                src = gep(bb, cbuf, bb.add(bb.mul(k, i64(ngrid)), bb.mul(oh, i64(Wp))))
+                dst = gep(bb, on, bb.add(bb.mul(k, i64(OH * OW)), bb.mul(oh, i64(OW))))
+                for j0 in range(0, OW, vw):
+                    valid = min(vw, OW - j0)
+                    v = load_vec(bb, gep(bb, src, j0), vw, valid)
+                    store_vec(bb, v, gep(bb, dst, j0), vw, valid)
+
     with loop(b, 0, s.N, 1, "n") as n:
         xn = gep(b, p.x, b.mul(n, i64(C * H * W)))
         # Zero-padded copy of the image (the padding is zero from the start: only the
         # interior is ever written).
-        with loop(b, 0, C, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
-            src = gep(b, xn, b.add(b.mul(c, i64(H * W)), b.mul(h, i64(W))))
-            dst = gep(
-                b, xpad, b.add(b.mul(c, i64(Hp * Wp)), b.add(b.mul(h, i64(Wp)), i64(pt * Wp + pl)))
+        with loop(b, 0, C, 1, "pc") as c:
+            copy_padded(
+                b, gep(b, xn, b.mul(c, i64(H * W))), gep(b, xpad, b.mul(c, i64(Hp * Wp))), s, vw
             )
-            with loop(b, 0, W, 1, "pw") as i:
-                b.store(b.load(gep(b, src, i), typ=F32), gep(b, dst, i))
-
-        def chunk(n0: ir.Value, ncols: int) -> None:
-            npf, ntail = divmod(ncols, nr)
-
-            def b_pack(bb: ir.IRBuilder, pc: ir.Value, kcv: ir.Value) -> None:
-                with loop(bb, 0, kcv, 1, "bk") as kk:
-                    k = bb.add(pc, kk)
-                    c = bb.udiv(k, i64(R * S))
-                    rs = bb.urem(k, i64(R * S))
-                    off = bb.add(
-                        bb.mul(c, i64(Hp * Wp)),
-                        bb.add(bb.mul(bb.udiv(rs, i64(S)), i64(Wp)), bb.urem(rs, i64(S))),
-                    )
-                    src = gep(bb, xpad, bb.add(off, n0))
-                    dst = gep(bb, bbuf, bb.mul(kk, i64(nr)))
-                    if npf:
-                        with loop(bb, 0, npf, 1, "bj") as jp:
-                            s0 = gep(bb, src, bb.mul(jp, i64(nr)))
-                            d0 = gep(bb, dst, bb.mul(jp, i64(kc * nr)))
-                            for v in range(nr // vw):
-                                val = bb.load(gep(bb, s0, v * vw), typ=vty, align=4)
-                                bb.store(val, gep(bb, d0, v * vw), align=4)
-                    for j in range(ntail):
-                        bb.store(
-                            bb.load(gep(bb, src, npf * nr + j), typ=F32),
-                            gep(bb, dst, npf * kc * nr + j),
-                        )
-
-            def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-                kl = k if kc == crs else bb.urem(i64(k), i64(kc))
-                return gep(
-                    bb, bbuf, bb.add(bb.mul(i64(jp), i64(kc * nr)), bb.mul(i64(kl), i64(nr)))
-                )
-
-            ops = GemmOperands(
-                a_addr=panel_a(p.w, crs, cfg.mr),
-                b_addr=b_addr,
-                c_base=gep(b, cbuf, n0),
-                c_stride=ngrid,
-                b_pack=b_pack,
-                bias_col=p.bias,
-                activation=activation,
-            )
-            emit_gemm_body(b, cfg, K, ncols, crs, ops)
-
-        nfull, rest = divmod(ngrid, nc_full)
-        if nfull:
-            with loop(b, 0, nfull * nc_full, nc_full, "nch") as n0:
-                chunk(n0, nc_full)
-        if rest:
-            chunk(i64(nfull * nc_full), rest)
-        # Crop the grid's valid columns into the NCHW output.
+        captures = [p.w] + ([p.bias] if has_bias else [])
+        parallel_loop(b, nfull + (1 if rest else 0), captures, column_chunk, "cols")
         on = gep(b, p.out, b.mul(n, i64(K * OH * OW)))
-        with loop(b, 0, K, 1, "ck") as k, loop(b, 0, OH, 1, "ch") as oh:
-            src = gep(b, cbuf, b.add(b.mul(k, i64(ngrid)), b.mul(oh, i64(Wp))))
-            dst = gep(b, on, b.add(b.mul(k, i64(OH * OW)), b.mul(oh, i64(OW))))
-            with loop(b, 0, OW, 1, "cw") as i:
-                b.store(b.load(gep(b, src, i), typ=F32), gep(b, dst, i))
+        parallel_loop(b, kgroups, [on], crop, "crop")
 
 
 __all__ = [

@@ -27,10 +27,11 @@ from compiler.backends.llvm.kernels.common import (
     i64,
     loop,
     mul,
+    smin,
     splat,
 )
-from compiler.backends.llvm.kernels.gemm import GemmConfig
-from compiler.backends.llvm.kernels.parallel import scratch
+from compiler.backends.llvm.kernels.gemm import GemmConfig, work_chunks
+from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, thread_scratch
 from compiler.backends.llvm.kernels.rows import masked_load, masked_store, vector_loop
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 
@@ -85,38 +86,42 @@ def depthwise_body(
     (sh, sw), (dh, dw) = s.stride, s.dilation
     hp, wp, size = padded_size(s, vw)
     # The padding is zero from the start: only the interior is ever written.
-    xpad = scratch(b.module, f"{b.function.name}.xpad", size)
+    xpad_g = scratch(b.module, f"{b.function.name}.xpad", size)
     nfull, tail = divmod(OW, vw)
     zero = ir.Constant(F32, 0.0)
+    has_bias = p.bias is not None
 
-    def tile(out: ir.Value, oh0: ir.Value, rows: int, ow0: ir.Value, valid: int, wb, bias) -> None:
-        """Output rows oh0 .. oh0+rows-1, columns ow0 .. ow0+valid-1 of channel plane ``out``."""
-        acc = [bias] * rows
-        base = gep(b, xpad, b.add(b.mul(b.mul(oh0, i64(sh)), i64(wp)), b.mul(ow0, i64(sw))))
-        for rin in range((rows - 1) * sh + (R - 1) * dh + 1):
-            outs = [(i, (rin - i * sh) // dh) for i in range(rows)]
-            outs = [(i, r) for i, r in outs if rin - i * sh >= 0 and (rin - i * sh) % dh == 0]
-            outs = [(i, r) for i, r in outs if r < R]
-            if not outs:
-                continue
-            for t in range(S):
-                v = strided_vector(b, gep(b, base, rin * wp + t * dw), vw, sw)
-                for i, r in outs:
-                    acc[i] = fma(b, v, wb[r * S + t], acc[i])
-        for i in range(rows):
-            ptr = gep(b, out, b.add(b.mul(b.add(oh0, i64(i)), i64(OW)), ow0))
-            masked_store(b, apply_activation(b, acc[i], activation), ptr, vw, valid)
+    def channel(b: ir.IRBuilder, xpad: ir.Value, vals: list[ir.Value], n: ir.Value, c) -> None:
+        """Input channel c of image n (``vals`` = input, filter, output[, bias]) through the
+        padded buffer ``xpad`` into its ``mult`` output channels."""
+        x, w, o = vals[:3]
 
-    with loop(b, 0, s.N, 1, "dn") as n, loop(b, 0, s.C, 1, "dc") as c:
-        xc = gep(b, p.x, b.add(mul(b, n, s.C * H * W), mul(b, c, H * W)))
-        copy_padded(b, xc, xpad, s, vw)
+        def tile(out, oh0, rows: int, ow0, valid: int, wb, bias) -> None:
+            """Output rows oh0 .. oh0+rows-1, columns ow0 .. ow0+valid-1 of plane ``out``."""
+            acc = [bias] * rows
+            base = gep(b, xpad, b.add(b.mul(b.mul(oh0, i64(sh)), i64(wp)), b.mul(ow0, i64(sw))))
+            for rin in range((rows - 1) * sh + (R - 1) * dh + 1):
+                outs = [(i, (rin - i * sh) // dh) for i in range(rows)]
+                outs = [(i, r) for i, r in outs if rin - i * sh >= 0 and (rin - i * sh) % dh == 0]
+                outs = [(i, r) for i, r in outs if r < R]
+                if not outs:
+                    continue
+                for t in range(S):
+                    v = strided_vector(b, gep(b, base, rin * wp + t * dw), vw, sw)
+                    for i, r in outs:
+                        acc[i] = fma(b, v, wb[r * S + t], acc[i])
+            for i in range(rows):
+                ptr = gep(b, out, b.add(b.mul(b.add(oh0, i64(i)), i64(OW)), ow0))
+                masked_store(b, apply_activation(b, acc[i], activation), ptr, vw, valid)
+
+        copy_padded(b, gep(b, x, b.add(mul(b, n, s.C * H * W), mul(b, c, H * W))), xpad, s, vw)
         for m in range(mult):
             k = b.add(b.mul(c, i64(mult)), i64(m)) if mult > 1 else c
-            wk = gep(b, p.w, b.mul(k, i64(R * S)))
+            wk = gep(b, w, b.mul(k, i64(R * S)))
             wb = [broadcast(b, b.load(gep(b, wk, i), typ=F32), vw) for i in range(R * S)]
-            bv = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else zero
-            bias = broadcast(b, bv, vw) if p.bias is not None else splat(0.0, vw)
-            out = gep(b, p.out, b.mul(b.add(b.mul(n, i64(s.K)), k), i64(OH * OW)))
+            bv = b.load(gep(b, vals[3], k), typ=F32) if has_bias else zero
+            bias = broadcast(b, bv, vw) if has_bias else splat(0.0, vw)
+            out = gep(b, o, b.mul(b.add(b.mul(n, i64(s.K)), k), i64(OH * OW)))
 
             def row_tiles(oh0: ir.Value, rows: int, out=out, wb=wb, bias=bias) -> None:
                 if nfull:
@@ -131,6 +136,19 @@ def depthwise_body(
                     row_tiles(oh0, ROW_TILE)
             if rrest:
                 row_tiles(i64(rfull * ROW_TILE), rrest)
+
+    # Channel groups spread over the pool, each thread through its own padded buffer.
+    groups = work_chunks(s.K * OH * OW * R * S, s.C)
+    per = -(-s.C // groups)
+
+    def group(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        c0 = bb.mul(i, i64(per))
+        with loop(bb, c0, smin(bb, bb.add(c0, i64(per)), s.C), 1, "dc") as c:
+            channel(bb, thread_scratch(bb, xpad_g, tid), vals[1:], vals[0], c)
+
+    with loop(b, 0, s.N, 1, "dn") as n:
+        args = [n, p.x, p.w, p.out] + ([p.bias] if has_bias else [])
+        parallel_loop(b, groups, args, group, "chans")
 
 
 def direct_tile(cfg: GemmConfig, s: ConvShape) -> tuple[int, int]:
@@ -175,51 +193,57 @@ def direct_vector_body(
     crs = C * R * S
     zero = splat(0.0, vw)
 
-    def tile(wblk, kbias, outs, oh, ow0, valid: list[int]) -> None:
-        """Channels ``outs`` x len(valid) column vectors from column ow0 (``valid`` lanes)."""
-        kb, nvec = len(outs), len(valid)
-        row0 = gep(b, xpad, b.add(b.mul(b.mul(oh, i64(sh)), i64(wp)), b.mul(ow0, i64(sw))))
-
-        def taps(c: ir.Value | int, acc: list[ir.Value]) -> list[ir.Value]:
-            xc = gep(b, row0, mul(b, c, plane))
-            wc = gep(b, wblk, mul(b, c, R * S * kb_full))
-            for r in range(R):
-                for t in range(S):
-                    xs = [
-                        strided_vector(b, gep(b, xc, r * dh * wp + t * dw + v * vw * sw), vw, sw)
-                        for v in range(nvec)
-                    ]
-                    wt = gep(b, wc, (r * S + t) * kb_full)
-                    for j in range(kb):
-                        wj = broadcast(b, b.load(gep(b, wt, j), typ=F32), vw)
-                        for v in range(nvec):
-                            acc[j * nvec + v] = fma(b, xs[v], wj, acc[j * nvec + v])
-            return acc
-
-        acc = [kbias[j] for j in range(kb) for _ in range(nvec)]
-        if crs <= UNROLL_TAPS:
-            for c in range(C):
-                acc = taps(c, acc)
-        else:
-            acc = vector_loop(b, C, 1, acc, lambda c, _v, a: taps(c, a), "dvc")
-        for j in range(kb):
-            for v in range(nvec):
-                ptr = gep(b, outs[j], b.add(b.mul(oh, i64(OW)), b.add(ow0, i64(v * vw))))
-                val = apply_activation(b, acc[j * nvec + v], activation)
-                masked_store(b, val, ptr, vw, valid[v])
-
     # Column tiles: full NV-vector tiles, then single vectors, the last one masked.
     wide, rest = divmod(OW, nv * vw)
     singles = [min(vw, rest - v) for v in range(0, rest, vw)]
+    has_bias = p.bias is not None
 
-    def block(n: ir.Value, k0: ir.Value, kb: int) -> None:
-        wblk = gep(b, p.w, b.mul(b.udiv(k0, i64(kb_full)), i64(crs * kb_full)))
+    def block(b: ir.IRBuilder, vals: list[ir.Value], n: ir.Value, k0: ir.Value, kb: int) -> None:
+        """Output channels k0 .. k0+kb-1 of image n (``vals`` = filter, output[, bias])."""
+        w, o = vals[:2]
+
+        def tile(wblk, kbias, outs, oh, ow0, valid: list[int]) -> None:
+            """Channels ``outs`` x len(valid) column vectors from column ow0."""
+            kb, nvec = len(outs), len(valid)
+            row0 = gep(b, xpad, b.add(b.mul(b.mul(oh, i64(sh)), i64(wp)), b.mul(ow0, i64(sw))))
+
+            def taps(c: ir.Value | int, acc: list[ir.Value]) -> list[ir.Value]:
+                xc = gep(b, row0, mul(b, c, plane))
+                wc = gep(b, wblk, mul(b, c, R * S * kb_full))
+                for r in range(R):
+                    for t in range(S):
+                        xs = [
+                            strided_vector(
+                                b, gep(b, xc, r * dh * wp + t * dw + v * vw * sw), vw, sw
+                            )
+                            for v in range(nvec)
+                        ]
+                        wt = gep(b, wc, (r * S + t) * kb_full)
+                        for j in range(kb):
+                            wj = broadcast(b, b.load(gep(b, wt, j), typ=F32), vw)
+                            for v in range(nvec):
+                                acc[j * nvec + v] = fma(b, xs[v], wj, acc[j * nvec + v])
+                return acc
+
+            acc = [kbias[j] for j in range(kb) for _ in range(nvec)]
+            if crs <= UNROLL_TAPS:
+                for c in range(C):
+                    acc = taps(c, acc)
+            else:
+                acc = vector_loop(b, C, 1, acc, lambda c, _v, a: taps(c, a), "dvc")
+            for j in range(kb):
+                for v in range(nvec):
+                    ptr = gep(b, outs[j], b.add(b.mul(oh, i64(OW)), b.add(ow0, i64(v * vw))))
+                    val = apply_activation(b, acc[j * nvec + v], activation)
+                    masked_store(b, val, ptr, vw, valid[v])
+
+        wblk = gep(b, w, b.mul(b.udiv(k0, i64(kb_full)), i64(crs * kb_full)))
         kbias, outs = [], []
         for j in range(kb):
             k = b.add(k0, i64(j))
-            bv = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else None
+            bv = b.load(gep(b, vals[2], k), typ=F32) if has_bias else None
             kbias.append(broadcast(b, bv, vw) if bv is not None else zero)
-            outs.append(gep(b, p.out, b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW))))
+            outs.append(gep(b, o, b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW))))
         with loop(b, 0, OH, 1, "dvh") as oh:
             if wide:
                 with loop(b, 0, wide * nv * vw, nv * vw, "dvw") as ow0:
@@ -227,17 +251,35 @@ def direct_vector_body(
             for v, valid in enumerate(singles):
                 tile(wblk, kbias, outs, oh, i64(wide * nv * vw + v * vw), [valid])
 
+    # Channel blocks spread over the pool; they all read the one padded image.
     nkb, ktail = divmod(K, kb_full)
+
+    def chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        n = vals[0]
+        if not ktail:
+            block(bb, vals[1:], n, bb.mul(i, i64(kb_full)), kb_full)
+        elif not nkb:
+            block(bb, vals[1:], n, i64(0), ktail)
+        else:
+            with bb.if_else(bb.icmp_signed("<", i, i64(nkb))) as (full, last):
+                with full:
+                    block(bb, vals[1:], n, bb.mul(i, i64(kb_full)), kb_full)
+                with last:
+                    block(bb, vals[1:], n, i64(nkb * kb_full), ktail)
+
+    nblocks = nkb + (1 if ktail else 0)
+    chunks = nblocks if work_chunks(K * OH * OW * crs, nblocks) > 1 else 1
     with loop(b, 0, s.N, 1, "dvn") as n:
         xn = gep(b, p.x, mul(b, n, C * H * W))
         with loop(b, 0, C, 1, "dvp") as c:
             src = gep(b, xn, b.mul(c, i64(H * W)))
             copy_padded(b, src, gep(b, xpad, b.mul(c, i64(plane))), s, vw * nv)
-        if nkb:
-            with loop(b, 0, nkb * kb_full, kb_full, "dvk") as k0:
-                block(n, k0, kb_full)
-        if ktail:
-            block(n, i64(nkb * kb_full), ktail)
+        args = [n, p.w, p.out] + ([p.bias] if has_bias else [])
+        if chunks > 1:
+            parallel_loop(b, nblocks, args, chunk, "kblocks")
+        else:
+            with loop(b, 0, nblocks, 1, "dvk") as i:
+                chunk(b, i, i64(0), args)
 
 
 __all__ = [
