@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.backends.interpreter.arena import ArenaInterpreter
 from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
-from compiler.backends.llvm.kernels import gemm
+from compiler.backends.llvm.kernels import parallel
 from compiler.executors import make_executor
 from compiler.pipeline import CompileOptions, compile_model
 
@@ -28,7 +28,7 @@ SAMPLES = Path(__file__).resolve().parents[3] / "sample_models"
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "llvm-cache"))
-    monkeypatch.setattr(gemm, "CHUNK_FMAS", 64)
+    monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)
 
 
 def _infer(model):
@@ -129,6 +129,41 @@ def test_conv_strategies_on_threads(strategy, case):
     )
     model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     _same_on_threads(model, conv_strategy=strategy)
+
+
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("Softmax", {"axis": -1}),
+        ("Softmax", {"axis": 1}),
+        ("LogSoftmax", {"axis": -1}),
+        ("ReduceMean", {"axes": [2], "keepdims": 1}),
+        ("ReduceMax", {"axes": [1, 2], "keepdims": 0}),
+        ("Sigmoid", {}),
+    ],
+)
+def test_row_and_element_kernels_on_threads(op, attrs):
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], **attrs)],
+        "g",
+        [helper.make_tensor_value_info("x", F, [4, 37, 19])],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    _same_on_threads(_infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
+
+
+def test_layernorm_on_threads():
+    rng = np.random.default_rng(3)
+    scale = numpy_helper.from_array(rng.standard_normal(19).astype(np.float32), "s")
+    bias = numpy_helper.from_array(rng.standard_normal(19).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)],
+        "g",
+        [helper.make_tensor_value_info("x", F, [4, 37, 19])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [scale, bias],
+    )
+    _same_on_threads(_infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
 
 
 def test_compile_options_threads_reach_the_executor():

@@ -24,6 +24,7 @@ from compiler.backends.llvm.emitters.common import (
     EmitContext,
     Emitted,
     broadcast_strides,
+    c64,
     call_intr,
     call_libm,
     collapse,
@@ -39,12 +40,14 @@ from compiler.backends.llvm.emitters.common import (
     like,
     linear,
     load_elem,
+    loop,
     loop_nest,
     storage_type,
     store_elem,
     unsupported,
 )
-from compiler.backends.llvm.kernels.common import Activation, LaneEpilogue, apply_activation
+from compiler.backends.llvm.kernels.common import Activation, LaneEpilogue, apply_activation, smin
+from compiler.backends.llvm.kernels.parallel import ELEMENT_WORK, parallel_loop, work_chunks
 from compiler.backends.llvm.kernels.rows import fmax_nan, fmin_nan
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.types import ElemKind
@@ -521,8 +524,12 @@ def emit_chain(
         noalias,
     )
 
+    # Big loops spread their outermost dim over the thread pool.
+    chunks = work_chunks(math.prod(cshape) * ELEMENT_WORK, cshape[0])
+    per = -(-cshape[0] // chunks)
+
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        def body(ivs: list[ir.Value]) -> None:
+        def nest(b: ir.IRBuilder, args: list[ir.Value], ivs: list[ir.Value]) -> None:
             vals: list[ir.Value] = []
             out_off = linear(b, ivs, out_strides)
             for s in steps:
@@ -532,7 +539,7 @@ def emit_chain(
                         xs.append(vals[src[1]])
                     else:
                         e = arg_elems[src[1]]
-                        p = gep(b, fn.args[src[1]], linear(b, ivs, src[2]), storage_type(e))
+                        p = gep(b, args[src[1]], linear(b, ivs, src[2]), storage_type(e))
                         xs.append(load_elem(b, p, e))
                 try:
                     v = SCALAR[s.kind](b, xs, s.in_elems, s.out_elem, s.attrs)
@@ -541,9 +548,18 @@ def emit_chain(
                 vals.append(v)
                 if s.store_arg is not None:
                     e = arg_elems[s.store_arg]
-                    store_elem(b, v, gep(b, fn.args[s.store_arg], out_off, storage_type(e)), e)
+                    store_elem(b, v, gep(b, args[s.store_arg], out_off, storage_type(e)), e)
 
-        loop_nest(b, cshape, body)
+        if chunks == 1:
+            loop_nest(b, cshape, lambda ivs: nest(b, list(fn.args), ivs))
+            return
+
+        def chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+            lo = bb.mul(i, c64(per))
+            with loop(bb, lo, smin(bb, bb.add(lo, c64(per)), cshape[0]), 1, "d0") as i0:
+                loop_nest(bb, cshape[1:] or [1], lambda ivs: nest(bb, args, [i0, *ivs]), "d")
+
+        parallel_loop(b, chunks, list(fn.args), chunk, "ew")
 
     # Validate semantics before building (so unsupported cases raise cleanly).
     name = ctx.sink.kernel(key, len(args), build, "ew", noalias)

@@ -40,6 +40,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import fmax_nan, fmin_nan, imax, imin
+from compiler.backends.llvm.kernels.parallel import ELEMENT_WORK, parallel_range
 from compiler.backends.llvm.kernels.rows import (
     fadd,
     hreduce,
@@ -52,6 +53,10 @@ from compiler.backends.llvm.kernels.rows import (
 )
 from compiler.backends.llvm.target import vector_width_f32
 from compiler.graph.types import ElemKind
+
+#: Work of one element of a row kernel (a few passes over the row, a transcendental), in
+#: multiply-adds, for the parallel chunks.
+ROW_WORK = 2 * ELEMENT_WORK
 
 
 def _split_axes(shape, axes):
@@ -102,8 +107,18 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
                 op
             ]
 
-            def row(kivs):
-                xr = gep(b, px, linear(b, kivs, kstr), F32)
+            kcount = math.prod(kshape)
+            kflat = contiguous_strides(kshape)
+
+            def row(b: ir.IRBuilder, k: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+                po, px = args
+                # The kept dims' offset of flat output index k.
+                off: ir.Value = c64(0)
+                for n_, st, fl in zip(kshape, kstr, kflat):
+                    idx = b.urem(b.udiv(k, c64(fl)), c64(n_)) if n_ > 1 else None
+                    if idx is not None and st:
+                        off = b.add(off, b.mul(idx, c64(st)))
+                xr = gep(b, px, off, F32)
 
                 def step(j, valid, c):
                     v = masked_load(b, gep(b, xr, j), vw, valid, fill)
@@ -115,9 +130,9 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
                     r = b.fdiv(r, const(F64, float(count)))
                 if wide:
                     r = b.fptrunc(r, F32)
-                b.store(r, gep(b, po, linear(b, kivs, ocs), F32))
+                b.store(r, gep(b, po, k, F32))
 
-            loop_nest(b, kshape, row, "k")
+            parallel_range(b, kcount, kcount * count * ELEMENT_WORK, [po, px], row, "k")
             return
 
         def outer(kivs):
@@ -246,15 +261,16 @@ def emit_softmax(ctx: EmitContext, ins: Any) -> Emitted:
     vw = vector_width_f32()
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        po, px = fn.args
-        if inner == 1:
-            with loop(b, 0, outer, 1, "o") as o:
-                off = b.mul(o, c64(n))
-                _softmax_row(b, gep(b, px, off, F32), gep(b, po, off, F32), n, vw, log)
-        else:
-            with loop(b, 0, outer, 1, "o") as o:
-                off = b.mul(o, c64(n * inner))
-                _softmax_columns(b, gep(b, px, off, F32), gep(b, po, off, F32), n, inner, vw, log)
+        def row(bb: ir.IRBuilder, o: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+            po, px = args
+            off = bb.mul(o, c64(n * inner))
+            xr, orow = gep(bb, px, off, F32), gep(bb, po, off, F32)
+            if inner == 1:
+                _softmax_row(bb, xr, orow, n, vw, log)
+            else:
+                _softmax_columns(bb, xr, orow, n, inner, vw, log)
+
+        parallel_range(b, outer, outer * n * inner * ROW_WORK, list(fn.args), row, "o")
 
     name = ctx.sink.kernel(key, 2, build, ins.kind)
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
@@ -349,11 +365,12 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
     key = ("layernorm", outer, norm, tuple(ss), tuple(bs), eps)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        po, px, psc, pbi = fn.args
         cs = contiguous_strides(norm)
         dense = tuple(ss) == cs and tuple(bs) == cs  # scale and bias as long as the row
         vw = vector_width_f32()
-        with loop(b, 0, outer, 1, "o") as o:
+
+        def row(b: ir.IRBuilder, o: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+            po, px, psc, pbi = args
             base = b.mul(o, c64(m))
             xr = gep(b, px, base, F32)
             orow = gep(b, po, base, F32)
@@ -397,6 +414,8 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
                     b.store(b.fptrunc(b.fadd(b.fmul(y, sc), bi), F32), gep(b, orow, j, F32))
 
                 loop_nest(b, list(norm), body, "n")
+
+        parallel_range(b, outer, outer * m * ROW_WORK, list(fn.args), row, "o")
 
     name = ctx.sink.kernel(key, 4, build, "layernorm")
     return Emitted(

@@ -39,9 +39,13 @@ from compiler.backends.llvm.kernels.gemm import (
     panel_a,
     runtime_packed_b,
     strided_a,
+)
+from compiler.backends.llvm.kernels.parallel import (
+    parallel_loop,
+    scratch,
+    thread_scratch,
     work_chunks,
 )
-from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, thread_scratch
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
 
 #: Pixels per chunk of the pixel-rows conv (its patch rows and GEMM output stay in L2).

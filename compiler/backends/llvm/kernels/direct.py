@@ -30,8 +30,13 @@ from compiler.backends.llvm.kernels.common import (
     smin,
     splat,
 )
-from compiler.backends.llvm.kernels.gemm import GemmConfig, work_chunks
-from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, thread_scratch
+from compiler.backends.llvm.kernels.gemm import GemmConfig
+from compiler.backends.llvm.kernels.parallel import (
+    parallel_loop,
+    scratch,
+    thread_scratch,
+    work_chunks,
+)
 from compiler.backends.llvm.kernels.rows import masked_load, masked_store, vector_loop
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 

@@ -36,7 +36,7 @@ from compiler.backends.llvm.kernels.common import (
     splat,
     store_vec,
 )
-from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, scratch_ptr
+from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, scratch_ptr, work_chunks
 
 
 @dataclass(frozen=True)
@@ -242,18 +242,6 @@ class Split:
     chunks: int
     captures: Sequence[ir.Value]
     make: Callable[[list[ir.Value]], GemmOperands]
-
-
-#: Multiply-adds per parallel chunk of a GEMM, at least (tens of microseconds of work).
-CHUNK_FMAS = 1 << 21
-#: The most chunks a kernel's work is cut into.
-MAX_CHUNKS = 64
-
-
-def work_chunks(fmas: int, units: int) -> int:
-    """Chunks for ``fmas`` multiply-adds (or an equivalent amount of work) spread over
-    ``units`` independent pieces: about CHUNK_FMAS each, at most one per piece."""
-    return max(1, min(MAX_CHUNKS, units, fmas // CHUNK_FMAS))
 
 
 def _lt(b: ir.IRBuilder, x: Int, y: Int) -> bool | ir.Value:

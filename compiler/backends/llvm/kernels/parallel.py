@@ -25,7 +25,7 @@ from weakref import WeakKeyDictionary
 
 from llvmlite import ir
 
-from compiler.backends.llvm.kernels.common import F32, I32, I64, PTR, VOID, i64
+from compiler.backends.llvm.kernels.common import F32, I32, I64, PTR, VOID, i64, loop, smin
 from compiler.memory.regions import ALIGNMENT
 
 #: The most threads a pool starts (the size of its handle and scratch tables).
@@ -50,6 +50,21 @@ FUTEX_WAKE_PRIVATE = 129
 #: A task: void (ptr context, i64 chunk, i64 thread id).
 TASK = ir.FunctionType(VOID, [PTR, I64, I64])
 Body = Callable[[ir.IRBuilder, ir.Value, ir.Value, list[ir.Value]], None]
+
+
+#: Multiply-adds per parallel chunk, at least (tens of microseconds of work).
+CHUNK_FMAS = 1 << 21
+#: Work of one element of a memory-bound loop (a copy, an element-wise step), in multiply-adds.
+ELEMENT_WORK = 64
+#: The most chunks a kernel's work is cut into.
+MAX_CHUNKS = 64
+
+
+def work_chunks(fmas: int, units: int) -> int:
+    """Chunks for ``fmas`` multiply-adds (or an equivalent amount of work) spread over
+    ``units`` independent pieces: about CHUNK_FMAS each, at most one per piece. Compile-time
+    shapes only, never the thread count: the chunks are the same on every host and run."""
+    return max(1, min(MAX_CHUNKS, units, fmas // CHUNK_FMAS))
 
 
 _TASK_CLASSES: dict[type, type] = {}
@@ -428,12 +443,42 @@ def parallel_loop(
     b.call(rt.parallel_for, [task, ctx, i64(n)])
 
 
+def parallel_range(
+    b: ir.IRBuilder,
+    count: int,
+    work: int,
+    captures: Sequence[ir.Value],
+    body: Body,
+    name: str = "items",
+) -> None:
+    """``for i in range(count)`` over independent items worth ``work`` multiply-adds in all:
+    contiguous runs of items form the chunks (``work_chunks``); ``body(builder, i, tid,
+    values)`` emits one item (``values`` stand for ``captures``, as in ``parallel_loop``)."""
+    chunks = work_chunks(work, count)
+    if chunks == 1:
+        with loop(b, 0, count, 1, name) as i:
+            body(b, i, i64(0), list(captures))
+        return
+    per = -(-count // chunks)
+
+    def chunk(bb: ir.IRBuilder, c: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        lo = bb.mul(c, i64(per))
+        with loop(bb, lo, smin(bb, bb.add(lo, i64(per)), count), 1, name) as i:
+            body(bb, i, tid, vals)
+
+    parallel_loop(b, -(-count // per), captures, chunk, name)
+
+
 __all__ = [
+    "CHUNK_FMAS",
+    "ELEMENT_WORK",
     "LIBC",
     "MAX_THREADS",
     "parallel_loop",
+    "parallel_range",
     "runtime",
     "scratch",
     "scratch_ptr",
     "thread_scratch",
+    "work_chunks",
 ]
