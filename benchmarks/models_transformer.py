@@ -99,8 +99,9 @@ def build_whisper_encoder_tiny(
     for cin, stride in ((mels, 1), (d, 2)):
         w = n.const("conv_w", n.weight((d, cin, 3), cin * 3))
         b = n.const("conv_b", np.zeros(d, np.float32))
-        x = n.gelu_erf(n.op("Conv", [x, w, b], "conv1d", kernel_shape=[3], pads=[1, 1],
-                            strides=[stride]))
+        x = n.gelu_erf(
+            n.op("Conv", [x, w, b], "conv1d", kernel_shape=[3], pads=[1, 1], strides=[stride])
+        )
     t = frames // 2
     x = n.transpose(x, (0, 2, 1))
     pos = (0.01 * n.rng.standard_normal((t, d))).astype(np.float32)
@@ -145,8 +146,13 @@ def build_bert_tiny(
 
 
 def build_vit_tiny(
-    image: int = 224, patch: int = 16, d: int = 192, heads: int = 3, layers: int = 12,
-    classes: int = 1000, seed: int = 0,
+    image: int = 224,
+    patch: int = 16,
+    d: int = 192,
+    heads: int = 3,
+    layers: int = 12,
+    classes: int = 1000,
+    seed: int = 0,
 ) -> onnx.ModelProto:
     """ViT-Tiny/16: patch-embedding conv, class token, positions, pre-LN blocks (eps 1e-6) with
     fused qkv, erf GELU, head on the class token."""
