@@ -183,13 +183,13 @@ def find_epilogues(
         if prod.kind not in EPILOGUE_PRODUCERS:
             continue
         src = prod.operands[0][0]
-        known = {id(src): ("acc",)}
+        known: dict[int, tuple] = {id(src): ("acc",)}
         chain: list[Instruction] = []
         for nxt in code[pos + 1 :]:
             cur = chain[-1].operands[0][0] if chain else src
             if not any(v is cur for v, _ in nxt.operands[1:]):
                 break
-            if tuple(nxt.operands[0][0].type.shape) != tuple(src.type.shape):
+            if tuple(nxt.operands[0][0].type_.shape) != tuple(src.type_.shape):
                 break
             if lane_sources(ctx, nxt, known) is None:
                 break
