@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeAlias
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from llvmlite import ir
 

@@ -12,8 +12,9 @@ FIRST row that applies and prefers it, in this order:
    (kernels/direct.py);
 2. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
    output channels on the vector lanes over an im2col buffer, then a transpose;
-3. ``padded-shift-gemm`` (group 1, stride 1, no dilation; images over 64 pixels): one GEMM over
-   the zero-padded pixel grid, whose im2col rows are shifted contiguous rows;
+3. ``padded-shift-gemm`` (group 1; images over 64 pixels, not 1x1 stride 1): one GEMM over the
+   zero-padded image split into its stride phases, whose im2col rows are contiguous runs read
+   in place;
 4. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
    channel copy, tiles of output rows x a column vector (kernels/direct.py);
 5. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
@@ -172,8 +173,8 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         "padded-shift-gemm",
         padded_shift_body,
         pack_a,
-        applies=lambda s: s.group == 1 and s.stride == (1, 1) and s.dilation == (1, 1),
-        prefers=lambda s: s.R * s.S > 1 and s.H * s.W > 64 and s.K >= 4,
+        applies=lambda s: s.group == 1,
+        prefers=lambda s: (s.R * s.S > 1 or s.stride != (1, 1)) and s.H * s.W > 64 and s.K >= 4,
     ),
     ConvStrategy(
         "depthwise-direct",

@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from compiler.backends.llvm.kernels.common import (
     F32,
+    I64,
     Activation,
     Int,
     add,
@@ -26,7 +27,7 @@ from compiler.backends.llvm.kernels.common import (
     smin,
     store_vec,
 )
-from compiler.backends.llvm.kernels.direct import copy_padded
+from compiler.backends.llvm.kernels.direct import copy_padded, strided_vector
 from compiler.backends.llvm.kernels.gemm import (
     AAddr,
     GemmConfig,
@@ -41,6 +42,7 @@ from compiler.backends.llvm.kernels.gemm import (
     strided_a,
 )
 from compiler.backends.llvm.kernels.parallel import (
+    ELEMENT_WORK,
     parallel_loop,
     scratch,
     thread_scratch,
@@ -173,7 +175,7 @@ def gemm_body(
 
         captures = [wg, xg, og] + ([bg] if bg is not None else [])
         ntiles = -(-kgr // cfg.mr) * -(-npix // cfg.nr)
-        split = Split(work_chunks(kgr * npix * kgemm, ntiles), captures, operands)
+        split = Split(work_chunks(kgr * npix * kgemm, ntiles), captures, operands, prefer="m")
         emit_gemm_body(b, cfg, kgr, npix, kgemm, operands(captures), split)
 
 
@@ -364,93 +366,111 @@ def pixel_rows_body(
 # -- padded shift: a stride-1 conv as one GEMM over the zero-padded pixel grid ----------------
 
 
+def shift_geometry(s: ConvShape) -> tuple[int, int, list[tuple[int, int]], list[int]]:
+    """(Hq, Wq, phases, offsets) of the padded-shift conv: the padded image (Hp x Wp) is split
+    into stride phases of Hq x Wq pixels (phase (a, b) holds padded pixels (i*sh + a, j*sw + b);
+    only the phases some tap reads, in ``phases``); ``offsets[r*S + t]`` is where tap (r, t) of
+    grid column 0 reads, in floats from channel 0's first phase (channel c adds c * stride)."""
+    (sh, sw), (dh, dw) = s.stride, s.dilation
+    pt, pl, pb, pr = s.pad
+    hq, wq = -(-(s.H + pt + pb) // sh), -(-(s.W + pl + pr) // sw)
+    taps = [(r * dh, t * dw) for r in range(s.R) for t in range(s.S)]
+    phases = sorted({(y % sh, x % sw) for y, x in taps})
+    offsets = [phases.index((y % sh, x % sw)) * hq * wq + (y // sh) * wq + x // sw for y, x in taps]
+    return hq, wq, phases, offsets
+
+
 def padded_shift_body(
     b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
 ) -> None:
-    """On the padded grid (Hp x Wp), tap (r, t) of output pixel q reads input pixel q + r*Wp + t:
-    every im2col row is a contiguous shifted row of the padded input, so B panels are packed
-    with vector copies. The GEMM computes OH x Wp columns per channel (the Wp - OW extra
-    columns are dropped by the final crop). Columns go in chunks of SHIFT_NC.
+    """The image zero-padded and split into its stride phases (kernels/window.py's geometry, see
+    ``shift_geometry``; stride 1: one phase, the padded image): tap (r, t) of output pixel
+    (oh, ow) reads phase pixel (oh + r*dh // sh, ow + t*dw // sw) of one phase, so on the grid
+    of OH x Wq columns every im2col row is a contiguous run of a phase image. The GEMM reads its
+    B panels there in place (a table gives each row's start) and computes OH x Wq columns per
+    output channel; the crop keeps OW of each Wq. Columns go in chunks of SHIFT_NC; the GEMM's
+    channel tiles spread over the thread pool.
     """
     module, name = b.module, b.function.name
     C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
-    pt, pl, pb_, pr = s.pad
-    Hp, Wp = H + pt + pb_, W + pl + pr
+    (sh, sw) = s.stride
+    pt, pl = s.pad[0], s.pad[1]
+    hq, wq, phases, offsets = shift_geometry(s)
+    plane = hq * wq
+    cstride = len(phases) * plane  # floats per channel of the phase images
     crs = C * R * S
-    ngrid = OH * Wp
+    ngrid = OH * wq
     nr, vw = cfg.nr, cfg.vw
-    # The crop's dropped columns of the last row read up to S - 1 floats past the grid.
-    xpad = scratch(module, f"{name}.xpad", C * Hp * Wp + max(2 * nr, S))
+    # Cropped columns read past their row, the last ones past the images: slack behind.
+    xph = scratch(module, f"{name}.xph", C * cstride + max(offsets) + 2 * nr)
     cbuf = scratch(module, f"{name}.c", K * ngrid)
-    kc = min(cfg.kc, crs)
-    # Column chunks: SHIFT_NC, or fewer columns (whole panels) when the work is worth spreading
-    # over more chunks than that gives. The chunking never changes an element's arithmetic.
-    want = work_chunks(K * ngrid * crs, -(-ngrid // nr))
-    nc_full = min(SHIFT_NC, ngrid, -(-ngrid // want // nr) * nr)
-    npan_max = -(-nc_full // nr)
-    bbuf = scratch(module, f"{name}.b", npan_max * kc * nr)
-    vty = ir.VectorType(F32, vw)
+    # Per GEMM row k = c*R*S + r*S + t: where its run starts (c * cstride + offsets[r*S + t]).
+    koff = np.array([c * cstride + o for c in range(C) for o in offsets], dtype=np.int64)
+    table = ir.GlobalVariable(module, ir.ArrayType(I64, crs), f"{name}.rows")
+    table.initializer = ir.Constant(table.value_type, [int(v) for v in koff])
+    table.global_constant = True
+    table.linkage = "internal"
+    nc_full = min(SHIFT_NC, ngrid)
     nfull, rest = divmod(ngrid, nc_full)
     has_bias = p.bias is not None
+    if sh * sw > 1:  # a zero-padded row, deinterleaved into the phase rows
+        # The image row lands at pl (masked tail); the phase rows read whole vectors of sw
+        # strided lanes, the last up to sw * (vw - 1) + sw - 1 floats past Wq * sw.
+        rowbuf = scratch(module, f"{name}.row", max(W + pl, -(-wq // vw) * vw * sw) + vw * sw)
 
-    def chunk(bb: ir.IRBuilder, tid: ir.Value, vals: list[ir.Value], n0: ir.Value, ncols: int):
-        """Grid columns n0 .. n0+ncols-1 of every output channel into cbuf, the B panels
-        packed into the thread's own buffer."""
-        npf, ntail = divmod(ncols, nr)
-        bt = thread_scratch(bb, bbuf, tid)
-
-        def b_pack(bb: ir.IRBuilder, pc: ir.Value, kcv: ir.Value) -> None:
-            with loop(bb, 0, kcv, 1, "bk") as kk:
-                k = bb.add(pc, kk)
-                c = bb.udiv(k, i64(R * S))
-                rs = bb.urem(k, i64(R * S))
-                off = bb.add(
-                    bb.mul(c, i64(Hp * Wp)),
-                    bb.add(bb.mul(bb.udiv(rs, i64(S)), i64(Wp)), bb.urem(rs, i64(S))),
+    def fill_phases(xn: ir.Value) -> None:
+        """The image into the phase images (the padding is zero from the start: only pixels
+        of the image are ever written)."""
+        if sh * sw == 1:
+            with loop(b, 0, C, 1, "pc") as c:
+                copy_padded(
+                    b, gep(b, xn, b.mul(c, i64(H * W))), gep(b, xph, b.mul(c, i64(plane))), s, vw
                 )
-                src = gep(bb, xpad, bb.add(off, n0))
-                dst = gep(bb, bt, bb.mul(kk, i64(nr)))
-                if npf:
-                    with loop(bb, 0, npf, 1, "bj") as jp:
-                        s0 = gep(bb, src, bb.mul(jp, i64(nr)))
-                        d0 = gep(bb, dst, bb.mul(jp, i64(kc * nr)))
-                        for v in range(nr // vw):
-                            val = bb.load(gep(bb, s0, v * vw), typ=vty, align=4)
-                            bb.store(val, gep(bb, d0, v * vw), align=4)
-                for j in range(ntail):
-                    bb.store(
-                        bb.load(gep(bb, src, npf * nr + j), typ=F32),
-                        gep(bb, dst, npf * kc * nr + j),
-                    )
+            return
+        with loop(b, 0, C, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
+            src = gep(b, xn, b.add(b.mul(c, i64(H * W)), b.mul(h, i64(W))))
+            for j0 in range(0, W, vw):
+                valid = min(vw, W - j0)
+                store_vec(
+                    b, load_vec(b, gep(b, src, j0), vw, valid), gep(b, rowbuf, pl + j0), vw, valid
+                )
+            hp = b.add(h, i64(pt))
+            a, i = b.urem(hp, i64(sh)), b.udiv(hp, i64(sh))
+            chan = gep(b, xph, b.mul(c, i64(cstride)))
+            for k, (pa, pb_) in enumerate(phases):
+                with b.if_then(b.icmp_unsigned("==", a, i64(pa))):
+                    dst = gep(b, chan, b.add(i64(k * plane), b.mul(i, i64(wq))))
+                    for j0 in range(0, wq, vw):
+                        v = strided_vector(b, gep(b, rowbuf, j0 * sw + pb_), vw, sw)
+                        store_vec(b, v, gep(b, dst, j0), vw, min(vw, wq - j0))
+
+    def operands(v: list[ir.Value]) -> GemmOperands:
+        """The GEMM of a column chunk over (c_base, filter, first column[, bias]): the kernel's
+        values or a parallel chunk's copies."""
+        cbase, w, col0 = v[:3]
 
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-            kl = k if kc == crs else bb.urem(i64(k), i64(kc))
-            return gep(bb, bt, bb.add(bb.mul(i64(jp), i64(kc * nr)), bb.mul(i64(kl), i64(nr))))
+            start = bb.load(bb.gep(table, [i64(0), i64(k)], source_etype=table.value_type), typ=I64)
+            return gep(bb, xph, add(bb, bb.add(start, col0), mul(bb, jp, nr)))
 
-        ops = GemmOperands(
-            a_addr=panel_a(vals[0], crs, cfg.mr),
+        return GemmOperands(
+            a_addr=panel_a(w, crs, cfg.mr),
             b_addr=b_addr,
-            c_base=gep(bb, cbuf, n0),
+            c_base=cbase,
             c_stride=ngrid,
-            b_pack=b_pack,
-            bias_col=vals[1] if has_bias else None,
+            bias_col=v[3] if has_bias else None,
             activation=activation,
+            b_exact=True,
         )
-        emit_gemm_body(bb, cfg, K, ncols, crs, ops)
 
-    def column_chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
-        if not rest:
-            chunk(bb, tid, vals, bb.mul(i, i64(nc_full)), nc_full)
-        elif not nfull:
-            chunk(bb, tid, vals, i64(0), rest)
-        else:
-            with bb.if_else(bb.icmp_signed("<", i, i64(nfull))) as (full, last):
-                with full:
-                    chunk(bb, tid, vals, bb.mul(i, i64(nc_full)), nc_full)
-                with last:
-                    chunk(bb, tid, vals, i64(nfull * nc_full), rest)
+    def chunk(n0: ir.Value, ncols: int) -> None:
+        """Grid columns n0 .. n0+ncols-1 of every output channel into cbuf."""
+        vals = [gep(b, cbuf, n0), p.w, n0] + ([p.bias] if has_bias else [])
+        tiles = -(-K // cfg.mr) * -(-ncols // nr)
+        split = Split(work_chunks(K * ncols * crs, tiles), vals, operands, prefer="m")
+        emit_gemm_body(b, cfg, K, ncols, crs, operands(vals), split)
 
-    kgroups = work_chunks(K * OH * OW * 16, K)  # the crop: a copy, spread by channels
+    kgroups = work_chunks(K * OH * OW * ELEMENT_WORK, K)  # the crop: a copy, by channels
     kper = -(-K // kgroups)
 
     def crop(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
@@ -459,7 +479,7 @@ def padded_shift_body(
         k0 = bb.mul(i, i64(kper))
         with loop(bb, k0, smin(bb, bb.add(k0, i64(kper)), K), 1, "ck") as k:
             with loop(bb, 0, OH, 1, "ch") as oh:
-                src = gep(bb, cbuf, bb.add(bb.mul(k, i64(ngrid)), bb.mul(oh, i64(Wp))))
+                src = gep(bb, cbuf, bb.add(bb.mul(k, i64(ngrid)), bb.mul(oh, i64(wq))))
                 dst = gep(bb, on, bb.add(bb.mul(k, i64(OH * OW)), bb.mul(oh, i64(OW))))
                 for j0 in range(0, OW, vw):
                     valid = min(vw, OW - j0)
@@ -467,15 +487,12 @@ def padded_shift_body(
                     store_vec(bb, v, gep(bb, dst, j0), vw, valid)
 
     with loop(b, 0, s.N, 1, "n") as n:
-        xn = gep(b, p.x, b.mul(n, i64(C * H * W)))
-        # Zero-padded copy of the image (the padding is zero from the start: only the
-        # interior is ever written).
-        with loop(b, 0, C, 1, "pc") as c:
-            copy_padded(
-                b, gep(b, xn, b.mul(c, i64(H * W))), gep(b, xpad, b.mul(c, i64(Hp * Wp))), s, vw
-            )
-        captures = [p.w] + ([p.bias] if has_bias else [])
-        parallel_loop(b, nfull + (1 if rest else 0), captures, column_chunk, "cols")
+        fill_phases(gep(b, p.x, b.mul(n, i64(C * H * W))))
+        if nfull:
+            with loop(b, 0, nfull * nc_full, nc_full, "nch") as n0:
+                chunk(n0, nc_full)
+        if rest:
+            chunk(i64(nfull * nc_full), rest)
         on = gep(b, p.out, b.mul(n, i64(K * OH * OW)))
         parallel_loop(b, kgroups, [on], crop, "crop")
 

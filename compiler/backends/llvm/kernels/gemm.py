@@ -242,6 +242,9 @@ class Split:
     chunks: int
     captures: Sequence[ir.Value]
     make: Callable[[list[ir.Value]], GemmOperands]
+    #: Which dimension the chunks cut first: "n" (B's panels: each thread streams its own part
+    #: of B, for constant B = weights) or "m" (A's tiles, for A = conv weights).
+    prefer: str = "n"
 
 
 def _lt(b: ir.IRBuilder, x: Int, y: Int) -> bool | ir.Value:
@@ -337,9 +340,14 @@ def emit_gemm_body(
         k_blocks(b, ops, lambda pc, ke, f, la: region(b, ops, pc, ke, f, la, 0, ntile, 0, npan))
         return
 
-    # Chunks: panel groups first (each thread streams its own part of B), then tile groups.
-    pg = min(npan, split.chunks)
-    tg = max(1, min(ntile, split.chunks // pg))
+    # Chunks: groups of the preferred dimension first (each thread streams its own part of the
+    # weights, and every chunk its whole part of the other operand), then of the other.
+    if split.prefer == "m":
+        tg = min(ntile, split.chunks)
+        pg = max(1, min(npan, split.chunks // tg))
+    else:
+        pg = min(npan, split.chunks)
+        tg = max(1, min(ntile, split.chunks // pg))
     ps, ts = -(-npan // pg), -(-ntile // tg)
     ncap = len(split.captures)
 
