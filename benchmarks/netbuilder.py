@@ -9,36 +9,21 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+from sample_models.generate import GraphBuilder
 
 OPSET = 17
 IR_VERSION = 8
 
 
-class Net:
-    """Accumulates nodes and initializers; tracks the current tensor's channel count."""
+class Net(GraphBuilder):
+    """The sample models' graph builder (names, constants, nodes), plus the model's name and
+    the layers below."""
 
     def __init__(self, name: str, seed: int) -> None:
+        super().__init__(seed)
         self.name = name
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self._n: dict[str, int] = {}
-
-    def fresh(self, prefix: str) -> str:
-        k = self._n.get(prefix, 0)
-        self._n[prefix] = k + 1
-        return f"{prefix}_{k}"
-
-    def const(self, prefix: str, value: np.ndarray) -> str:
-        name = self.fresh(prefix)
-        self.inits.append(numpy_helper.from_array(value, name))
-        return name
-
-    def op(self, op_type: str, inputs: Sequence[str], prefix: str | None = None, **attrs) -> str:
-        out = self.fresh(prefix or op_type.lower())
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
-        return out
 
     def weight(self, shape: Sequence[int], fan_in: int) -> np.ndarray:
         return self.rng.standard_normal(shape, dtype=np.float32) * np.float32(
@@ -188,7 +173,7 @@ class Net:
             self.name,
             [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in inputs],
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in outputs],
-            self.inits,
+            self.initializers,
         )
         m = helper.make_model(
             graph,
