@@ -1,7 +1,8 @@
 """Generators of full-size ONNX models with random weights (onnx.helper only), for the memory and
 speed benchmarks.
 
-ResNet-50, DenseNet-121, Inception (GoogLeNet / Inception-v1), VGG-19 and MobileNet-v2 here; the
+ResNet-50, DenseNet-121, Inception (GoogLeNet / Inception-v1), VGG-19, MobileNet-v2, ShuffleNet-v2 and
+a BERT-base encoder here; the
 mobile families (MobileNetV3-Small, MNASNet, EfficientNet-B0: `models_mobile.py`) and the
 transformer families (GPT-2, Whisper encoder, BERT, ViT, tiny: `models_transformer.py`), with
 the layer shapes of the published networks and the node patterns of PyTorch's exports. Nothing
@@ -11,12 +12,15 @@ is downloaded. `python benchmarks/models.py --out benchmarks/models [--only resn
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import helper
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -197,12 +201,128 @@ def build_mobilenet(
     return n.model("input", "output", (batch, 3, image, image), (batch, classes))
 
 
+_SHUFFLE_WIDTHS = {
+    0.5: ((48, 96, 192), 1024),
+    1.0: ((116, 232, 464), 1024),
+    1.5: ((176, 352, 704), 1024),
+    2.0: ((244, 488, 976), 2048),
+}
+
+
+def build_shufflenet(
+    batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0, width: float = 1.0
+) -> onnx.ModelProto:
+    """ShuffleNet-v2 (`width` 0.5, 1.0, 1.5 or 2.0): channel split, two-branch units joined by Concat, channel shuffle
+    (Reshape-Transpose-Reshape), depthwise 3x3 convs, BatchNorm."""
+    n = Net("shufflenet", seed)
+    x = n.relu(n.bn(n.conv("input", 3, 24, 3, 2, bias=False), 24))
+    x = n.maxpool(x, 3, 2, 1)
+    c, side = 24, image // 4
+
+    def conv_bn(v: str, cin: int, cout: int, k: int, stride: int = 1, relu: bool = True) -> str:
+        group = cin if k == 3 else 1  # the 3x3 convs of ShuffleNet are depthwise
+        y = n.bn(n.conv(v, cin, cout, k, stride, group=group, bias=False), cout)
+        return n.relu(y) if relu else y
+
+    def shuffle(v: str, ch: int, hw: int) -> str:
+        s5 = n.const("shape", np.array([batch, 2, ch // 2, hw, hw], np.int64))
+        s4 = n.const("shape", np.array([batch, ch, hw, hw], np.int64))
+        t = n.op(
+            "Transpose", [n.op("Reshape", [v, s5], "reshape")], "shuffle", perm=[0, 2, 1, 3, 4]
+        )
+        return n.op("Reshape", [t, s4], "reshape")
+
+    stages, last = _SHUFFLE_WIDTHS[width]
+    for units, cout in zip((4, 8, 4), stages):
+        half = cout // 2
+        for u in range(units):
+            if u == 0:
+                side = (side + 1) // 2
+                b1 = conv_bn(conv_bn(x, c, c, 3, 2, relu=False), c, half, 1)
+                b2 = conv_bn(x, c, half, 1)
+                b2 = conv_bn(conv_bn(b2, half, half, 3, 2, relu=False), half, half, 1)
+            else:
+                sizes = n.const("split", np.array([half, half], np.int64))
+                b1, rest = n.fresh("split"), n.fresh("split")
+                n.nodes.append(helper.make_node("Split", [x, sizes], [b1, rest], name=b1, axis=1))
+                b2 = conv_bn(rest, half, half, 1)
+                b2 = conv_bn(conv_bn(b2, half, half, 3, relu=False), half, half, 1)
+            x = shuffle(n.op("Concat", [b1, b2], "concat", axis=1), cout, side)
+            c = cout
+    x = conv_bn(x, c, last, 1)
+    n.classifier(x, last, classes)
+    return n.model("input", "output", (batch, 3, image, image), (batch, classes))
+
+
+def build_bert(
+    batch: int = 1,
+    seq: int = 128,
+    hidden: int = 768,
+    heads: int = 12,
+    layers: int = 12,
+    seed: int = 0,
+) -> onnx.ModelProto:
+    """A BERT-base encoder (no embeddings: the input is the embedded sequence): post-norm layers
+    of 12-head self-attention and a 3072-wide Erf-GELU feed-forward, residual adds."""
+    n = Net("bert", seed)
+    dh, ffn = hidden // heads, 4 * hidden
+
+    def linear(v: str, cin: int, cout: int) -> str:
+        w = n.const("w", n.weight((cin, cout), cin))
+        b = n.const("b", np.zeros(cout, np.float32))
+        return n.op("Add", [n.op("MatMul", [v, w], "matmul"), b], "bias")
+
+    def layernorm(v: str) -> str:
+        scale = n.const("ln_scale", (1.0 + 0.1 * n.rng.standard_normal(hidden)).astype(np.float32))
+        shift = n.const("ln_bias", (0.1 * n.rng.standard_normal(hidden)).astype(np.float32))
+        return n.op("LayerNormalization", [v, scale, shift], "ln", axis=-1, epsilon=1e-12)
+
+    split = n.const("shape", np.array([batch, seq, heads, dh], np.int64))
+    merge = n.const("shape", np.array([batch, seq, hidden], np.int64))
+    scale = n.const("scale", np.array(1.0 / math.sqrt(dh), np.float32))
+    sqrt2 = n.const("sqrt2", np.array(math.sqrt(2.0), np.float32))
+    one = n.const("one", np.array(1.0, np.float32))
+    half = n.const("half", np.array(0.5, np.float32))
+    x = "input"
+    for _ in range(layers):
+        heads_of = [
+            n.op(
+                "Transpose",
+                [n.op("Reshape", [linear(x, hidden, hidden), split], "reshape")],
+                "transpose",
+                perm=perm,
+            )
+            for perm in ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3])
+        ]
+        q, k, v = heads_of
+        att = n.op(
+            "Softmax",
+            [n.op("Mul", [n.op("MatMul", [q, k], "scores"), scale], "mul")],
+            "softmax",
+            axis=-1,
+        )
+        ctx = n.op(
+            "Transpose", [n.op("MatMul", [att, v], "context")], "transpose", perm=[0, 2, 1, 3]
+        )
+        ctx = n.op("Reshape", [ctx, merge], "reshape")
+        x = layernorm(n.op("Add", [x, linear(ctx, hidden, hidden)], "residual"))
+        h = linear(x, hidden, ffn)
+        e = n.op("Add", [n.op("Erf", [n.op("Div", [h, sqrt2], "div")], "erf"), one], "add")
+        h = n.op("Mul", [n.op("Mul", [h, e], "mul"), half], "gelu")
+        x = layernorm(n.op("Add", [x, linear(h, ffn, hidden)], "residual"))
+    shape = (batch, seq, hidden)
+    return n.model("input", "output", shape, shape)
+
+
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet50": build_resnet50,
     "densenet121": build_densenet121,
     "inception": build_inception,
     "vgg19": build_vgg19,
     "mobilenet": build_mobilenet,
+    "shufflenet": build_shufflenet,
+    "shufflenet_2x": partial(build_shufflenet, width=2.0),
+    "bert": build_bert,
     **MOBILE_BUILDERS,
     **TRANSFORMER_BUILDERS,
 }

@@ -18,6 +18,7 @@ import onnx
 from compiler.graph.ir import Module
 from compiler.limits import DEFAULT_FOLD_LIMIT, DEFAULT_MAX_MEMORY
 from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
+from compiler.scheduling import DEFAULT_SCHEDULER
 
 if TYPE_CHECKING:  # the low-level half is imported only when a compile gets there
     from compiler.lir.ir import LIRFunction
@@ -44,7 +45,7 @@ class CompileOptions:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # Inputs whose values are fixed at compile time (run-time specialization, --const-input).
     const_inputs: dict[str, Any] = field(default_factory=dict)
-    scheduler: str = "child-mem-size"
+    scheduler: str = DEFAULT_SCHEDULER
     allocator: str = "lower-bound"
     lowering: str = "cpu"  # the lowering policy (which nodes the backend keeps)
     verify: bool = False  # run the verifier after every pass
@@ -103,7 +104,7 @@ def compile_model(
 ) -> CompileResult:
     """Run the pipeline. `observer` is called after every pass with a PassEvent (snapshots)."""
     from compiler.passes.manager import journals, run_passes
-    from compiler.passes.pipelines import graph_opt_passes, lowering_pass
+    from compiler.passes.pipelines import graph_opt_passes, lowering_pass, post_lowering_passes
 
     options = options or CompileOptions()
     ctx = PipelineContext(
@@ -142,7 +143,7 @@ def compile_model(
         ctx.check_stop("import-onnx", "import")
         run_passes(module, graph_opt_passes(), "graph-opt", ctx)
         run_passes(module, [lowering_pass(options.lowering)], "lower", ctx)
-        run_passes(module, graph_opt_passes(), "post-lower-opt", ctx)
+        run_passes(module, post_lowering_passes(), "post-lower-opt", ctx)
         if options.low_level:
             from compiler.lir.pipeline import LowLevelResult, run_low_level
 

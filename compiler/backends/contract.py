@@ -3,8 +3,9 @@ activations its Conv / FullyConnected kernels run (Glow's `Backend::shouldLower`
 `isOpSupported`). The lowering pass asks a backend instead of keeping its own list, so what is
 kept can never disagree with what the backend can execute:
 
-- the interpreter keeps every node its reference kernel table has a kernel for, and runs every
-  fused activation (compiler/graph/activations.py);
+- the interpreter keeps every node its reference kernel table has a kernel for, runs every
+  fused activation (compiler/graph/activations.py) and accumulates (sum post-op) in every
+  kernel that may;
 - the LLVM backend keeps a node when its emitter table has an emitter for the node's instruction
   kind that takes the node's element kinds, and runs the fused activations its GEMM and
   convolution kernels have in their epilogue.
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 
 from compiler.graph.activations import ACTIVATIONS
 from compiler.graph.ir import Node
+from compiler.graph.ops import ACCUMULATE, all_ops
 from compiler.graph.types import ElemKind
 from compiler.lir.instructions import NOT_COMPUTE, kind_for_graph_op
 
@@ -38,6 +40,13 @@ class Backend(ABC):
     @abstractmethod
     def fused_activations(self) -> frozenset[str]:
         """Activations its Conv / FullyConnected kernels run fused (besides "none")."""
+
+    @property
+    @abstractmethod
+    def accumulating_ops(self) -> frozenset[str]:
+        """Graph ops whose kernels can add their result to the destination (the sum post-op,
+        `@inout` dest in the low-level IR); the `sum-post-op` pass fuses residual Adds only
+        into these."""
 
     def keeps(self, node: Node) -> bool:
         """It runs `node` as it is, so lowering should leave it alone."""
@@ -59,6 +68,10 @@ class InterpreterBackend(Backend):
     def fused_activations(self) -> frozenset[str]:
         return frozenset(ACTIVATIONS)
 
+    @property
+    def accumulating_ops(self) -> frozenset[str]:
+        return frozenset(op.name for op in all_ops().values() if ACCUMULATE in op.traits)
+
 
 class LLVMBackend(Backend):
     """The CPU executor: whatever its emitter table can emit (compiler/backends/llvm/emitters)."""
@@ -77,6 +90,16 @@ class LLVMBackend(Backend):
         from compiler.backends.llvm.emitters.elementwise import EPILOGUE_ACTIVATIONS
 
         return EPILOGUE_ACTIVATIONS
+
+    @property
+    def accumulating_ops(self) -> frozenset[str]:
+        from compiler.backends.llvm.emitters import ACCUMULATING
+
+        return frozenset(
+            op.name
+            for op in all_ops().values()
+            if ACCUMULATE in op.traits and kind_for_graph_op(op.name) in ACCUMULATING
+        )
 
 
 INTERPRETER = InterpreterBackend()

@@ -20,6 +20,10 @@ from compiler.graph.types import ElemKind, TensorType, broadcast_shapes
 
 REQUIRED: Any = object()
 
+#: Trait of ops whose kernel can add its result to the destination instead of storing it (a
+#: sum post-op: the low-level IR's `@inout` dest, see compiler/lir/passes/accumulate.py).
+ACCUMULATE = "accumulate"
+
 #: Attribute kinds: how a value is normalised and printed.
 ATTR_KINDS = ("int", "float", "str", "ints", "floats")
 
@@ -626,7 +630,7 @@ register(
             "group": Attr("int", 1),
             **_ACT,
         },
-        frozenset({"pure"}),
+        frozenset({"pure", ACCUMULATE}),
         "conv",
         "2-D convolution, NCHW input, KCRS filter",
     )
@@ -874,7 +878,7 @@ register(
         "MatMul",
         ("lhs", "rhs"),
         _matmul,
-        traits=frozenset({"pure"}),
+        traits=frozenset({"pure", ACCUMULATE}),
         category="matmul",
         doc="matrix product with broadcast batch dims (rank >= 2)",
     )
@@ -885,7 +889,7 @@ register(
         ("input", "weights", "bias"),
         _fused(_fully_connected),
         dict(_ACT),
-        frozenset({"pure"}),
+        frozenset({"pure", ACCUMULATE}),
         "matmul",
         "x[M,K] @ w[K,N] + b[N]",
     )

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from compiler.errors import VerifyError
-from compiler.graph.ops import REQUIRED, Attr, OpDef, _coerce, all_ops
+from compiler.graph.ops import ACCUMULATE, REQUIRED, Attr, OpDef, _coerce, all_ops
 
 MODES = ("in", "out", "inout")
 
@@ -41,6 +41,9 @@ class Trait(StrEnum):
     DATA_MOVEMENT = "data_movement"  # copy, inserttensor, extracttensor
     COMPUTE = "compute"  # derived from a graph op; runs its kernel
     INPLACE = "inplace"  # the @out may share the buffer of an @in of the same type
+    # The dest may be @inout: the kernel adds its result to what the dest holds (a sum
+    # post-op, oneDNN's name), so a residual Add fuses into the producer's epilogue.
+    ACCUMULATE = "accumulate"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,13 @@ class InstrDef:
         if self.variadic and n > len(modes):
             modes += [modes[-1]] * (n - len(modes))
         return modes
+
+    def mode_allowed(self, index: int, mode: str, expected: str) -> bool:
+        """Whether operand `index` may have `mode` where the table says `expected`: the same,
+        or an accumulating kind's dest used @inout."""
+        return mode == expected or (
+            index == 0 and mode == "inout" and expected == "out" and Trait.ACCUMULATE in self.traits
+        )
 
     def arity_ok(self, n: int) -> bool:
         return n == len(self.operands) or (self.variadic and n > len(self.operands))
@@ -217,6 +227,8 @@ def _sync_with_graph_ops() -> None:
         traits = {Trait.COMPUTE}
         if "elementwise" in op.traits:
             traits.add(Trait.INPLACE)
+        if ACCUMULATE in op.traits:
+            traits.add(Trait.ACCUMULATE)
         register_instr(
             InstrDef(
                 kind,

@@ -18,7 +18,7 @@ import numpy as np
 from compiler.graph.ir import fresh_name
 from compiler.graph.types import TensorType
 from compiler.graph.uses import Used, content_digest
-from compiler.lir.instructions import MODES, InstrDef, Kind, get_instr
+from compiler.lir.instructions import MODES, InstrDef, Kind, Trait, get_instr
 from compiler.provenance import Journal
 
 Operand = tuple["LValue", str]
@@ -158,6 +158,15 @@ class Instruction(LValue):
 
     def has_trait(self, trait: str) -> bool:
         return trait in self.idef.traits
+
+    @property
+    def accumulates(self) -> bool:
+        """A sum post-op: the kernel adds its result to its @inout dest instead of storing."""
+        return (
+            bool(self.operands)
+            and self.operands[0][1] == "inout"
+            and self.has_trait(Trait.ACCUMULATE)
+        )
 
     # -- operands -------------------------------------------------------------------------------
     def operand(self, idx: int) -> LValue:

@@ -27,6 +27,8 @@ def irgen(
     if len(nodes) != len(fn) or any(n not in fn for n in nodes):
         raise CompilerError(f"irgen: the order does not list exactly the nodes of @{fn.name}")
     lir = LIRFunction(fn.name)
+    if "accumulating_ops" in module.meta:  # what the backend's kernels accumulate (lowering)
+        lir.meta["accumulating_ops"] = frozenset(module.meta["accumulating_ops"])
     vmap: dict[int, LValue] = {}
     used = {id(v) for n in nodes for v in n.operands}
     for p in module.placeholders.values():

@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from compiler.graph.ir import Module
 from compiler.lir.ir import LIRFunction
 from compiler.lir.passes.base import LIRPass
-from compiler.memory.plan import MemoryPlan, plan_memory
-from compiler.passes.manager import PipelineContext, run_passes, verify_ir
+from compiler.memory.plan import ALIGNMENT, MemoryPlan, plan_memory
+from compiler.passes.manager import PassStats, PipelineContext, run_passes, verify_ir
 from compiler.passes.registry import get_pass
-from compiler.scheduling import Schedule, schedule
+from compiler.scheduling import DEFAULT_SCHEDULER, Schedule, schedule
 
 #: The default order of the low-level optimisations (as in Glow's IR optimizer).
 DEFAULT_LIR_PASSES = (
     "peephole",
     "dead-store-elimination",
     "copy-elimination",
+    "zero-copy-concat",
+    "sum-post-op",
     "buffer-sharing",
     "dead-alloc-elimination",
     "hoist-dealloc",
@@ -63,15 +65,29 @@ def run_low_level(
     """
     from compiler.lir.irgen import irgen
 
-    scheduler = getattr(options, "scheduler", None) or "child-mem-size"
+    scheduler = getattr(options, "scheduler", None) or DEFAULT_SCHEDULER
     allocator = getattr(options, "allocator", None) or "lower-bound"
     result = LowLevelResult() if result is None else result
     fn = module.main
 
     t0 = time.perf_counter()
-    sched = schedule(fn, scheduler)
+    sched = schedule(fn, scheduler, alignment=ALIGNMENT)
     result.schedule = sched
     n = len(fn)
+    sched_stats = PassStats(
+        peak_bytes=sched.peak_bytes,
+        order=sched.names,
+        live_bytes=list(sched.live_bytes),
+        peak_step=sched.peak_step,
+        # Which scheduler's order this is (optimal falls back when its search runs out), and
+        # whether no order can do better.
+        scheduler_used=sched.used,
+        proven_optimal=sched.proven_optimal,
+        lower_bound_bytes=sched.lower_bound_bytes,
+        lower_bound_node=sched.lower_bound_node,
+    )
+    if sched.stats:
+        sched_stats["search"] = dict(sched.stats)
     ctx.emit_event(
         stage="schedule",
         pass_name=scheduler,
@@ -80,17 +96,13 @@ def run_low_level(
         time_ms=(time.perf_counter() - t0) * 1000,
         count_before=n,
         count_after=n,
-        stats={
-            "peak_bytes": sched.peak_bytes,
-            "order": sched.names,
-            "live_bytes": list(sched.live_bytes),
-            "peak_step": sched.peak_step,
-        },
+        stats=sched_stats,
     )
     ctx.check_stop(scheduler, "schedule")
 
     t0 = time.perf_counter()
     lir = irgen(module, sched.order)
+    lir.meta["alignment"] = ALIGNMENT  # what the planner aligns to; zero-copy slices keep it
     result.lir = lir
     dt = (time.perf_counter() - t0) * 1000
     if ctx.verify:
@@ -104,7 +116,7 @@ def run_low_level(
     run_passes(lir, lir_opt_passes() if passes is None else passes, "lir-opt", ctx)
 
     t0 = time.perf_counter()
-    plan = plan_memory(lir, allocator)
+    plan = plan_memory(lir, allocator, schedule=sched)
     result.plan = plan
     ctx.emit_event(
         stage="memory",
@@ -113,15 +125,18 @@ def run_low_level(
         changed=False,
         time_ms=(time.perf_counter() - t0) * 1000,
         count_before=len(lir.code),
-        stats={
-            "peak_bytes": plan.peak_bytes,
-            "lower_bound_bytes": plan.lower_bound_bytes,
-            "no_reuse_bytes": plan.no_reuse_bytes,
-            "ratio": plan.ratio,
-            "regions": dict(plan.region_sizes),
-            "strategy": plan.strategy,
-            "peak_instruction": plan.peak_instruction,
-        },
+        stats=PassStats(
+            peak_bytes=plan.peak_bytes,
+            lower_bound_bytes=plan.lower_bound_bytes,
+            no_reuse_bytes=plan.no_reuse_bytes,
+            ratio=plan.ratio,
+            regions=dict(plan.region_sizes),
+            strategy=plan.strategy,
+            peak_instruction=plan.peak_instruction,
+            aliases=len(plan.aliases),
+            # How far from the best any allocator and any schedule could do, and why.
+            certificate=plan.certificate.to_json() if plan.certificate else None,
+        ),
     )
     ctx.check_stop(allocator, "memory")
     return result

@@ -66,7 +66,7 @@ def verify_lir(fn: LIRFunction) -> None:
             )
         expect_modes = idef.modes_for(n)
         for k, ((v, mode), want) in enumerate(zip(instr.operands, expect_modes)):
-            if mode != want:
+            if not idef.mode_allowed(k, mode, want):
                 raise _err(f"operand {k} (%{v.name}) is @{mode}, the table says @{want}", i, instr)
             _check_operand(fn, v, k, i, instr, defined)
             if (instr, k) not in v.users:

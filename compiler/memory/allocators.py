@@ -233,10 +233,20 @@ _ORDERS: dict[str, Callable[[Interval], tuple]] = {
 }
 
 
-def _peak_packed(intervals: Sequence[Interval], peak_at: int) -> tuple[_Layout, dict[str, str]]:
+#: How the buffers live at the peak are stacked from offset 0: largest first, or the one that
+#: lives longest first (so the top of the stack frees up soonest for what comes after).
+_STACKS: dict[str, Callable[[Interval], tuple]] = {
+    "largest": lambda iv: (-iv.size, iv.first, iv.name),
+    "longest-lived": lambda iv: (-iv.last, iv.first, -iv.size, iv.name),
+}
+
+
+def _peak_packed(
+    intervals: Sequence[Interval], peak_at: int, stack: str = "largest"
+) -> tuple[_Layout, dict[str, str]]:
     layout, rules = _Layout(), {}
     at_peak = [iv for iv in intervals if iv.first <= peak_at <= iv.last]
-    at_peak.sort(key=lambda iv: (-iv.size, iv.first, iv.name))
+    at_peak.sort(key=_STACKS[stack])
     off, prev = 0, None
     for iv in at_peak:
         layout.place(iv, off)
@@ -251,9 +261,9 @@ def _peak_packed(intervals: Sequence[Interval], peak_at: int) -> tuple[_Layout, 
 
 
 def _order_strategy(
-    intervals: Sequence[Interval], peak_at: int, order: str, fit: str
+    intervals: Sequence[Interval], peak_at: int, order: str, fit: str, stack: str = "largest"
 ) -> tuple[_Layout, dict[str, str]]:
-    layout, rules = _peak_packed(intervals, peak_at)
+    layout, rules = _peak_packed(intervals, peak_at, stack)
     done = set(rules)
     rest = sorted((iv for iv in intervals if iv.name not in done), key=_ORDERS[order])
     for iv in rest:
@@ -264,11 +274,11 @@ def _order_strategy(
 
 
 def _iterated_peaks(
-    intervals: Sequence[Interval], peak_at: int, fit: str
+    intervals: Sequence[Interval], peak_at: int, fit: str, stack: str = "largest"
 ) -> tuple[_Layout, dict[str, str]]:
     """Glow's loop: repeatedly take the instruction where unplaced buffers weigh the most and
     place those buffers (largest first) into the gaps left by the placed ones."""
-    layout, rules = _peak_packed(intervals, peak_at)
+    layout, rules = _peak_packed(intervals, peak_at, stack)
     left = [iv for iv in intervals if iv.name not in rules]
     while left:
         weight, at = lower_bound(left)
@@ -295,17 +305,23 @@ def lower_bound_allocator(intervals: Sequence[Interval]) -> Allocation:
     lb, peak_at = lower_bound(intervals)
     best: tuple[int, str, _Layout, dict[str, str]] | None = None
     attempts: list[tuple[str, Callable[[], tuple[_Layout, dict[str, str]]]]] = []
-    for fit in ("best", "first"):
-        attempts.append(
-            (f"iterated peaks, {fit} fit", partial(_iterated_peaks, intervals, peak_at, fit))
-        )
-        for order in _ORDERS:
+    for stack in _STACKS:
+        peak = "peak" if stack == "largest" else f"peak ({stack} at the bottom)"
+        for fit in ("best", "first"):
             attempts.append(
                 (
-                    f"peak first, then {order}, {fit} fit",
-                    partial(_order_strategy, intervals, peak_at, order, fit),
+                    f"iterated peaks{'' if stack == 'largest' else f' ({stack} at the bottom)'}"
+                    f", {fit} fit",
+                    partial(_iterated_peaks, intervals, peak_at, fit, stack),
                 )
             )
+            for order in _ORDERS:
+                attempts.append(
+                    (
+                        f"{peak} first, then {order}, {fit} fit",
+                        partial(_order_strategy, intervals, peak_at, order, fit, stack),
+                    )
+                )
     for label, run in attempts:
         layout, rules = run()
         if best is None or layout.top < best[0]:

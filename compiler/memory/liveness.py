@@ -3,13 +3,18 @@
 A buffer is an `allocactivation`. Its interval spans its allocactivation and deallocactivation
 markers and every instruction that reads or writes it, directly or through tensorviews, so
 memory reuse never crosses a marker (`sink-alloc` / `hoist-dealloc` make the markers tight).
+
+Aliases (`compute_aliases`) are the tensorviews written through: a slice of a concat destination
+a producer writes (zero-copy-concat) or the target a kernel accumulates into (sum-post-op). They
+are no buffers of their own (the allocator never sees them) but sub-buffers nested in one: their
+bytes lie inside their root's, their interval inside its interval.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
+from compiler.lir.ir import Instruction, LIRFunction, LValue, view_byte_offset, view_root
 from compiler.memory.allocators import Interval
 from compiler.memory.regions import ALIGNMENT, align
 
@@ -79,6 +84,96 @@ def compute_liveness(fn: LIRFunction, alignment: int = ALIGNMENT) -> dict[str, B
                     if ins.name not in b.users:
                         b.users.append(ins.name)
     return out
+
+
+@dataclass
+class AliasLiveness:
+    """A tensorview written through: its bytes are its root buffer's (`offset` into it)."""
+
+    name: str
+    partner: str  # the value it is a view of: a buffer, or a wider alias (nested concats)
+    root: str  # the allocactivation underneath
+    offset: int  # bytes into the root
+    size: int  # bytes it covers
+    first: int
+    last: int
+    kind: str  # "sum": an accumulation target; "slice": a concat input's slice
+    producer: str = ""  # first instruction writing through it
+    producer_node: str = ""
+    users: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+def compute_aliases(fn: LIRFunction) -> dict[str, AliasLiveness]:
+    """Every tensorview that an instruction writes through (directly or through a narrower
+    view of it), keyed by name, in code order; Reshape-like views that are only read are not
+    aliases (their bytes are simply their source's)."""
+    spans: dict[int, list[int]] = {}  # id(view) -> [first, last]
+    written: dict[int, Instruction] = {}  # id(view) -> first instruction writing through it
+    readers: dict[int, list[str]] = {}
+    views: dict[int, Instruction] = {}
+    for i, ins in enumerate(fn.code):
+        if ins.is_view and _root_alloc(ins) is not None:
+            views[id(ins)] = ins
+            spans.setdefault(id(ins), [i, i])
+        if ins.is_marker:
+            continue
+        for v, mode in ins.operands:
+            while isinstance(v, Instruction) and v.is_view:
+                span = spans.setdefault(id(v), [i, i])
+                span[1] = i
+                if mode in ("out", "inout"):
+                    written.setdefault(id(v), ins)
+                if mode in ("in", "inout") and ins.name not in readers.setdefault(id(v), []):
+                    readers[id(v)].append(ins.name)
+                v = v.operands[0][0]
+    out: dict[str, AliasLiveness] = {}
+    for key, view in views.items():
+        writer = written.get(key)
+        if writer is None:
+            continue
+        src = view.operands[0][0]
+        root, off = view_root(view)
+        assert view.type is not None and src.type is not None
+        same = view_byte_offset(view, src.type) == 0 and view.type.size_bytes == src.type.size_bytes
+        kind = "sum" if same and writer.accumulates else "slice"
+        first, last = spans[key]
+        out[view.name] = AliasLiveness(
+            view.name,
+            src.name,
+            root.name,
+            off,
+            view.type.size_bytes,
+            first,
+            last,
+            kind,
+            writer.name,
+            str(writer.meta.get("node", "")),
+            readers.get(key, []),
+        )
+    _explain(fn, out)
+    return out
+
+
+def _explain(fn: LIRFunction, aliases: dict[str, AliasLiveness]) -> None:
+    """The `reason` of every alias: what it accumulates into, or which slice of which concat."""
+    siblings: dict[str, list[AliasLiveness]] = {}
+    for a in aliases.values():
+        if a.kind == "slice":
+            siblings.setdefault(a.partner, []).append(a)
+    for group in siblings.values():
+        group.sort(key=lambda a: a.offset)
+    for a in aliases.values():
+        if a.kind == "sum":
+            a.reason = f"accumulates into %{a.partner} (sum post-op of %{a.producer})"
+            continue
+        partner = fn.get(a.partner)
+        concat = partner.meta.get("node") if isinstance(partner, Instruction) else None
+        k = siblings[a.partner].index(a)
+        a.reason = (
+            f"slice {k} of concat {concat or '%' + a.partner}: bytes {a.offset}..{a.offset + a.size}"
+            f" of %{a.root}, written in place by %{a.producer} (zero-copy concat)"
+        )
 
 
 def live_at(liveness: dict[str, BufferLiveness], index: int) -> list[BufferLiveness]:

@@ -2,7 +2,9 @@
 
 Three regions, each starting at 0 and 64-byte aligned: `constant` (constant weights, in
 declaration order), `mutable` (inputs and outputs, in declaration order) and `activations`
-(placed by an allocator from the buffers' liveness).
+(placed by an allocator from the buffers' liveness). Aliases (tensorviews written through: concat
+slices, accumulation targets) get no offset of their own: theirs is their root buffer's plus
+their byte offset into it, and they name the value they alias (`alias_of`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from dataclasses import dataclass, field
 from compiler.errors import CompilerError
 from compiler.lir.ir import LIRFunction
 from compiler.memory.allocators import allocate, check_allocation
-from compiler.memory.liveness import BufferLiveness, compute_liveness
+from compiler.memory.certificate import Certificate, certify
+from compiler.memory.liveness import (
+    AliasLiveness,
+    BufferLiveness,
+    compute_aliases,
+    compute_liveness,
+)
 from compiler.memory.regions import (
     ACTIVATION_REGION,
     ALIGNMENT,
@@ -21,6 +29,7 @@ from compiler.memory.regions import (
     WEIGHT_REGIONS,
     align,
 )
+from compiler.scheduling import Schedule
 
 
 @dataclass
@@ -36,6 +45,8 @@ class BufferPlacement:
     reason: str = ""
     producer_node: str = ""
     raw_size: int = 0
+    alias_of: str = ""  # an alias: the value whose bytes it shares by design ("": a buffer)
+    alias_kind: str = ""  # "sum" (an accumulation target) or "slice" (of a concat)
 
 
 @dataclass
@@ -52,16 +63,21 @@ class MemoryPlan:
     no_reuse_bytes: int = 0
     peak_instruction: int = -1
     strategy: str = ""
+    #: Aliases nested in the buffers (no bytes of their own), by first use.
+    aliases: list[BufferPlacement] = field(default_factory=list)
+    #: How far from the best any allocator and schedule could do (compiler.memory.certificate).
+    certificate: Certificate | None = None
     _index: dict[str, BufferPlacement] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.reindex()
 
     def reindex(self) -> None:
-        self._index = {b.name: b for b in (*self.weights, *self.buffers)}
+        self._index = {b.name: b for b in (*self.weights, *self.buffers, *self.aliases)}
 
     def offset_of(self, name: str) -> tuple[str, int]:
-        """(region, byte offset) of a weight or activation buffer (views: see `view_root`)."""
+        """(region, byte offset) of a weight, activation buffer or alias (other views: see
+        `view_root`)."""
         try:
             b = self._index[name]
         except KeyError:
@@ -109,9 +125,15 @@ def _place_weights(
 
 
 def plan_memory(
-    lir: LIRFunction, allocator: str = "lower-bound", alignment: int = ALIGNMENT
+    lir: LIRFunction,
+    allocator: str = "lower-bound",
+    alignment: int = ALIGNMENT,
+    *,
+    schedule: Schedule | None = None,
 ) -> MemoryPlan:
-    """Liveness, then the named allocator for activations; weights in declaration order."""
+    """Liveness, then the named allocator for activations; weights in declaration order;
+    aliases placed inside their root buffers; the plan's certificate (complete with the
+    all-schedules bound when the `schedule` the LIR was generated in is given)."""
     live = compute_liveness(lir, alignment)
     intervals = [b.interval() for b in live.values()]
     alloc = allocate(intervals, allocator)
@@ -119,7 +141,13 @@ def plan_memory(
     buffers = [_placement(b, alloc.offsets[b.name], alloc.reasons[b.name]) for b in live.values()]
     buffers.sort(key=lambda b: (b.first, b.name))
     sizes[ACTIVATION_REGION] = alloc.size
-    return MemoryPlan(
+    aliases = [
+        _alias_placement(a, alloc.offsets[a.root])
+        for a in compute_aliases(lir).values()
+        if a.root in alloc.offsets
+    ]
+    aliases.sort(key=lambda b: (b.first, b.name))
+    plan = MemoryPlan(
         alignment,
         allocator,
         sizes,
@@ -130,7 +158,10 @@ def plan_memory(
         sum(b.size for b in live.values()),
         alloc.peak_instruction,
         alloc.strategy,
+        aliases,
     )
+    plan.certificate = certify(plan, lir, schedule)
+    return plan
 
 
 def _placement(b: BufferLiveness, offset: int, reason: str) -> BufferPlacement:
@@ -146,6 +177,24 @@ def _placement(b: BufferLiveness, offset: int, reason: str) -> BufferPlacement:
         reason,
         b.producer_node,
         b.raw_size,
+    )
+
+
+def _alias_placement(a: AliasLiveness, root_offset: int) -> BufferPlacement:
+    return BufferPlacement(
+        a.name,
+        a.size,
+        root_offset + a.offset,
+        ACTIVATION_REGION,
+        a.first,
+        a.last,
+        a.producer,
+        list(a.users),
+        a.reason,
+        a.producer_node,
+        a.size,
+        alias_of=a.partner,
+        alias_kind=a.kind,
     )
 
 
@@ -167,12 +216,48 @@ def check_plan(plan: MemoryPlan) -> list[str]:
                 f"%{b.name} ends at {b.offset + b.size}, past its {b.region} region "
                 f"({plan.region_sizes.get(b.region, 0)} B)"
             )
+    problems += _check_aliases(plan)
     for region in WEIGHT_REGIONS:
         ws = sorted((w for w in plan.weights if w.region == region), key=lambda w: w.offset)
         for a, b in zip(ws, ws[1:]):
             if a.offset + a.size > b.offset:
                 problems.append(f"weights %{a.name} and %{b.name} overlap in the {region} region")
     return problems
+
+
+def _check_aliases(plan: MemoryPlan) -> list[str]:
+    """Every alias lies inside the value it aliases, in bytes and in time (nested intervals),
+    so buffers that do not overlap cannot overlap through their aliases either."""
+    out = []
+    for a in plan.aliases:
+        p = plan._index.get(a.alias_of)
+        if p is None:
+            out.append(f"alias %{a.name} names %{a.alias_of}, which the plan does not have")
+            continue
+        if not (p.offset <= a.offset and a.offset + a.raw_size <= p.offset + max(p.raw_size, 0)):
+            out.append(
+                f"alias %{a.name} at {a.offset}..{a.offset + a.raw_size} lies outside "
+                f"%{p.name} at {p.offset}..{p.offset + p.raw_size}"
+            )
+        if not (p.first <= a.first and a.last <= p.last):
+            out.append(
+                f"alias %{a.name} [{a.first}, {a.last}] outlives %{p.name} [{p.first}, {p.last}]"
+            )
+        if a.offset % plan.alignment:
+            out.append(f"alias %{a.name} offset {a.offset} is not {plan.alignment}-aligned")
+    return out
+
+
+def alias_roots(plan: MemoryPlan) -> dict[str, str]:
+    """Every buffer and alias name -> the buffer it belongs to (through `alias_of` chains)."""
+    out = {b.name: b.name for b in plan.buffers}
+    by_name = {a.name: a for a in plan.aliases}
+    for a in plan.aliases:
+        cur = a
+        while cur.alias_of in by_name:
+            cur = by_name[cur.alias_of]
+        out[a.name] = cur.alias_of
+    return out
 
 
 def assert_plan(plan: MemoryPlan) -> None:

@@ -5,6 +5,13 @@ contract), what `glowviz mem-diff` and the IDE's comparison load back (`from_jso
 and what the IDE's Memory and Lifetimes views and the exported memory figures draw. Built from a
 `MemoryPlan` (and the LIR it plans) by `from_plan`. Its live-bytes profile is the allocators'
 `live_profile`, the one definition of "bytes live at an instruction".
+
+Extensions of the schema (compatible: keys added, none changed): each buffer's `alias_of` (null
+for a buffer; for an alias, the value whose bytes it shares by design: the concat it is a slice
+of, the buffer a kernel accumulates into). Aliases are listed among the buffers, nested in their
+partner in bytes and in time, and take no part in the live bytes, `lower_bound_bytes` or
+`no_reuse_bytes`. And `certificate` (compiler/memory/certificate.py): the planned peak against
+this schedule's and every schedule's lower bound, and the buffers behind a gap.
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ from typing import Any
 from compiler.errors import CompilerError
 from compiler.lir.ir import LIRFunction
 from compiler.memory.allocators import live_profile
-from compiler.memory.plan import MemoryPlan
+from compiler.memory.certificate import Certificate, certify, format_certificate
+from compiler.memory.plan import BufferPlacement, MemoryPlan
 from compiler.memory.regions import ACTIVATION_REGION, ALIGNMENT, REGIONS
+from compiler.scheduling import Schedule
 
 SCHEMA = "glowviz.memory/1"
 
@@ -42,6 +51,7 @@ class ReportBuffer:
     users: tuple[str, ...] = ()
     reason: str = ""
     region: str = ACTIVATION_REGION
+    alias_of: str = ""  # an alias: the value whose bytes it shares by design ("": a buffer)
 
     def live_at(self, index: int) -> bool:
         return self.first <= index <= self.last
@@ -83,6 +93,7 @@ class MemoryReport:
     strategy: str = ""
     weights: tuple[dict[str, Any], ...] = ()
     source: str = ""
+    certificate: Certificate | None = None
 
     # -- derived ------------------------------------------------------------------------------
     @property
@@ -92,8 +103,14 @@ class MemoryReport:
 
     @property
     def live_bytes(self) -> list[int]:
-        """Bytes of activations live at every instruction 0..n_instructions-1."""
-        return live_profile(self.buffers, self.n_instructions)
+        """Bytes of activations live at every instruction 0..n_instructions-1 (aliases take
+        no bytes of their own)."""
+        return live_profile(self.own_buffers, self.n_instructions)
+
+    @property
+    def own_buffers(self) -> tuple[ReportBuffer, ...]:
+        """The buffers that own their bytes (not the aliases nested in them)."""
+        return tuple(b for b in self.buffers if not b.alias_of)
 
     @property
     def gap_bytes(self) -> int:
@@ -119,24 +136,16 @@ class MemoryReport:
         model: str = "",
         scheduler: str = "",
         allocator: str | None = None,
+        schedule: Schedule | None = None,
     ) -> MemoryReport:
-        buffers = tuple(
-            ReportBuffer(
-                name=b.name,
-                size=int(b.size),
-                offset=int(b.offset),
-                first=int(b.first),
-                last=int(b.last),
-                producer=b.producer_node or b.producer,
-                instruction=b.producer,
-                node=b.producer_node,
-                category=_category_of(lir, b.producer),
-                users=tuple(b.users),
-                reason=b.reason,
-                region=b.region,
-            )
-            for b in plan.buffers
-        )
+        """The report of `plan`; `schedule` (the compile's) completes the certificate's
+        all-schedules bound when the plan was made without it."""
+        placed = sorted((*plan.buffers, *plan.aliases), key=lambda b: (b.first, b.name))
+        buffers = tuple(_report_buffer(b, lir) for b in placed)
+        if schedule is not None or plan.certificate is None:
+            certificate = certify(plan, lir, schedule)
+        else:
+            certificate = plan.certificate
         return cls(
             model=Path(model).name if model else "",
             scheduler=scheduler,
@@ -154,6 +163,7 @@ class MemoryReport:
                 {"name": w.name, "region": w.region, "size": int(w.size), "offset": int(w.offset)}
                 for w in plan.weights
             ),
+            certificate=certificate,
         )._resolved(plan.peak_instruction, None)
 
     @classmethod
@@ -190,8 +200,10 @@ class MemoryReport:
                     instruction=str(b.get("instruction") or ""),
                     users=tuple(b.get("users") or ()),
                     reason=str(b.get("reason") or ""),
+                    alias_of=str(b.get("alias_of") or ""),
                 )
             )
+        cert = data.get("certificate")
         n = data.get("instructions")
         at = data.get("peak_instruction")
         live = data.get("live_at_peak")
@@ -210,6 +222,7 @@ class MemoryReport:
             strategy=str(data.get("strategy") or ""),
             weights=tuple(data.get("weights") or ()),
             source=source,
+            certificate=Certificate.from_json(cert) if isinstance(cert, dict) else None,
         )._resolved(
             at if isinstance(at, int) else -1,
             [str(x) for x in live] if isinstance(live, list) else None,
@@ -223,7 +236,8 @@ class MemoryReport:
             peak_at = prof.index(max(prof)) if prof else -1
         if live is None:
             at_peak = sorted(
-                (b for b in self.buffers if b.live_at(peak_at)), key=lambda b: (-b.size, b.name)
+                (b for b in self.own_buffers if b.live_at(peak_at)),
+                key=lambda b: (-b.size, b.name),
             )
             live = [b.name for b in at_peak]
         return replace(self, peak_instruction=peak_at, live_at_peak=tuple(live))
@@ -248,6 +262,7 @@ class MemoryReport:
                     "reason": b.reason,
                     "instruction": b.instruction,
                     "users": list(b.users),
+                    "alias_of": b.alias_of or None,
                 }
                 for b in self.buffers
             ],
@@ -258,7 +273,26 @@ class MemoryReport:
             "peak_instruction": self.peak_instruction,
             "live_at_peak": list(self.live_at_peak),
             "weights": [dict(w) for w in self.weights],
+            **({"certificate": self.certificate.to_json()} if self.certificate else {}),
         }
+
+
+def _report_buffer(b: BufferPlacement, lir: LIRFunction | None) -> ReportBuffer:
+    return ReportBuffer(
+        name=b.name,
+        size=int(b.size),
+        offset=int(b.offset),
+        first=int(b.first),
+        last=int(b.last),
+        producer=b.producer_node or b.producer,
+        instruction=b.producer,
+        node=b.producer_node,
+        category=_category_of(lir, b.producer),
+        users=tuple(b.users),
+        reason=b.reason,
+        region=b.region,
+        alias_of=b.alias_of,
+    )
 
 
 def _category_of(lir: LIRFunction | None, instruction: str) -> str:
@@ -272,9 +306,10 @@ def memory_report(
     model: str = "",
     scheduler: str = "",
     allocator: str | None = None,
+    schedule: Schedule | None = None,
 ) -> dict[str, Any]:
     """The `glowviz.memory/1` JSON of a plan (`MemoryReport.from_plan(...).to_json()`)."""
-    return MemoryReport.from_plan(plan, lir, model, scheduler, allocator).to_json()
+    return MemoryReport.from_plan(plan, lir, model, scheduler, allocator, schedule).to_json()
 
 
 def human_bytes(n: float) -> str:
@@ -299,8 +334,15 @@ def format_report(r: MemoryReport, top: int = 15) -> str:
         f"lower bound          {human_bytes(lb):>12}   ratio {ratio:.3f}",
         f"no reuse (sum)       {human_bytes(r.no_reuse_bytes):>12}   "
         f"saved {human_bytes(r.no_reuse_bytes - peak)}",
-        f"buffers              {len(r.buffers):>12}",
+        f"buffers              {len(r.own_buffers):>12}"
+        + (
+            f"   (+ {len(r.buffers) - len(r.own_buffers)} aliases)"
+            if r.own_buffers != r.buffers
+            else ""
+        ),
     ]
+    if r.certificate is not None:
+        lines += format_certificate(r.certificate, human_bytes)
     by_name = {b.name: b for b in r.buffers}
     live = [by_name[n] for n in r.live_at_peak if n in by_name]
     if live:

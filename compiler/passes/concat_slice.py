@@ -1,5 +1,7 @@
 """Concat / Slice / Split cleanups: single-input Concats removed, nested Concats on the same axis
-flattened, empty Concat inputs dropped, whole-tensor Slices removed, a Slice inside one input of a
+flattened when the inner one has no other user (otherwise it stays, and flattening would only
+copy its inputs twice and keep them alive until the outer Concat: DenseNet's feature maps
+nest instead, see the zero-copy-concat low-level pass), empty Concat inputs dropped, whole-tensor Slices removed, a Slice inside one input of a
 Concat re-targeted at that input (or replaced by it), Concat of adjacent Slices of one tensor
 merged, Splits into one piece removed and Splits with one used piece turned into a Slice.
 """
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 from compiler.graph.ir import Node, Value
 from compiler.graph.ops import _axis
-from compiler.passes.rewriter import PatternPass, Rewriter, graph_patterns, producer
+from compiler.passes.rewriter import PatternPass, Rewriter, graph_patterns, producer, single_use
 
 
 def _concat_axis(node: Node) -> int:
@@ -22,7 +24,7 @@ def simplify_concat(node: Node, rw: Rewriter) -> bool:
     changed = False
     for v in node.operands:
         src = producer(v)
-        if src is not None and src.op == "Concat" and _concat_axis(src) == axis:
+        if src is not None and src.op == "Concat" and _concat_axis(src) == axis and single_use(v):
             inputs.extend(src.operands)
             origin.append(src)
             changed = True

@@ -358,6 +358,8 @@ class Lower(GraphPass):
     def run(self, fn: Function) -> bool:
         # Read by activation-fusion after lowering: never re-fuse what this backend cannot run.
         fn.module.meta["fused_activations"] = frozenset(self.policy.fused_activations)
+        # Read by the sum-post-op low-level pass: accumulate only where the backend's kernels can.
+        fn.module.meta["accumulating_ops"] = self.policy.backend.accumulating_ops
         table = {op: [self._pattern] for op in all_ops()}
         changed = apply_patterns(fn, table)
         if changed:

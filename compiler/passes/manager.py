@@ -36,6 +36,12 @@ class PassStats(TypedDict, total=False):
     regions: dict[str, int]
     strategy: str
     peak_instruction: int
+    scheduler_used: str  # schedule: optimal falls back when its search runs out
+    proven_optimal: bool  # schedule: no order of this function has a lower peak
+    lower_bound_node: str  # schedule: the operator behind the all-schedules bound
+    search: dict[str, Any]  # schedule: the optimal search's deterministic figures
+    aliases: int  # memory: buffers sharing bytes with another by design
+    certificate: dict[str, Any] | None  # memory: compiler.memory.certificate.Certificate
 
 
 @dataclass(kw_only=True)

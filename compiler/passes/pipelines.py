@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from compiler.passes.arithmetic import ArithmeticSimplification
 from compiler.passes.batchnorm_folding import BatchNormFolding
+from compiler.passes.channel_split import ChannelSplit
 from compiler.passes.concat_slice import ConcatSliceCleanup
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.cse import CommonSubexpressionElimination
@@ -44,5 +45,6 @@ def lowering_pass(policy: str | LoweringPolicy = "cpu") -> GraphPass:
 
 
 def post_lowering_passes() -> list[GraphPass]:
-    """Optimisations after lowering (the same list; lowering exposes new opportunities)."""
-    return graph_opt_passes()
+    """Optimisations after lowering (the same list; lowering exposes new opportunities), then
+    channel splitting, which measures the graph as the scheduler will see it."""
+    return [*graph_opt_passes(), ChannelSplit()]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 from compiler.errors import CompilerError
+from compiler.lir.passes.accumulate import SumPostOp
 from compiler.lir.passes.buffer_sharing import BufferSharing
+from compiler.lir.passes.concat import ZeroCopyConcat
 from compiler.lir.passes.copy_elim import CopyElimination
 from compiler.lir.passes.dead_store import DeadStoreElimination
 from compiler.lir.passes.lifetimes import DeadAllocElimination, HoistDealloc, SinkAlloc
@@ -17,6 +19,7 @@ from compiler.lir.passes.peephole import Peephole
 from compiler.lir.passes.weights import MakeWeightsConst
 from compiler.passes.arithmetic import ArithmeticSimplification
 from compiler.passes.batchnorm_folding import BatchNormFolding
+from compiler.passes.channel_split import ChannelSplit
 from compiler.passes.concat_slice import ConcatSliceCleanup
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.cse import CommonSubexpressionElimination
@@ -42,10 +45,13 @@ PASSES: tuple[type[Pass], ...] = (
     PadMerging,
     ActivationFusion,
     Lower,
+    ChannelSplit,
     # low-level IR
     Peephole,
     DeadStoreElimination,
     CopyElimination,
+    ZeroCopyConcat,
+    SumPostOp,
     BufferSharing,
     DeadAllocElimination,
     HoistDealloc,

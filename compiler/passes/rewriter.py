@@ -351,10 +351,14 @@ class Rewriter:
             self.fn.move_after(item, anchor)
         self.changed = True
 
-    def set_operand(self, item: Item, idx: int, value: Any) -> None:
-        """Make operand `idx` of `item` read `value` (recorded as a replace of `item`)."""
+    def set_operand(self, item: Item, idx: int, value: Any, mode: str | None = None) -> None:
+        """Make operand `idx` of `item` read `value` (recorded as a replace of `item`); a
+        low-level operand can change its `mode` too."""
         old = self.view.operands(item)[idx]
-        item.set_operand(idx, value)
+        if mode is None:
+            item.set_operand(idx, value)
+        else:
+            item.set_operand(idx, value, mode)  # type: ignore[call-arg]
         self.changed_in_place(item, by=[value])
         self.push(self.view.producer(old))
         self.push_users(old)

@@ -1,11 +1,12 @@
 """Scheduling (pipeline step 7): the order in which IRGen emits the graph's nodes.
 
+`optimal` (the default) is the exact minimum-peak order (`optimal.py`); when its search does not
+finish within its budget it falls back to `child-mem-size`, and says so in the Schedule.
 `child-mem-size` is Glow's ChildMemSizeBasedScheduler, a generalised Sethi-Ullman order: a post-
 order DFS from the outputs that visits a node's operand subtrees in decreasing order of the memory
 they need, so the hungriest subtree runs while little else is live. `topological` keeps
-`fn.nodes`. Memory model (shared with `live_bytes_timeline`): a node's results are allocated when
-it runs and freed after their last user ran; view nodes (Reshape) alias their input and cost
-nothing; constants and placeholders are not activations.
+`fn.nodes`. Every order is measured with the low-level memory model (`memory_model.py`: what the
+activations region holds once the low-level passes have run), which `live_bytes_timeline` gives.
 """
 
 from __future__ import annotations
@@ -15,19 +16,36 @@ from dataclasses import dataclass, field
 
 from compiler.errors import CompilerError
 from compiler.graph.ir import Function, Node, Result, Value
+from compiler.scheduling.memory_model import MemoryModel, is_view
+from compiler.scheduling.optimal import DEFAULT_BUDGET, search
 
-SCHEDULERS = ("child-mem-size", "topological")
+#: Every scheduler; the first is the default.
+SCHEDULERS = ("optimal", "child-mem-size", "topological")
+DEFAULT_SCHEDULER = SCHEDULERS[0]
+#: Where `optimal` falls back when its search runs out of budget.
+FALLBACK_SCHEDULER = "child-mem-size"
 
 
 @dataclass
 class Schedule:
-    """A node order plus the live activation bytes after each step and their peak."""
+    """A node order, the live activation bytes while each step runs, and their peak.
+
+    `kind` is the scheduler asked for, `used` the one whose order this is (they differ when
+    `optimal` fell back). `proven_optimal`: no order has a lower peak (the exact search
+    finished, or the peak equals `lower_bound_bytes`, which every order needs: the largest
+    bytes one node keeps live). `stats`: the search's figures.
+    """
 
     kind: str
     order: list[Node]
     live_bytes: list[int] = field(default_factory=list)
     peak_bytes: int = 0
     peak_step: int = -1
+    used: str = ""
+    proven_optimal: bool = False
+    lower_bound_bytes: int = 0
+    lower_bound_node: str = ""
+    stats: dict = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -37,13 +55,10 @@ class Schedule:
         return len(self.order)
 
 
-def _is_view(node: Node) -> bool:
-    return "view" in node.opdef.traits
-
-
 def result_bytes(node: Node) -> int:
-    """Activation bytes a node allocates when it runs (0 for views, which alias their input)."""
-    if _is_view(node):
+    """Activation bytes a node's results take (0 for views, which alias their input): the
+    size child-mem-size's subtree estimate uses."""
+    if is_view(node):
         return 0
     return sum(r.type.size_bytes for r in node.results)
 
@@ -52,39 +67,10 @@ def _producer(v: Value) -> Node | None:
     return v.node if isinstance(v, Result) else None
 
 
-def _buffer_root(v: Value) -> Value:
-    """The value owning the memory `v` lives in: views are followed back to their source."""
-    while isinstance(v, Result) and _is_view(v.node) and v.node.operands:
-        v = v.node.operands[0]
-    return v
-
-
-def live_bytes_timeline(fn: Function, order: Sequence[Node]) -> list[int]:
-    """Live activation bytes at every step of `order` (the step's results and operands included)."""
-    pos = {n: i for i, n in enumerate(order)}
-    if len(pos) != len(order):
-        raise CompilerError("schedule lists a node twice")
-    last: dict[int, int] = {}  # id(root result) -> last step it is needed
-    roots: dict[int, Result] = {}
-    for i, n in enumerate(order):
-        if not _is_view(n):
-            for r in n.results:
-                roots[id(r)] = r
-                last[id(r)] = max(last.get(id(r), i), i)
-        for v in n.operands:
-            root = _buffer_root(v)
-            if isinstance(root, Result):
-                last[id(root)] = max(last.get(id(root), i), i)
-    diff = [0] * (len(order) + 1)
-    for key, r in roots.items():
-        first = pos[r.node]
-        diff[first] += r.type.size_bytes
-        diff[last[key] + 1] -= r.type.size_bytes
-    out, acc = [], 0
-    for i in range(len(order)):
-        acc += diff[i]
-        out.append(acc)
-    return out
+def live_bytes_timeline(fn: Function, order: Sequence[Node], alignment: int = 64) -> list[int]:
+    """Live activation bytes while each step of `order` runs, in the low-level memory model
+    (`alignment` as the memory planner's: compiler.memory.regions.ALIGNMENT)."""
+    return [s.peak for s in MemoryModel(fn, alignment).simulate(order)]
 
 
 def _operand_nodes(node: Node) -> list[Node]:
@@ -144,16 +130,71 @@ def _child_mem_order(fn: Function) -> list[Node]:
     return order
 
 
-def schedule(fn: Function, kind: str = "child-mem-size") -> Schedule:
-    """Order `fn`'s nodes with the named scheduler and measure the live bytes of that order."""
+def schedule(
+    fn: Function,
+    kind: str = DEFAULT_SCHEDULER,
+    *,
+    alignment: int = 64,
+    budget: int = DEFAULT_BUDGET,
+) -> Schedule:
+    """Order `fn`'s nodes with the named scheduler and measure that order with the low-level
+    memory model (`alignment`: the planner's, compiler.memory.regions.ALIGNMENT; the pipeline
+    passes it). `budget`: state expansions the optimal search may use before falling back."""
+    if kind not in SCHEDULERS:
+        raise CompilerError(
+            f"unknown scheduler '{kind}'", hint=f"known schedulers: {', '.join(SCHEDULERS)}"
+        )
+    model = MemoryModel(fn, alignment)
+    bound, bound_node = model.operator_bound()
+    stats: dict = {}
+    used = kind
+    finished = False
     if kind == "topological":
         order = list(fn.nodes)
     elif kind == "child-mem-size":
         order = _child_mem_order(fn)
     else:
-        raise CompilerError(
-            f"unknown scheduler '{kind}'", hint=f"known schedulers: {', '.join(SCHEDULERS)}"
-        )
-    live = live_bytes_timeline(fn, order)
+        seeds = [_child_mem_order(fn), list(fn.nodes)]
+        res = search(model, seeds, budget)
+        stats = {
+            "finished": res.finished,
+            "states": res.states,
+            "expansions": res.expansions,
+            "budget": budget,
+            "search_ms": round(res.seconds * 1000, 1),
+            "bound_bytes": res.bound,
+        }
+        if res.order is not None:
+            order = res.order
+            # The search's model is optimistic about Saves (see memory_model.py): the order is
+            # proven optimal when its exact peak reaches the search's minimum.
+            exact = max((st.peak for st in model.simulate(order)), default=0)
+            finished = exact <= res.peak
+            stats["optimal_bytes"] = res.peak
+            if not finished:
+                seed = min(
+                    seeds, key=lambda o: max((st.peak for st in model.simulate(o)), default=0)
+                )
+                if max((st.peak for st in model.simulate(seed)), default=0) < exact:
+                    order = seed
+        else:
+            order, used = seeds[0], FALLBACK_SCHEDULER
+            stats["fallback"] = (
+                f"the search did not finish within {budget} state expansions; "
+                f"used {FALLBACK_SCHEDULER}"
+            )
+    steps = model.simulate(order)
+    live = [s.peak for s in steps]
     peak = max(live, default=0)
-    return Schedule(kind, order, live, peak, live.index(peak) if live else -1)
+    return Schedule(
+        kind,
+        order,
+        live,
+        peak,
+        live.index(peak) if live else -1,
+        used=used,
+        proven_optimal=finished or peak <= bound,
+        lower_bound_bytes=bound,
+        lower_bound_node=bound_node,
+        stats=stats,
+    )

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
+from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz import resources
 from glowviz.core.shapes import parse_shape_args
 
@@ -47,7 +48,7 @@ def _ide_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="glowviz", description="Open the glowviz IDE on MODEL.")
     p.add_argument("model", nargs="?", help=f"ONNX model (default: {DEFAULT_MODEL.name})")
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224")
-    p.add_argument("--scheduler", default="child-mem-size")
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--allocator", default="lower-bound")
     return p
 

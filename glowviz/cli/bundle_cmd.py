@@ -10,7 +10,7 @@ from compiler.errors import CompilerError
 from compiler.memory.allocators import allocator_names
 from compiler.memory.report import human_bytes
 from compiler.pipeline import CompileOptions, compile_model
-from compiler.scheduling import SCHEDULERS
+from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz.cli.common import add_common_model_args
 from glowviz.core.shapes import parse_shape_args
 
@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="also write PREFIX.weights.c: the weights as a C array, for targets without files",
     )
     p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument("--scheduler", default="child-mem-size", choices=list(SCHEDULERS))
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.set_defaults(func=run)
     return p
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, compile_model, ir_text
+from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz.cli.common import add_common_model_args
 from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
@@ -34,9 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dump-dir", metavar="DIR", help="write the IR after every pass to DIR/NNN-stage-pass.ir"
     )
-    p.add_argument(
-        "--scheduler", default="child-mem-size", choices=["child-mem-size", "topological"]
-    )
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--allocator", default="lower-bound")
     p.add_argument(
         "--disable-pass",

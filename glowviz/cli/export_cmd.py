@@ -8,6 +8,7 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.pipeline import CompileOptions
+from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz.cli.common import add_common_model_args
 from glowviz.core.shapes import parse_shape_args
 
@@ -77,9 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-edge-labels", action="store_true", help="graph: no shapes on edges")
     p.add_argument("--title", default=None, help="figure / graph title (default: automatic)")
-    p.add_argument(
-        "--scheduler", default="child-mem-size", choices=["child-mem-size", "topological"]
-    )
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--allocator", default="lower-bound")
     p.add_argument(
         "--disable-pass",

@@ -11,7 +11,7 @@ from compiler.errors import CompilerError
 from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
-from compiler.scheduling import SCHEDULERS
+from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz.cli.common import add_common_model_args
 from glowviz.core.shapes import parse_shape_args
 
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_common_model_args(p)  # MODEL may also be a bundle header (NAME.h): its plan
     p.add_argument("--json", metavar="FILE", help="also write the glowviz.memory/1 JSON report")
     p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument("--scheduler", default="child-mem-size", choices=list(SCHEDULERS))
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--top", type=int, default=15, help="buffers to list at the peak (default 15)")
     p.add_argument(
         "--disable-pass",
@@ -50,7 +50,7 @@ def build_report(result: CompileResult, args: argparse.Namespace) -> MemoryRepor
     if result.plan is None or result.lir is None:
         raise CompilerError("the pipeline stopped before memory planning; no memory report")
     return MemoryReport.from_plan(
-        result.plan, result.lir, str(args.model), args.scheduler, args.allocator
+        result.plan, result.lir, str(args.model), args.scheduler, args.allocator, result.schedule
     )
 
 

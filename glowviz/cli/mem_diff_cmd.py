@@ -13,7 +13,7 @@ OLD and NEW are each one of:
   report.json                         a `glowviz mem --json` report (glowviz.memory/1)
   model.onnx                          compiled with the default options
   model.onnx:KEY=VALUE[,KEY=VALUE]    compiled with a configuration; keys:
-        scheduler=child-mem-size|topological   allocator=lower-bound|first-fit
+        scheduler=optimal|child-mem-size|topological   allocator=lower-bound|first-fit
         disable=PASS[+PASS...]   (skip passes, e.g. disable=buffer-sharing)
         input=NAME=1x3x32x32[+...]
 

@@ -280,10 +280,14 @@ def memory_figure(
     title: str | None = None,
 ) -> Figure:
     """The memory map: each buffer a rectangle [first, last] x [offset, offset + size]; the arena
-    size (peak) and the lower bound as horizontal lines; the peak instruction as a vertical one."""
+    size (peak) and the lower bound as horizontal lines; the peak instruction as a vertical one.
+    Aliases (concat slices, accumulation targets: `alias_of`) are hatched outlines inside the
+    buffer whose bytes they share."""
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
     fig, ax = _new_figure(pal, wide, 2.8 if not wide else 3.0)
-    bufs = sorted(data["buffers"], key=lambda b: (b["first"], b["offset"], b["name"]))
+    every = sorted(data["buffers"], key=lambda b: (b["first"], b["offset"], b["name"]))
+    bufs = [b for b in every if not b.get("alias_of")]
+    aliases = [b for b in every if b.get("alias_of")]
     peak, lb = data["peak_bytes"], data["lower_bound_bytes"]
     top = max([peak, lb, 1] + [b["offset"] + b["size"] for b in bufs])
     div, unit = _byte_axis(ax.yaxis, top)
@@ -300,6 +304,18 @@ def memory_figure(
                 linewidth=0.7 if b["name"] in live else 0.3,
                 edgecolor=pal.peak if b["name"] in live else pal.edge,
                 **_buffer_style(pal, cat, k),
+            )
+        )
+    for b in aliases:
+        ax.add_patch(
+            Rectangle(
+                (b["first"] - 0.45, b["offset"] / div),
+                b["last"] - b["first"] + 0.9,
+                b["size"] / div,
+                fill=False,
+                hatch="////",
+                linewidth=0.3,
+                edgecolor=pal.edge,
             )
         )
     handles: list[Any] = [
@@ -331,6 +347,10 @@ def memory_figure(
         Patch(edgecolor=pal.edge, linewidth=0.3, label=c, **_category_color(pal, c))
         for c in _sorted_categories(cats)
     ]
+    if aliases:
+        handles.append(
+            Patch(fill=False, hatch="////", edgecolor=pal.edge, linewidth=0.3, label="alias")
+        )
     _legend(ax, pal, handles, ncol=3 if wide else 2)
     _finish(fig, ax, pal, title)
     return fig

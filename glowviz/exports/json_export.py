@@ -64,10 +64,12 @@ def memory_data(report: MemoryReport, *, stage: str | None = None) -> dict[str, 
                 "category": b.category,
                 "users": list(b.users),
                 "reason": b.reason,
+                "alias_of": b.alias_of or None,
             }
             for b in report.buffers
             if b.region == "activations"
         ],
+        "certificate": report.certificate.to_json() if report.certificate else None,
     }
 
 
@@ -78,6 +80,8 @@ def schedule_series(sched: Schedule) -> dict[str, Any]:
         "live_bytes": list(sched.live_bytes),
         "peak_bytes": sched.peak_bytes,
         "peak_step": sched.peak_step,
+        "used": sched.used or sched.kind,
+        "proven_optimal": sched.proven_optimal,
     }
 
 

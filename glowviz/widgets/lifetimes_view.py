@@ -116,6 +116,10 @@ def buffer_card(b: ReportBuffer) -> Text:
     t = Text()
     t.append(f"{b.name}", style="bold")
     t.append(f"  {fmt_bytes(b.size)} at offset {b.offset} ({b.region})  live {b.first}–{b.last}\n")
+    if b.alias_of:
+        t.append("alias of: ", style="dim")
+        t.append(f"%{b.alias_of}", style="bold")
+        t.append("  (shares its bytes by design; no memory of its own)\n", style="dim")
     t.append("producer: ", style="dim")
     t.append(f"{b.instruction or '?'}   ")
     t.append("users: ", style="dim")

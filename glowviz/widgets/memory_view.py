@@ -1,6 +1,7 @@
-"""Memory view: the allocation map (offset × instruction index, one coloured block per buffer),
-peak / lower bound / gap, the buffers live at the peak, why the selected buffer sits where it
-does, and a side-by-side comparison with a second plan: another allocator or scheduler (A/S,
+"""Memory view: the allocation map (offset × instruction index, one coloured block per buffer,
+aliases — concat slices, accumulation targets — hatched inside the buffer they share), peak /
+lower bound / gap and the plan's certificate, the buffers live at the peak, why the selected
+buffer sits where it does, and a side-by-side comparison with a second plan: another allocator or scheduler (A/S,
 recompiled in a worker) or a second report (o: a glowviz.memory/1 JSON file, a model or a
 mem-diff spec, loaded in a worker). Everything drawn is the session's `MemoryReport` and its
 comparison data (`CompileSession.compare_memory_report`, `glowviz.session.memcompare`); asking
@@ -46,11 +47,13 @@ def draw_map(
     top: int | None = None,
 ) -> Text:
     """Offset (rows, top = 0) × instruction index (columns); each buffer a coloured block (the
-    theme's buffer colours). `top` fixes the offset scale (two maps side by side share one)."""
+    theme's buffer colours), each alias hatched (╱) over the buffer it shares. `top` fixes the
+    offset scale (two maps side by side share one)."""
     n = max(1, report.n_instructions)
     top = max(top or 0, map_top(report))
     per_row = top / rows
     grid: list[list[str | None]] = [[None] * width for _ in range(rows)]
+    hatched: set[tuple[int, int]] = set()
     for k, b in enumerate(report.buffers):
         c0 = int(b.first * width / n)
         c1 = max(c0, int((b.last + 1) * width / n) - 1)
@@ -59,7 +62,11 @@ def draw_map(
         st: str | None = "bold white on red" if b.name == selected else f"on {colour(k, palette)}"
         for r in range(r0, min(r1 + 1, rows)):
             for c in range(c0, min(c1 + 1, width)):
-                if grid[r][c] is None or b.name == selected:
+                if b.alias_of:
+                    hatched.add((r, c))
+                    if b.name == selected:
+                        grid[r][c] = st
+                elif grid[r][c] is None or b.name == selected:
                     grid[r][c] = st
     peak_col = int(report.peak_instruction * width / n)
     t = Text(no_wrap=True)
@@ -67,13 +74,37 @@ def draw_map(
         t.append(f"{fmt_bytes(r * per_row):>9} ", style="dim")
         for c in range(width):
             st = grid[r][c]
-            ch = "┃" if c == peak_col and st is None else " "
+            ch = "┃" if c == peak_col and st is None else "╱" if (r, c) in hatched else " "
             t.append(ch, style=st or ("red" if c == peak_col else ""))
         t.append("\n")
     t.append(
         " " * 10 + "0".ljust(max(1, peak_col)) + "▲peak" + f"  (instr {n - 1} at right)",
         style="dim",
     )
+    return t
+
+
+def certificate_text(report: MemoryReport) -> Text:
+    """The certificate in one line: every schedule's lower bound, and whether the schedule is
+    proven optimal (else the buffers behind the gap)."""
+    c = report.certificate
+    if c is None or c.all_schedules_lower_bound_bytes is None:
+        return Text("")
+    t = Text("\nall schedules need ")
+    t.append(fmt_bytes(c.all_schedules_lower_bound_bytes), style="bold")
+    t.append(f" ({c.all_schedules_bound_from})  schedule {c.scheduler_used or c.scheduler}: ")
+    if c.schedule_proven_optimal:
+        t.append("proven optimal", style="bold green")
+    else:
+        t.append("not proven optimal", style="bold yellow")
+    if c.gap_buffers:
+        t.append(f"  gap held by {', '.join(c.gap_buffers[:4])}", style="dim")
+    if c.aliases:
+        parts = ", ".join(
+            f"{n} {'sum post-op' if k == 'sum' else 'concat slices'}"
+            for k, n in sorted(c.aliases.items())
+        )
+        t.append(f"  aliases: {parts}", style="dim")
     return t
 
 
@@ -160,6 +191,7 @@ class MemoryView(Vertical):
                 ),
                 "  no reuse ",
                 fmt_bytes(rep.no_reuse_bytes),
+                certificate_text(rep),
                 (
                     f"   peak at instr {rep.peak_instruction}: "
                     f"{', '.join(rep.live_at_peak[:6])}"
@@ -182,8 +214,9 @@ class MemoryView(Vertical):
         at_peak = set(rep.live_at_peak)
         palette = self._palette()
         for k, b in sorted(enumerate(rep.buffers), key=lambda kb: (kb[1].offset, kb[1].first)):
+            mark = Text("╱ ", style="dim") if b.alias_of else Text("■ ", style=colour(k, palette))
             t.add_row(
-                Text("■ ", style=colour(k, palette)) + Text(b.name),
+                mark + Text(b.name, style="italic" if b.alias_of else ""),
                 str(b.offset),
                 fmt_bytes(b.size),
                 f"{b.first}–{b.last}",

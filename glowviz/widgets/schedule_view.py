@@ -1,5 +1,6 @@
-"""Schedule view: the node order with the live bytes after each step as bars, peak marked, and
-the alternative scheduler (topological vs child-mem-size) side by side."""
+"""Schedule view: the node order with the live bytes while each step runs as bars, peak marked,
+beside every other scheduler's order on the same graph (optimal, child-mem-size, topological):
+which one was used, whether it is proven optimal, and how much each other one needs more."""
 
 from __future__ import annotations
 
@@ -13,6 +14,29 @@ from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import hbar
 
 BAR = 24
+COLOURS = ("cyan", "magenta", "green", "yellow")
+
+
+def schedule_heading(schedules: list[Schedule]) -> Text:
+    """The schedule used (and the one its order comes from when optimal fell back), its peak,
+    whether no order can do better, then each other scheduler's peak and difference."""
+    used = schedules[0]
+    head = Text.assemble(
+        ("schedule: ", "bold"),
+        f"{used.kind}",
+        (f" (fell back to {used.used})", "yellow") if used.used and used.used != used.kind else "",
+        f"  {len(used.order)} steps  peak ",
+        (fmt_bytes(used.peak_bytes), "bold red"),
+        f" at step {used.peak_step}  ",
+        ("proven optimal", "bold green") if used.proven_optimal else ("not proven optimal", "dim"),
+    )
+    for alt in schedules[1:]:
+        diff = alt.peak_bytes - used.peak_bytes
+        head.append(
+            f"   |   {alt.kind}: peak {fmt_bytes(alt.peak_bytes)} "
+            f"({'+' if diff >= 0 else ''}{fmt_bytes(diff)})"
+        )
+    return head
 
 
 class ScheduleView(Vertical):
@@ -34,36 +58,18 @@ class ScheduleView(Vertical):
             reason = session.unavailable("schedule")
             info.update(Text(f"not available: {reason}", style="bold yellow"))
             return
-        used, alt = self.schedules[0], next(iter(self.schedules[1:]), None)
-        top = max([used.peak_bytes] + ([alt.peak_bytes] if alt else []))
-        head = Text.assemble(
-            ("schedule: ", "bold"),
-            f"{used.kind}  ",
-            f"{len(used.order)} steps  peak ",
-            (fmt_bytes(used.peak_bytes), "bold red"),
-            f" at step {used.peak_step}",
-        )
-        if alt:
-            diff = alt.peak_bytes - used.peak_bytes
-            head.append(
-                f"   |   {alt.kind}: peak {fmt_bytes(alt.peak_bytes)} "
-                f"({'+' if diff >= 0 else ''}{fmt_bytes(diff)})"
-            )
-        info.update(head)
+        info.update(schedule_heading(self.schedules))
+        top = max(s.peak_bytes for s in self.schedules)
+        bar = BAR if len(self.schedules) <= 2 else BAR // 2
         t.add_column("#", key="k", width=4)
-        t.add_column(f"{used.kind}", key="node")
-        t.add_column("live", key="live", width=10)
-        t.add_column("", key="bar", width=BAR)
-        if alt:
-            t.add_column(f"{alt.kind}", key="alt_node")
-            t.add_column("live", key="alt_live", width=10)
-            t.add_column("", key="alt_bar", width=BAR)
-        n = max(len(used.order), len(alt.order) if alt else 0)
+        for j, sched in enumerate(self.schedules):
+            t.add_column(f"{sched.kind}", key=f"node{j}")
+            t.add_column("live", key=f"live{j}", width=10)
+            t.add_column("", key=f"bar{j}", width=bar)
+        n = max(len(s.order) for s in self.schedules)
         for k in range(n):
             row: list = [Text(str(k), style="dim")]
-            for sched, colour in ((used, "cyan"), (alt, "magenta")):
-                if sched is None:
-                    continue
+            for j, sched in enumerate(self.schedules):
                 if k < len(sched.order):
                     live = sched.live_bytes[k] if k < len(sched.live_bytes) else 0
                     is_peak = k == sched.peak_step
@@ -73,7 +79,7 @@ class ScheduleView(Vertical):
                             fmt_bytes(live) + (" ◀" if is_peak else ""),
                             style="bold red" if is_peak else "",
                         ),
-                        hbar(live, top, BAR, "red" if is_peak else colour),
+                        hbar(live, top, bar, "red" if is_peak else COLOURS[j % len(COLOURS)]),
                     ]
                 else:
                     row += ["", "", ""]

@@ -63,7 +63,7 @@ def test_two_schedulers(capsys):
     )
     d = json.loads(capsys.readouterr().out)
     assert d["schema"] == "glowviz.memdiff/1"
-    assert d["old"]["scheduler"] == "child-mem-size" and d["new"]["scheduler"] == "topological"
+    assert d["old"]["scheduler"] == "optimal" and d["new"]["scheduler"] == "topological"
     assert rc == 0  # no threshold given
 
 

@@ -10,6 +10,7 @@ import time
 import pytest
 from export_helpers import MODELS, check_golden, session_for
 
+from compiler.scheduling import SCHEDULERS
 from glowviz.cli import main
 from glowviz.exports.dot_graph import graph_data, graph_to_dot
 from glowviz.exports.render import ExportError
@@ -109,14 +110,46 @@ def test_low_level_views_on_other_stages():
     graph_stage = json.loads(render_view(s, "lifetimes", "json", stage="import"))
     assert graph_stage["stage"] == "import/import-onnx" and graph_stage["buffers"]
     sched = json.loads(render_view(s, "schedule", "json"))
-    assert {x["scheduler"] for x in sched["series"]} == {"child-mem-size", "topological"}
+    assert {x["scheduler"] for x in sched["series"]} == set(SCHEDULERS)
+
+
+def test_exports_carry_aliases_and_the_certificate():
+    """Aliases come with `alias_of` and their reason, nested in their buffer; the certificate
+    and every scheduler's series (with its verdict) are in the JSON; the map draws them."""
+    for model, kind in (("resnet_small.onnx", "accumulates into"), ("unet_small.onnx", "slice ")):
+        s = session_for(model, "optimal")
+        mem = json.loads(render_view(s, "memory", "json"))
+        by_name = {b["name"]: b for b in mem["buffers"]}
+        aliases = [b for b in mem["buffers"] if b["alias_of"]]
+        assert aliases and all(b["reason"].startswith(kind) for b in aliases)
+        for a in aliases:
+            p = by_name[a["alias_of"]]
+            assert p["offset"] <= a["offset"] and a["offset"] + a["size"] <= p["offset"] + p["size"]
+        assert mem["certificate"]["schedule_proven_optimal"]
+        assert (
+            sum(mem["live_bytes"][mem["peak_instruction"] : mem["peak_instruction"] + 1])
+            == (mem["lower_bound_bytes"])
+        )  # aliases take no bytes of their own
+        sched = json.loads(render_view(s, "schedule", "json"))
+        assert [x["scheduler"] for x in sched["series"]] == list(SCHEDULERS)
+        assert sched["series"][0]["proven_optimal"]
+        assert render_view(s, "memory", "svg").startswith(b"<?xml")
 
 
 def test_memory_json_matches_plan_invariants():
     data = json.loads(render_view(session_for("resnet_small.onnx"), "memory", "json"))
     bufs = data["buffers"]
+    parent = {b["name"]: b["alias_of"] for b in bufs}
+
+    def root(n: str) -> str:
+        while parent.get(n):
+            n = parent[n]
+        return n
+
     for i, a in enumerate(bufs):
         for b in bufs[i + 1 :]:
+            if root(a["name"]) == root(b["name"]):
+                continue  # shares bytes by design (alias_of)
             if a["first"] <= b["last"] and b["first"] <= a["last"]:
                 assert (
                     a["offset"] + a["size"] <= b["offset"] or b["offset"] + b["size"] <= a["offset"]

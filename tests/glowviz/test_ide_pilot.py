@@ -291,6 +291,37 @@ async def test_real_default_model():
         assert dbg.available and dbg.pc == 2
 
 
+@run_async
+async def test_memory_and_schedule_views_show_aliases_certificate_and_every_scheduler():
+    """The default model's residual convs accumulate in place: the Memory view lists those
+    aliases (hatched in the map), says why ("accumulates into ...") and shows the certificate;
+    the Schedule view puts optimal, child-mem-size and topological side by side."""
+    app = GlowvizApp(None)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = _main(app)
+        rep = app.session.memory_report()
+        alias = next(b for b in rep.buffers if b.alias_of)
+        main.goto_buffer(alias.name)
+        await pilot.pause()
+        await settle(app, pilot)
+        mem = main.view("memory")
+        assert mem.selected == alias.name
+        detail = str(mem.query_one("#memory-detail").render())
+        assert f"alias of: %{alias.alias_of}" in detail and "accumulates into" in detail
+        figures = str(mem.query_one("#memory-figures").render())
+        assert "proven optimal" in figures and "sum post-op" in figures
+        assert "╱" in str(mem.query_one("#memory-map").render())
+        await pilot.press(str(next(k for k, v in enumerate(VIEWS) if v[0] == "schedule") + 1))
+        await pilot.pause()
+        await settle(app, pilot)
+        sched = main.view("schedule")
+        assert [s.kind for s in sched.schedules] == ["optimal", "child-mem-size", "topological"]
+        heading = str(sched.query_one("#schedule-info").render())
+        assert "proven optimal" in heading and "child-mem-size: peak" in heading
+        assert "topological: peak" in heading
+
+
 # -- the debugger: LLVM, the interpreter in lock-step, code views, divergence -----------------
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 
 from compiler.errors import CompilerError, ExecutionError
+from compiler.graph.activations import NONE
 from compiler.lir.instructions import Kind
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.printer import format_instruction
@@ -313,7 +314,7 @@ class ArenaInterpreter:
             graph_op = ins.graph_op
             if graph_op is None:
                 raise ExecutionError(f"no semantics for instruction kind '{kind}'")
-            from compiler.kernels.reference import KERNELS
+            from compiler.kernels.reference import KERNELS, apply_activation
 
             try:
                 kernel = KERNELS[graph_op]
@@ -323,17 +324,31 @@ class ArenaInterpreter:
                 ) from None
             dests = [(a, m) for a, (v, m) in zip(ops, ins.operands) if m in ("out", "inout")]
             inputs = [a for a, (v, m) in zip(ops, ins.operands) if m == "in"]
-            results = kernel(inputs, ins.attrs)
+            attrs = ins.attrs
+            if ins.accumulates and "activation" in attrs:
+                attrs = {**attrs, "activation": NONE}  # it applies to the sum, below
+            results = kernel(inputs, attrs)
             # Compute everything first, then write: an @out may alias an @in.
             staged = []
-            for (dst, _), res in zip(dests, results):
+            for k, ((dst, _), res) in enumerate(zip(dests, results)):
                 res = np.asarray(res)
                 if tuple(res.shape) != dst.shape:
                     raise ExecutionError(
                         f"kernel {graph_op} returned shape {list(res.shape)}, "
                         f"the destination is {list(dst.shape)}"
                     )
-                staged.append((dst, res.astype(dst.dtype, copy=True)))
+                res = res.astype(dst.dtype, copy=True)
+                if k == 0 and ins.accumulates:
+                    # The sum post-op reads the arena: a plan that let another buffer clobber
+                    # the accumulation target (or poison it) shows in the result. Then the
+                    # fused activation, as the accumulating kernels apply it: to the sum.
+                    res += dst
+                    if "activation" in ins.attrs:
+                        res = np.asarray(
+                            apply_activation(res, ins.attrs["activation"], ins.attrs["act_args"]),
+                            dtype=dst.dtype,
+                        )
+                staged.append((dst, res))
             for dst, res in staged:
                 np.copyto(dst, res)
 

@@ -180,7 +180,9 @@ def find_epilogues(
     code = [i for i in lir.code if i.kind not in NO_CODE]
     out = []
     for pos, prod in enumerate(code):
-        if prod.kind not in EPILOGUE_PRODUCERS:
+        # A sum post-op producer adds to what its destination holds: a chain would read that
+        # from its own last destination instead, so accumulating producers keep theirs.
+        if prod.kind not in EPILOGUE_PRODUCERS or prod.accumulates:
             continue
         src = prod.operands[0][0]
         known: dict[int, tuple] = {id(src): ("acc",)}

@@ -18,7 +18,7 @@ from compiler.lir.passes.base import LIRPass
 from compiler.passes.rewriter import Rewriter
 
 
-def _merge_into(
+def merge_into(
     lir: LIRFunction, rw: Rewriter, gone: Instruction, keep: LValue, acc: dict[int, Access]
 ) -> None:
     """Replace activation `gone` by `keep`, dropping `gone`'s alloc and (when needed) deallocs."""
@@ -72,7 +72,7 @@ class CopyElimination(LIRPass):
                 return False
             with rw.at(copy, "copy-into-output"):
                 rw.erase(copy)
-                _merge_into(lir, rw, src, dst, acc)  # type: ignore[arg-type]
+                merge_into(lir, rw, src, dst, acc)  # type: ignore[arg-type]
             return True
         if is_activation(dst) and is_activation(src):
             a, b = acc[id(src)], acc[id(dst)]
@@ -86,7 +86,7 @@ class CopyElimination(LIRPass):
                 return False
             with rw.at(copy, "copy-between-activations"):
                 rw.erase(copy)
-                _merge_into(lir, rw, dst, src, analyze(lir))  # type: ignore[arg-type]
+                merge_into(lir, rw, dst, src, analyze(lir))  # type: ignore[arg-type]
             return True
         if is_activation(dst) and isinstance(src, WeightVar) and src.is_input:
             b, w = acc[id(dst)], acc[id(src)]
@@ -94,6 +94,6 @@ class CopyElimination(LIRPass):
                 return False
             with rw.at(copy, "copy-from-input"):
                 rw.erase(copy)
-                _merge_into(lir, rw, dst, src, acc)  # type: ignore[arg-type]
+                merge_into(lir, rw, dst, src, acc)  # type: ignore[arg-type]
             return True
         return False

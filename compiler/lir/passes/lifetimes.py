@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from compiler.lir.ir import Instruction, LIRFunction
-from compiler.lir.passes.analysis import Access, analyze
+from compiler.lir.ir import LIRFunction
+from compiler.lir.passes.analysis import accesses, analyze
 from compiler.lir.passes.base import LIRPass
 from compiler.passes.rewriter import Rewriter
-
-
-def _views_of(alloc: Instruction) -> list[Instruction]:
-    out, todo = [], [alloc]
-    while todo:
-        v = todo.pop()
-        for user, _ in v.users:
-            if user.is_view:
-                out.append(user)
-                todo.append(user)
-    return out
 
 
 class HoistDealloc(LIRPass):
@@ -27,7 +16,7 @@ class HoistDealloc(LIRPass):
     def run(self, lir: LIRFunction) -> bool:
         rw = Rewriter(lir, rule=self.name)
         for alloc in lir.allocs():
-            acc = analyze_one(lir, alloc)
+            acc = accesses(lir, alloc)
             for d in acc.deallocs:
                 target = max(acc.last, lir.index_of(alloc))
                 if lir.index_of(d) != target + 1:
@@ -46,33 +35,13 @@ class SinkAlloc(LIRPass):
     def run(self, lir: LIRFunction) -> bool:
         rw = Rewriter(lir, rule=self.name)
         for alloc in lir.allocs():
-            acc = analyze_one(lir, alloc)
+            acc = accesses(lir, alloc)
             first = acc.first
             if first < 0:
                 continue
             if first != lir.index_of(alloc) + 1:
                 rw.move_before(alloc, lir.code[first])
         return rw.changed
-
-
-def analyze_one(lir: LIRFunction, alloc: Instruction) -> Access:
-    """Accesses of one buffer (cheaper than `analyze` when called once per buffer)."""
-    acc = Access(alloc, alloc)
-    for v in (alloc, *_views_of(alloc)):
-        for user, idx in v.users:
-            i = lir.index_of(user)
-            mode = user.mode(idx)
-            if user.is_dealloc:
-                if user not in acc.deallocs:
-                    acc.deallocs.append(user)
-            elif user.is_view:
-                acc.views.append(i)
-            else:
-                if mode in ("in", "inout"):
-                    acc.reads.append(i)
-                if mode in ("out", "inout"):
-                    acc.writes.append(i)
-    return acc
 
 
 class DeadAllocElimination(LIRPass):
@@ -94,4 +63,4 @@ class DeadAllocElimination(LIRPass):
         return rw.changed
 
 
-__all__ = ["DeadAllocElimination", "HoistDealloc", "SinkAlloc", "analyze", "analyze_one"]
+__all__ = ["DeadAllocElimination", "HoistDealloc", "SinkAlloc", "analyze"]

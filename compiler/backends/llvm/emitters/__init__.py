@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from compiler.backends.llvm.emitters import conv, elementwise, matmul, pool, reduce, tensor  # noqa: F401
-from compiler.backends.llvm.emitters.common import EMITTERS, NO_CODE, accepts, register
+from compiler.backends.llvm.emitters.common import (
+    ACCUMULATING,
+    EMITTERS,
+    NO_CODE,
+    accepts,
+    register,
+)
 from compiler.backends.llvm.emitters.elementwise import SCALAR, emit_elementwise
 
 for _kind in SCALAR:
     EMITTERS.setdefault(_kind, emit_elementwise)
 
-__all__ = ["EMITTERS", "NO_CODE", "accepts", "register"]
+__all__ = ["ACCUMULATING", "EMITTERS", "NO_CODE", "accepts", "register"]

@@ -556,14 +556,20 @@ EMITTERS: dict[str, Emitter] = {}
 #: kind -> the element kinds every operand of its instructions must have (absent: any kind).
 ELEMS: dict[str, frozenset[ElemKind]] = {}
 F32_ONLY = frozenset({ElemKind.F32})
+#: Kinds whose emitter honours an `@inout` (accumulating) destination: the sum post-op.
+ACCUMULATING: set[str] = set()
 
 #: Memory markers: no code (views are addresses, allocations are the plan's business).
 NO_CODE = MARKER_KINDS
 
 
-def register(*kinds: str, elems: frozenset[ElemKind] | None = None) -> Callable[[Emitter], Emitter]:
+def register(
+    *kinds: str, elems: frozenset[ElemKind] | None = None, accumulates: bool = False
+) -> Callable[[Emitter], Emitter]:
     """Register an emitter for `kinds`. `elems`: the only element kinds it takes; instructions
-    with others raise a CodegenError, and the backend contract lowers such nodes instead."""
+    with others raise a CodegenError, and the backend contract lowers such nodes instead.
+    `accumulates`: it adds to an `@inout` destination, so the backend contract lets the
+    sum-post-op pass make such instructions (only kinds with the accumulate trait can be)."""
 
     def deco(fn: Emitter) -> Emitter:
         emit = fn if elems is None else _typed(fn, elems)
@@ -571,6 +577,8 @@ def register(*kinds: str, elems: frozenset[ElemKind] | None = None) -> Callable[
             EMITTERS[k] = emit
             if elems is not None:
                 ELEMS[k] = elems
+            if accumulates:
+                ACCUMULATING.add(k)
         return fn
 
     return deco

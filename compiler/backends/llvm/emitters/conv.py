@@ -3,7 +3,8 @@
 A conv picks a row of the strategy table ``kernels.conv.STRATEGIES`` from its shape (or the one
 forced by ``CodeGen(conv_strategy=...)`` / ``$GLOWVIZ_CONV_STRATEGY``); a constant float32
 filter is packed at compile time, as the row wants, into a blob appended to the constant
-region; the fused activation (relu or clip, the backend contract's) runs in the kernel.
+region; the fused activation (relu or clip, the backend contract's) runs in the kernel, after
+the sum when the conv accumulates into its destination (`@inout`, the sum post-op).
 ConvTranspose is a direct scatter loop.
 """
 
@@ -26,13 +27,14 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import kernel_activation
+from compiler.backends.llvm.kernels.common import Epilogue
 from compiler.backends.llvm.kernels.conv import ConvPtrs, conv_shape, select
 from compiler.backends.llvm.kernels.gemm import gemm_config
 from compiler.backends.llvm.kernels.window import Axis
 from compiler.graph.types import ElemKind
 
 
-@register("conv")
+@register("conv", accumulates=True)
 def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     _, x, w, bias = (v for v, _ in ins.operands)
     out = ctx.result(ins)
@@ -65,11 +67,13 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     row = select(s, constant=data is not None, forced=ctx.conv_strategy, where=ins.name)
     kact = ctx.with_epilogue(kernel_activation(at["activation"], at["act_args"]))
     cfg = gemm_config()
+    # The sum post-op: add to the destination, then the activation.
+    ep = Epilogue(kact, ins.accumulates)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        row.body(b, s, cfg, ConvPtrs(*fn.args), kact)
+        row.body(b, s, cfg, ConvPtrs(*fn.args), ep)
 
-    name = ctx.sink.kernel(("conv", row.name, s, kact), 4, build, "conv")
+    name = ctx.sink.kernel(("conv", row.name, s, ep), 4, build, "conv")
     if row.pack is None:
         warg = Arg(value=w)  # the kernel reads the filter operand as it is
     else:

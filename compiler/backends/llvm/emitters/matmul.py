@@ -1,6 +1,7 @@
 """MatMul and FullyConnected: the blocked GEMM kernel (kernels/gemm.py). A constant B is packed
 at compile time into a blob appended to the constant region; batch dims of A fold into M when B
-has none, otherwise a loop over the (broadcast) batch calls one GEMM per matrix.
+has none, otherwise a loop over the (broadcast) batch calls one GEMM per matrix. An `@inout`
+destination (the sum post-op) makes the GEMM add to C.
 """
 
 from __future__ import annotations
@@ -41,8 +42,22 @@ def _gemm(
     bias: str | None = None,
     activation: Any = None,
     noalias: tuple[bool, ...] = (),
+    accumulate: bool = False,
 ) -> str:
-    key = ("gemm", M, N, K, a_stride, b_stride, c_stride, packed, bias, activation, noalias)
+    key = (
+        "gemm",
+        M,
+        N,
+        K,
+        a_stride,
+        b_stride,
+        c_stride,
+        packed,
+        bias,
+        activation,
+        noalias,
+        accumulate,
+    )
     if key in ctx.sink.kernels:
         return ctx.sink.kernels[key]
     fn = emit_matmul(
@@ -56,6 +71,7 @@ def _gemm(
         c_stride=c_stride,
         bias=bias,
         activation=activation,
+        accumulate=accumulate,
         b_packed=packed,
     )
     for a, ok in zip(fn.args, noalias):
@@ -64,7 +80,7 @@ def _gemm(
     return ctx.sink.adopt(key, fn)
 
 
-@register("matmul", elems=F32_ONLY)
+@register("matmul", elems=F32_ONLY, accumulates=True)
 def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
     _, a, bm = (v for v, _ in ins.operands)
     c = ctx.result(ins)
@@ -73,6 +89,7 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
         raise unsupported(ins, "matmul output overlaps an input")
     M, K = a.type.shape[-2:]
     N = bm.type.shape[-1]
+    acc = ins.accumulates
     out_batch = tuple(c.type.shape[:-2])
     b_batch = tuple(bm.type.shape[:-2])
     a_batch = tuple(a.type.shape[:-2])
@@ -83,17 +100,46 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
         if data is not None:
             blob = ctx.sink.blob(pack_b_constant(data.reshape(K, N)), key=("packB", bm.name))
             name = _gemm(
-                ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=True, activation=act
+                ctx,
+                Mf,
+                N,
+                K,
+                a_stride=K,
+                b_stride=N,
+                c_stride=N,
+                packed=True,
+                activation=act,
+                accumulate=acc,
             )
             return Emitted(
                 [Call(name, [Arg(value=a), Arg(blob=blob), Arg(value=c)])], "gemm-packed"
             )
         name = _gemm(
-            ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False, activation=act
+            ctx,
+            Mf,
+            N,
+            K,
+            a_stride=K,
+            b_stride=N,
+            c_stride=N,
+            packed=False,
+            activation=act,
+            accumulate=acc,
         )
         return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "gemm")
     # General batched case: one GEMM per output matrix, operands by broadcast batch strides.
-    inner = _gemm(ctx, M, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False, activation=act)
+    inner = _gemm(
+        ctx,
+        M,
+        N,
+        K,
+        a_stride=K,
+        b_stride=N,
+        c_stride=N,
+        packed=False,
+        activation=act,
+        accumulate=acc,
+    )
     sa = [s * M * K for s in broadcast_strides(a_batch, out_batch)]
     sb = [s * K * N for s in broadcast_strides(b_batch, out_batch)]
     sc = [s * M * N for s in broadcast_strides(out_batch, out_batch)]
@@ -119,7 +165,7 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "batched-gemm")
 
 
-@register("fullyconnected", elems=F32_ONLY)
+@register("fullyconnected", elems=F32_ONLY, accumulates=True)
 def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
     _, x, w, bias = (v for v, _ in ins.operands)
     c = ctx.result(ins)
@@ -143,6 +189,7 @@ def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
             packed=True,
             bias="row",
             activation=kact,
+            accumulate=ins.accumulates,
         )
         calls = [Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=c), Arg(value=bias)])]
     else:
@@ -157,6 +204,7 @@ def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
             packed=False,
             bias="row",
             activation=kact,
+            accumulate=ins.accumulates,
         )
         calls = [Call(name, [Arg(value=x), Arg(value=w), Arg(value=c), Arg(value=bias)])]
     return Emitted(calls, "gemm-packed" if data is not None else "gemm")

@@ -202,6 +202,28 @@ class LaneEpilogue:
 Activation = None | str | tuple | LaneEpilogue
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    """What a kernel does to each result on its way to memory: the fused activation, applied
+    to the sum with what the destination holds when it accumulates (the sum post-op)."""
+
+    activation: Activation = None
+    accumulate: bool = False
+
+    def store(
+        self, b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int = 0, valid: int | None = None
+    ) -> None:
+        """Store ``v`` (``n`` lanes, 0 for a scalar) at ``ptr`` through the epilogue."""
+        if self.accumulate:
+            old = load_vec(b, ptr, n, valid) if n else b.load(ptr, typ=F32)
+            v = b.fadd(old, v)
+        v = apply_activation(b, v, self.activation)
+        if n:
+            store_vec(b, v, ptr, n, valid)
+        else:
+            b.store(v, ptr)
+
+
 def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
     """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector, or a
     ``LaneEpilogue``.

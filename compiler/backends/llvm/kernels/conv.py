@@ -4,7 +4,9 @@ A strategy is a row of ``STRATEGIES``: its ``name``; ``applies(shape)``, whether
 shape correctly; ``prefers(shape)``, the default-choice heuristic; ``pack``, how the ONNX filter
 [K, C/group, R, S] is laid out for it at compile time (None: it reads the filter as given, so a
 run-time filter works); and ``body``, the code, emitted into the kernel shell
-``void f(ptr x, ptr w, ptr out [, ptr bias])`` (``new_kernel``). By default a conv gets the
+``void f(ptr x, ptr w, ptr out [, ptr bias])`` (``new_kernel``), every result going through the
+``Epilogue`` (the activation, after adding to ``out`` for the sum post-op). By default a conv
+gets the
 FIRST row that applies and prefers it, in this order:
 
 1. ``direct-vector`` (group 1; by choice at most 4 input channels, e.g. stems): a direct loop
@@ -39,7 +41,7 @@ from llvmlite import ir
 from compiler.backends.llvm.kernels.common import (
     F32,
     Activation,
-    apply_activation,
+    Epilogue,
     entry_alloca,
     gep,
     i64,
@@ -59,7 +61,7 @@ from compiler.backends.llvm.kernels.gemm import GemmConfig, gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 from compiler.errors import CodegenError
 
-Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Activation], None]
+Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Epilogue], None]
 Pack = Callable[[np.ndarray, ConvShape, GemmConfig], np.ndarray]
 
 
@@ -119,9 +121,7 @@ def _prefers_pixel_rows(s: ConvShape) -> bool:
 # -- direct loops: depthwise (vectorised over output columns) and the general scalar nest ------
 
 
-def _direct_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
-) -> None:
+def _direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue) -> None:
     """The plain loop nest over the ONNX filter layout."""
     C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
     Cg, Kg = s.Cg, s.Kg
@@ -148,7 +148,7 @@ def _direct_body(
             o = b.add(
                 b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW)), b.add(b.mul(oh, i64(OW)), ow)
             )
-            b.store(apply_activation(b, b.load(acc_slot, typ=F32), activation), gep(b, p.out, o))
+            ep.store(b, b.load(acc_slot, typ=F32), gep(b, p.out, o))
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -267,12 +267,14 @@ def emit_conv2d(
     activation: Activation = None,
     isa: str | None = None,
     strategy: str | None = None,
+    accumulate: bool = False,
 ) -> ConvKernel:
     """Emit ``void name(ptr x, ptr w_packed, ptr out [, ptr bias])`` for a float32 NCHW conv.
 
     ``weights``: the ONNX filter [K, C/group, R, S]; the returned ``packed_weights`` is what the
     kernel reads. ``pad`` is (top, left, bottom, right). ``activation``: None, 'relu',
     ('clip', lo, hi). ``strategy``: force a row of ``STRATEGIES`` (default: the table's choice).
+    ``accumulate``: out = activation(out + conv) (the sum post-op).
     """
     if layout != "NCHW":
         raise ValueError(f"conv {name}: only NCHW is supported, not {layout}")
@@ -283,7 +285,8 @@ def emit_conv2d(
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
     x, w, out = fn.args[:3]
-    row.body(b, s, cfg, ConvPtrs(x, w, out, fn.args[3] if bias else None), activation)
+    ptrs = ConvPtrs(x, w, out, fn.args[3] if bias else None)
+    row.body(b, s, cfg, ptrs, Epilogue(activation, accumulate))
     b.ret_void()
     packed = row.pack(weights, s, cfg) if row.pack is not None else _pack_raw(weights, s, cfg)
     return ConvKernel(fn, packed, s, row.name)

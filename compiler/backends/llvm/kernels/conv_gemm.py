@@ -2,7 +2,7 @@
 they read: ``implicit-gemm`` / ``gemm-1x1`` (output channels as GEMM rows; B panels packed at
 run time from the image by im2col, or read in place from the image's channel rows for 1x1),
 ``pixel-rows-gemm`` (pixels as GEMM rows) and ``padded-shift-gemm`` (one
-GEMM over the zero-padded pixel grid). Each body is ``body(b, shape, cfg, ptrs, activation)``.
+GEMM over the zero-padded pixel grid). Each body is ``body(b, shape, cfg, ptrs, epilogue)``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from llvmlite import ir
 from compiler.backends.llvm.kernels.common import (
     F32,
     I64,
-    Activation,
+    Epilogue,
     Int,
     add,
     gep,
@@ -125,7 +125,7 @@ def gemm_body(
     s: ConvShape,
     cfg: GemmConfig,
     p: ConvPtrs,
-    activation: Activation,
+    ep: Epilogue,
     *,
     pointwise: bool,
 ) -> None:
@@ -170,7 +170,8 @@ def gemm_body(
                 b_pack=None if direct else b_pack,
                 b_exact=direct,
                 bias_col=vals[3] if bg is not None else None,
-                activation=activation,
+                accumulate=ep.accumulate,
+                activation=ep.activation,
             )
 
         captures = [wg, xg, og] + ([bg] if bg is not None else [])
@@ -266,10 +267,24 @@ def _im2col_rows(
 
 
 def _transpose_out(
-    b: ir.IRBuilder, cbuf: ir.Value, on: ir.Value, m: int, ostride: int, K: int
+    b: ir.IRBuilder,
+    cbuf: ir.Value,
+    on: ir.Value,
+    m: int,
+    ostride: int,
+    K: int,
+    ep: Epilogue | None = None,
 ) -> None:
     """on[k*ostride + p] = cbuf[p, k] for p < m, in blocks of TP pixels: each block's K x TP
-    reads stay in L1 and every output row gets TP contiguous stores."""
+    reads stay in L1 and every output row gets TP contiguous stores; through ``ep`` when given
+    (an accumulating conv: the GEMM ran without the epilogue)."""
+
+    def put(v: ir.Value, ptr: ir.Value) -> None:
+        if ep is None:
+            b.store(v, ptr)
+        else:
+            ep.store(b, v, ptr)
+
     TP = 16
     nfull = m // TP * TP
     if nfull:
@@ -277,15 +292,15 @@ def _transpose_out(
             src = gep(b, cbuf, b.add(b.mul(p0, i64(K)), k))
             dst = gep(b, on, b.add(b.mul(k, i64(ostride)), p0))
             for j in range(TP):
-                b.store(b.load(gep(b, src, j * K), typ=F32), gep(b, dst, j))
+                put(b.load(gep(b, src, j * K), typ=F32), gep(b, dst, j))
     if nfull < m:
         with loop(b, 0, K, 1, "tkr") as k, loop(b, nfull, m, 1, "tpr") as p:
             v = b.load(gep(b, cbuf, b.add(b.mul(p, i64(K)), k)), typ=F32)
-            b.store(v, gep(b, on, b.add(b.mul(k, i64(ostride)), p)))
+            put(v, gep(b, on, b.add(b.mul(k, i64(ostride)), p)))
 
 
 def pixel_rows_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
     """The im2col rows go to a scratch buffer (read in place for a 1x1 stride-1 conv), in chunks
     of ``tr`` output rows (<= ~PIXROWS_CHUNK pixels) so the chunk's patch rows and GEMM output
@@ -315,7 +330,7 @@ def pixel_rows_body(
             c_base=c_base,
             c_stride=K,
             bias_row=vals[3] if has_bias else None,
-            activation=activation,
+            activation=None if ep.accumulate else ep.activation,
         )
 
     def chunk(bb: ir.IRBuilder, tid: ir.Value, vals: list[ir.Value], oh0: ir.Value, nrows: int):
@@ -341,7 +356,9 @@ def pixel_rows_body(
             split = Split(work_chunks(m * K * crs, tiles), vals, split_ops)
         emit_gemm_body(bb, cfg, m, K, crs, operands(vals, a_addr, cb), split)
         # out[n, k, oh0*OW + j] = C[j, k]
-        _transpose_out(bb, cb, gep(bb, on, bb.mul(oh0, i64(OW))), m, npix, K)
+        # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
+        dst = gep(bb, on, bb.mul(oh0, i64(OW)))
+        _transpose_out(bb, cb, dst, m, npix, K, ep if ep.accumulate else None)
 
     def row_chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
         if not rest:
@@ -381,7 +398,7 @@ def shift_geometry(s: ConvShape) -> tuple[int, int, list[tuple[int, int]], list[
 
 
 def padded_shift_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
     """The image zero-padded and split into its stride phases (kernels/window.py's geometry, see
     ``shift_geometry``; stride 1: one phase, the padded image): tap (r, t) of output pixel
@@ -459,7 +476,7 @@ def padded_shift_body(
             c_base=cbase,
             c_stride=ngrid,
             bias_col=v[3] if has_bias else None,
-            activation=activation,
+            activation=None if ep.accumulate else ep.activation,
             b_exact=True,
         )
 
@@ -484,7 +501,10 @@ def padded_shift_body(
                 for j0 in range(0, OW, vw):
                     valid = min(vw, OW - j0)
                     v = load_vec(bb, gep(bb, src, j0), vw, valid)
-                    store_vec(bb, v, gep(bb, dst, j0), vw, valid)
+                    if ep.accumulate:  # the sum post-op, then the activation the GEMM left out
+                        ep.store(bb, v, gep(bb, dst, j0), vw, valid)
+                    else:
+                        store_vec(bb, v, gep(bb, dst, j0), vw, valid)
 
     with loop(b, 0, s.N, 1, "n") as n:
         fill_phases(gep(b, p.x, b.mul(n, i64(C * H * W))))

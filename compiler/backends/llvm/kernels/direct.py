@@ -19,8 +19,7 @@ from llvmlite import ir
 
 from compiler.backends.llvm.kernels.common import (
     F32,
-    Activation,
-    apply_activation,
+    Epilogue,
     broadcast,
     fma,
     gep,
@@ -82,7 +81,7 @@ def padded_size(s: ConvShape, vw: int) -> tuple[int, int, int]:
 
 
 def depthwise_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
     """out[n, c*mult + m] = bias + sum_rt w[c*mult + m, r, t] * x[n, c] shifted by (r, t)."""
     vw = cfg.vw
@@ -117,7 +116,7 @@ def depthwise_body(
                         acc[i] = fma(b, v, wb[r * S + t], acc[i])
             for i in range(rows):
                 ptr = gep(b, out, b.add(b.mul(b.add(oh0, i64(i)), i64(OW)), ow0))
-                masked_store(b, apply_activation(b, acc[i], activation), ptr, vw, valid)
+                ep.store(b, acc[i], ptr, vw, valid)
 
         copy_padded(b, gep(b, x, b.add(mul(b, n, s.C * H * W), mul(b, c, H * W))), xpad, s, vw)
         for m in range(mult):
@@ -183,7 +182,7 @@ def pack_direct(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
 
 
 def direct_vector_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, activation: Activation
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
     """out[n, k, oh, ow..] = bias[k] + sum_crt w[k, c, r, t] x_pad[c, oh*sh + r*dh, ...] for
     tiles of KB channels x NV column vectors (group 1): each input vector feeds KB FMAs, each
@@ -239,8 +238,7 @@ def direct_vector_body(
             for j in range(kb):
                 for v in range(nvec):
                     ptr = gep(b, outs[j], b.add(b.mul(oh, i64(OW)), b.add(ow0, i64(v * vw))))
-                    val = apply_activation(b, acc[j * nvec + v], activation)
-                    masked_store(b, val, ptr, vw, valid[v])
+                    ep.store(b, acc[j * nvec + v], ptr, vw, valid[v])
 
         wblk = gep(b, w, b.mul(b.udiv(k0, i64(kb_full)), i64(crs * kb_full)))
         kbias, outs = [], []

@@ -1,0 +1,93 @@
+"""The sum post-op in the LLVM kernels: every conv strategy and the GEMM, with `accumulate`,
+compute out = activation(out + op(x)) (the activation applies to the sum, as the arena
+interpreter does), and never write outside their output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from compiler.backends.llvm.jit import JITEngine
+from compiler.backends.llvm.kernels.conv import STRATEGY_NAMES, applicable, emit_conv2d
+from compiler.backends.llvm.kernels.gemm import emit_matmul
+from compiler.kernels.reference_nn import conv as reference_conv
+from tests.backends.llvm.test_conv_strategies import GRID, SENTINEL, _guarded
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(11)
+    shapes = [s for _, s in GRID if strategy in applicable(s)][::4]
+    assert shapes, strategy
+    module = ir.Module()
+    cases = []
+    for n, s in enumerate(shapes):
+        act = ("relu", ("clip", -0.5, 0.5), None)[n % 3]
+        x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)
+        w = rng.standard_normal((s.K, s.Cg, s.R, s.S)).astype(np.float32)
+        bias = rng.standard_normal(s.K).astype(np.float32)
+        old = rng.standard_normal((1, s.K, s.OH, s.OW)).astype(np.float32)
+        shape = dict(N=1, C=s.C, H=s.H, W=s.W, K=s.K, R=s.R, S=s.S, group=s.group)
+        ck = emit_conv2d(
+            module,
+            f"acc{n}",
+            **shape,
+            weights=w,
+            stride=s.stride,
+            pad=s.pad,
+            dilation=s.dilation,
+            activation=act,
+            strategy=strategy,
+            accumulate=True,
+        )
+        cases.append((s, x, w, bias, old, act, ck))
+    compiled = JITEngine(disk_cache=False).compile(module)
+    for n, (s, x, w, bias, old, act, ck) in enumerate(cases):
+        bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
+        obuf, out = _guarded(old, SENTINEL)
+        compiled.cfunc(f"acc{n}")(
+            bufs[0][1].ctypes.data, bufs[1][1].ctypes.data, out.ctypes.data, bufs[2][1].ctypes.data
+        )
+        attrs = dict(group=s.group, strides=s.stride, dilations=s.dilation, pads=s.pad)
+        attrs.update(activation="none", act_args=())
+        want = old + reference_conv([x, w, bias], attrs)[0]
+        if act == "relu":
+            want = np.maximum(want, 0)
+        elif act is not None:
+            want = np.clip(want, act[1], act[2])
+        tol = 1e-4 * np.sqrt(s.Cg * s.R * s.S)
+        np.testing.assert_allclose(
+            out.reshape(want.shape), want, rtol=1e-4, atol=tol, err_msg=str(s)
+        )
+        assert np.all(obuf[:64] == SENTINEL) and np.all(obuf[-64:] == SENTINEL), s
+
+
+@pytest.mark.parametrize(("M", "N", "K"), [(5, 7, 3), (33, 70, 300), (8, 32, 257)])
+def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    module = ir.Module()
+    emit_matmul(
+        module,
+        "g",
+        M,
+        N,
+        K,
+        a_stride=K,
+        b_stride=N,
+        c_stride=N,
+        bias="row",
+        accumulate=True,
+        activation="relu",
+    )
+    fn = JITEngine(disk_cache=False).compile(module).cfunc("g")
+    out = c.copy()
+    fn(a.ctypes.data, b.ctypes.data, out.ctypes.data, bias.ctypes.data)
+    want = np.maximum(c + a.astype(np.float64) @ b + bias, 0)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
