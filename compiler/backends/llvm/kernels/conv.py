@@ -9,14 +9,14 @@ run-time filter works); and ``body``, the code, emitted into the kernel shell
 gets the
 FIRST row that applies and prefers it, in this order:
 
-1. ``direct-vector`` (group 1; by choice at most 4 input channels, e.g. stems): a direct loop
-   over a padded copy of the image, tiles of output channels x column vectors
-   (kernels/direct.py);
+1. ``direct-vector`` (group 1; by choice at most 4 input channels, kernels up to 7x7 and strides
+   up to 2, e.g. stems): a direct loop over a padded copy of the image, tiles of output
+   channels x column vectors (kernels/direct.py);
 2. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
    output channels on the vector lanes over an im2col buffer, then a transpose;
-3. ``padded-shift-gemm`` (group 1; images over 64 pixels, not 1x1 stride 1): one GEMM over the
-   zero-padded image split into its stride phases, whose im2col rows are contiguous runs read
-   in place;
+3. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
+   GEMM over the zero-padded image split into its stride phases, whose im2col rows are
+   contiguous runs read in place;
 4. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
    channel copy, tiles of output rows x a column vector (kernels/direct.py);
 5. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
@@ -160,7 +160,9 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         direct_vector_body,
         pack_direct,
         applies=lambda s: s.group == 1,
-        prefers=lambda s: s.C <= 4 and s.OW >= 8,
+        # Its taps are unrolled (strided vectors lane by lane past stride 2): a ViT's 16x16/16
+        # patch conv emitted 4.5 MB of IR and spent minutes in O3. Stems up to 7x7/2 only.
+        prefers=lambda s: s.C <= 4 and s.OW >= 8 and s.R * s.S <= 49 and max(s.stride) <= 2,
     ),
     ConvStrategy(
         "pixel-rows-gemm",
@@ -174,7 +176,13 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         padded_shift_body,
         pack_a,
         applies=lambda s: s.group == 1,
-        prefers=lambda s: (s.R * s.S > 1 or s.stride != (1, 1)) and s.H * s.W > 64 and s.K >= 4,
+        # One phase image per stride phase, each filled by its own code: strides up to 2.
+        prefers=lambda s: (
+            (s.R * s.S > 1 or s.stride != (1, 1))
+            and max(s.stride) <= 2
+            and s.H * s.W > 64
+            and s.K >= 4
+        ),
     ),
     ConvStrategy(
         "depthwise-direct",
