@@ -89,6 +89,7 @@ class CompileOptions:
     max_memory: int = DEFAULT_MAX_MEMORY
     #: bytes one tensor computed at compile time (import folding, constant folding) may take
     fold_limit: int = DEFAULT_FOLD_LIMIT
+    threads: int = 1  # threads the LLVM executor's kernels run on (results do not depend on it)
 
 
 def check_pass_names(names: Sequence[str] | frozenset[str], what: str = "pass") -> None:

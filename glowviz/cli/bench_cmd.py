@@ -41,7 +41,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--batch", type=positive_int, default=None, help="batch size (first input dim)")
     p.add_argument(
-        "--threads", type=positive_int, default=1, help="onnxruntime threads (default 1)"
+        "--threads",
+        type=positive_int,
+        default=1,
+        help="threads of both the LLVM executor and onnxruntime (default 1)",
     )
     p.add_argument("--reps", type=positive_int, default=20, help="timed repetitions (default 20)")
     p.add_argument("--profile", action="store_true", help="per-instruction profile (top 10)")
@@ -127,7 +130,7 @@ def _ort_session(proto: Any, threads: int) -> Any:
 
 
 def _compile(
-    proto: Any, input_shapes: dict, const_inputs: dict, kind: str
+    proto: Any, input_shapes: dict, const_inputs: dict, kind: str, threads: int = 1
 ) -> tuple[Any, Any, float]:
     from compiler.executors import LOW_LEVEL_EXECUTORS, make_executor
     from compiler.pipeline import CompileOptions, compile_model
@@ -137,6 +140,7 @@ def _compile(
         input_shapes=input_shapes,
         const_inputs=const_inputs,
         low_level=kind in LOW_LEVEL_EXECUTORS,
+        threads=threads,
     )
     result = compile_model(proto, options)
     t1 = time.perf_counter()
@@ -226,7 +230,8 @@ def bench_model(
         proto = _with_batch(proto, batch)
     res: dict[str, Any] = {"model": str(model) if isinstance(model, str | Path) else "<proto>"}
     consts = const_inputs or {}
-    result, executor, t_front = _compile(proto, input_shapes or {}, consts, kind)
+    res["threads"] = threads
+    result, executor, t_front = _compile(proto, input_shapes or {}, consts, kind, threads)
     res["frontend_s"] = t_front
     lir = result.lir
     if lir is not None:
@@ -252,19 +257,27 @@ def bench_model(
             scale = float(np.max(np.abs(b))) or 1.0
             diffs.append(float(np.max(np.abs(a.astype(np.float64) - b))) / scale)
         res["max_rel_diff"] = max(diffs) if diffs else 0.0
-    t_ours, t_ort = [], []
+    # Wall time, and the calling thread's CPU time: on a loaded machine the wall clock counts
+    # the time other jobs held the core; one-thread runs (both sides compute on the calling
+    # thread) are compared on CPU time there.
+    t_ours, t_ort, c_ours, c_ort = [], [], [], []
     for _ in range(reps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         executor.run(inputs)
         t_ours.append(time.perf_counter() - t)
+        c_ours.append(time.thread_time() - c)
         if sess is not None:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             sess.run(None, ort_inputs)
             t_ort.append(time.perf_counter() - t)
+            c_ort.append(time.thread_time() - c)
     res["ours_s"] = statistics.median(t_ours)
+    res["ours_cpu_s"] = statistics.median(c_ours)
     if t_ort:
         res["ort_s"] = statistics.median(t_ort)
         res["ratio"] = res["ours_s"] / res["ort_s"]
+        res["ort_cpu_s"] = statistics.median(c_ort)
+        res["cpu_ratio"] = res["ours_cpu_s"] / max(res["ort_cpu_s"], 1e-9)
     if res.get("flops"):
         from compiler.backends.llvm.peak import fma_peak_gflops
 
@@ -288,9 +301,15 @@ def format_report(r: dict[str, Any]) -> str:
     lines.append(f"llvm             {r['ours_s'] * 1e3:9.3f} ms (median)")
     if "ort_s" in r:
         lines.append(
-            f"onnxruntime      {r['ort_s'] * 1e3:9.3f} ms (median, 1 thread, ORT_ENABLE_ALL)"
+            f"onnxruntime      {r['ort_s'] * 1e3:9.3f} ms (median, {r.get('threads', 1)} "
+            "thread(s), ORT_ENABLE_ALL)"
         )
         lines.append(f"ratio llvm/ort   {r['ratio']:9.3f}")
+        if r.get("threads", 1) == 1:  # with more threads the workers' CPU time is elsewhere
+            lines.append(
+                f"thread CPU time  llvm {r['ours_cpu_s'] * 1e3:.3f} ms, onnxruntime "
+                f"{r['ort_cpu_s'] * 1e3:.3f} ms, ratio {r['cpu_ratio']:.3f}"
+            )
         lines.append(f"max rel. diff    {r['max_rel_diff']:.2e}")
     if "gflops" in r:
         lines.append(

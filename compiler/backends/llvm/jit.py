@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -111,6 +112,9 @@ class CompiledModule:
         self._fn_asm: dict[str, str] = {}
         self._asm_lock = threading.Lock()
         self._cfuncs: dict[str, Any] = {}
+        #: Threads of the module's own pool (kernels/parallel.py); 1: none started.
+        self.threads = 1
+        self._finalizer: weakref.finalize | None = None
 
     def address(self, name: str) -> int:
         addr = self._engine.get_function_address(name)
@@ -136,6 +140,22 @@ class CompiledModule:
             proto = ctypes.CFUNCTYPE(restype, *argtypes)
             self._cfuncs[name] = proto(self.address(name))
         return self._cfuncs[name]
+
+    def set_threads(self, n: int) -> None:
+        """Run the module's parallel loops on ``n`` threads (the caller's and n - 1 workers of
+        the module's pool; 1 stops the workers). Results do not depend on ``n``."""
+        n = max(1, int(n))
+        if n == self.threads:
+            return
+        if self._finalizer is None:
+            try:
+                stop = self.cfunc("glowviz_pool_stop")
+            except (CodegenError, NameError):
+                raise CodegenError("this module has no thread pool") from None
+            # Workers run the module's code: stop them before the engine goes.
+            self._finalizer = weakref.finalize(self, stop_pool, stop, self._engine)
+        self.cfunc("glowviz_pool_start")(n)
+        self.threads = n
 
     @property
     def optimized_ir(self) -> str:
@@ -216,6 +236,11 @@ class CompiledModule:
                 if not fn.is_declaration and fn.name not in keep:
                     fn.linkage = llvm.Linkage.available_externally
             return mod
+
+
+def stop_pool(stop: Any, engine: llvm.ExecutionEngine) -> None:
+    """Join a module's pool workers (``engine`` is passed to stay alive until then)."""
+    stop()
 
 
 def _env_int(name: str, default: int) -> int:

@@ -37,7 +37,8 @@ from compiler.graph.types import ElemKind
 
 @register("conv", elems=F32_ONLY, accumulates=True)
 def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
-    out, x, w, bias = (v for v, _ in ins.operands)
+    _, x, w, bias = (v for v, _ in ins.operands)
+    out = ctx.result(ins)
     if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):
         raise unsupported(ins, "conv of non-float32")
     if ctx.may_alias(out, x):
@@ -65,7 +66,7 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
         raise unsupported(ins, f"output {out.type.shape} does not match {s}")
     data = ctx.constant_data(w)
     row = select(s, constant=data is not None, forced=ctx.conv_strategy, where=ins.name)
-    kact = kernel_activation(at["activation"], at["act_args"])
+    kact = ctx.with_epilogue(kernel_activation(at["activation"], at["act_args"]))
     cfg = gemm_config()
     # The sum post-op: add to the destination, then the activation.
     ep = Epilogue(kact, ins.accumulates)

@@ -170,7 +170,7 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
     out[ow] = max over s of vbuf[ow*sw + s] (vbuf's padding columns hold -inf). Strided
     columns are picked from wide loads with a shuffle. The max propagates NaN like numpy.
     """
-    from compiler.backends.llvm.kernels.common import scratch
+    from compiler.backends.llvm.kernels.parallel import scratch
 
     N, C, H, W = x.type.shape
     _, _, OH, OW = out.type.shape
