@@ -190,6 +190,8 @@ class LLVMExecutor(ArenaInterpreter):
             self.compiled.set_threads(self.threads)
         self._run_all(*self._args)
         self.pc = len(self.lir.code)
+        if self._status is not None and self._status.value:
+            self._check_status()
         return {n: v.copy() for n, v in self._fast_out}
 
     def run_all(self) -> None:

@@ -80,7 +80,7 @@ def const(ty: ir.Type, v: float | int) -> ir.Constant:
 
 def float_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """The libm function `name` for the arguments' float type: `expf` on float, `exp` on double."""
-    return call_libm(b, name if args[0].type == F64 else f"{name}f", *args)
+    return call_libm(b, name if float_elem(args[0].type) == F64 else f"{name}f", *args)
 
 
 def float_elem(ty: ir.Type) -> ir.Type:
@@ -265,7 +265,15 @@ LIBM = (
 
 
 def call_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """Call the scalar libm function `name`; on vectors (an epilogue's lanes) lane by lane."""
     ty = args[0].type
+    if isinstance(ty, ir.VectorType):
+        out = ir.Constant(ty, ir.Undefined)
+        for i in range(ty.count):
+            lane = ir.Constant(I32, i)
+            v = call_libm(b, name, *(b.extract_element(a, lane) for a in args))
+            out = b.insert_element(out, v, lane)
+        return out
     fn = intrinsic(b.module, name, ty, [a.type for a in args])
     return b.call(fn, list(args))
 

@@ -189,7 +189,7 @@ def _recip(b, xs, es, eo, at):
 @scalar("erf")
 def _erf(b, xs, es, eo, at):
     _need_float(es)
-    return fast_erf(b, xs[0]) if xs[0].type == F32 else float_libm(b, "erf", xs[0])
+    return fast_erf(b, xs[0]) if float_elem(xs[0].type) == F32 else float_libm(b, "erf", xs[0])
 
 
 def _round_fn(name: str) -> Scalar:
