@@ -20,14 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import TensorProto, helper
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.models_mobile import MOBILE_BUILDERS  # noqa: E402
 from benchmarks.models_transformer import TRANSFORMER_BUILDERS  # noqa: E402
-from benchmarks.netbuilder import Net  # noqa: E402
+from benchmarks.netbuilder import IR_VERSION, OPSET, Net  # noqa: E402
 
 
 def build_resnet50(
