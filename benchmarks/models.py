@@ -1,9 +1,12 @@
-"""Generators of full-size ImageNet-shaped ONNX models with random weights (onnx.helper only).
+"""Generators of full-size ONNX models with random weights (onnx.helper only), for the memory and
+speed benchmarks.
 
-ResNet-50, DenseNet-121, Inception (GoogLeNet / Inception-v1), VGG-19, MobileNet-v2, ShuffleNet-v2
-and a BERT-base encoder, with the layer shapes of the published networks, for the memory and speed
-benchmarks. Nothing is
-downloaded. `python benchmarks/models.py --out benchmarks/models [--only resnet50 ...]`.
+ResNet-50, DenseNet-121, Inception (GoogLeNet / Inception-v1), VGG-19, MobileNet-v2, ShuffleNet-v2 and
+a BERT-base encoder here; the
+mobile families (MobileNetV3-Small, MNASNet, EfficientNet-B0: `models_mobile.py`) and the
+transformer families (GPT-2, Whisper encoder, BERT, ViT, tiny: `models_transformer.py`), with
+the layer shapes of the published networks and the node patterns of PyTorch's exports. Nothing
+is downloaded. `python benchmarks/models.py --out benchmarks/models [--only resnet50 ...]`.
 """
 
 from __future__ import annotations
@@ -11,138 +14,27 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-OPSET = 17
-IR_VERSION = 8
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-class _Net:
-    """Accumulates nodes and initializers; tracks the current tensor's channel count."""
-
-    def __init__(self, name: str, seed: int) -> None:
-        self.name = name
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self._n: dict[str, int] = {}
-
-    def fresh(self, prefix: str) -> str:
-        k = self._n.get(prefix, 0)
-        self._n[prefix] = k + 1
-        return f"{prefix}_{k}"
-
-    def const(self, prefix: str, value: np.ndarray) -> str:
-        name = self.fresh(prefix)
-        self.inits.append(numpy_helper.from_array(value, name))
-        return name
-
-    def op(self, op_type: str, inputs: Sequence[str], prefix: str | None = None, **attrs) -> str:
-        out = self.fresh(prefix or op_type.lower())
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
-        return out
-
-    def weight(self, shape: Sequence[int], fan_in: int) -> np.ndarray:
-        return self.rng.standard_normal(shape, dtype=np.float32) * np.float32(
-            math.sqrt(2.0 / fan_in)
-        )
-
-    # -- layers ---------------------------------------------------------------------------------
-    def conv(
-        self,
-        x: str,
-        cin: int,
-        cout: int,
-        k: int,
-        stride: int = 1,
-        pad: int | None = None,
-        group: int = 1,
-        bias: bool = True,
-    ) -> str:
-        pad = k // 2 if pad is None else pad
-        w = self.const("w", self.weight((cout, cin // group, k, k), cin // group * k * k))
-        ins = [x, w]
-        if bias:
-            ins.append(self.const("b", np.zeros(cout, np.float32)))
-        return self.op(
-            "Conv",
-            ins,
-            "conv",
-            kernel_shape=[k, k],
-            strides=[stride, stride],
-            pads=[pad] * 4,
-            group=group,
-        )
-
-    def bn(self, x: str, c: int) -> str:
-        scale = self.const("gamma", (1.0 + 0.1 * self.rng.standard_normal(c)).astype(np.float32))
-        bias = self.const("beta", (0.1 * self.rng.standard_normal(c)).astype(np.float32))
-        mean = self.const("mean", (0.1 * self.rng.standard_normal(c)).astype(np.float32))
-        var = self.const("var", (1.0 + 0.1 * self.rng.random(c)).astype(np.float32))
-        return self.op("BatchNormalization", [x, scale, bias, mean, var], "bn", epsilon=1e-5)
-
-    def relu(self, x: str) -> str:
-        return self.op("Relu", [x], "relu")
-
-    def relu6(self, x: str) -> str:
-        lo = self.const("clip_min", np.array(0.0, np.float32))
-        hi = self.const("clip_max", np.array(6.0, np.float32))
-        return self.op("Clip", [x, lo, hi], "relu6")
-
-    def maxpool(self, x: str, k: int, stride: int, pad: int = 0) -> str:
-        return self.op(
-            "MaxPool", [x], "maxpool", kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4
-        )
-
-    def avgpool(self, x: str, k: int, stride: int, pad: int = 0) -> str:
-        return self.op(
-            "AveragePool",
-            [x],
-            "avgpool",
-            kernel_shape=[k, k],
-            strides=[stride, stride],
-            pads=[pad] * 4,
-        )
-
-    def classifier(self, x: str, c: int, classes: int) -> str:
-        g = self.op("GlobalAveragePool", [x], "gap")
-        f = self.op("Flatten", [g], "flatten", axis=1)
-        w = self.const("fc_w", self.weight((classes, c), c))
-        b = self.const("fc_b", np.zeros(classes, np.float32))
-        return self.op("Gemm", [f, w, b], "fc", transB=1)
-
-    def model(
-        self, x: str, y: str, in_shape: Sequence[int], out_shape: Sequence[int]
-    ) -> onnx.ModelProto:
-        # The last node's output is renamed to the graph output.
-        self.nodes[-1].output[0] = "output"
-        graph = helper.make_graph(
-            self.nodes,
-            self.name,
-            [helper.make_tensor_value_info(x, TensorProto.FLOAT, list(in_shape))],
-            [helper.make_tensor_value_info("output", TensorProto.FLOAT, list(out_shape))],
-            self.inits,
-        )
-        m = helper.make_model(
-            graph,
-            producer_name="glowviz-benchmarks",
-            opset_imports=[helper.make_opsetid("", OPSET)],
-        )
-        m.ir_version = IR_VERSION
-        return m
+from benchmarks.models_mobile import MOBILE_BUILDERS  # noqa: E402
+from benchmarks.models_transformer import TRANSFORMER_BUILDERS  # noqa: E402
+from benchmarks.netbuilder import IR_VERSION, OPSET, Net  # noqa: E402
 
 
 def build_resnet50(
     batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
 ) -> onnx.ModelProto:
     """ResNet-50 v1.5: bottleneck blocks [3, 4, 6, 3], BatchNorm, residual adds."""
-    n = _Net("resnet50", seed)
+    n = Net("resnet50", seed)
     x = n.relu(n.bn(n.conv("input", 3, 64, 7, 2, 3, bias=False), 64))
     x = n.maxpool(x, 3, 2, 1)
     cin = 64
@@ -166,7 +58,7 @@ def build_densenet121(
     batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
 ) -> onnx.ModelProto:
     """DenseNet-121: dense blocks [6, 12, 24, 16], growth 32, BN-ReLU-Conv, concat growth."""
-    n = _Net("densenet121", seed)
+    n = Net("densenet121", seed)
     x = n.relu(n.bn(n.conv("input", 3, 64, 7, 2, 3, bias=False), 64))
     x = n.maxpool(x, 3, 2, 1)
     c, growth = 64, 32
@@ -204,7 +96,7 @@ def build_inception(
     batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
 ) -> onnx.ModelProto:
     """Inception-v1 (GoogLeNet) without auxiliary heads: 9 four-branch modules joined by Concat."""
-    n = _Net("inception", seed)
+    n = Net("inception", seed)
     x = n.maxpool(n.relu(n.conv("input", 3, 64, 7, 2, 3)), 3, 2, 1)
     x = n.relu(n.conv(x, 64, 64, 1))
     x = n.maxpool(n.relu(n.conv(x, 64, 192, 3)), 3, 2, 1)
@@ -253,7 +145,7 @@ def build_vgg19(
     batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
 ) -> onnx.ModelProto:
     """VGG-19 (about 548 MB of weights at full size: 16 3x3 convs and three large FC layers)."""
-    n = _Net("vgg19", seed)
+    n = Net("vgg19", seed)
     x, c = "input", 3
     for v in _VGG19:
         if v == "M":
@@ -288,7 +180,7 @@ def build_mobilenet(
     batch: int = 1, image: int = 224, classes: int = 1000, seed: int = 0
 ) -> onnx.ModelProto:
     """MobileNet-v2: inverted residuals, depthwise 3x3 convs, BatchNorm, Clip(0, 6)."""
-    n = _Net("mobilenet", seed)
+    n = Net("mobilenet", seed)
     x = n.relu6(n.bn(n.conv("input", 3, 32, 3, 2, bias=False), 32))
     c = 32
     for t, cout, reps, s in _MBV2:
@@ -309,7 +201,6 @@ def build_mobilenet(
     return n.model("input", "output", (batch, 3, image, image), (batch, classes))
 
 
-#: ShuffleNet-v2 stage channels (and last conv) by width multiplier; 4, 8, 4 units per stage.
 _SHUFFLE_WIDTHS = {
     0.5: ((48, 96, 192), 1024),
     1.0: ((116, 232, 464), 1024),
@@ -323,7 +214,7 @@ def build_shufflenet(
 ) -> onnx.ModelProto:
     """ShuffleNet-v2 (`width` 0.5, 1.0, 1.5 or 2.0): channel split, two-branch units joined by Concat, channel shuffle
     (Reshape-Transpose-Reshape), depthwise 3x3 convs, BatchNorm."""
-    n = _Net("shufflenet", seed)
+    n = Net("shufflenet", seed)
     x = n.relu(n.bn(n.conv("input", 3, 24, 3, 2, bias=False), 24))
     x = n.maxpool(x, 3, 2, 1)
     c, side = 24, image // 4
@@ -373,7 +264,7 @@ def build_bert(
 ) -> onnx.ModelProto:
     """A BERT-base encoder (no embeddings: the input is the embedded sequence): post-norm layers
     of 12-head self-attention and a 3072-wide Erf-GELU feed-forward, residual adds."""
-    n = _Net("bert", seed)
+    n = Net("bert", seed)
     dh, ffn = hidden // heads, 4 * hidden
 
     def linear(v: str, cin: int, cout: int) -> str:
@@ -432,7 +323,35 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "shufflenet": build_shufflenet,
     "shufflenet_2x": partial(build_shufflenet, width=2.0),
     "bert": build_bert,
+    **MOBILE_BUILDERS,
+    **TRANSFORMER_BUILDERS,
 }
+
+
+def _vector_model(name: str, nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """A model over one 1x8 float input `x` and output `y` (graph-size benchmarks)."""
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("x", "y")]
+    graph = helper.make_graph(nodes, name, io[:1], io[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def build_chain(length: int = 3000) -> onnx.ModelProto:
+    """`length` element-wise nodes in one chain (Neg, Relu alternating: nothing folds them)."""
+    nodes, prev = [], "x"
+    for i in range(length):
+        out = "y" if i == length - 1 else f"v{i}"
+        nodes.append(helper.make_node("Relu" if i % 2 else "Neg", [prev], [out], name=f"n{i}"))
+        prev = out
+    return _vector_model(f"chain{length}", nodes)
+
+
+def build_fanout(users: int = 2000) -> onnx.ModelProto:
+    """One input read by `users` Relu nodes, all summed by one Sum node."""
+    nodes = [helper.make_node("Relu", ["x"], [f"r{i}"], name=f"r{i}") for i in range(users)]
+    nodes.append(helper.make_node("Sum", [f"r{i}" for i in range(users)], ["y"], name="sum"))
+    return _vector_model(f"fanout{users}", nodes)
 
 
 def write_model(name: str, out_dir: Path, **kwargs) -> Path:
@@ -462,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     args = ap.parse_args(argv)
     for name in args.only or BUILDERS:
-        path = write_model(name, args.out, batch=args.batch)
+        kwargs = {"batch": args.batch} if args.batch != 1 else {}
+        path = write_model(name, args.out, **kwargs)
         print(f"{path}  {path.stat().st_size / 2**20:.1f} MiB")
     return 0
 

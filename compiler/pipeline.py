@@ -9,14 +9,16 @@ observer it calls (see compiler/passes/manager.py: PassEvent).
 
 from __future__ import annotations
 
+import difflib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from compiler.errors import CompilerError
 from compiler.graph.ir import Module
 from compiler.limits import DEFAULT_FOLD_LIMIT, DEFAULT_MAX_MEMORY
 from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
@@ -25,6 +27,7 @@ from compiler.scheduling import DEFAULT_SCHEDULER
 if TYPE_CHECKING:  # the low-level half is imported only when a compile gets there
     from compiler.lir.ir import LIRFunction
     from compiler.memory.plan import MemoryPlan
+    from compiler.memory.report import MemoryReport
     from compiler.scheduling import Schedule
 
 #: Stage names, in pipeline order.
@@ -39,6 +42,36 @@ STAGES = (
     "lir-opt",
     "memory",
 )
+
+
+def step_names() -> frozenset[str]:
+    """Every name a PassEvent carries as its stage or pass (what `stop_after` matches)."""
+    from compiler.memory.allocators import allocator_names
+    from compiler.passes.registry import registered_passes
+    from compiler.scheduling import SCHEDULERS
+
+    return frozenset(
+        {*STAGES, *registered_passes(), "import-onnx", "irgen", *SCHEDULERS, *allocator_names()}
+    )
+
+
+def check_step_names(names: Iterable[str], what: str, *, passes_only: bool = False) -> None:
+    """CompilerError for the first name that is no pass (or stage, unless `passes_only`): a
+    misspelt name must not silently stop, disable or print nothing. The one check behind every
+    option that names a pass (--stop-after, --print-after, --disable-pass, --pass, disable=)."""
+    from compiler.passes.registry import registered_passes
+
+    known = frozenset(registered_passes()) if passes_only else step_names()
+    for name in names:
+        if name not in known:
+            kind = "pass" if passes_only else "pass or stage"
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            raise CompilerError(
+                f"unknown {kind} '{name}' {what}",
+                hint=(f"did you mean {close[0]}? " if close else "")
+                + "known: "
+                + ", ".join(sorted(known)),
+            )
 
 
 @dataclass
@@ -62,6 +95,52 @@ class CompileOptions:
     # int8 quantization from a profile: a QuantizeOptions, a Profile or a profile path.
     quantize: Any = None
     profile: bool = False  # add profile points (compiler/quantize.py runs them)
+    threads: int = 1  # threads the LLVM executor's kernels run on (results do not depend on it)
+
+
+def check_pass_names(names: Sequence[str] | frozenset[str], what: str = "pass") -> None:
+    """`check_step_names` for options that name passes only (`what`: the option)."""
+    check_step_names(sorted(names), f"({what})", passes_only=True)
+
+
+def check_stage_name(name: str, what: str = "--stop-after") -> None:
+    """`check_step_names` for an option that names one pass or stage (`what`: the option)."""
+    check_step_names([name], f"({what})")
+
+
+def check_options(options: CompileOptions) -> None:
+    """Names in the options that match nothing are errors (exit 2 in the CLI), never ignored."""
+    if options.stop_after is not None:
+        check_step_names([options.stop_after], "to stop after")
+    check_step_names(sorted(options.disabled_passes), "to disable", passes_only=True)
+
+
+def run_config(options: CompileOptions, source: str = "") -> dict[str, Any]:
+    """The configuration a memory report records (`config` in `glowviz.memory/1`): what
+    produced the plan, so two reports can be compared knowingly (glowviz mem-diff)."""
+    import hashlib
+    from importlib import metadata
+
+    try:
+        version = metadata.version("glowviz")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        version = "unknown"
+    digest = None
+    if source and Path(source).is_file():
+        h = hashlib.sha256()
+        with open(source, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+    return {
+        "scheduler": options.scheduler,
+        "allocator": options.allocator,
+        "disabled_passes": sorted(options.disabled_passes),
+        "input_shapes": {k: list(v) for k, v in sorted(options.input_shapes.items())},
+        "lowering": options.lowering,
+        "model_sha256": digest,
+        "version": version,
+    }
 
 
 @dataclass
@@ -77,6 +156,22 @@ class CompileResult:
     events: list[PassEvent] = field(default_factory=list)
     stopped_after: str | None = None
     time_ms: float = 0.0
+
+    def memory_report(self) -> MemoryReport | None:
+        """The plan as a `MemoryReport` with this compile's configuration (None: no plan)."""
+        if self.plan is None:
+            return None
+        from compiler.memory.report import MemoryReport
+
+        return MemoryReport.from_plan(
+            self.plan,
+            self.lir,
+            self.source,
+            self.options.scheduler,
+            self.options.allocator,
+            schedule=self.schedule,
+            config=run_config(self.options, self.source),
+        )
 
 
 def import_model(
@@ -112,6 +207,7 @@ def compile_model(
     from compiler.passes.pipelines import graph_opt_passes, lowering_pass, post_lowering_passes
 
     options = options or CompileOptions()
+    check_options(options)
     ctx = PipelineContext(
         observer=observer,
         verify=options.verify,

@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from glowviz.cli import main
+from tests.frontend.frontend_helpers import reshape_by_input_model
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 LENET = SAMPLES / "lenet.onnx"
@@ -40,7 +41,7 @@ def test_compile_stop_after_and_hide_unchanged(capsys):
     assert "stopped after lower" in captured.err
     assert "irgen" not in captured.out and "constant-folding" not in captured.out
     assert cli("compile", LENET, "--stop-after", "no-such-pass") == 2
-    assert "matched no pass or stage" in capsys.readouterr().err
+    assert "unknown pass or stage 'no-such-pass' (--stop-after)" in capsys.readouterr().err
 
 
 def _bad_models(tmp: Path) -> dict[str, Path]:
@@ -117,3 +118,191 @@ def test_out_of_memory_is_one_line(monkeypatch, capsys):
     assert cli("run", LENET) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["glowviz: error: out of memory: Unable to allocate 1.14 GiB for an array"]
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("flag", "what"),
+    [
+        ("--print-after", "unknown pass or stage 'nope' (--print-after)"),
+        ("--stop-after", "unknown pass or stage 'nope' (--stop-after)"),
+        ("--disable-pass", "unknown pass 'nope' (--disable-pass)"),
+    ],
+)
+def test_unknown_pass_names_are_refused_alike(flag, what, capsys):
+    """A misspelt pass name is refused by every option that takes one, before compiling."""
+    assert cli("compile", LENET, flag, "nope") == 2
+    line = _one_error_line(capsys)
+    assert what in line and "known: " in line and "buffer-sharing" in line
+    assert cli("mem", LENET, "--disable-pass", "nope") == 2
+    assert "unknown pass 'nope' to disable" in _one_error_line(capsys)
+
+
+def test_bad_inputs_files_are_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    good = tmp_path / "good.npz"
+    np.savez(good, input=np.zeros((1, 1, 28, 28), np.float32))
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(good.read_bytes()[:-60])
+    pickled = tmp_path / "objects.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    for bad in (empty, truncated, pickled):
+        assert cli("run", LENET, "--inputs", bad) == 2, bad
+        assert f"cannot read inputs file '{bad}'" in _one_error_line(capsys)
+    f64 = tmp_path / "f64.npz"
+    np.savez(f64, input=np.zeros((1, 1, 28, 28)))
+    for executor in ("interpreter", "llvm"):  # float64 is refused alike, never cast silently
+        assert cli("run", LENET, "--inputs", f64, "--executor", executor) == 2
+        assert "expected element type f32 (float32), got float64" in _one_error_line(capsys)
+
+
+def test_a_npy_feeds_a_model_with_one_input(tmp_path, capsys):
+    x = np.random.default_rng(0).standard_normal((1, 1, 28, 28)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "x.npz", input=x)
+    for src in ("x.npy", "x.npz"):
+        assert cli("run", LENET, "--inputs", tmp_path / src, "-o", tmp_path / f"{src}.out.npz") == 0
+    a, b = (np.load(tmp_path / f"{s}.out.npz") for s in ("x.npy", "x.npz"))
+    np.testing.assert_array_equal(a["output"], b["output"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", LENET, "--seed", "-1"],
+        ["mem", LENET, "--top", "-1"],
+        ["bench", LENET, "--batch", "0"],
+        ["bench", LENET, "--reps", "0"],
+        ["run", LENET, "--rtol", "nan"],
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli(*argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "must be a" in err[-1] and "Traceback" not in "".join(err)
+
+
+def test_mem_top_0_lists_no_buffer(capsys):
+    assert cli("mem", LENET, "--top", "0") == 0
+    out = capsys.readouterr().out
+    listed = out.split("live at the peak", 1)[1]  # the buffer list (the arena-top line names one)
+    assert "... and" in listed and "%" not in listed
+
+
+def test_dump_dir_on_a_file_and_devices_as_models(tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me")
+    assert cli("compile", LENET, "--dump-dir", a_file) == 2
+    assert "--dump-dir" in _one_error_line(capsys) and a_file.read_text() == "keep me"
+    for device in ("/dev/zero", "/dev/null"):  # /dev/zero used to be read until memory ran out
+        assert cli("compile", device) == 2
+        assert f"model path '{device}' is a device" in _one_error_line(capsys)
+
+
+def test_check_treats_nan_positions_as_data(tmp_path, capsys, recwarn):
+    """log of negatives: NaN on both sides at the same places is a match, without warnings."""
+    graph = helper.make_graph(
+        [helper.make_node("Log", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+    )
+    model = tmp_path / "log.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    xs = tmp_path / "x.npz"
+    np.savez(xs, x=np.array([[-1.0] * 8, [0.0, 1, 2, np.inf, -np.inf, np.nan, 3, 4]], np.float32))
+    for executor in ("interpreter", "llvm"):
+        assert cli("run", model, "--inputs", xs, "--check", "--executor", executor) == 0
+        assert "check y: ok" in capsys.readouterr().out
+    assert not [w for w in recwarn.list if issubclass(w.category, RuntimeWarning)]
+
+
+def test_compare_nan_and_inf():
+    from glowviz.cli.run_cmd import compare
+
+    nan, inf = np.nan, np.inf
+    ok = compare(np.array([nan, inf, -inf, 1.0]), np.array([nan, inf, -inf, 1.0]), 1e-3, 0)
+    assert ok == (True, 0.0, 0.0)
+    for ours, ref in (([nan], [1.0]), ([1.0], [nan]), ([inf], [1.0]), ([inf], [-inf])):
+        good, abs_err, _ = compare(np.array(ours), np.array(ref), 1e-3, 1e-4)
+        assert not good and abs_err == inf
+
+
+def test_a_failed_write_is_one_line_and_keeps_the_old_file(tmp_path, monkeypatch, capsys):
+    """A disk that fills half way: one line, exit 3 (an output failure), the previous output
+    intact, no temp."""
+    import errno
+
+    out = tmp_path / "out.npz"
+    assert cli("run", LENET, "-o", out) == 0
+    good = out.read_bytes()
+
+    def full(f, **_arrays):
+        f.write(b"PK half a file")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", full)
+    assert cli("run", LENET, "-o", out) == 3
+    assert (
+        _one_error_line(capsys) == f"glowviz: error: cannot write '{out}': No space left on device"
+    )
+    assert out.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
+
+
+def _reshape_model(tmp: Path) -> Path:
+    """Reshape whose target shape is a graph input: it needs --const-input to compile."""
+    return reshape_by_input_model(tmp / "reshape.onnx")
+
+
+def test_const_input_specializes_the_model(tmp_path, capsys):
+    model = _reshape_model(tmp_path)
+    assert cli("compile", model) == 2
+    err = capsys.readouterr().err
+    assert "depends on graph input 'shape'" in err and "--const-input shape=..." in err
+    assert cli("compile", model, "--const-input", "shape=3,4", "--print-after", "import") == 0
+    out = capsys.readouterr().out
+    assert "Reshape(%x) {shape = [3, 4]} : f32<3x4>" in out  # the specialized graph
+    assert "note: input 'shape' specialized to [3, 4]" in out
+    # run feeds onnxruntime the same value for --check; an npz gives values by input name
+    consts = tmp_path / "consts.npz"
+    np.savez(consts, shape=np.array([4, -1]))
+    for arg in ("shape=3,-1", str(consts)):
+        assert cli("run", model, "--const-input", arg, "--check") == 0
+        assert "check: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("nosuch=1", "--const-input names 'nosuch', which is not an input of the model"),
+        ("shape=3.5,4", "does not fit the input's element type i64"),
+        ("shape=3,x", "'x' is not a number"),
+        ("shape=", "bad --const-input 'shape='"),
+    ],
+)
+def test_bad_const_input_is_one_line(arg, message, tmp_path, capsys):
+    assert cli("compile", _reshape_model(tmp_path), "--const-input", arg) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_opset_upgrade_note_is_printed(tmp_path, capsys):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 6])],
+    )
+    old = tmp_path / "old.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)]), old)
+    assert cli("compile", old, "--stop-after", "import") == 0
+    assert "note: upgraded from ONNX opset 6 to 7" in capsys.readouterr().out

@@ -11,7 +11,9 @@ kept can never disagree with what the backend can execute:
   convolution kernels have in their epilogue.
 
 So the emitter table is the CPU keep-set: an op is lowered for the CPU exactly when it has no
-emitter. The LLVM emitter table imports llvmlite; it is loaded on the first question, not when
+emitter. A node whose float16/float64 element kind no emitter takes, but whose float32 form
+one does, is computed in float32 between Casts (`float_fallback`); with neither, code
+generation refuses it with a CodegenError naming the instruction and the element kind. The LLVM emitter table imports llvmlite; it is loaded on the first question, not when
 the graph passes are imported.
 """
 
@@ -52,6 +54,20 @@ class Backend(ABC):
         """It runs `node` as it is, so lowering should leave it alone."""
         elems = [v.type.elem for v in node.operands] + [r.type.elem for r in node.results]
         return self.runs(node.op, elems)
+
+    def float_fallback(self, node: Node) -> ElemKind | None:
+        """The float kind it runs `node` in when it has no kernel for the node's own one.
+
+        A node whose float operands and results are all float16 (or all float64) and that the
+        backend runs in float32: lowering then computes it in float32 between Casts (what
+        onnxruntime's CPU kernels do for float16). None when there is no such kernel either.
+        """
+        elems = [v.type.elem for v in node.operands] + [r.type.elem for r in node.results]
+        floats = {e for e in elems if e.is_float}
+        if len(floats) != 1 or ElemKind.F32 in floats:
+            return None
+        widened = [ElemKind.F32 if e.is_float else e for e in elems]
+        return ElemKind.F32 if self.runs(node.op, widened) else None
 
 
 class InterpreterBackend(Backend):

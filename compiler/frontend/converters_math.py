@@ -11,14 +11,16 @@ import math
 import numpy as np
 
 from compiler.errors import UnsupportedTypeError
-from compiler.frontend.onnx_importer import NodeContext
+from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Value
-from compiler.graph.types import ElemKind
+from compiler.graph.ops_extra import BITWISE, TRIG
+from compiler.graph.types import ALL_KINDS, FLOAT_KINDS, INT_KINDS, NUMERIC_KINDS, ElemKind
 
-FLOAT_ONLY = (ElemKind.F32,)
-NUMERIC = (ElemKind.F32, ElemKind.I64, ElemKind.I32)
-ANY = (ElemKind.F32, ElemKind.I64, ElemKind.I32, ElemKind.BOOL)
+FLOAT_ONLY = FLOAT_KINDS
+INT_ONLY = INT_KINDS
+NUMERIC = NUMERIC_KINDS
+ANY = ALL_KINDS
 
 
 def check_elem(
@@ -57,6 +59,9 @@ _UNARY = {
     "Softplus": ("Softplus", FLOAT_ONLY),
     "HardSwish": ("HardSwish", FLOAT_ONLY),
     "Sign": ("Sign", NUMERIC),
+    "Round": ("Round", FLOAT_ONLY),
+    **{name: (name, FLOAT_ONLY) for name, _ in TRIG},
+    "BitwiseNot": ("BitwiseNot", INT_ONLY),
 }
 
 
@@ -171,10 +176,11 @@ def convert_clip(ctx: NodeContext) -> list[Value | None]:
                 raise ctx.unsupported(f"'{what}' must be a scalar, got shape {list(arr.shape)}")
         lo = None if lo_a is None else lo_a.reshape(()).item()
         hi = None if hi_a is None else hi_a.reshape(()).item()
-    if x.type.elem == ElemKind.F32:
+    if x.type.elem.is_float:
+        t = x.type.np_dtype.type  # the bound as the tensor's type holds it
         attrs = {
-            "min": -math.inf if lo is None else float(np.float32(lo)),
-            "max": math.inf if hi is None else float(np.float32(hi)),
+            "min": -math.inf if lo is None else float(t(lo)),
+            "max": math.inf if hi is None else float(t(hi)),
         }
         return [ctx.create("Clip", [x], attrs)]
     out = x
@@ -199,6 +205,7 @@ _BINARY = {
     "Greater": ("Greater", NUMERIC),
     "And": ("And", (ElemKind.BOOL,)),
     "Or": ("Or", (ElemKind.BOOL,)),
+    **{name: (name, INT_ONLY) for name, _ in BITWISE},
 }
 
 
@@ -210,6 +217,63 @@ def convert_binary(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, a, kinds)
     same_elem(ctx, a, b)
     return [ctx.create(op, [a, b])]
+
+
+@converter("BitCast")
+def convert_bit_cast(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"to": None})
+    x = ctx.inp(0)
+    check_elem(ctx, x, ANY)
+    code = int(ctx.attr("to"))
+    to = ONNX_TO_ELEM.get(code)
+    if to is None or to.is_narrow:
+        raise ctx.unsupported(f"bit cast to {dtype_name(code)}", UnsupportedTypeError)
+    if to.itemsize != x.type.elem.itemsize:
+        # ONNX then adds or drops a last dim of the size ratio; not needed by real models yet.
+        raise ctx.unsupported(
+            f"bit cast of {x.type.elem.value} to {to.value} changes the element size"
+        )
+    if to == x.type.elem:
+        return [x]
+    return [ctx.create("BitCast", [x], {"to": to.value})]
+
+
+@converter("IsNaN", "IsInf")
+def convert_is_special(ctx: NodeContext) -> list[Value | None]:
+    x = ctx.inp(0)
+    check_elem(ctx, x, FLOAT_ONLY)
+    if ctx.op_type == "IsNaN":
+        ctx.check_attrs({})
+        return [ctx.create("IsNaN", [x])]
+    ctx.check_attrs({"detect_negative": (0, 1), "detect_positive": (0, 1)})
+    attrs = {k: int(ctx.attr(k, 1)) for k in ("detect_negative", "detect_positive")}
+    return [ctx.create("IsInf", [x], attrs)]
+
+
+@converter("BitShift")
+def convert_bit_shift(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"direction": ("LEFT", "RIGHT")})
+    a, b = ctx.inp(0), ctx.inp(1)
+    # Signed types since opset 28 (right shifts keep the sign).
+    check_elem(
+        ctx, a, INT_KINDS if ctx.opset >= 28 else tuple(k for k in INT_KINDS if k.is_unsigned)
+    )
+    same_elem(ctx, a, b)
+    if not ctx.has_attr("direction"):
+        raise ctx.unsupported("attribute 'direction' is required")
+    return [ctx.create("BitShift", [a, b], {"direction": ctx.attr("direction")})]
+
+
+@converter("Mod")
+def convert_mod(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"fmod": (0, 1)})
+    a, b = ctx.inp(0), ctx.inp(1)
+    check_elem(ctx, a, NUMERIC)
+    same_elem(ctx, a, b)
+    fmod = int(ctx.attr("fmod", 0))
+    if not fmod and a.type.elem.is_float and ctx.opset < 28:
+        raise ctx.unsupported("fmod=0 on floating-point inputs before opset 28")
+    return [ctx.create("Mod", [a, b], {"fmod": fmod})]
 
 
 @converter("Xor")
@@ -241,13 +305,14 @@ def convert_pow(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, a, NUMERIC)
     check_elem(ctx, b, NUMERIC, "exponent")
     if a.type.elem != b.type.elem:
-        if a.type.elem == ElemKind.F32:
+        if a.type.elem.is_float or not b.type.elem.is_float:
             b = ctx.create("Cast", [b], {"to": a.type.elem.value}, suffix="cast")
         else:
-            # Integer base, float exponent: computed in float32, truncated back (as ONNX's
-            # reference does); exact while results stay below 2**24.
-            af = ctx.create("Cast", [a], {"to": "f32"}, suffix="base_f32")
-            p = ctx.create("Pow", [af, b], suffix="pow_f32")
+            # Integer base, float exponent: computed in the exponent's float type, truncated
+            # back (as ONNX's reference does); exact while results fit its mantissa.
+            fk = b.type.elem.value
+            af = ctx.create("Cast", [a], {"to": fk}, suffix=f"base_{fk}")
+            p = ctx.create("Pow", [af, b], suffix=f"pow_{fk}")
             return [ctx.create("Cast", [p], {"to": a.type.elem.value})]
     return [ctx.create("Pow", [a, b])]
 

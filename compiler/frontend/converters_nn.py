@@ -1,6 +1,7 @@
 """ONNX neural-network ops (convolution, pooling, normalisation, Gemm/MatMul, softmax) -> graph IR.
 
-Convolutions and pools are 2-D NCHW in the graph: 1-D ones get a Reshape (H = 1) around them.
+Convolutions and pools are 2-D NCHW in the graph: 1-D ones get a Reshape (H = 1) around them,
+3-D ones become sums of 2-D ones (conv3d.py).
 auto_pad becomes explicit pads. Gemm becomes FullyConnected when the bias is a vector, with a
 transposed or scaled constant B folded at import; otherwise MatMul/Mul/Add.
 """
@@ -11,6 +12,7 @@ import math
 
 import numpy as np
 
+from compiler.frontend.conv3d import conv3d, conv_transpose3d
 from compiler.frontend.converters_math import FLOAT_ONLY, NUMERIC, check_elem, same_elem
 from compiler.frontend.converters_tensor import norm_axis, reshape
 from compiler.frontend.onnx_importer import NodeContext
@@ -33,8 +35,8 @@ def _ints(ctx: NodeContext, key: str, n: int, default: int) -> list[int]:
 
 def _spatial_rank(ctx: NodeContext, x: Value) -> int:
     nsp = x.type.rank - 2
-    if nsp not in (1, 2):
-        raise ctx.unsupported(f"{nsp}-D spatial input {x.type} (only 1-D and 2-D)")
+    if nsp not in (1, 2, 3):
+        raise ctx.unsupported(f"{nsp}-D spatial input {x.type} (only 1-D, 2-D and 3-D)")
     return nsp
 
 
@@ -104,8 +106,14 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
     x, w, nsp, kernel, strides, dilations = _conv_operands(ctx)
     pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
     k = w.type.shape[0]
-    b = ctx.inp(2) if ctx.has_input(2) else ctx.constant(np.zeros((k,), np.float32), suffix="bias")
+    b = (
+        ctx.inp(2)
+        if ctx.has_input(2)
+        else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
+    )
     group = int(ctx.attr("group", 1))
+    if nsp == 3:
+        return [conv3d(ctx, x, w, b, strides, pads, dilations, group)]
     if nsp == 2:
         return [
             ctx.create(
@@ -184,7 +192,13 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
     if any(p < 0 for p in begins + ends):
         raise ctx.unsupported(f"negative pads {begins + ends}")
     k = w.type.shape[1] * group
-    b = ctx.inp(2) if ctx.has_input(2) else ctx.constant(np.zeros((k,), np.float32), suffix="bias")
+    b = (
+        ctx.inp(2)
+        if ctx.has_input(2)
+        else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
+    )
+    if nsp == 3:
+        return [conv_transpose3d(ctx, x, w, b, strides, begins, ends, dilations, out_pad, group)]
     if nsp == 2:
         return [
             ctx.create(
@@ -245,10 +259,8 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     else:
         allowed["count_include_pad"] = (0, 1)
     ctx.check_attrs(allowed)
-    if is_max and ctx.output_used(1):
-        raise ctx.unsupported("the Indices output is not supported")
     x = ctx.inp(0)
-    check_elem(ctx, x, FLOAT_ONLY)
+    check_elem(ctx, x, NUMERIC if is_max else FLOAT_ONLY)
     nsp = x.type.rank - 2
     if nsp not in (1, 2, 3):
         raise ctx.unsupported(f"{nsp}-D spatial input {x.type} (only 1-D, 2-D and 3-D)")
@@ -274,6 +286,8 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     if not is_max and (nsp == 3 or any(d != 1 for d in dilations)):
         return [_avg_pool_by_conv(ctx, x, kernel, strides, pads, dilations, ceil_mode, cip), None]
     if nsp == 3:
+        if is_max and ctx.output_used(1):
+            raise ctx.unsupported("the Indices output of a 3-D pool")
         return [_max_pool_3d(ctx, x, kernel, strides, pads, dilations, ceil_mode), None]
     attrs = {"kernel": kernel, "strides": strides, "ceil_mode": ceil_mode}
     if is_max:
@@ -281,8 +295,17 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
     else:
         attrs["count_include_pad"] = cip
     op = "MaxPool" if is_max else "AvgPool"
+    indices = None
+    if is_max and ctx.output_used(1):
+        # The Indices output: flat positions in the input (storage_order 1: H fastest).
+        order = int(ctx.attr("storage_order", 0))
+        if nsp == 1 and order:
+            raise ctx.unsupported("storage_order=1 indices of a 1-D pool")
+        if nsp == 2:
+            at2 = {**attrs, "pads": pads, "storage_order": order}
+            indices = ctx.create("MaxPoolArgmax", [x], at2, suffix="indices")
     if nsp == 2:
-        return [ctx.create(op, [x], {**attrs, "pads": pads}), None]
+        return [ctx.create(op, [x], {**attrs, "pads": pads}), indices]
     attrs2 = {
         "kernel": [1, kernel[0]],
         "strides": [1, strides[0]],
@@ -293,9 +316,13 @@ def convert_pool(ctx: NodeContext) -> list[Value | None]:
         attrs2["dilations"] = [1, dilations[0]]
     else:
         attrs2["count_include_pad"] = cip
-    y = ctx.create(op, [_lift_1d(ctx, x, "input2d")], attrs2, suffix="pool2d")
+    x2 = _lift_1d(ctx, x, "input2d")
+    y = ctx.create(op, [x2], attrs2, suffix="pool2d")
     n, c, _, l = y.type.shape
-    return [reshape(ctx, y, (n, c, l)), None]
+    if is_max and ctx.output_used(1):  # with H = 1, row-major flat indices are the same
+        i2 = ctx.create("MaxPoolArgmax", [x2], attrs2, suffix="indices2d")
+        indices = reshape(ctx, i2, (n, c, l))
+    return [reshape(ctx, y, (n, c, l)), indices]
 
 
 def _max_pool_3d(
@@ -346,10 +373,11 @@ def _avg_pool_by_conv(
     dilations: list[int],
     ceil_mode: int,
     cip: int,
+    sums_only: bool = False,
 ) -> Value:
     """Average pooling the graph's AvgPool cannot express (dilated, 3-D): window sums by
     depthwise convolutions with a ones filter (separable for 3-D), divided by a constant map of
-    per-window element counts (a product of per-dim counts)."""
+    per-window element counts (a product of per-dim counts). `sums_only`: the sums (LpPool)."""
     nsp = len(kernel)
     sizes = list(x.type.shape[2:])
     outs, extra, counts = [], [], []
@@ -368,7 +396,7 @@ def _avg_pool_by_conv(
         counts.append(((taps >= lo) & (taps < hi)).sum(axis=1))
         outs.append(o)
         extra.append(e)
-    if any((cnt == 0).any() for cnt in counts):
+    if not sums_only and any((cnt == 0).any() for cnt in counts):
         raise ctx.unsupported("a pooling window covers no element")
     count = counts[0].astype(np.float64)
     for cnt in counts[1:]:
@@ -379,8 +407,8 @@ def _avg_pool_by_conv(
         v: Value, k2: list[int], s2: list[int], p4: list[int], d2: list[int], suffix: str
     ) -> Value:
         ch = v.type.shape[1]
-        ones = ctx.constant(np.ones((ch, 1, *k2), np.float32), suffix=f"{suffix}_ones")
-        zero = ctx.constant(np.zeros((ch,), np.float32), suffix=f"{suffix}_zero")
+        ones = ctx.constant(np.ones((ch, 1, *k2), x.type.np_dtype), suffix=f"{suffix}_ones")
+        zero = ctx.constant(np.zeros((ch,), x.type.np_dtype), suffix=f"{suffix}_zero")
         return ctx.create(
             "Conv",
             [v, ones, zero],
@@ -427,8 +455,46 @@ def _avg_pool_by_conv(
             "sum_d",
         )
         total = reshape(ctx, dd, (n, c, *outs), "window_sum")
-    divisor = ctx.constant(count.astype(np.float32).reshape((1, 1, *outs)), suffix="counts")
+    if sums_only:
+        return total
+    divisor = ctx.constant(count.astype(x.type.np_dtype).reshape((1, 1, *outs)), suffix="counts")
     return ctx.create("Div", [total, divisor])
+
+
+@converter("LpPool")
+def convert_lp_pool(ctx: NodeContext) -> list[Value | None]:
+    """(sum over each window of |x|^p)^(1/p): window sums of |x|^p by depthwise convolutions."""
+    ctx.check_attrs(
+        {
+            "auto_pad": _AUTO_PAD,
+            "ceil_mode": (0, 1),
+            "dilations": None,
+            "kernel_shape": None,
+            "p": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
+    x = ctx.inp(0)
+    check_elem(ctx, x, FLOAT_ONLY)
+    nsp = x.type.rank - 2
+    if nsp not in (1, 2, 3) or not ctx.has_attr("kernel_shape"):
+        raise ctx.unsupported(f"input {x.type} (1-D to 3-D spatial, with a kernel_shape)")
+    kernel = _ints(ctx, "kernel_shape", nsp, 1)
+    strides = _ints(ctx, "strides", nsp, 1)
+    dilations = _ints(ctx, "dilations", nsp, 1)
+    pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
+    p = float(ctx.attr("p", 2))
+    if p == 2:
+        powered = ctx.create("Mul", [x, x], suffix="sq")
+    else:
+        ax = ctx.create("Abs", [x], suffix="abs")
+        powered = ctx.create("Pow", [ax, ctx.scalar_like(x, p, "p")], suffix="pow")
+    ceil = int(ctx.attr("ceil_mode", 0))
+    sums = _avg_pool_by_conv(ctx, powered, kernel, strides, pads, dilations, ceil, 1, True)
+    if p == 2:
+        return [ctx.create("Sqrt", [sums])]
+    return [ctx.create("Pow", [sums, ctx.scalar_like(x, 1.0 / p, "inv_p")])]
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool")
@@ -529,19 +595,14 @@ def convert_instance_norm(ctx: NodeContext) -> list[Value | None]:
     check_elem(ctx, x, FLOAT_ONLY)
     if x.type.rank < 3:
         raise ctx.unsupported(f"input {x.type} has no spatial dims")
-    axes = list(range(2, x.type.rank))
-    eps = ctx.scalar_like(x, float(np.float32(ctx.attr("epsilon", 1e-5))), "epsilon")
-    mean = ctx.create("ReduceMean", [x], {"axes": axes, "keepdims": 1}, suffix="mean")
-    d = ctx.create("Sub", [x, mean], suffix="centered")
-    var = ctx.create(
-        "ReduceMean",
-        [ctx.create("Mul", [d, d], suffix="sq")],
-        {"axes": axes, "keepdims": 1},
-        suffix="var",
-    )
-    den = ctx.create("Sqrt", [ctx.create("Add", [var, eps], suffix="var_eps")], suffix="std")
+    # Normalising over the spatial dims is LayerNorm from axis 2 (its kernels accumulate the
+    # statistics in double, as onnxruntime does: float32 x - mean cancels on nearly constant
+    # rows); the per-channel scale and bias, which LayerNorm cannot broadcast, come after.
+    eps = float(np.float32(ctx.attr("epsilon", 1e-5)))
+    one = ctx.constant(np.ones(1, x.type.np_dtype), suffix="one")
+    zero = ctx.constant(np.zeros(1, x.type.np_dtype), suffix="zero")
+    y = ctx.create("LayerNorm", [x, one, zero], {"axis": 2, "epsilon": eps}, suffix="normalized")
     pshape = (x.type.shape[1],) + (1,) * (x.type.rank - 2)
-    y = ctx.create("Div", [d, den], suffix="normalized")
     y = ctx.create("Mul", [y, reshape(ctx, scale, pshape, "scale_b")], suffix="scaled")
     return [ctx.create("Add", [y, reshape(ctx, bias, pshape, "bias_b")])]
 
@@ -552,7 +613,9 @@ def convert_dropout(ctx: NodeContext) -> list[Value | None]:
         ctx.check_attrs({"seed": None})
         if ctx.has_input(2):
             tm = ctx.require_const(2, "training_mode")
-            if bool(tm.reshape(-1)[0]):
+            ratio = ctx.require_const(1, "ratio") if ctx.has_input(1) else np.array(0.5)
+            # Training with ratio 0 drops nothing: the identity, whatever the seed.
+            if bool(tm.reshape(-1)[0]) and float(ratio.reshape(-1)[0]) != 0.0:
                 raise ctx.unsupported("training_mode = true (only inference is supported)")
     else:
         ctx.check_attrs({"ratio": None, "seed": None, "is_test": None})
@@ -608,7 +671,7 @@ def convert_gemm(ctx: NodeContext) -> list[Value | None]:
     if alpha == 1.0 and vector_bias:
         bias: Value
         if c is None:
-            bias = ctx.constant(np.zeros((n,), np.float32), suffix="bias")
+            bias = ctx.constant(np.zeros((n,), a.type.np_dtype), suffix="bias")
         elif c.type.shape == (n,):
             bias = c
         elif isinstance(c, Constant) and c.data is not None:  # the importer's always have data
@@ -692,7 +755,7 @@ def convert_layernorm(ctx: NodeContext) -> list[Value | None]:
     bias = (
         ctx.inp(2)
         if ctx.has_input(2)
-        else ctx.constant(np.zeros(scale.type.shape, np.float32), suffix="bias")
+        else ctx.constant(np.zeros(scale.type.shape, scale.type.np_dtype), suffix="bias")
     )
     eps = float(np.float32(ctx.attr("epsilon", 1e-5)))
     y = ctx.create("LayerNorm", [x, scale, bias], {"axis": axis, "epsilon": eps})

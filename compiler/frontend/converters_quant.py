@@ -1,322 +1,226 @@
-"""ONNX quantization ops -> graph IR: QuantizeLinear / DequantizeLinear (the QDQ format that
-`onnxruntime.quantization` writes), QLinearConv, QLinearMatMul, MatMulInteger, ConvInteger.
+"""ONNX quantization ops -> graph IR primitives (the integer element types make them plain
+arithmetic): DequantizeLinear is (x - zero_point) * scale computed in float32; QuantizeLinear is
+round-half-to-even(x / scale) + zero_point, saturated to the output type's range;
+DynamicQuantizeLinear computes uint8 scale and zero point from the tensor's range first.
 
-Quantized tensors are int8 with a scale and offset in their type. A uint8 tensor with zero point
-z is the same numbers as int8 with zero point z - 128 (q_i8 = q_u8 - 128, so every rounding and
-saturation agrees), which is how uint8 data is imported. QuantizeLinear becomes Quantize;
-DequantizeLinear of a quantized value becomes Dequantize; of a weight initializer, a typed int8
-constant under a Dequantize, or (per-axis scales, int32 biases) a DequantizeAxis, both kept as
-nodes at import so the `fold-qdq` pass (compiler/quantization/qdq.py) can fold the float op
-between the pairs into a quantized op; what it does not fold, constant folding turns into float
-weights. Scales and zero points must be constants (dynamic quantization is not supported).
+Scales and zero points are per tensor, per axis (1-D along `axis`) or blocked (`block_size`
+along `axis`, each value repeated over its block).
+
+int8 / uint8 with constant per-tensor (per-axis for dequantization) parameters, the QDQ form
+`onnxruntime.quantization` writes, becomes the quantized nodes of converters_qlinear.py instead
+(Quantize, Dequantize, DequantizeAxis), which the quantization passes fold into int8 kernels; the
+numbers are the same (x / scale in float32, rounded half to even, saturated).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-import onnx
 
-from compiler.frontend.converters_nn import _AUTO_PAD, _ints, _window_pads
-from compiler.frontend.onnx_importer import NodeContext
+from compiler.frontend import converters_qlinear as qlinear
+from compiler.frontend.converters_math import FLOAT_ONLY, INT_ONLY, check_elem
+from compiler.frontend.converters_tensor import cast, norm_axis, reshape
+from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
 from compiler.frontend.registry import converter
-from compiler.graph.ir import Constant, Value
+from compiler.graph.ir import Value
 from compiler.graph.ops_quant import is_quantized
-from compiler.graph.types import ElemKind, TensorType
-from compiler.kernels.reference_quant import quantize
-
-_ELEM_OF_ONNX = {onnx.TensorProto.INT8: ElemKind.I8, onnx.TensorProto.UINT8: ElemKind.U8}
+from compiler.graph.types import FLOAT8_KINDS, NARROW_KINDS, ElemKind
 
 
-def _scalar_params(
-    ctx: NodeContext, i_scale: int, i_zp: int, what: str, default_u8: bool = True
-) -> tuple[float, int, bool]:
-    """(scale as float32, zero point as the int8 offset, given as uint8?) of a per-tensor pair."""
-    s = np.asarray(ctx.require_const(i_scale, f"{what}_scale"), np.float32)
-    if s.size != 1:
-        raise ctx.unsupported(f"{what}_scale must be a scalar here (per-tensor), got {s.shape}")
-    unsigned = default_u8
-    z = 0
-    if ctx.has_input(i_zp):
-        zd = ctx.require_const(i_zp, f"{what}_zero_point")
-        if zd.size != 1:
-            raise ctx.unsupported(f"{what}_zero_point must be a scalar, got {zd.shape}")
-        if zd.dtype not in (np.int8, np.uint8):
-            raise ctx.unsupported(f"{what}_zero_point of type {zd.dtype} (int8 and uint8 only)")
-        unsigned = zd.dtype == np.uint8
-        z = int(zd.reshape(()))
-    scale = float(s.reshape(()))
-    if not scale > 0:
-        raise ctx.unsupported(f"{what}_scale {scale} is not positive")
-    return scale, z - 128 if unsigned else z, unsigned
+def _cast(ctx: NodeContext, v: Value, elem: ElemKind, tag: str) -> Value:
+    if v.type.elem == elem:
+        return v
+    return ctx.create("Cast", [v], {"to": elem.value}, suffix=tag)
 
 
-def _as_int8(data: np.ndarray) -> np.ndarray:
-    """uint8 data as the int8 numbers it stands for (q - 128); int8 as it is."""
-    if data.dtype == np.uint8:
-        return (data.astype(np.int16) - 128).astype(np.int8)
-    return np.asarray(data, np.int8)
+def _along(
+    ctx: NodeContext, v: Value, shape: tuple[int, ...], axis: int, block: int, tag: str
+) -> Value:
+    """A scale / zero point shaped to broadcast against `shape` (per tensor, axis or block)."""
+    rank = len(shape)
+    if v.type.numel == 1:
+        return reshape(ctx, v, (), f"{tag}_scalar")
+    axis = norm_axis(ctx, axis, rank)  # only a per-axis or blocked value needs a valid axis
+    if not block:
+        if v.type.rank != 1 or v.type.shape[0] != shape[axis]:
+            raise ctx.unsupported(f"{tag} {v.type} does not match dim {axis} of {list(shape)}")
+        dims = [1] * rank
+        dims[axis] = shape[axis]
+        return reshape(ctx, v, tuple(dims), f"{tag}_axis")
+    n = v.type.shape[axis] if v.type.rank == rank else -1
+    if n != math.ceil(shape[axis] / block) or any(
+        d != s for i, (d, s) in enumerate(zip(v.type.shape, shape)) if i != axis
+    ):
+        raise ctx.unsupported(f"{tag} {v.type} does not block dim {axis} of {list(shape)}")
+    split = v.type.shape[: axis + 1] + (1,) + v.type.shape[axis + 1 :]
+    spread = split[: axis + 1] + (block,) + split[axis + 2 :]
+    rep = ctx.create(
+        "Broadcast",
+        [reshape(ctx, v, split, f"{tag}_blocks")],
+        {"shape": spread},
+        suffix=f"{tag}_rep",
+    )
+    flat = list(shape)
+    flat[axis] = n * block
+    full = reshape(ctx, rep, tuple(flat), f"{tag}_flat")
+    if n * block == shape[axis]:
+        return full
+    ends = list(shape)
+    return ctx.create(
+        "Slice", [full], {"starts": [0] * rank, "ends": ends, "steps": [1] * rank}, suffix=tag
+    )
 
 
-def _typed_constant(
-    ctx: NodeContext, data: np.ndarray, scale: float, offset: int, tag: str
-) -> Constant:
-    t = TensorType(ElemKind.I8, data.shape, scale, offset)
-    return ctx.imp.detached_constant(f"{ctx.name}.{tag}", _as_int8(data), t)
-
-
-def _check_quantized(ctx: NodeContext, v: Value, scale: float, offset: int, what: str) -> Value:
-    """A quantized operand with (scale, offset): a value the graph quantized, or plain int8 /
-    uint8 integers (a graph input, a constant) given those parameters."""
-    if v.type.elem in (ElemKind.I8, ElemKind.U8) and v.type.scale is None:
-        if isinstance(v, Constant) and v.data is not None:
-            return _typed_constant(ctx, v.data, scale, offset, what)
-        attrs = {"scale": scale, "offset": offset}
-        return ctx.create("ImportQuantized", [v], attrs, suffix=f"{what}_q")
-    if not is_quantized(v.type):
-        raise ctx.unsupported(f"{what} must be int8 or uint8, got {v.type}")
-    if (v.type.scale, v.type.offset) != (scale, offset):
-        raise ctx.unsupported(
-            f"{what} has scale/zero point ({scale}, {offset}) but its producer quantized it "
-            f"with ({v.type.scale}, {v.type.offset})"
-        )
-    return v
-
-
-@converter("QuantizeLinear")
-def convert_quantize_linear(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({"axis": None, "saturate": None, "block_size": (0,), "output_dtype": None})
-    x = ctx.inp(0)
-    if x.type.elem != ElemKind.F32:
-        raise ctx.unsupported(f"quantizes float32 only, got {x.type}")
-    out_dtype = int(ctx.attr("output_dtype", 0))
-    if out_dtype not in (0, *_ELEM_OF_ONNX):
-        raise ctx.unsupported(f"output_dtype {out_dtype} (int8 and uint8 only)")
-    scale, offset, _ = _scalar_params(ctx, 1, 2, "y", default_u8=out_dtype != onnx.TensorProto.INT8)
-    if isinstance(x, Constant) and x.data is not None:
-        t = TensorType(ElemKind.I8, x.type.shape, scale, offset)
-        q = quantize(x.data, scale, offset)
-        return [ctx.imp.detached_constant(f"{ctx.name}.q", q, t)]
-    return [ctx.create("Quantize", [x], {"scale": scale, "offset": offset})]
+def _layout(ctx: NodeContext, x: Value) -> tuple[int, int]:
+    return int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
 
 
 @converter("DequantizeLinear")
-def convert_dequantize_linear(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({"axis": None, "block_size": (0,), "output_dtype": None})
+def convert_dequantize(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({"axis": None, "block_size": None, "output_dtype": None})
+    if qlinear.takes_dequantize_linear(ctx):
+        return [qlinear.dequantize_linear(ctx)]
+    x, scale = ctx.inp(0), ctx.inp(1)
+    if is_quantized(x.type):  # its integers are not the ONNX ones (uint8 is int8 + 128)
+        raise ctx.unsupported(f"this dequantization of a quantized value ({x.type})")
+    check_elem(ctx, x, INT_ONLY + NARROW_KINDS)
+    check_elem(ctx, scale, FLOAT_ONLY, "scale")
+    axis, block = _layout(ctx, x)
+    shape = x.type.shape
+    dx = _cast(ctx, x, ElemKind.F32, "x_f32")
+    if ctx.has_input(2):
+        zp = ctx.inp(2)
+        if zp.type.elem != x.type.elem:
+            raise ctx.unsupported(f"zero point {zp.type} and input {x.type} differ in type")
+        zp = _along(ctx, _cast(ctx, zp, ElemKind.F32, "zp_f32"), shape, axis, block, "zero_point")
+        dx = ctx.create("Sub", [dx, zp], suffix="centered")
+    s = _along(ctx, _cast(ctx, scale, ElemKind.F32, "scale_f32"), shape, axis, block, "scale")
+    y = ctx.create("Mul", [dx, s], suffix="scaled")
+    out = scale.type.elem
+    if ctx.attr("output_dtype"):
+        out = ONNX_TO_ELEM.get(int(ctx.attr("output_dtype")), out)
+    return [_cast(ctx, y, out, "y")]
+
+
+_RANGE = {
+    ElemKind.U8: (0, 255),
+    ElemKind.I8: (-128, 127),
+    ElemKind.U16: (0, 65535),
+    ElemKind.I16: (-32768, 32767),
+    ElemKind.U4: (0, 15),
+    ElemKind.I4: (-8, 7),
+    ElemKind.U2: (0, 3),
+    ElemKind.I2: (-2, 1),
+}
+#: Float quantized types: x / scale rounded to nearest even into the type (float8 saturating
+#: unless told otherwise, its zero point taken as 0 as ONNX requires; float4 always saturates).
+_FLOAT_OUT = (*FLOAT8_KINDS, ElemKind.F4E2M1)
+
+
+def _quantize(
+    ctx: NodeContext, x: Value, scale: Value, zp: Value | None, out: ElemKind, axis: int, block: int
+) -> Value:
+    """saturate(rint(x / scale) + zp), the division in the wider of x's and scale's types."""
+    wide = ElemKind.F64 if ElemKind.F64 in (x.type.elem, scale.type.elem) else ElemKind.F32
+    if x.type.elem == scale.type.elem:
+        wide = x.type.elem
+    xs = _cast(ctx, x, wide, "x_wide")
+    s = _along(ctx, _cast(ctx, scale, wide, "scale_wide"), x.type.shape, axis, block, "scale")
+    q = ctx.create("Round", [ctx.create("Div", [xs, s], suffix="ratio")], suffix="rounded")
+    qi = _cast(ctx, q, ElemKind.I32, "rounded_i32")
+    if zp is not None:
+        zpi = _along(ctx, _cast(ctx, zp, ElemKind.I32, "zp_i32"), x.type.shape, axis, block, "zp")
+        qi = ctx.create("Add", [qi, zpi], suffix="shifted")
+    lo, hi = _RANGE[out]
+    qi = ctx.create("Max", [qi, ctx.constant(np.array(lo, np.int32), suffix="qmin")], suffix="lo")
+    qi = ctx.create("Min", [qi, ctx.constant(np.array(hi, np.int32), suffix="qmax")], suffix="hi")
+    return _cast(ctx, qi, out, "y")
+
+
+@converter("QuantizeLinear")
+def convert_quantize(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs(
+        {
+            "axis": None,
+            "block_size": None,
+            "output_dtype": None,
+            "saturate": None,
+            "precision": None,
+        }
+    )
+    if qlinear.takes_quantize_linear(ctx):
+        return [qlinear.quantize_linear(ctx)]
+    x, scale = ctx.inp(0), ctx.inp(1)
+    check_elem(ctx, x, FLOAT_ONLY)
+    check_elem(ctx, scale, FLOAT_ONLY, "scale")
+    zp = ctx.inp(2) if ctx.has_input(2) else None
+    code = ctx.attr("output_dtype")
+    if zp is not None:
+        out = zp.type.elem
+    elif code:
+        if int(code) not in ONNX_TO_ELEM:
+            raise ctx.unsupported(f"output_dtype {dtype_name(int(code))}")
+        out = ONNX_TO_ELEM[int(code)]
+    else:
+        out = ElemKind.U8
+    if out not in _RANGE and out not in _FLOAT_OUT:
+        supported = [k.value for k in (*_RANGE, *_FLOAT_OUT)]
+        raise ctx.unsupported(f"quantized type {out.value} (supported: {', '.join(supported)})")
+    if ctx.attr("precision"):
+        raise ctx.unsupported("attribute 'precision'")
+    axis, block = _layout(ctx, x)
+    if out in _FLOAT_OUT:
+        return [_quantize_float(ctx, x, scale, zp, out, axis, block)]
+    return [_quantize(ctx, x, scale, zp, out, axis, block)]
+
+
+def _quantize_float(
+    ctx: NodeContext, x: Value, scale: Value, zp: Value | None, out: ElemKind, axis: int, block: int
+) -> Value:
+    if x.type.elem != scale.type.elem:
+        raise ctx.unsupported(f"input {x.type} and scale {scale.type} differ in type")
+    s = _along(ctx, scale, x.type.shape, axis, block, "scale")
+    y = ctx.create("Div", [x, s], suffix="ratio")
+    if zp is not None and out == ElemKind.F4E2M1:
+        zpf = _along(ctx, _cast(ctx, zp, x.type.elem, "zp_wide"), x.type.shape, axis, block, "zp")
+        y = ctx.create("Add", [y, zpf], suffix="shifted")
+    return cast(ctx, y, out, bool(ctx.attr("saturate", 1)), "y_")
+
+
+@converter("DynamicQuantizeLinear")
+def convert_dynamic_quantize(ctx: NodeContext) -> list[Value | None]:
+    ctx.check_attrs({})
     x = ctx.inp(0)
-    scales = np.asarray(ctx.require_const(1, "x_scale"), np.float32)
-    if isinstance(x, Constant) and x.data is not None:
-        data = x.data
-        if data.dtype not in (np.int8, np.uint8, np.int32):
-            raise ctx.unsupported(f"dequantizes int8, uint8 and int32, got {data.dtype}")
-        zps = ctx.require_const(2, "x_zero_point") if ctx.has_input(2) else None
-        zps = np.zeros(scales.shape, data.dtype) if zps is None else np.asarray(zps)
-        if scales.size == 1 and data.dtype != np.int32:
-            offset = int(zps.reshape(-1)[0]) - (128 if data.dtype == np.uint8 else 0)
-            c = _typed_constant(ctx, data, float(scales.reshape(-1)[0]), offset, "q")
-            return [ctx.create("Dequantize", [c], fold=False)]
-        axis = int(ctx.attr("axis", 1)) % max(1, data.ndim)
-        if scales.size not in (1, data.shape[axis]) or zps.size != scales.size:
-            raise ctx.unsupported(f"scales {scales.shape} do not match axis {axis} of {data.shape}")
-        offsets = zps.reshape(-1).astype(np.int32) - (128 if data.dtype == np.uint8 else 0)
-        plain = data if data.dtype == np.int32 else _as_int8(data)
-        operands = [
-            ctx.imp.detached_constant(f"{ctx.name}.q", np.ascontiguousarray(plain)),
-            ctx.constant(scales.reshape(-1), suffix="scales"),
-            ctx.constant(offsets, suffix="offsets"),
-        ]
-        return [ctx.create("DequantizeAxis", operands, {"axis": axis}, fold=False)]
-    if not is_quantized(x.type):
-        return [_dequantize_plain(ctx, x, scales)]
-    if scales.size != 1:
-        raise ctx.unsupported("per-axis dequantization of a quantized run-time tensor")
-    scale, offset, _ = _scalar_params(ctx, 1, 2, "x")
-    return [ctx.create("Dequantize", [_check_quantized(ctx, x, scale, offset, "x")])]
-
-
-def _dequantize_plain(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
-    """DequantizeLinear of plain integers computed at run time (a graph input, a Cast)."""
-    if x.type.elem not in (ElemKind.I8, ElemKind.U8, ElemKind.I32):
-        raise ctx.unsupported(f"dequantizes int8, uint8 and int32, got {x.type}")
-    zps = ctx.require_const(2, "x_zero_point") if ctx.has_input(2) else None
-    zps = np.zeros(scales.shape, np.int32) if zps is None else np.asarray(zps)
-    axis = int(ctx.attr("axis", 1)) % max(1, x.type.rank)
-    if x.type.rank == 0 or scales.size not in (1, x.type.shape[axis]) or zps.size != scales.size:
-        if x.type.rank == 0 and scales.size == 1:
-            x = ctx.create("Reshape", [x], {"shape": (1,)}, suffix="as1d")
-            axis = 0
-            out = ctx.create(
-                "DequantizeAxis",
-                [
-                    x,
-                    ctx.constant(scales.reshape(-1), suffix="scales"),
-                    ctx.constant(zps.reshape(-1).astype(np.int32), suffix="offsets"),
-                ],
-                {"axis": 0},
-            )
-            return ctx.create("Reshape", [out], {"shape": ()})
-        raise ctx.unsupported(f"scales {scales.shape} do not match axis {axis} of {x.type}")
-    operands = [
-        x,
-        ctx.constant(scales.reshape(-1), suffix="scales"),
-        ctx.constant(zps.reshape(-1).astype(np.int32), suffix="offsets"),
-    ]
-    return ctx.create("DequantizeAxis", operands, {"axis": axis})
-
-
-def _weights(
-    ctx: NodeContext, i: int, i_scale: int, i_zp: int, n: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """A constant int8/uint8 weight with per-tensor or per-output-channel scales: (int8 data
-    with offset 0, float32 scales [n])."""
-    w = ctx.require_const(i, "w")
-    s = np.asarray(ctx.require_const(i_scale, "w_scale"), np.float32).reshape(-1)
-    z = ctx.const(i_zp)
-    z = np.zeros(s.shape, w.dtype) if z is None else np.asarray(z).reshape(-1)
-    if w.dtype not in (np.int8, np.uint8):
-        raise ctx.unsupported(f"weights of type {w.dtype} (int8 and uint8 only)")
-    offsets = z.astype(np.int32) - (128 if w.dtype == np.uint8 else 0)
-    if np.any(offsets != 0):
-        raise ctx.unsupported("weights with a zero point other than 0 (int8) or 128 (uint8)")
-    if s.size not in (1, n):
-        raise ctx.unsupported(f"w_scale has {s.size} values for {n} output channels")
-    return _as_int8(w), np.broadcast_to(s, (n,)).astype(np.float32)
-
-
-@converter("QLinearConv")
-def convert_qlinear_conv(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "dilations": None,
-            "group": None,
-            "kernel_shape": None,
-            "pads": None,
-            "strides": None,
-        }
+    check_elem(ctx, x, (ElemKind.F32,))
+    axes = list(range(x.type.rank))
+    zero = ctx.constant(np.array(0, np.float32), suffix="zero")
+    lo = ctx.create(
+        "Min",
+        [ctx.create("ReduceMin", [x], {"axes": axes, "keepdims": 0}, suffix="min"), zero],
+        suffix="lo",
     )
-    x_scale, x_off, _ = _scalar_params(ctx, 1, 2, "x")
-    x = _check_quantized(ctx, ctx.inp(0), x_scale, x_off, "x")
-    w_arr = ctx.require_const(3, "w")
-    k = w_arr.shape[0]
-    w, ws = _weights(ctx, 3, 4, 5, k)
-    y_scale, y_off, _ = _scalar_params(ctx, 6, 7, "y")
-    bias = ctx.const(8) if ctx.has_input(8) else np.zeros(k, np.int32)
-    if bias is None or bias.dtype != np.int32:
-        raise ctx.unsupported("B must be a constant int32 tensor")
-    if x.type.rank != 4:
-        raise ctx.unsupported(f"{x.type.rank - 2}-D convolution (2-D only)")
-    kernel = list(w.shape[2:])
-    strides, dilations = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1)
-    attrs = {
-        "strides": strides,
-        "dilations": dilations,
-        "pads": _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations),
-        "group": int(ctx.attr("group", 1)),
-        "scale": y_scale,
-        "offset": y_off,
-    }
-    operands = [
-        x,
-        ctx.imp.detached_constant(f"{ctx.name}.w", np.ascontiguousarray(w)),
-        ctx.imp.detached_constant(f"{ctx.name}.b", np.ascontiguousarray(bias.reshape(k))),
-        ctx.constant(ws, suffix="w_scales"),
-    ]
-    return [ctx.create("QConv", operands, attrs)]
-
-
-@converter("QLinearMatMul")
-def convert_qlinear_matmul(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({})
-    a_scale, a_off, _ = _scalar_params(ctx, 1, 2, "a")
-    a = _check_quantized(ctx, ctx.inp(0), a_scale, a_off, "a")
-    y_scale, y_off, _ = _scalar_params(ctx, 6, 7, "y")
-    b = ctx.inp(3)
-    if isinstance(b, Constant) and b.data is not None and b.type.rank == 2 and _per_column(ctx):
-        n = b.type.shape[1]
-        w, ws = _weights(ctx, 3, 4, 5, n)
-        kk = w.shape[0]
-        rows = a
-        if a.type.rank != 2:
-            rows = ctx.create("Reshape", [a], {"shape": (a.type.numel // kk, kk)}, suffix="rows")
-        operands = [
-            rows,
-            ctx.imp.detached_constant(f"{ctx.name}.w", np.ascontiguousarray(w)),
-            ctx.constant(np.zeros(n, np.int32), suffix="bias"),
-            ctx.constant(ws, suffix="w_scales"),
-        ]
-        y = ctx.create(
-            "QFullyConnected", operands, {"scale": y_scale, "offset": y_off}, suffix="fc"
-        )
-        if a.type.rank != 2:
-            y = ctx.create("Reshape", [y], {"shape": a.type.shape[:-1] + (n,)})
-        return [y]
-    b_scale, b_off, _ = _scalar_params(ctx, 4, 5, "b")
-    b = _check_quantized(ctx, b, b_scale, b_off, "b")
-    return [ctx.create("QMatMul", [a, b], {"scale": y_scale, "offset": y_off})]
-
-
-def _per_column(ctx: NodeContext) -> bool:
-    """QLinearMatMul's b zero point is 0 (int8) or 128 (uint8): a weight for QFullyConnected."""
-    z = ctx.const(5)
-    b = ctx.const(3)
-    if z is None or b is None:
-        return z is None
-    return bool(np.all(z.astype(np.int32) == (128 if b.dtype == np.uint8 else 0)))
-
-
-def _int_operand(ctx: NodeContext, i: int, i_zp: int, what: str) -> Value:
-    """An operand of MatMulInteger / ConvInteger as a quantized value with scale 1."""
-    v = ctx.inp(i)
-    if v.type.elem not in (ElemKind.I8, ElemKind.U8) or v.type.scale is not None:
-        raise ctx.unsupported(f"{what} must be int8 or uint8, got {v.type}")
-    z = 0
-    if ctx.has_input(i_zp):
-        zd = ctx.require_const(i_zp, f"{what}_zero_point")
-        if zd.size != 1:
-            raise ctx.unsupported(f"per-channel {what}_zero_point")
-        z = int(zd.reshape(-1)[0])
-    offset = z - 128 if v.type.elem == ElemKind.U8 else z
-    return _check_quantized(ctx, v, 1.0, offset, what)
-
-
-@converter("MatMulInteger")
-def convert_matmul_integer(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs({})
-    a, b = _int_operand(ctx, 0, 2, "a"), _int_operand(ctx, 1, 3, "b")
-    return [ctx.create("IntMatMul", [a, b])]
-
-
-@converter("ConvInteger")
-def convert_conv_integer(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "dilations": None,
-            "group": None,
-            "kernel_shape": None,
-            "pads": None,
-            "strides": None,
-        }
+    hi = ctx.create(
+        "Max",
+        [ctx.create("ReduceMax", [x], {"axes": axes, "keepdims": 0}, suffix="max"), zero],
+        suffix="hi",
     )
-    x, w = _int_operand(ctx, 0, 2, "x"), _int_operand(ctx, 1, 3, "w")
-    if x.type.rank != 4 or w.type.rank != 4:
-        raise ctx.unsupported(f"{x.type.rank - 2}-D convolution (2-D only)")
-    kernel = list(w.type.shape[2:])
-    strides, dilations = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1)
-    attrs = {
-        "strides": strides,
-        "dilations": dilations,
-        "pads": _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations),
-        "group": int(ctx.attr("group", 1)),
-    }
-    return [ctx.create("IntConv", [x, w], attrs)]
-
-
-__all__ = [
-    "convert_conv_integer",
-    "convert_matmul_integer",
-    "convert_dequantize_linear",
-    "convert_qlinear_conv",
-    "convert_qlinear_matmul",
-    "convert_quantize_linear",
-]
+    span = ctx.create("Sub", [hi, lo], suffix="span")
+    scale = ctx.create(
+        "Div", [span, ctx.constant(np.array(255, np.float32), suffix="qrange")], suffix="scale"
+    )
+    neg_lo = ctx.create("Sub", [zero, lo], suffix="neg_lo")
+    zpf = ctx.create(
+        "Round", [ctx.create("Div", [neg_lo, scale], suffix="zp_ratio")], suffix="zp_rounded"
+    )
+    zp_clipped = ctx.create(
+        "Min",
+        [
+            ctx.create("Max", [zpf, zero], suffix="zp_lo"),
+            ctx.constant(np.array(255, np.float32), suffix="zp_max"),
+        ],
+        suffix="zp_hi",
+    )
+    zp = _cast(ctx, zp_clipped, ElemKind.U8, "zero_point")
+    y = _quantize(ctx, x, scale, zp, ElemKind.U8, 0, 0)
+    return [y, scale, zp]

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from compiler.errors import UnsupportedTypeError
-from compiler.frontend.converters_math import ANY, check_elem
-from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
+from compiler.frontend.converters_math import ANY, NUMERIC, check_elem
+from compiler.frontend.onnx_importer import (
+    ONNX_TO_ELEM,
+    SUPPORTED_DTYPES,
+    NodeContext,
+    dtype_name,
+)
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Constant, Value
-from compiler.graph.types import ElemKind, broadcast_shapes
+from compiler.graph.types import FLOAT8_KINDS, NARROW_KINDS, ElemKind, broadcast_shapes
 from compiler.limits import check_fold
 
 INT_KINDS = (ElemKind.I64, ElemKind.I32)
@@ -140,7 +146,7 @@ def convert_range(ctx: NodeContext) -> list[Value | None]:
 @converter("Cast", "CastLike")
 def convert_cast(ctx: NodeContext) -> list[Value | None]:
     x = ctx.inp(0)
-    check_elem(ctx, x, ANY)
+    check_elem(ctx, x, ANY + NARROW_KINDS)
     if ctx.op_type == "CastLike":
         ctx.check_attrs({"saturate": None})
         to = ctx.type(1).elem
@@ -149,13 +155,24 @@ def convert_cast(ctx: NodeContext) -> list[Value | None]:
         code = int(ctx.attr("to"))
         if code not in ONNX_TO_ELEM:
             raise ctx.unsupported(
-                f"cast to {dtype_name(code)} (supported: float32, int64, int32, bool)",
+                f"cast to {dtype_name(code)} (supported: {SUPPORTED_DTYPES})",
                 UnsupportedTypeError,
             )
         to = ONNX_TO_ELEM[code]
     if to == x.type.elem:
         return [x]
-    return [ctx.create("Cast", [x], {"to": to.value})]
+    return [cast(ctx, x, to, bool(ctx.attr("saturate", 1)))]
+
+
+def cast(ctx: NodeContext, x: Value, to: ElemKind, saturate: bool = True, tag: str = "") -> Value:
+    """Cast `x` to `to`. ONNX saturates float values cast to a float8 type by default (out of
+    range and infinities become the largest finite value, NaN stays NaN): a Clip first, so
+    the graph Cast itself is the plain conversion (round to nearest even, overflow to the
+    type's inf or NaN)."""
+    if saturate and to in FLOAT8_KINDS and x.type.elem.is_float:
+        top = float(ml_dtypes.finfo(to.np_dtype).max)
+        x = ctx.create("Clip", [x], {"min": -top, "max": top}, suffix=f"{tag}saturate")
+    return ctx.create("Cast", [x], {"to": to.value}, suffix=tag.rstrip("_") or None)
 
 
 # -- reshaping ------------------------------------------------------------------------------------
@@ -420,10 +437,12 @@ def convert_pad(ctx: NodeContext) -> list[Value | None]:
     mode = ctx.attr("mode", "constant")
     if len(pads) != 2 * rank:
         raise ctx.unsupported(f"pads {pads} do not match rank {rank}")
-    if x.type.elem != ElemKind.F32 and (float(value) != int(value) or abs(value) > 2**53):
+    if not x.type.elem.is_float and (
+        not math.isfinite(value) or float(value) != int(value) or abs(value) > 2**53
+    ):
         raise ctx.unsupported(f"constant value {value} for an integer tensor")
-    if x.type.elem == ElemKind.F32:
-        value = float(np.float32(value))
+    if x.type.elem.is_float:
+        value = float(x.type.np_dtype.type(value))
     if mode == "reflect":
         for i, d in enumerate(x.type.shape):
             if max(pads[i], pads[i + rank]) >= d and (pads[i] or pads[i + rank]):
@@ -495,7 +514,14 @@ def _wrap_pad(ctx: NodeContext, x: Value, pads: list[int]) -> Value:
 
 # tf_half_pixel_for_nn is left out: onnxruntime ignores nearest_mode with it and treats
 # linear/cubic differently from the spec, so no answer would be safe.
-_CTM = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+_CTM = (
+    "half_pixel",
+    "half_pixel_symmetric",
+    "pytorch_half_pixel",
+    "align_corners",
+    "asymmetric",
+    "tf_crop_and_resize",
+)
 
 
 def _nearest_index(xs: np.ndarray, mode: str) -> np.ndarray:
@@ -532,7 +558,7 @@ def _nearest_is_ambiguous(n_in: int, n_out: int, scale: float, ctm: str, mode: s
 @converter("Resize")
 def convert_resize(ctx: NodeContext) -> list[Value | None]:
     x = ctx.inp(0)
-    check_elem(ctx, x, (ElemKind.F32,))
+    check_elem(ctx, x, NUMERIC)
     rank = x.type.rank
     in_shape = x.type.shape
     if ctx.opset < 11:
@@ -546,7 +572,7 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
             "exclude_outside": (0, 1),
             "extrapolation_value": None,
             "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"),
-            "antialias": (0,),
+            "antialias": (0, 1),
             "axes": None,
             "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller"),
         }
@@ -593,6 +619,8 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
     if any(d <= 0 for d in out):
         raise ctx.unsupported(f"output shape {out} is empty")
     mode = ctx.attr("mode", "nearest")
+    if mode != "nearest" and not x.type.elem.is_float:
+        raise ctx.unsupported(f"{mode} resize of {x.type.elem.value} (nearest only)")
     attrs = {
         "out_shape": out,
         "mode": mode,
@@ -604,6 +632,10 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
     }
     inexact = [a for a in range(rank) if out[a] != in_shape[a] * factors[a]]
     if inexact:
+        if ctm == "tf_crop_and_resize":
+            raise ctx.unsupported(
+                f"tf_crop_and_resize with scales {factors} that are not exactly out/in"
+            )
         if ctm == "align_corners":
             # ONNX's reference maps with the fractional output size, onnxruntime with the
             # integer one: they disagree, so refuse.
@@ -619,7 +651,25 @@ def convert_resize(ctx: NodeContext) -> list[Value | None]:
                 "rounding boundaries (ambiguous between implementations)"
             )
         attrs["scales"] = factors
+    if int(ctx.attr("antialias", 0)) and mode != "nearest":
+        attrs["antialias"] = 1
+    if ctm == "tf_crop_and_resize":
+        attrs["roi"] = _resize_roi(ctx, rank, axes)
     return [ctx.create("Resize", [x], attrs)]
+
+
+def _resize_roi(ctx: NodeContext, rank: int, axes: list[int]) -> list[float]:
+    """tf_crop_and_resize's box as [starts of every dim, ends of every dim] (0 and 1 for the
+    dims `axes` leaves out)."""
+    if not ctx.has_input(1):
+        raise ctx.unsupported("tf_crop_and_resize needs the roi input")
+    roi = [float(v) for v in ctx.require_const(1, "roi").reshape(-1)]
+    if len(roi) != 2 * len(axes):
+        raise ctx.unsupported(f"roi {roi} does not give a start and an end for axes {axes}")
+    full = [0.0] * rank + [1.0] * rank
+    for j, a in enumerate(axes):
+        full[a], full[a + rank] = roi[j], roi[j + len(axes)]
+    return full
 
 
 def _resize_old(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
@@ -627,6 +677,8 @@ def _resize_old(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
     mode = ctx.attr("mode", "nearest")
     if mode == "bilinear":
         mode = "linear"
+    if mode != "nearest" and not x.type.elem.is_float:
+        raise ctx.unsupported(f"{mode} resize of {x.type.elem.value} (nearest only)")
     if len(scales) != x.type.rank:
         raise ctx.unsupported(f"scales {list(scales)} do not match rank {x.type.rank}")
     out = []
@@ -654,7 +706,7 @@ def _resize_old(ctx: NodeContext, x: Value, scales: np.ndarray) -> Value:
 @converter("Upsample")
 def convert_upsample(ctx: NodeContext) -> list[Value | None]:
     x = ctx.inp(0)
-    check_elem(ctx, x, (ElemKind.F32,))
+    check_elem(ctx, x, NUMERIC)
     if ctx.opset < 9:
         ctx.check_attrs({"mode": ("nearest", "linear", "bilinear"), "scales": None})
         scales = np.array(ctx.attr("scales", []), np.float64)

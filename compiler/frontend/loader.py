@@ -36,10 +36,10 @@ def load_model(source: ModelSource, *, check: bool = True) -> onnx.ModelProto:
             raise ModelLoadError(f"model file '{where}' does not exist")
         if path.is_dir():
             raise ModelLoadError(f"model path '{where}' is a directory, not an ONNX file")
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise ModelLoadError(f"cannot read model file '{where}': {e.strerror or e}") from None
+        if path.is_char_device() or path.is_block_device() or path.is_socket():
+            # /dev/zero, /dev/urandom: reading "the file" would never end
+            raise ModelLoadError(f"model path '{where}' is a device, not an ONNX file")
+        data = _read_capped(path, where)
     else:
         raise ModelLoadError(
             f"cannot load a model from a {type(source).__name__}; "
@@ -59,6 +59,29 @@ def load_model(source: ModelSource, *, check: bool = True) -> onnx.ModelProto:
     _load_external(model, where, source)
     check_model(model, where, checker=check)
     return model
+
+
+#: Protobuf cannot parse a message of 2 GiB or more: an ONNX file that big keeps its weights
+#: in external data files.
+MAX_MODEL_BYTES = 2**31 - 1
+
+
+def _read_capped(path: Path, where: str) -> bytes:
+    """The file's bytes, refusing (without reading it all) one larger than protobuf's limit;
+    a pipe is read up to that limit too."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_MODEL_BYTES + 1)
+    except OSError as e:
+        raise ModelLoadError(f"cannot read model file '{where}': {e.strerror or e}") from None
+    except MemoryError:
+        raise ModelLoadError(f"model file '{where}' does not fit in memory") from None
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelLoadError(
+            f"model file '{where}' is larger than 2 GiB, the most a protobuf message can hold",
+            hint="an ONNX model that big keeps its weights in external data files",
+        )
+    return data
 
 
 def check_model(model: onnx.ModelProto, where: str, *, checker: bool = True) -> None:

@@ -40,7 +40,7 @@ from compiler.frontend.loader import (
     load_model,
     upgrade_opset,
 )
-from compiler.frontend.registry import CONVERTERS
+from compiler.frontend.registry import CONVERTERS, DOMAIN_OPS
 from compiler.frontend.validate import check_input_dims, validate_model, validate_node
 from compiler.graph.ir import Constant, Function, Module, Placeholder, Result, Value
 from compiler.graph.ops import get_op
@@ -54,13 +54,34 @@ FOLD_LIMIT = 1 << 24
 
 ONNX_TO_ELEM: dict[int, ElemKind] = {
     onnx.TensorProto.FLOAT: ElemKind.F32,
+    onnx.TensorProto.FLOAT16: ElemKind.F16,
+    onnx.TensorProto.DOUBLE: ElemKind.F64,
     onnx.TensorProto.INT64: ElemKind.I64,
     onnx.TensorProto.INT32: ElemKind.I32,
+    onnx.TensorProto.INT16: ElemKind.I16,
     onnx.TensorProto.INT8: ElemKind.I8,
+    onnx.TensorProto.UINT64: ElemKind.U64,
+    onnx.TensorProto.UINT32: ElemKind.U32,
+    onnx.TensorProto.UINT16: ElemKind.U16,
     onnx.TensorProto.UINT8: ElemKind.U8,
     onnx.TensorProto.BOOL: ElemKind.BOOL,
+    onnx.TensorProto.BFLOAT16: ElemKind.BF16,
+    onnx.TensorProto.FLOAT8E4M3FN: ElemKind.F8E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ: ElemKind.F8E4M3FNUZ,
+    onnx.TensorProto.FLOAT8E5M2: ElemKind.F8E5M2,
+    onnx.TensorProto.FLOAT8E5M2FNUZ: ElemKind.F8E5M2FNUZ,
+    onnx.TensorProto.FLOAT4E2M1: ElemKind.F4E2M1,
+    onnx.TensorProto.INT4: ElemKind.I4,
+    onnx.TensorProto.UINT4: ElemKind.U4,
+    onnx.TensorProto.INT2: ElemKind.I2,
+    onnx.TensorProto.UINT2: ElemKind.U2,
 }
+#: The ONNX ops that take the narrow storage kinds (bfloat16, float8, int4...); any other op
+#: with such an input is refused before its converter runs.
+NARROW_OPS = frozenset({"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"})
 _SUPPORTED_NP = {np.dtype(k.np_dtype) for k in ONNX_TO_ELEM.values()}
+#: The element types the frontend reads, as error messages list them.
+SUPPORTED_DTYPES = ", ".join(onnx.TensorProto.DataType.Name(code).lower() for code in ONNX_TO_ELEM)
 
 
 def dtype_name(onnx_type: int) -> str:
@@ -146,6 +167,21 @@ class NodeContext:
     def inputs(self) -> list[Value]:
         return [self.inp(i) for i in range(self.num_inputs) if self.has_input(i)]
 
+    def seq(self, i: int) -> list[Value]:
+        """Input `i` as a sequence (a list of tensors known at import)."""
+        name = self.node.input[i] if self.has_input(i) else ""
+        if name not in self.imp.sequences:
+            raise self.unsupported(
+                f"input '{name}' is not a sequence built in the graph (sequence graph inputs "
+                "are not supported)"
+            )
+        return list(self.imp.sequences[name])
+
+    def set_sequence(self, i: int, values: list[Value]) -> None:
+        """Output `i` is the sequence `values` (the converter returns None for it)."""
+        self.imp.sequences[self.node.output[i]] = list(values)
+        self.imp.sequence_makers[self.node.output[i]] = self
+
     def type(self, i: int) -> TensorType:
         return self.inp(i).type
 
@@ -169,7 +205,8 @@ class NodeContext:
                     f"depends on graph input{'s' if len(needed) > 1 else ''} "
                     f"{', '.join(repr(n) for n in needed)}; give "
                     f"{'their values' if len(needed) > 1 else 'its value'} "
-                    "(compiler.onnx_backend specializes on the values given to run; "
+                    f"(CLI/IDE: {' '.join(f'--const-input {n}=...' for n in needed)}; "
+                    "compiler.onnx_backend specializes on the values given to run; "
                     "CompileOptions.const_inputs)",
                     inputs=needed,
                     node=self.node.name or self.name,
@@ -218,6 +255,9 @@ class NodeContext:
         *,
         fold: bool = True,
     ) -> list[Value]:
+        # The narrow storage kinds are converted, never computed on (the converters of
+        # NARROW_OPS cast them first).
+        assert op == "Cast" or not any(v.type.elem.is_narrow for v in operands), (op, self.name)
         return self.imp.create(op, list(operands), attrs or {}, self.name, suffix, fold=fold)
 
     def constant(
@@ -275,6 +315,10 @@ class Importer:
         self.module.meta["source"] = source
         self.fn: Function = self.module.create_function("main")
         self.values: dict[str, Value] = {}
+        #: ONNX sequences, resolved at import: a sequence-typed name -> its tensors (lengths and
+        #: positions are compile-time values, so the graph stays a plain static graph).
+        self.sequences: dict[str, list[Value]] = {}
+        self.sequence_makers: dict[str, NodeContext] = {}  # the node that made each
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
         self.const_inputs = dict(const_inputs or {})
@@ -287,7 +331,7 @@ class Importer:
         if t.data_type not in ONNX_TO_ELEM:
             raise UnsupportedTypeError(
                 f"tensor '{what}' has element type {dtype_name(t.data_type)}; "
-                "supported: float32, int64, int32, bool",
+                f"supported: {SUPPORTED_DTYPES}",
                 model=self.source,
             )
         if t.data_location == onnx.TensorProto.EXTERNAL:
@@ -318,6 +362,13 @@ class Importer:
         v = self.values.get(name)
         if v is not None:
             return v
+        if name in self.sequences:
+            # Refused at the node that reads it, or (a graph output) the node that made it.
+            at = ctx or self.sequence_makers[name]
+            raise at.unsupported(
+                f"'{name}' is a sequence: sequences are resolved at import, only the sequence "
+                "ops take them and a graph output must be a tensor"
+            )
         t = self.initializers.get(name)
         if t is not None:
             v = self.detached_constant(name, self.tensor_to_array(t, name))
@@ -449,7 +500,9 @@ class Importer:
 
     def check_supported(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx") and node.op_type not in DOMAIN_OPS.get(
+            node.domain, ()
+        ):
             raise _domain_error(node, index, self.source)
         if node.op_type not in CONVERTERS:
             raise UnsupportedOpError(
@@ -460,18 +513,62 @@ class Importer:
                 model=self.source,
             )
 
+    def inline_graph(
+        self,
+        graph: onnx.GraphProto,
+        ctx: NodeContext,
+        bindings: dict[str, Value] | None = None,
+        tag: str = "",
+    ) -> list[Value]:
+        """Convert a subgraph's nodes into the function being built and return its outputs:
+        how an If with a known condition imports its branch, and Loop / Scan unroll their
+        body (`bindings`: values for the body's inputs; `tag` keeps iterations' node names
+        apart). Outer values stay visible; names the subgraph defines are restored after, so
+        it cannot shadow them for the rest of the outer graph."""
+        for t in graph.initializer:
+            self.initializers.setdefault(t.name, t)
+        defined = [i.name for i in graph.input] + [o for n in graph.node for o in n.output]
+        saved = {k: self.values[k] for k in defined if k in self.values}
+        self.values.update(bindings or {})
+        for n in graph.node:
+            self.used.update(x for x in n.input if x)
+        self.used.update(o.name for o in graph.output)
+        try:
+            for k, n in enumerate(graph.node):
+                named = onnx.NodeProto()
+                named.CopyFrom(n)
+                base = n.name or f"{n.op_type}_{k}"
+                named.name = f"{ctx.name}.{graph.name or 'body'}{tag}.{base}"
+                self._convert(named, k)
+            return [self.lookup(o.name, ctx) for o in graph.output]
+        finally:
+            for name in defined:
+                self.values.pop(name, None)
+            self.values.update(saved)
+
     def _convert(self, node: onnx.NodeProto, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
         self.check_supported(node, index)
         conv = CONVERTERS[node.op_type]
         ctx = NodeContext(self, node, name)
         validate_node(ctx)
+        if node.op_type not in NARROW_OPS:
+            for iname in node.input:
+                v = self.values.get(iname)
+                if v is not None and v.type.elem.is_narrow:
+                    raise ctx.unsupported(
+                        f"input '{iname}' has element type {v.type.elem.value}, a storage "
+                        f"type: only {', '.join(sorted(NARROW_OPS))} take it",
+                        UnsupportedTypeError,
+                    )
         outs = conv(ctx)
         for i, oname in enumerate(node.output):
             if not oname:
                 continue
             v = outs[i] if i < len(outs) else None
             if v is None:
+                if oname in self.sequences:  # set by a sequence converter (set_sequence)
+                    continue
                 if oname in self.used:
                     raise ctx.unsupported(f"output {i} ('{oname}') is used but not supported")
                 continue
@@ -486,7 +583,7 @@ class Importer:
         if elem not in ONNX_TO_ELEM:
             raise self._input_refusal(
                 vi,
-                f"has element type {dtype_name(elem)}; supported: float32, int64, int32, bool",
+                f"has element type {dtype_name(elem)}; supported: {SUPPORTED_DTYPES}",
                 UnsupportedTypeError,
             )
         return ONNX_TO_ELEM[elem]
@@ -665,9 +762,14 @@ def check_importable(model: ModelSource) -> None:
     """Raise what import_onnx would refuse whatever the inputs' shapes and values are.
 
     That is: a bad file, an opset the converter cannot upgrade, an unknown op or domain, a
-    model the ONNX checker rejects. For callers that cannot import yet (symbolic dims).
+    model the ONNX checker rejects, an input that is not a tensor of a supported type. For
+    callers that cannot import yet (symbolic dims).
     """
-    _checked_importer(model, None, None, None)
+    importer = _checked_importer(model, None, None, None)
+    inits = set(importer.initializers)
+    for vi in importer.graph.input:
+        if vi.name not in inits:
+            importer._input_elem(vi)
 
 
 def _checked_importer(
@@ -686,7 +788,7 @@ def _checked_importer(
     proto, note = upgrade_opset(proto, MIN_OPSET, source)
     importer = Importer(proto, input_shapes, name, source, const_inputs, fold_limit)
     if note:
-        importer.module.meta["notes"] = [note]
+        importer.module.meta.setdefault("notes", []).append(note)
         importer.module.meta["model_opset"] = default_opset(original)
     # Unknown ops first: UnsupportedError names them better than the checker would.
     for index, node in enumerate(proto.graph.node):

@@ -15,13 +15,19 @@ if TYPE_CHECKING:
 Converter = Callable[["NodeContext"], list[Any]]
 
 CONVERTERS: dict[str, Converter] = {}
+#: Op types converted from a domain other than the default ONNX one, by domain.
+DOMAIN_OPS: dict[str, set[str]] = {}
 
 
-def converter(*op_types: str) -> Callable[[Converter], Converter]:
+def converter(*op_types: str, domain: str = "") -> Callable[[Converter], Converter]:
+    """Register `fn` for `op_types` (of `domain`, default the ONNX one)."""
+
     def deco(fn: Converter) -> Converter:
         for op in op_types:
             assert op not in CONVERTERS, op
             CONVERTERS[op] = fn
+            if domain:
+                DOMAIN_OPS.setdefault(domain, set()).add(op)
         return fn
 
     return deco

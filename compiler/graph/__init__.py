@@ -2,7 +2,8 @@
 
 # The quantized rows of the op table live in their own module, which registers them on import;
 # importing it first means every user of the table (any compiler.graph module) sees them.
-import compiler.graph.ops_quant  # noqa: F401
+import compiler.graph.ops_quant  # noqa: F401, I001
+from compiler.graph import ops_extra  # noqa: F401, I001 - the rest of the op table registers
 from compiler.graph.ir import Constant, Function, Module, Node, Placeholder, Result, Value
 from compiler.graph.ops import OpDef, all_ops, get_op
 from compiler.graph.parser import parse_module

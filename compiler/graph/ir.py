@@ -121,9 +121,9 @@ class Node:
 
     def set_operand(self, idx: int, value: Value) -> None:
         old = self.operands[idx]
-        old.users.remove((self, idx))
+        old.remove_use(self, idx)
         self.operands[idx] = value
-        value.users.append((self, idx))
+        value.add_use(self, idx)
         if self.function is not None:
             self.function._invalidate()
 
@@ -171,7 +171,7 @@ class Function:
             result_types = opdef.infer_types([v.type for v in operands], full_attrs, node.name)
         for i, v in enumerate(operands):
             node.operands.append(v)
-            v.users.append((node, i))
+            v.add_use(node, i)
         for i, t in enumerate(result_types):
             rname = node.name if len(result_types) == 1 else f"{node.name}#{i}"
             node.results.append(Result(rname, t, node, i))
@@ -189,7 +189,7 @@ class Function:
         """Remove a node that has no users left."""
         assert not node.has_users(), f"erasing {node.name} which still has users"
         for i, v in enumerate(node.operands):
-            v.users.remove((node, i))
+            v.remove_use(node, i)
         node.operands = []
         del self._nodes[node]
         node.function = None
@@ -332,7 +332,7 @@ class Module:
                 for i, v in enumerate(n.operands):
                     nv = vmap[id(v)]
                     nn.operands.append(nv)
-                    nv.users.append((nn, i))
+                    nv.add_use(nn, i)
                 for r in n.results:
                     nr = Result(r.name, r.type, nn, r.index)
                     nn.results.append(nr)

@@ -60,6 +60,8 @@ class OpDef:
     operands: tuple[str, ...]
     infer: InferFn
     attrs: dict[str, Attr] = field(default_factory=dict)
+    #: elementwise, pure, inplace, unary, binary, commutative, view, side_effect;
+    #: accumulates: sums many terms, so float16 computes it in float32 (as onnxruntime does).
     traits: frozenset[str] = frozenset()
     category: str = "other"
     doc: str = ""
@@ -633,7 +635,7 @@ register(
             "group": Attr("int", 1),
             **_ACT,
         },
-        frozenset({"pure", ACCUMULATE}),
+        frozenset({"pure", ACCUMULATE, "accumulates"}),
         "conv",
         "2-D convolution, NCHW input, KCRS filter",
     )
@@ -650,7 +652,7 @@ register(
             "group": Attr("int", 1),
             "output_padding": Attr("ints", (0, 0)),
         },
-        frozenset({"pure"}),
+        frozenset({"pure", "accumulates"}),
         "conv",
         "2-D transposed convolution, NCHW, filter C x K/g x R x S",
     )
@@ -661,7 +663,7 @@ register(
         ("input", "scale", "bias", "mean", "var"),
         _batchnorm,
         {"epsilon": Attr("float", 1e-5)},
-        frozenset({"pure"}),
+        frozenset({"pure", "accumulates"}),
         "norm",
         "inference batch normalisation over channel axis 1",
     )
@@ -672,7 +674,7 @@ register(
         ("input", "scale", "bias"),
         _layernorm,
         {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5)},
-        frozenset({"pure"}),
+        frozenset({"pure", "accumulates"}),
         "norm",
         "normalise over dims axis.. then scale and shift",
     )
@@ -688,7 +690,7 @@ register(
             "beta": Attr("float", 0.75),
             "bias": Attr("float", 1.0),
         },
-        frozenset({"pure"}),
+        frozenset({"pure", "accumulates"}),
         "norm",
         "local response normalisation across channels",
     )
@@ -722,7 +724,7 @@ register(
             "ceil_mode": Attr("int", 0),
             "count_include_pad": Attr("int", 0),
         },
-        frozenset({"pure"}),
+        frozenset({"pure", "accumulates"}),
         "pool",
         "2-D average pooling, NCHW",
     )
@@ -732,7 +734,7 @@ register(
         "GlobalAvgPool",
         ("input",),
         _global_pool,
-        traits=frozenset({"pure"}),
+        traits=frozenset({"pure", "accumulates"}),
         category="pool",
         doc="mean over all spatial dims (kept as 1)",
     )
@@ -775,6 +777,10 @@ register(
             "cubic_coeff_a": Attr("float", -0.75),
             "exclude_outside": Attr("int", 0),
             "extrapolation_value": Attr("float", 0.0),
+            "antialias": Attr("int", 0, "linear/cubic downsampling widens the filter by 1/scale"),
+            "roi": Attr(
+                "floats", (), "tf_crop_and_resize: starts then ends per dim, as input fractions"
+            ),
             "scales": Attr(
                 "floats",
                 (),
@@ -881,7 +887,7 @@ register(
         "MatMul",
         ("lhs", "rhs"),
         _matmul,
-        traits=frozenset({"pure", ACCUMULATE}),
+        traits=frozenset({"pure", ACCUMULATE, "accumulates"}),
         category="matmul",
         doc="matrix product with broadcast batch dims (rank >= 2)",
     )
@@ -892,7 +898,7 @@ register(
         ("input", "weights", "bias"),
         _fused(_fully_connected),
         dict(_ACT),
-        frozenset({"pure", ACCUMULATE}),
+        frozenset({"pure", ACCUMULATE, "accumulates"}),
         "matmul",
         "x[M,K] @ w[K,N] + b[N]",
     )
@@ -919,6 +925,7 @@ register(
         "log of softmax along one axis",
     )
 )
+_SUMS = ("ReduceMean", "ReduceSum", "ReduceProd")
 for _name in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"):
     register(
         OpDef(
@@ -926,7 +933,7 @@ for _name in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
             ("input",),
             _reduce,
             {"axes": Attr("ints"), "keepdims": Attr("int", 1)},
-            frozenset({"pure"}),
+            frozenset({"pure"} | ({"accumulates"} if _name in _SUMS else set())),
             "reduction",
             f"{_name[6:].lower()} over axes (axes non-empty)",
         )

@@ -10,6 +10,7 @@ import enum
 import math
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 
@@ -18,11 +19,28 @@ class ElemKind(enum.Enum):
 
     F32 = "f32"
     F16 = "f16"
+    F64 = "f64"
     I64 = "i64"
     I32 = "i32"
+    I16 = "i16"
     I8 = "i8"
+    U64 = "u64"
+    U32 = "u32"
+    U16 = "u16"
     U8 = "u8"
     BOOL = "bool"
+    # Narrow storage kinds (ml_dtypes' numpy types, one element per byte, bfloat16 two): only
+    # Cast and the quantization ops read or write them; everything else refuses them.
+    BF16 = "bf16"
+    F8E4M3FN = "f8e4m3fn"
+    F8E4M3FNUZ = "f8e4m3fnuz"
+    F8E5M2 = "f8e5m2"
+    F8E5M2FNUZ = "f8e5m2fnuz"
+    F4E2M1 = "f4e2m1"
+    I4 = "i4"
+    U4 = "u4"
+    I2 = "i2"
+    U2 = "u2"
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -34,7 +52,22 @@ class ElemKind(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (ElemKind.F32, ElemKind.F16)
+        return self in _FLOATS
+
+    @property
+    def is_int(self) -> bool:
+        """A signed or unsigned integer kind (not bool)."""
+        return self in _SIGNED or self in _UNSIGNED
+
+    @property
+    def is_narrow(self) -> bool:
+        """A narrow storage kind (bfloat16, float8/float4, 4- and 2-bit integers)."""
+        return self in _NARROW
+
+    @property
+    def is_unsigned(self) -> bool:
+        """Compares and divides without sign: the unsigned integers, and bool."""
+        return self in _UNSIGNED or self is ElemKind.BOOL
 
     @classmethod
     def from_numpy(cls, dtype: np.dtype | type) -> ElemKind:
@@ -49,15 +82,49 @@ class ElemKind(enum.Enum):
         return cls(text)
 
 
-_NP: dict[ElemKind, str] = {
+_NP: dict[ElemKind, str | type] = {
     ElemKind.F32: "float32",
     ElemKind.F16: "float16",
+    ElemKind.F64: "float64",
     ElemKind.I64: "int64",
     ElemKind.I32: "int32",
+    ElemKind.I16: "int16",
     ElemKind.I8: "int8",
+    ElemKind.U64: "uint64",
+    ElemKind.U32: "uint32",
+    ElemKind.U16: "uint16",
     ElemKind.U8: "uint8",
     ElemKind.BOOL: "bool",
+    ElemKind.BF16: ml_dtypes.bfloat16,
+    ElemKind.F8E4M3FN: ml_dtypes.float8_e4m3fn,
+    ElemKind.F8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
+    ElemKind.F8E5M2: ml_dtypes.float8_e5m2,
+    ElemKind.F8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz,
+    ElemKind.F4E2M1: ml_dtypes.float4_e2m1fn,
+    ElemKind.I4: ml_dtypes.int4,
+    ElemKind.U4: ml_dtypes.uint4,
+    ElemKind.I2: ml_dtypes.int2,
+    ElemKind.U2: ml_dtypes.uint2,
 }
+_FLOATS = frozenset({ElemKind.F32, ElemKind.F16, ElemKind.F64})
+_SIGNED = frozenset({ElemKind.I64, ElemKind.I32, ElemKind.I16, ElemKind.I8})
+_UNSIGNED = frozenset({ElemKind.U64, ElemKind.U32, ElemKind.U16, ElemKind.U8})
+#: Element kinds by family, for the converters' and emitters' type checks.
+FLOAT_KINDS = tuple(k for k in ElemKind if k in _FLOATS)
+INT_KINDS = tuple(k for k in ElemKind if k in _SIGNED or k in _UNSIGNED)
+NUMERIC_KINDS = FLOAT_KINDS + INT_KINDS
+#: The narrow storage kinds: values of these types are converted (Cast, QuantizeLinear /
+#: DequantizeLinear), never computed on.
+NARROW_KINDS = tuple(
+    k
+    for k in ElemKind
+    if not (k in _FLOATS or k in _SIGNED or k in _UNSIGNED or k is ElemKind.BOOL)
+)
+_NARROW = frozenset(NARROW_KINDS)
+#: The float8 kinds (ONNX's Cast and QuantizeLinear saturate into their range by default).
+FLOAT8_KINDS = (ElemKind.F8E4M3FN, ElemKind.F8E4M3FNUZ, ElemKind.F8E5M2, ElemKind.F8E5M2FNUZ)
+#: Every kind ops compute on (the narrow storage kinds are not among them).
+ALL_KINDS = NUMERIC_KINDS + (ElemKind.BOOL,)
 
 
 @dataclass(frozen=True)

@@ -27,14 +27,26 @@ U = TypeVar("U", bound=User)
 
 
 class Used(Generic[U]):
-    """A value with a name, a type and its uses as (user, operand index) pairs."""
+    """A value with a name, a type and its uses as (user, operand index) pairs.
+
+    `users` is a dict used as an ordered set (iterate it as the list of pairs, in the order they
+    were added): removing one use is O(1), which a value with thousands of users needs (a
+    2000-way fan-out, a long in-place chain merged into one buffer), where a list made every
+    rewrite of such a graph quadratic.
+    """
 
     __slots__ = ("name", "type", "users")
 
     def __init__(self, name: str, type: TensorType | None) -> None:
         self.name = name
         self.type = type
-        self.users: list[tuple[U, int]] = []
+        self.users: dict[tuple[U, int], None] = {}
+
+    def add_use(self, user: U, idx: int) -> None:
+        self.users[(user, idx)] = None
+
+    def remove_use(self, user: U, idx: int) -> None:
+        del self.users[(user, idx)]
 
     def replace_all_uses_with(self, other: Used[U]) -> None:
         if other is self:

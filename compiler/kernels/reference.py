@@ -8,7 +8,8 @@ node's inferred types and checks their shapes. Results may share memory with inp
 a view): callers must not write into them.
 
 Semantic choices (see docs in the report / tests): float32 tensors are computed in float32 (as
-onnxruntime does) except where onnxruntime accumulates in double (LayerNorm) or where float64
+onnxruntime does), float64 in float64, float16 in float32 rounded once per op (ops that
+sum many terms, trait "accumulates", and unary math; numpy's binary ops round once already) except where onnxruntime accumulates in double (LayerNorm) or where float64
 costs nothing and is more exact (Erf, Gelu, Resize coefficients); integer Div truncates toward
 zero; integer Pow with negative exponents goes through float64 and truncates.
 """
@@ -25,6 +26,7 @@ from compiler.errors import ExecutionError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ops import all_ops
 from compiler.graph.types import ElemKind, TensorType
+from compiler.kernels.reference_extra import EXTRA_KERNELS
 from compiler.kernels.reference_nn import NN_KERNELS, erf
 from compiler.kernels.reference_quant import PLAIN_KERNELS, QUANT_KERNELS, TypedKernel
 
@@ -82,7 +84,9 @@ _bmax, _bmin = max, min
 
 
 def _clip(x: np.ndarray, min: float = -math.inf, max: float = math.inf) -> np.ndarray:
-    lo, hi = min, max
+    # A NaN bound is no bound (onnxruntime's std::max/std::min keep x; so does the LLVM code).
+    lo = -math.inf if math.isnan(min) else min
+    hi = math.inf if math.isnan(max) else max
     if x.dtype.kind in "iu":
         info = np.iinfo(x.dtype)
         lo = info.min if lo == -math.inf else int(math.ceil(lo))
@@ -157,7 +161,9 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":
         if np.any(b == 0):
             raise ExecutionError("integer division by zero")
-        q = np.floor_divide(a, b)
+        # INT_MIN // -1 wraps to INT_MIN (numpy's answer; onnxruntime dies of SIGFPE there)
+        with np.errstate(over="ignore"):
+            q = np.floor_divide(a, b)
         # floor -> truncation toward zero (C and onnxruntime semantics)
         fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
         return q + fix.astype(q.dtype)
@@ -220,7 +226,8 @@ def _cast(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         # float -> int truncates toward zero; NaN/inf and out-of-range are undefined in ONNX
         with np.errstate(invalid="ignore"):
             return [np.trunc(x).astype(to)]
-    return [x.astype(to)]
+    with np.errstate(over="ignore"):  # too large for the type: inf (or NaN), as IEEE casts give
+        return [x.astype(to)]
 
 
 # -- tensor ops -------------------------------------------------------------------------------
@@ -399,8 +406,9 @@ def _save(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     return []
 
 
-# Convolution, pooling, normalisation and resize live in reference_nn.
-for _name, _fn in NN_KERNELS.items():
+# Convolution, pooling, normalisation and resize live in reference_nn; the ops of
+# compiler/graph/ops_extra.py in reference_extra.
+for _name, _fn in (NN_KERNELS | EXTRA_KERNELS).items():
     assert _name not in KERNELS, _name
     KERNELS[_name] = _fn
 
@@ -457,6 +465,25 @@ def _with_fused_activation(fn: Kernel) -> Kernel:
 for _name, _op in all_ops().items():
     if "activation" in _op.attrs:
         KERNELS[_name] = _with_fused_activation(KERNELS[_name])
+
+
+def _float16_in_float32(fn: Kernel) -> Kernel:
+    """float16 operands computed in float32 (callers cast results back to the node's type)."""
+
+    def k(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        if any(a.dtype == np.float16 for a in ins):
+            ins = [a.astype(np.float32) if a.dtype == np.float16 else a for a in ins]
+        return fn(ins, attrs)
+
+    return k
+
+
+# Ops that sum many terms accumulate float16 in float32, as onnxruntime's kernels do (numpy
+# would round every partial sum to float16); unary math is rounded once, not per step of its
+# formula. (The typed kernels of the quantized ops take integers only.)
+for _name, _op in all_ops().items():
+    if _op.traits & {"accumulates", "unary"} and _name in KERNELS:
+        KERNELS[_name] = _float16_in_float32(KERNELS[_name])
 
 
 # -- evaluation of one node -------------------------------------------------------------------

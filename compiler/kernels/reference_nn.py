@@ -289,11 +289,19 @@ def lrn(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
 # -- resize -----------------------------------------------------------------------------------
 
 
-def _source_coords(o: int, i: int, ctm: str, scale: float | None = None) -> np.ndarray:
-    """Input coordinate of every output index along one axis (scale = out / in unless given)."""
+def _source_coords(
+    o: int, i: int, ctm: str, scale: float | None = None, roi: tuple[float, float] = (0.0, 1.0)
+) -> np.ndarray:
+    """Input coordinate of every output index along one axis (scale = out / in unless given;
+    `roi`: tf_crop_and_resize's start and end, as fractions of the input)."""
     xo = np.arange(o, dtype=np.float64)
     if scale is None:
         scale = o / i
+    if ctm == "tf_crop_and_resize":
+        out_w = scale * i
+        span = (roi[1] - roi[0]) * (i - 1)
+        xs = np.full(o, span / 2) if out_w == 1 else xo * span / (out_w - 1)
+        return xs + roi[0] * (i - 1)
     if ctm == "half_pixel_symmetric":
         # Differs from half_pixel only when the scale is not exactly out/in.
         offset = i / 2 * (1 - o / (scale * i))
@@ -341,10 +349,26 @@ def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
 
 
 def _axis_taps(o: int, i: int, attrs: dict[str, Any], ax: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, weights) of shape (o, taps) for one axis."""
-    mode = attrs["mode"]
+    """(indices, weights) of shape (o, taps) for one axis. Output positions whose source lies
+    outside the input under tf_crop_and_resize get indices -1 (extrapolation_value there)."""
+    ctm = attrs["coordinate_transformation_mode"]
+    roi = attrs.get("roi") or ()
+    rank = len(roi) // 2
+    span = (roi[ax], roi[ax + rank]) if roi else (0.0, 1.0)
     scale = attrs["scales"][ax] if attrs.get("scales") else None
-    xs = _source_coords(o, i, attrs["coordinate_transformation_mode"], scale)
+    xs = _source_coords(o, i, ctm, scale, span)
+    idx, wts = _taps_at(xs, o, i, attrs, o / i if scale is None else scale)
+    if ctm == "tf_crop_and_resize":
+        idx = np.where(((xs < 0) | (xs > i - 1))[:, None], -1, idx)
+    return idx, wts
+
+
+def _taps_at(
+    xs: np.ndarray, o: int, i: int, attrs: dict[str, Any], scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    mode = attrs["mode"]
+    if mode != "nearest" and attrs.get("antialias") and scale < 1:
+        return _antialias_taps(xs, i, attrs, scale)
     if mode == "nearest":
         idx = np.clip(_nearest(xs, attrs["nearest_mode"]), 0, i - 1).astype(np.int64)
         return idx[:, None], np.ones((o, 1))
@@ -366,29 +390,67 @@ def _axis_taps(o: int, i: int, attrs: dict[str, Any], ax: int = 0) -> tuple[np.n
     raise ExecutionError(f"Resize: unknown mode '{mode}' (nearest, linear, cubic)")
 
 
+def _antialias_taps(
+    xs: np.ndarray, i: int, attrs: dict[str, Any], scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Downsampling linear/cubic taps with the filter stretched by 1/scale (ONNX antialias):
+    the kernel is evaluated at scale * (tap - ratio) over a window widened to match, and the
+    weights of each output position are normalised. The window starts left of the source
+    coordinate: an integer coordinate counts as ratio 1 from the sample before it."""
+    base = np.where(xs == np.floor(xs), xs - 1, np.floor(xs)).astype(np.int64)
+    ratio = xs - base
+    if attrs["mode"] == "linear":
+        first = int(np.floor(-1 / scale) + 1)
+    else:
+        first = int(np.floor(-2 / scale) + 1)
+    offsets = np.arange(first, 2 - first)
+    u = np.abs(scale * (offsets[None, :] - ratio[:, None]))
+    if attrs["mode"] == "linear":
+        w = np.clip(1 - u, 0, 1)
+    else:
+        a = attrs["cubic_coeff_a"]
+        w = np.where(
+            u <= 1,
+            ((a + 2) * u - (a + 3)) * u * u + 1,
+            np.where(u < 2, ((a * u - 5 * a) * u + 8 * a) * u - 4 * a, 0.0),
+        )
+    raw = base[:, None] + offsets[None, :]
+    w = w / w.sum(axis=1, keepdims=True)
+    if attrs["exclude_outside"]:
+        w = np.where((raw < 0) | (raw >= i), 0.0, w)
+        w = w / w.sum(axis=1, keepdims=True)
+    return np.clip(raw, 0, i - 1), w
+
+
+def axis_unchanged(i: int, o: int, attrs: dict[str, Any], ax: int) -> bool:
+    """Resize leaves axis `ax` as it is (the kernels skip it)."""
+    scaled = bool(attrs.get("scales")) and attrs["scales"][ax] != 1.0
+    ctm = attrs["coordinate_transformation_mode"]
+    return i == o and not scaled and ctm not in ("tf_half_pixel_for_nn", "tf_crop_and_resize")
+
+
 @_k("Resize")
 def resize(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     (x,) = ins
     out_shape = tuple(attrs["out_shape"])
     y = x if attrs["mode"] == "nearest" else x.astype(np.float64)
     for ax, (i, o) in enumerate(zip(x.shape, out_shape)):
-        scaled = bool(attrs.get("scales")) and attrs["scales"][ax] != 1.0
-        if (
-            i == o
-            and not scaled
-            and attrs["coordinate_transformation_mode"] != "tf_half_pixel_for_nn"
-        ):
+        if axis_unchanged(i, o, attrs, ax):
             continue
         idx, wts = _axis_taps(o, i, attrs, ax)
-        if idx.shape[1] == 1:
-            y = np.take(y, idx[:, 0], axis=ax)
-            continue
+        outside = idx[:, 0] < 0
+        idx = np.maximum(idx, 0)
         bshape = [1] * y.ndim
         bshape[ax] = o
-        acc: np.ndarray | None = None
-        for t in range(idx.shape[1]):
-            term = np.take(y, idx[:, t], axis=ax) * wts[:, t].reshape(bshape)
-            acc = term if acc is None else acc + term
-        assert acc is not None  # at least one tap
-        y = acc
+        if idx.shape[1] == 1:
+            y = np.take(y, idx[:, 0], axis=ax)
+        else:
+            acc: np.ndarray | None = None
+            for t in range(idx.shape[1]):
+                term = np.take(y, idx[:, t], axis=ax) * wts[:, t].reshape(bshape)
+                acc = term if acc is None else acc + term
+            assert acc is not None  # at least one tap
+            y = acc
+        if outside.any():
+            y = np.where(outside.reshape(bshape), attrs["extrapolation_value"], y)
     return [np.asarray(y).astype(x.dtype, copy=False)]

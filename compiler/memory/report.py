@@ -16,6 +16,7 @@ this schedule's and every schedule's lower bound, and the buffers behind a gap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,13 @@ class ReportBuffer:
     reason: str = ""
     region: str = ACTIVATION_REGION
     alias_of: str = ""  # an alias: the value whose bytes it shares by design ("": a buffer)
+    # The lifetime in operations (compute instructions, markers and views not counted): the
+    # graph nodes of the first and last operation touching the buffer and how many operations
+    # run from one to the other. Stable when markers or copies shift instruction indices, so
+    # mem-diff compares lifetimes with these ("" / -1 when unknown, e.g. an older report).
+    first_op: str = ""
+    last_op: str = ""
+    op_span: int = -1
 
     def live_at(self, index: int) -> bool:
         return self.first <= index <= self.last
@@ -71,10 +79,15 @@ class ReportBuffer:
 class MemoryReport:
     """The activation plan of one compile, its bounds and what is live at the peak.
 
-    `peak_instruction` and `live_at_peak` are always resolved (computed from the profile when a
-    loaded report lacks them); `n_instructions` is the program length (at least max(last) + 1).
-    `source` says where a loaded or compared report came from (a file, a model spec); it is not
-    part of the JSON.
+    The peak is the arena's top, whatever the allocator: `peak_instruction` is the instruction
+    where the top is reached (of the instructions where a buffer ending at the top is live, the
+    one with the most live bytes, the first on ties), `top_buffer` the buffer ending there and
+    `live_at_peak` what is live at that instruction (largest first). With an allocator that
+    reaches the lower bound it is the first instruction with the most live bytes, which
+    `lower_bound_instruction` names in any case. These are always resolved (computed from the
+    buffers when a loaded report lacks them); `n_instructions` is the program length (at least
+    max(last) + 1). `source` says where a loaded or compared report came from (a file, a
+    model spec); it is not part of the JSON.
     """
 
     model: str
@@ -94,6 +107,11 @@ class MemoryReport:
     weights: tuple[dict[str, Any], ...] = ()
     source: str = ""
     certificate: Certificate | None = None
+    # What produced the plan (`compiler.pipeline.run_config`): scheduler, allocator, disabled
+    # passes, input shapes, lowering policy, the model file's sha256 and the project version.
+    config: dict[str, Any] = field(default_factory=dict)
+    top_buffer: str = ""  # the buffer whose end is the arena's top, live at `peak_instruction`
+    lower_bound_instruction: int = -1  # the first instruction with the most live bytes
 
     # -- derived ------------------------------------------------------------------------------
     @property
@@ -137,11 +155,15 @@ class MemoryReport:
         scheduler: str = "",
         allocator: str | None = None,
         schedule: Schedule | None = None,
+        *,
+        config: dict[str, Any] | None = None,
     ) -> MemoryReport:
         """The report of `plan`; `schedule` (the compile's) completes the certificate's
-        all-schedules bound when the plan was made without it."""
+        all-schedules bound when the plan was made without it; `config` is what produced the
+        plan (`compiler.pipeline.run_config`)."""
         placed = sorted((*plan.buffers, *plan.aliases), key=lambda b: (b.first, b.name))
-        buffers = tuple(_report_buffer(b, lir) for b in placed)
+        ops = _operation_spans(lir, placed) if lir is not None else {}
+        buffers = tuple(_report_buffer(b, lir, ops.get(b.name, {})) for b in placed)
         if schedule is not None or plan.certificate is None:
             certificate = certify(plan, lir, schedule)
         else:
@@ -164,7 +186,8 @@ class MemoryReport:
                 for w in plan.weights
             ),
             certificate=certificate,
-        )._resolved(plan.peak_instruction, None)
+            config=dict(config or {}),
+        )._resolved(-1, None)
 
     @classmethod
     def from_json(cls, data: Any, source: str = "") -> MemoryReport:
@@ -201,6 +224,11 @@ class MemoryReport:
                     users=tuple(b.get("users") or ()),
                     reason=str(b.get("reason") or ""),
                     alias_of=str(b.get("alias_of") or ""),
+                    node=str(b.get("node") or ""),
+                    category=str(b.get("category") or "other"),
+                    first_op=str(b.get("first_op") or ""),
+                    last_op=str(b.get("last_op") or ""),
+                    op_span=b["op_span"] if isinstance(b.get("op_span"), int) else -1,
                 )
             )
         cert = data.get("certificate")
@@ -223,28 +251,44 @@ class MemoryReport:
             weights=tuple(data.get("weights") or ()),
             source=source,
             certificate=Certificate.from_json(cert) if isinstance(cert, dict) else None,
+            config=dict(data.get("config") or {}),
+            top_buffer=str(data.get("top_buffer") or ""),
         )._resolved(
             at if isinstance(at, int) else -1,
             [str(x) for x in live] if isinstance(live, list) else None,
         )
 
     def _resolved(self, peak_at: int, live: list[str] | None) -> MemoryReport:
-        """The report with the peak instruction (the first instruction with the most live bytes,
-        unless given) and the buffers live there (largest first, then by name, unless given)."""
+        """The report with the peak resolved (see the class docstring) unless given: the arena
+        top's instruction and buffer, the buffers live there (largest first, then by name) and
+        the lower bound's instruction."""
+        prof = self.live_bytes
+        lb_at = prof.index(max(prof)) if prof else -1
+        top = self.top_buffer
         if peak_at < 0:
-            prof = self.live_bytes
-            peak_at = prof.index(max(prof)) if prof else -1
+            peak_at, top = arena_top(self.own_buffers, prof)
+        elif not top:
+            at_top = [b for b in self.own_buffers if b.live_at(peak_at)]
+            if at_top:
+                top = max(at_top, key=lambda b: (b.offset + b.size, b.name)).name
         if live is None:
             at_peak = sorted(
                 (b for b in self.own_buffers if b.live_at(peak_at)),
                 key=lambda b: (-b.size, b.name),
             )
             live = [b.name for b in at_peak]
-        return replace(self, peak_instruction=peak_at, live_at_peak=tuple(live))
+        return replace(
+            self,
+            peak_instruction=peak_at,
+            live_at_peak=tuple(live),
+            top_buffer=top,
+            lower_bound_instruction=lb_at,
+        )
 
     # -- output -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """The report exactly in the `glowviz.memory/1` schema (plus the compatible extras)."""
+        """The report exactly in the `glowviz.memory/1` schema (plus the compatible extras,
+        documented in docs/memory-report.md and docs/schemas/glowviz.memory-1.schema.json)."""
         return {
             "schema": SCHEMA,
             "model": self.model,
@@ -263,21 +307,33 @@ class MemoryReport:
                     "instruction": b.instruction,
                     "users": list(b.users),
                     "alias_of": b.alias_of or None,
+                    "node": b.node,
+                    "category": b.category,
+                    "first_op": b.first_op,
+                    "last_op": b.last_op,
+                    "op_span": b.op_span,
                 }
                 for b in self.buffers
             ],
             # Extra fields (allowed by the contract).
+            "config": dict(self.config),
             "ratio": self.ratio,
             "strategy": self.strategy,
             "instructions": self.instructions,
             "peak_instruction": self.peak_instruction,
+            "top_buffer": self.top_buffer,
             "live_at_peak": list(self.live_at_peak),
+            "lower_bound_instruction": self.lower_bound_instruction,
+            "live_bytes": self.live_bytes,
             "weights": [dict(w) for w in self.weights],
             **({"certificate": self.certificate.to_json()} if self.certificate else {}),
         }
 
 
-def _report_buffer(b: BufferPlacement, lir: LIRFunction | None) -> ReportBuffer:
+def _report_buffer(
+    b: BufferPlacement, lir: LIRFunction | None, ops: dict[str, Any]
+) -> ReportBuffer:
+    """One placement as reported; `ops`: its lifetime in operations (`_operation_spans`)."""
     return ReportBuffer(
         name=b.name,
         size=int(b.size),
@@ -292,7 +348,64 @@ def _report_buffer(b: BufferPlacement, lir: LIRFunction | None) -> ReportBuffer:
         reason=b.reason,
         region=b.region,
         alias_of=b.alias_of,
+        **ops,
     )
+
+
+def arena_top(buffers: Sequence[ReportBuffer], profile: Sequence[int]) -> tuple[int, str]:
+    """(the instruction where the arena's top is reached, the buffer ending at the top there).
+
+    Of the instructions where a buffer ending at the top is live, the one with the most live
+    bytes (the first on ties): with a packing that reaches the lower bound this is the lower
+    bound's instruction; under first-fit it is where the top block actually sits."""
+    if not buffers:
+        return -1, ""
+    top = max(b.offset + b.size for b in buffers)
+    best: tuple[int, int, str] | None = None  # (-live bytes, instruction, buffer)
+    for b in buffers:
+        if b.offset + b.size != top:
+            continue
+        for i in range(max(0, b.first), min(b.last, len(profile) - 1) + 1):
+            key = (-profile[i], i, b.name)
+            if best is None or key < best:
+                best = key
+    if best is None:
+        return -1, ""
+    return best[1], best[2]
+
+
+def _operation_spans(
+    lir: LIRFunction, placed: Sequence[BufferPlacement]
+) -> dict[str, dict[str, Any]]:
+    """Each activation buffer's lifetime in operations (see `ReportBuffer.first_op`)."""
+    from compiler.lir.ir import view_root
+
+    op_no: list[int] = []  # instruction index -> operations run so far (this one included)
+    touched: dict[str, list[int]] = {}  # buffer -> instruction indices of operations on it
+    count = 0
+    for i, ins in enumerate(lir.code):
+        is_op = not (ins.is_alloc or ins.is_dealloc or ins.is_view)
+        count += is_op
+        op_no.append(count)
+        if not is_op:
+            continue
+        for v, _mode in ins.operands:
+            root, _ = view_root(v)
+            name = getattr(root, "name", None)
+            if name is not None:
+                touched.setdefault(name, []).append(i)
+    out: dict[str, dict[str, Any]] = {}
+    for b in placed:
+        idx = touched.get(b.name)
+        if not idx:
+            continue
+        first, last = lir.code[idx[0]], lir.code[idx[-1]]
+        out[b.name] = {
+            "first_op": str(first.meta.get("node") or first.name),
+            "last_op": str(last.meta.get("node") or last.name),
+            "op_span": op_no[idx[-1]] - op_no[idx[0]] + 1,
+        }
+    return out
 
 
 def _category_of(lir: LIRFunction | None, instruction: str) -> str:
@@ -320,6 +433,27 @@ def human_bytes(n: float) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def config_bits(config: dict[str, Any]) -> list[str]:
+    """A report's `config` in words beyond scheduler and allocator: disabled passes, input
+    shapes, version (the text report's headline and mem-diff's two sides say them alike)."""
+    disabled = config.get("disabled_passes") or []
+    bits = ["disabled passes: " + (", ".join(disabled) if disabled else "none")]
+    shapes = config.get("input_shapes") or {}
+    if shapes:
+        bits.append(
+            "input shapes: "
+            + ", ".join(f"{k}={'x'.join(str(d) for d in v)}" for k, v in shapes.items())
+        )
+    if config.get("version"):
+        bits.append(f"glowviz {config['version']}")
+    return bits
+
+
+def config_lines(config: dict[str, Any]) -> list[str]:
+    """What a report's `config` adds to its headline (`config_bits`; nothing without one)."""
+    return ["  " + "; ".join(config_bits(config))] if config else []
+
+
 def format_report(r: MemoryReport, top: int = 15) -> str:
     """Readable text of a report: regions, bounds, and the buffers live at the peak."""
     regions = {k: int(r.regions.get(k, 0)) for k in REGIONS}
@@ -328,6 +462,7 @@ def format_report(r: MemoryReport, top: int = 15) -> str:
     lines = [
         f"memory plan for {r.model or '<model>'}  (scheduler {r.scheduler}, "
         f"allocator {r.allocator}, alignment {r.alignment} B)",
+        *config_lines(r.config),
         "regions:",
         *(f"  {k:<12} {human_bytes(regions[k]):>12}  ({regions[k]} B)" for k in REGIONS),
         f"peak (activations)   {human_bytes(peak):>12}",
@@ -344,10 +479,21 @@ def format_report(r: MemoryReport, top: int = 15) -> str:
     if r.certificate is not None:
         lines += format_certificate(r.certificate, human_bytes)
     by_name = {b.name: b for b in r.buffers}
+    top_buf = by_name.get(r.top_buffer)
+    if top_buf is not None:
+        end = human_bytes(top_buf.offset + top_buf.size)
+        lines.append(
+            f"arena top reached at instruction {r.peak_instruction} by %{top_buf.name} "
+            f"(@{top_buf.offset}, {human_bytes(top_buf.size)}, ends at {end})"
+        )
+    if r.lower_bound_instruction >= 0 and r.lower_bound_instruction != r.peak_instruction:
+        lines.append(
+            f"most bytes live (the lower bound) at instruction {r.lower_bound_instruction}"
+        )
     live = [by_name[n] for n in r.live_at_peak if n in by_name]
     if live:
         lines.append(f"live at the peak (instruction {r.peak_instruction}), largest first:")
-        w = max(len(b.name) for b in live[:top])
+        w = max((len(b.name) for b in live[:top]), default=0)  # top=0: just the count
         for b in live[:top]:
             lines.append(
                 f"  %{b.name:<{w}} {human_bytes(b.size):>11}  @{b.offset:<10} "
@@ -361,6 +507,9 @@ def format_report(r: MemoryReport, top: int = 15) -> str:
 __all__ = [
     "SCHEMA",
     "MemoryReport",
+    "arena_top",
+    "config_bits",
+    "config_lines",
     "ReportBuffer",
     "ReportError",
     "format_report",

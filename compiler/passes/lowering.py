@@ -25,8 +25,13 @@ ReduceMean, Sub, Mul, ReduceMean, Add eps, Sqrt, Div, Mul scale, Add bias; Gelu 
 (or the tanh form); Softmax/LogSoftmax -> ReduceMax, Sub, Exp, ReduceSum, Div/Log; Tile ->
 Concat per repeated axis; GlobalAvgPool/GlobalMaxPool -> ReduceMean/ReduceMax over the spatial
 axes; HardSigmoid, HardSwish, Selu, Elu, Softplus, LeakyRelu, PRelu -> primitive arithmetic
-(Where/Less/Greater for the piecewise ones). Every node created records the lowered node as
-its origin.
+(Where/Less/Greater for the piecewise ones); Trilu -> Where of a constant mask; GroupNorm ->
+Reshape + LayerNorm + Reshape + scale/shift; RMSNorm -> Mul, ReduceMean, Add eps, Sqrt, Div,
+Mul; Einsum -> Slice (diagonals), ReduceSum, Transpose, Reshape, MatMul (passes/einsum.py).
+A node whose float16/float64 kind the backend has no kernel for, but whose float32 form it
+runs, is computed in float32 between Casts (`widen`) when its reference kernel accumulates in
+float32 or no lowering exists (docs/ARCHITECTURE.md, "Element types"). Every node created
+records the lowered node as its origin.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from compiler.backends.contract import INTERPRETER, LLVM, Backend
 from compiler.errors import CompilerError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ir import Function, Node, Value
-from compiler.graph.ops import all_ops
+from compiler.graph.ops import all_ops, get_op
+from compiler.graph.types import ElemKind
+from compiler.lir.instructions import NOT_COMPUTE
 from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import Rewriter, apply_patterns, const_data
 
@@ -304,6 +311,78 @@ def lower_grouped_conv(node: Node, b: _Builder) -> bool:
     return b.done(b.op("Concat", outs, {"axis": 1}))
 
 
+def lower_trilu(node: Node, b: _Builder) -> bool:
+    """Where(constant triangle mask, x, 0): the mask covers the last two dims and broadcasts."""
+    x = node.operands[0]
+    n, m = x.type.shape[-2:]
+    fn = np.triu if node.attrs["upper"] else np.tril
+    mask = fn(np.ones((n, m), dtype=bool), node.attrs["k"])
+    keep = b.rw.constant(f"{node.name}_mask", mask)
+    zero = b.const(0, "zero")
+    return b.done(b.op("Where", [keep, x, zero], suffix="out"))
+
+
+def lower_group_norm(node: Node, b: _Builder) -> bool:
+    """Reshape to [N, G, rest], LayerNorm over the group (unit scale, zero shift), reshape
+    back, then the per-channel scale and shift: the CPU keeps LayerNorm's one-pass kernel."""
+    x, scale, bias = node.operands
+    shape = x.type.shape
+    n, c, g = shape[0], shape[1], node.attrs["num_groups"]
+    rest = x.type.numel // (n * g)
+    grouped = b.op("Reshape", [x], {"shape": (n, g, rest)}, suffix="grouped")
+    ones = b.const(np.ones(rest), "ones", (rest,))
+    zeros = b.const(np.zeros(rest), "zeros", (rest,))
+    normed = b.op(
+        "LayerNorm", [grouped, ones, zeros], {"axis": 2, "epsilon": node.attrs["epsilon"]}
+    )
+    y = b.op("Reshape", [normed], {"shape": shape}, suffix="ungrouped")
+    pshape = (c,) + (1,) * (len(shape) - 2)
+    s = b.op("Reshape", [scale], {"shape": pshape}, suffix="scale_c")
+    t = b.op("Reshape", [bias], {"shape": pshape}, suffix="bias_c")
+    return b.done(b.op("Add", [b.op("Mul", [y, s], suffix="scaled"), t], suffix="out"))
+
+
+def lower_rms_norm(node: Node, b: _Builder) -> bool:
+    x, scale = node.operands
+    axes = tuple(range(node.attrs["axis"] % x.type.rank, x.type.rank))
+    ms = b.op("ReduceMean", [b.op("Mul", [x, x], suffix="sq")], {"axes": axes, "keepdims": 1})
+    rms = b.op("Sqrt", [b.op("Add", [ms, b.const(node.attrs["epsilon"], "eps")], suffix="ms_eps")])
+    y = b.op("Div", [x, rms], suffix="normed")
+    return b.done(b.op("Mul", [y, scale], suffix="out"))
+
+
+def lower_einsum(node: Node, b: _Builder) -> bool:
+    """Einsum as Glow would run it: operands reduced over the letters only they have, then a
+    pairwise contraction at a time as Transpose + Reshape + batched MatMul (batch letters,
+    free letters, contracted letters), and a final Transpose into the output's order."""
+    from compiler.passes.einsum import EinsumPlanError, lower_einsum_values
+
+    try:
+        y = lower_einsum_values(b, list(node.operands), node.attrs["equation"])
+    except EinsumPlanError:
+        return False  # e.g. a repeated letter in one operand (a diagonal): not lowered
+    return b.done(y)
+
+
+def widen(node: Node, b: _Builder, wide: ElemKind) -> bool:
+    """`node` computed in `wide` (float32): its float operands cast to it, its float results
+    cast back (the backend contract's float fallback)."""
+    narrow = node.results[0].type.elem
+    ops = [
+        b.op("Cast", [v], {"to": wide.value}, suffix=f"in{i}_{wide.value}")
+        if v.type.elem.is_float
+        else v
+        for i, v in enumerate(node.operands)
+    ]
+    new = b.rw.create(node.op, ops, node.attrs, name=f"{node.name}_{wide.value}", origin=[node])
+    outs = [
+        b.op("Cast", [r], {"to": narrow.value}, suffix=f"out{i}") if r.type.elem == wide else r
+        for i, r in enumerate(new.results)
+    ]
+    b.rw.replace_node(node, outs)
+    return True
+
+
 LOWERINGS: dict[str, Callable[[Node, _Builder], bool]] = {
     "FullyConnected": lower_fully_connected,
     "BatchNorm": lower_batchnorm,
@@ -322,9 +401,20 @@ LOWERINGS: dict[str, Callable[[Node, _Builder], bool]] = {
     "Softplus": lower_softplus,
     "LeakyRelu": lower_leaky,
     "PRelu": lower_leaky,
+    "Trilu": lower_trilu,
+    "GroupNorm": lower_group_norm,
+    "RMSNorm": lower_rms_norm,
+    "Einsum": lower_einsum,
 }
+#: Lowerings that apply to every element kind (the others only to float results).
+ANY_ELEM_LOWERINGS = frozenset({"Tile", "Trilu", "Einsum"})
 # A mistyped op name fails at import, not by silently never lowering.
 assert set(LOWERINGS) <= set(all_ops()), sorted(set(LOWERINGS) - set(all_ops()))
+
+
+def _computes_wide(node: Node) -> bool:
+    """The reference kernel computes this float16 node in float32 (trait "accumulates")."""
+    return node.results[0].type.elem == ElemKind.F16 and "accumulates" in get_op(node.op).traits
 
 
 def _float_result(node: Node) -> bool:
@@ -344,16 +434,33 @@ class Lower(GraphPass):
         if node.op == "Conv" or (node.op == "FullyConnected" and policy.keep(node)):
             if node.attrs["activation"] not in policy.fused_activations:
                 return split_activation(node, _Builder(node, rw))
-        if policy.keep(node):
+        kept = policy.keep(node)
+        if kept and (policy.backend.keeps(node) or node.op in NOT_COMPUTE):
+            return False
+        # The backend has no kernel for the node's element kinds (or the policy lowers it).
+        wide = policy.backend.float_fallback(node)
+        lowering = None if kept else self._lowering(node)
+        if wide is not None and (lowering is None or _computes_wide(node)):
+            # The reference kernels define the precision: ops that sum many terms compute
+            # float16 in float32, so the CPU does too; otherwise a lowering into primitives
+            # that round like the reference is preferred (float64 computes in float64).
+            return widen(node, _Builder(node, rw), wide)
+        if lowering is None:
             return False
         if node.op == "Conv":
             return lower_grouped_conv(node, _Builder(node, rw))
-        lowering = LOWERINGS.get(node.op)
-        if lowering is None or (node.op != "Tile" and not _float_result(node)):
-            return False
-        if node.results[0].type.rank == 0:
-            return False
         return lowering(node, _Builder(node, rw))
+
+    @staticmethod
+    def _lowering(node: Node) -> Callable[[Node, _Builder], bool] | None:
+        if node.op == "Conv":
+            return lower_grouped_conv
+        lowering = LOWERINGS.get(node.op)
+        if lowering is None or (node.op not in ANY_ELEM_LOWERINGS and not _float_result(node)):
+            return None
+        if node.results[0].type.rank == 0 and node.op != "Einsum":  # Einsum makes no constants
+            return None
+        return lowering
 
     def run(self, fn: Function) -> bool:
         # Read by activation-fusion after lowering: never re-fuse what this backend cannot run.

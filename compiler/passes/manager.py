@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
+import numpy as np
+
 from compiler.errors import CompilerError, PassError
 from compiler.graph.ir import Function, Module
 from compiler.lir.ir import LIRFunction
@@ -216,7 +218,10 @@ def run_passes(ir: IR, passes: Sequence[Pass], stage: str, ctx: PipelineContext)
             journal.clear()
         t0 = time.perf_counter()
         try:
-            changed = p.apply(ir)
+            # Passes compute on constants with numpy, where NaN and Inf are data (NaN weights,
+            # a negative BatchNorm variance fold into NaN as onnxruntime computes them).
+            with np.errstate(all="ignore"):
+                changed = p.apply(ir)
         except CompilerError as e:
             if isinstance(e, PassError):
                 raise

@@ -207,7 +207,7 @@ _View = type[_GraphView] | type[_LIRView]
 class Rewriter:
     """The one way passes change either IR; tracks what to revisit and frames rewrites."""
 
-    def __init__(self, fn: Target, *, rule: str = "") -> None:
+    def __init__(self, fn: Target, *, rule: str = "", worklist: bool = False) -> None:
         self.fn = fn
         self.view: _View = _GraphView if isinstance(fn, Function) else _LIRView
         #: The item the current rewrite matched: the default origin of what it creates.
@@ -216,6 +216,9 @@ class Rewriter:
         self.rule = rule
         self.changed = False
         self.rewrites = 0
+        #: Whether a driver pops what changes touch (`apply_patterns`); without one, pushing
+        #: the users of every changed value would cost O(users) per change for nothing.
+        self.worklist = worklist
         self._queue: deque[Item] = deque()
         self._queued: set[Item] = set()
 
@@ -243,13 +246,19 @@ class Rewriter:
 
     # -- worklist -----------------------------------------------------------------------------
     def push(self, item: Item | None) -> None:
-        if item is not None and item.function is self.fn and item not in self._queued:
+        if (
+            self.worklist
+            and item is not None
+            and item.function is self.fn
+            and item not in self._queued
+        ):
             self._queued.add(item)
             self._queue.append(item)
 
     def push_users(self, value: IRValue) -> None:
-        for user, _ in value.users:
-            self.push(user)
+        if self.worklist:
+            for user, _ in value.users:
+                self.push(user)
 
     def pop(self) -> Item | None:
         while self._queue:
@@ -408,7 +417,7 @@ def apply_patterns(
     removes graph nodes without users that the worklist meets (MLIR's greedy driver does the
     same), so a rewrite only has to replace values.
     """
-    rw = Rewriter(fn)
+    rw = Rewriter(fn, worklist=True)
     if not isinstance(table, PatternTable):
         table = graph_patterns(table) if rw.view.ir == "graph" else lir_patterns(table)
     if table.ir != rw.view.ir:

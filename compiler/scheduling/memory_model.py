@@ -234,7 +234,7 @@ class MemoryModel:
         yg = self._group(y)
         if yg < 0 or self.groups[yg].members != [y] or len(y.users) != 1:
             return
-        add, _ = y.users[0]
+        add, _ = next(iter(y.users))
         if add.op != "Add" or len(add.operands) != 2 or add.operands[0] is add.operands[1]:
             return
         r = add.operands[1] if add.operands[0] is y else add.operands[0]

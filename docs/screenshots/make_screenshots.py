@@ -1,6 +1,7 @@
 """Regenerate the IDE screenshots in this folder: `python docs/screenshots/make_screenshots.py
-[quant]` (the default model, dark theme, 160x45; SVG from Textual, PNG with rsvg-convert; the
-Quant view on the int8 default model with a profile from 8 random inputs; `quant`: only it)."""
+[quant]` (the default model, dark theme, at 180x50 and 100x30; SVG from Textual, PNG with
+rsvg-convert; the Quant view on the int8 default model with a profile from 8 random inputs, at
+180x50; `quant`: only it)."""
 
 from __future__ import annotations
 
@@ -14,41 +15,51 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-SIZE = (160, 45)
+#: Both first-class sizes: a big terminal and 100x30 (the compact layout).
+SIZES = ((180, 50), (100, 30))
 
 
 async def _idle(app, pilot) -> None:
     from textual.worker import WorkerState
 
-    for _ in range(400):
+    for _ in range(1500):
         await pilot.pause(0.02)
         if app.session.done and not any(
-                w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
+            w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers
+        ):
             break
     await pilot.pause(0.1)
 
 
-async def main() -> list[Path]:
+async def shoot(size: tuple[int, int]) -> list[Path]:
     from glowviz.app import GlowvizApp
     from glowviz.screens.main import MainScreen
 
     app = GlowvizApp(None, theme="dark")
     shots: list[Path] = []
+    tag = "" if size == SIZES[0] else f"_{size[0]}x{size[1]}"
 
     def save(name: str) -> None:
-        path = HERE / f"ide_{name}.svg"
+        path = HERE / f"ide_{name}{tag}.svg"
         app.save_screenshot(str(path))
         shots.append(path)
 
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await _idle(app, pilot)
         main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
+        session = main.session
+        fold = session.stage_index("batchnorm-folding") or 1
+        main.goto_stage(fold)
+        await pilot.press("1")
+        await _idle(app, pilot)
         save("graph")
-        main.goto_stage(main.session.stage_index("batchnorm-folding") or 1)
-        await pilot.press("2")
+        await pilot.press("w")  # the whole graph, the pass's new nodes marked
+        await _idle(app, pilot)
+        save("graph_whole")
+        await pilot.press("w", "2")  # a diff of a pass that changed something
         await _idle(app, pilot)
         save("diff")
-        main.goto_stage(len(main.session.stages) - 1)
+        main.goto_stage(len(session.stages) - 1)
         await pilot.press("3")
         await _idle(app, pilot)
         save("ir")
@@ -56,9 +67,15 @@ async def main() -> list[Path]:
             await pilot.press(key)
             await _idle(app, pilot)
             save(name)
+        # the memory view at an intermediate stage (its own plan) with the timeline
+        mid = session.stage_index("copy-elimination") or session.stage_index("irgen")
+        if mid is not None:
+            main.goto_stage(mid)
+            await _idle(app, pilot)
+            save("memory_intermediate")
         await pilot.press("7")
         await _idle(app, pilot)
-        await pilot.click("#debug-table")
+        main.view("debugger").query_one("#debug-table").focus()
         for _ in range(8):
             await pilot.press("n")
         await _idle(app, pilot)
@@ -69,6 +86,16 @@ async def main() -> list[Path]:
         await pilot.press("i")
         await _idle(app, pilot)
         save("debugger_asm")
+        await pilot.press("i", "question_mark")
+        await _idle(app, pilot)
+        save("help")
+    return shots
+
+
+async def main() -> list[Path]:
+    shots: list[Path] = []
+    for size in SIZES:
+        shots += await shoot(size)
     return shots
 
 
@@ -85,7 +112,7 @@ async def quant_main() -> list[Path]:
     session = CompileSession(model, CompileOptions(quantize=QuantizeOptions(profile)))
     app = GlowvizApp(session=session, theme="dark")
     path = HERE / "ide_quant.svg"
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZES[0]) as pilot:
         await _idle(app, pilot)
         await pilot.press("8")
         view = app.screen.query_one("#view-quant")

@@ -17,8 +17,15 @@ from pathlib import Path
 from compiler.errors import CompilerError
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz import resources
-from glowviz.cli.common import add_quantize_args, quantize_options
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_CODES,
+    EXIT_IO,
+    add_input_args,
+    add_quantize_args,
+    input_options,
+    quantize_options,
+)
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
 COMMANDS = (
@@ -46,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="glowviz",
         description="A Glow-style neural-network compiler and the IDE to watch it work. "
         "Without a subcommand, opens the IDE on MODEL (default: the sample ResNet).",
+        epilog=EXIT_CODES,
     )
     from glowviz import __version__
 
@@ -58,15 +66,46 @@ def build_parser() -> argparse.ArgumentParser:
 def _ide_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="glowviz", description="Open the glowviz IDE on MODEL.")
     p.add_argument("model", nargs="?", help=f"ONNX model (default: {DEFAULT_MODEL.name})")
-    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224")
+    add_input_args(p)
     p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
     p.add_argument("--allocator", default="lower-bound")
     add_quantize_args(p)
     return p
 
 
+class Terminated(BaseException):
+    """SIGTERM / SIGHUP: unwound like Ctrl-C, so child processes (Graphviz) are stopped too."""
+
+
+def _on_terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _install_signal_handlers() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, _on_terminate)
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    from glowviz.exports.render import OutputError
+
     argv = list(sys.argv[1:] if argv is None else argv)
+    _install_signal_handlers()
     try:
         parser = build_parser()
         commands = (
@@ -74,23 +113,42 @@ def main(argv: list[str] | None = None) -> int:
         )
         if not argv or (argv[0] not in commands and argv[0] not in ("-h", "--help", "--version")):
             return _open_ide(argv)
+        if sys.stdout is None:  # started with stdout closed (`>&-`): nothing can be reported
+            print("glowviz: error: standard output is closed", file=sys.stderr)
+            return EXIT_IO
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe or a full disk shows here, not after main returns
+        return code
+    except OutputError as e:
+        print(f"glowviz: error: {e}", file=sys.stderr)
+        return EXIT_IO
     except CompilerError as e:
         print(f"glowviz: error: {e}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        _stdout_gone()
+        print("glowviz: error: standard output was closed (broken pipe)", file=sys.stderr)
+        return EXIT_IO
+    except (FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError) as e:
         print(f"glowviz: error: {e.strerror}: {e.filename}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        if e.filename is None:  # a failed write to stdout (e.g. ENOSPC on a redirect)
+            _stdout_gone()
+            print(f"glowviz: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+            return EXIT_IO
+        print(f"glowviz: error: {e.strerror}: {e.filename}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except MemoryError as e:  # a plan under --max-memory that this machine cannot hold
         print(f"glowviz: error: out of memory: {e or 'MemoryError'}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("glowviz: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    except Terminated as t:
+        print("glowviz: terminated", file=sys.stderr)
+        return 128 + int(t.args[0]) if t.args else 143
 
 
 def _open_ide(argv: list[str]) -> int:
@@ -107,7 +165,7 @@ def _open_ide(argv: list[str]) -> int:
     from glowviz.ide_cmd import open_ide
 
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args, model),
         scheduler=args.scheduler,
         allocator=args.allocator,
         quantize=quantize_options(args),

@@ -11,8 +11,7 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import human_bytes
 from compiler.pipeline import CompileOptions, compile_model
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, quantize_options
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_common_model_args, input_options, quantize_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         quantize=quantize_options(args),

@@ -1,21 +1,79 @@
-"""Arguments every model-compiling subcommand of `glowviz` shares."""
+"""Arguments every model-compiling subcommand of `glowviz` shares (the model, concrete shapes
+for symbolic inputs and values for inputs that shape the graph: run-time specialization), and
+the exit codes of all."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from typing import Any
 
 from compiler.quantization import CALIBRATIONS, SCHEMAS, QuantizeOptions
+from glowviz.core.const_inputs import fit_const_inputs, parse_const_input_args
+from glowviz.core.shapes import parse_shape_args
+
+#: Exit codes of every subcommand (CI relies on them; `glowviz --help` lists them).
+EXIT_OK = 0  # done; no regression
+EXIT_REGRESSION = 1  # mem-diff --fail-above: the peak grew past it; run --check: a mismatch
+EXIT_BAD_INPUT = 2  # a user error: missing or bad model/report, unknown pass, bad option or path
+EXIT_IO = 3  # the output could not be written: closed stdout (broken pipe), disk full, ...
+EXIT_CODES = (
+    f"exit codes: {EXIT_OK} ok, {EXIT_REGRESSION} regression (mem-diff --fail-above, run --check), "
+    f"{EXIT_BAD_INPUT} bad input (missing or bad model or report, unknown pass, bad option or "
+    f"output directory), {EXIT_IO} output failed (closed stdout, disk full), 130 interrupted."
+)
 
 
-def add_common_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="path to an ONNX model")
+def add_input_args(p: argparse.ArgumentParser) -> None:
+    """`--input-shape` and `--const-input` (the IDE's parser takes them too)."""
     p.add_argument(
         "--input-shape",
         action="append",
         metavar="NAME=1x3x224x224",
         help="concrete shape for an input with symbolic dims (repeatable)",
     )
+    p.add_argument(
+        "--const-input",
+        action="append",
+        metavar="NAME=1,3,-1|NAME=FILE.npy|FILE.npz",
+        help="compile with this input's value fixed (an input that shapes the graph, e.g. "
+        "Reshape's shape): the model is specialized on it (repeatable)",
+    )
+
+
+def add_common_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to an ONNX model")
+    add_input_args(p)
     add_quantize_args(p)
+
+
+def input_options(args: argparse.Namespace, model: Any = None) -> dict[str, Any]:
+    """`CompileOptions` fields from `--input-shape` and `--const-input` (the values in the
+    element type and shape `model`, default `args.model`, declares for each input)."""
+    raw = parse_const_input_args(getattr(args, "const_input", None))
+    consts: dict[str, Any] = {}
+    if raw:
+        from compiler.frontend import load_model
+
+        consts = fit_const_inputs(load_model(model or args.model, check=False), raw)
+    return {"input_shapes": parse_shape_args(args.input_shape), "const_inputs": consts}
+
+
+def _bounded(kind: type, low: float, what: str):  # type: ignore[no-untyped-def]
+    """An argparse `type` that parses `kind` and refuses values below `low` (argparse then
+    prints one usage error and exits 2, instead of a traceback or an endless loop later)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {what}: {text!r}") from None
+        if not (isinstance(v, int) or math.isfinite(v)) or v < low:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return v
+
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
 
 
 def add_quantize_args(p: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -53,4 +111,24 @@ def quantize_options(args: argparse.Namespace) -> QuantizeOptions | None:
     )
 
 
-__all__ = ["add_common_model_args", "add_quantize_args", "quantize_options"]
+#: argparse types: an integer >= 1, an integer >= 0, a finite float >= 0.
+positive_int = _bounded(int, 1, "a positive integer")
+non_negative_int = _bounded(int, 0, "a non-negative integer")
+non_negative_float = _bounded(float, 0.0, "a non-negative number")
+
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_CODES",
+    "EXIT_IO",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "add_common_model_args",
+    "add_input_args",
+    "add_quantize_args",
+    "input_options",
+    "non_negative_float",
+    "non_negative_int",
+    "positive_int",
+    "quantize_options",
+]

@@ -8,10 +8,9 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
-from compiler.pipeline import CompileOptions, compile_model, ir_text
+from compiler.pipeline import CompileOptions, check_step_names, compile_model, ir_text
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, quantize_options
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_common_model_args, input_options, quantize_options
 from glowviz.exports.render import atomic_write
 
 
@@ -51,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         verify=args.verify,
@@ -59,8 +58,16 @@ def run(args: argparse.Namespace) -> int:
         disabled_passes=frozenset(args.disable_pass),
         quantize=quantize_options(args),
     )
+    # One check for the three options that name passes (each used to treat a typo its own way).
+    if args.print_after and args.print_after != "all":
+        check_step_names([args.print_after], "(--print-after)")
+    if args.stop_after:
+        check_step_names([args.stop_after], "(--stop-after)")
+    check_step_names(args.disable_pass, "(--disable-pass)", passes_only=True)
     dump = Path(args.dump_dir) if args.dump_dir else None
     if dump is not None:
+        if dump.exists() and not dump.is_dir():
+            raise CompilerError(f"--dump-dir '{dump}' exists and is not a directory")
         dump.mkdir(parents=True, exist_ok=True)
     rows: list[PassEvent] = []
     seen_names: set[str] = set()
@@ -82,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
             hint="names: " + ", ".join(sorted(seen_names)),
         )
     print(format_table(rows, hide_unchanged=args.hide_unchanged))
+    for note in result.module.meta.get("notes", ()):
+        print(f"note: {note}")
     total = sum(r.time_ms for r in rows)
     tail = f"stopped after {result.stopped_after}" if result.stopped_after else "done"
     print(f"{len(rows)} passes, {total:.1f} ms, {tail}", file=sys.stderr)

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
+from compiler.memory.allocators import allocator_names
 from compiler.pipeline import CompileOptions
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, quantize_options
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import add_common_model_args, input_options, quantize_options
 
 _EPILOG = """\
 views and formats:
@@ -24,10 +24,20 @@ stages: any pass or stage name the pipeline prints (`glowviz compile MODEL`); a 
 means its last run, NAME#K its K-th run (dce#1), @N the N-th event, `final` the end.
 schedule/lifetimes/memory on a graph stage plan that graph with the low-level pipeline.
 
+figures are sized for a column (--width 3.3in; 7in for two): big graphs fold repeated blocks
+("6 x [BatchNorm, Relu, Conv x2, Concat]") and chains into labelled boxes; --subgraph NODE
+--radius K and --pass PASS draw a part. Files are deterministic: the same bytes every run (PDFs
+carry no creation date unless SOURCE_DATE_EPOCH sets one).
+
 examples:
   glowviz export m.onnx --view graph --stage post-lower-opt --format svg -o graph.svg
   glowviz export m.onnx --view memory --format pdf --theme paper -o memory.pdf
   glowviz export m.onnx --view lifetimes --stage buffer-sharing --format json -o lt.json
+  glowviz export m.onnx --view graph --subgraph conv_3 --radius 2 -o around-conv3.pdf
+  glowviz export m.onnx --view lir --pass buffer-sharing --width 7in -o sharing.pdf
+
+exit codes: 0 ok, 2 bad input (model, view/format, stage, pass name, output directory),
+3 the file could not be written.
 """
 
 
@@ -67,19 +77,49 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--theme", default=None, help=f"colour theme: {', '.join(theme_names())} (default: paper)"
     )
     p.add_argument(
-        "--compact",
-        action="store_true",
-        help="graph/lir: one-line nodes, constants folded (for large graphs)",
+        "--width",
+        default=None,
+        metavar="LENGTH",
+        help="figure width: 3.3in (one column, the default), 7in (two columns), or any length "
+        "(mm, cm, pt); fonts are sized for it, never under 5 pt",
+    )
+    p.add_argument("--wide", action="store_true", help="two-column width: the same as --width 7in")
+    p.add_argument(
+        "--detail",
+        default="auto",
+        choices=["auto", "grouped", "full"],
+        help="graph/lir: 'grouped' folds repeated blocks and chains into labelled boxes, "
+        "'full' draws every node, 'auto' (default) groups what does not fit the width",
     )
     p.add_argument(
-        "--wide",
+        "--subgraph",
+        metavar="NODE",
+        help="graph/lir: only the nodes (instructions) within --radius edges of NODE",
+    )
+    p.add_argument(
+        "--radius",
+        type=int,
+        default=None,
+        metavar="K",
+        help="edges of context around --subgraph NODE (default 2) or around what --pass "
+        "changed (default 1)",
+    )
+    p.add_argument(
+        "--pass",
+        dest="pass_name",
+        metavar="PASS",
+        help="graph/lir: only what PASS changed (thick border) plus context, at the stage after "
+        "it (PASS#K for its K-th run)",
+    )
+    p.add_argument(
+        "--compact",
         action="store_true",
-        help="figures: two-column width (7.16 in) instead of one column (3.5 in)",
+        help="graph/lir: boxes without weights and attributes",
     )
     p.add_argument("--no-edge-labels", action="store_true", help="graph: no shapes on edges")
     p.add_argument("--title", default=None, help="figure / graph title (default: automatic)")
     p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--allocator", default="lower-bound")
+    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
     p.add_argument(
         "--disable-pass",
         action="append",
@@ -107,21 +147,28 @@ def _format_of(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from glowviz.exports.render import atomic_write
+    from compiler.pipeline import check_pass_names
+    from glowviz.exports.drawing import parse_width
+    from glowviz.exports.render import atomic_write, check_output_path
     from glowviz.exports.views import check_combination, compile_session, render_view
 
     fmt = _format_of(args)
     check_combination(args.view, fmt)
     if args.output == "-" and fmt in ("png", "pdf"):
         raise CompilerError(f"{fmt} is binary; give a file with -o")
+    if args.output != "-":
+        check_output_path(args.output)  # refuse before compiling
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
+    parse_width(args.width)  # a bad width fails before compiling too
+    if args.pass_name:
+        check_pass_names([args.pass_name.split("#")[0]], "--pass")
     if fmt in ("svg", "pdf", "png") and args.view in ("graph", "lir"):
         from glowviz.exports.render import require_dot
 
         require_dot()  # fail before compiling
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),
@@ -138,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
         wide=args.wide,
         edge_labels=not args.no_edge_labels,
         title=args.title,
+        width=args.width,
+        detail=args.detail,
+        subgraph=args.subgraph,
+        radius=args.radius,
+        pass_name=args.pass_name,
     )
     if args.output == "-":
         sys.stdout.write(data.decode("utf-8"))

@@ -12,8 +12,13 @@ from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
 from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, quantize_options
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import (
+    EXIT_CODES,
+    add_common_model_args,
+    input_options,
+    non_negative_int,
+    quantize_options,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -23,12 +28,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Compile MODEL and report where every byte lives: the three "
         "regions, the activation peak against its lower bound, and the buffers "
         "live at the peak with the reason each was placed where it is.",
+        epilog=EXIT_CODES,
     )
     add_common_model_args(p)  # MODEL may also be a bundle header (NAME.h): its plan
-    p.add_argument("--json", metavar="FILE", help="also write the glowviz.memory/1 JSON report")
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the glowviz.memory/1 JSON report (with --per-pass: and its rows); "
+        "the directory must exist",
+    )
     p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
     p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--top", type=int, default=15, help="buffers to list at the peak (default 15)")
+    p.add_argument(
+        "--top", type=non_negative_int, default=15, help="buffers to list at the peak (default 15)"
+    )
     p.add_argument(
         "--disable-pass",
         action="append",
@@ -40,55 +53,76 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--per-pass",
         action="store_true",
         help="also print the peak and lower bound after every pass that can change "
-        "memory, to find the pass behind a regression",
+        "memory, the scheduler included, to find the step behind a regression",
+    )
+    p.add_argument(
+        "--changes-only",
+        action="store_true",
+        help="with --per-pass: print only the rows that changed the peak (the JSON keeps all)",
     )
     p.set_defaults(func=run)
     return p
 
 
 def build_report(result: CompileResult, args: argparse.Namespace) -> MemoryReport:
-    if result.plan is None or result.lir is None:
+    report = result.memory_report()
+    if report is None:
         raise CompilerError("the pipeline stopped before memory planning; no memory report")
-    return MemoryReport.from_plan(
-        result.plan, result.lir, str(args.model), args.scheduler, args.allocator, result.schedule
-    )
+    return report
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """Write JSON atomically (glowviz.exports.render.atomic_write), creating the directory."""
+    """Write JSON atomically (glowviz.exports.render.atomic_write); the directory must exist,
+    as for `glowviz export` (a typo in CI should fail, not create a stray directory)."""
     from glowviz.exports.render import atomic_write
 
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(data, indent=1) + "\n")
-    except OSError as e:
-        raise CompilerError(f"cannot write {path}: {e.strerror or e}") from None
+    atomic_write(path, json.dumps(data, indent=1) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
+    if args.json:
+        from glowviz.exports.render import check_output_path
+
+        check_output_path(args.json)  # refuse before compiling
+    if args.changes_only and not args.per_pass:
+        raise CompilerError("--changes-only selects rows of the --per-pass table; add --per-pass")
     if args.model.endswith(".h"):
         return run_header(args)
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         scheduler=args.scheduler,
         allocator=args.allocator,
         disabled_passes=frozenset(args.disable_pass),
         quantize=quantize_options(args),
     )
-    result = compile_model(args.model, options)
-    report = build_report(result, args)
-    print(format_report(report, top=args.top))
+    rows = None
+    schedulers: list[dict[str, Any]] = []
     if args.per_pass:
-        from glowviz.exports.per_pass import format_per_pass, per_pass_memory
+        from glowviz.exports.per_pass import per_pass_memory, scheduler_comparison
         from glowviz.exports.views import compile_session
 
+        session = compile_session(args.model, options)
+        report = session.memory_report()
+        if report is None:
+            raise CompilerError("the pipeline stopped before memory planning; no memory report")
+        rows = per_pass_memory(session)
+        schedulers = scheduler_comparison(session)
+    else:
+        report = build_report(compile_model(args.model, options), args)
+    print(format_report(report, top=args.top))
+    if rows is not None:
+        from glowviz.exports.per_pass import format_per_pass
+
         print()
-        print(format_per_pass(per_pass_memory(compile_session(args.model, options))))
+        print(format_per_pass(rows, schedulers=schedulers, only_changes=args.changes_only))
     if args.json:
-        write_json(args.json, report.to_json())
+        data = report.to_json()
+        if rows is not None:
+            data["per_pass"] = rows
+            data["per_pass_schedulers"] = schedulers
+        write_json(args.json, data)
         print(f"wrote {args.json}")
     return 0
 

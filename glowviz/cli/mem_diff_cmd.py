@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from glowviz.cli.common import non_negative_int
 from glowviz.core.shapes import parse_shape_args
 
 _EPILOG = """\
@@ -17,8 +18,11 @@ OLD and NEW are each one of:
         disable=PASS[+PASS...]   (skip passes, e.g. disable=buffer-sharing)
         input=NAME=1x3x32x32[+...]
 
-exit status: 1 if --fail-above PCT is given and the activation peak grew by more than PCT
-percent; 2 on bad input (missing file, not JSON, wrong schema); 0 otherwise.
+exit status: 0 ok; 1 if --fail-above PCT is given and the activation peak grew by more than
+PCT percent; 2 on bad input (missing file, not JSON, wrong schema, unknown pass name in
+disable=); 3 if the result could not be written (stdout closed, e.g. `| head` quit early).
+Both sides' configurations are printed; a warning says when two different models (or two
+different files of one model) are compared.
 
 examples:
   glowviz mem-diff base.json head.json --fail-above 2
@@ -49,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--json", action="store_true", help="print the glowviz.memdiff/1 JSON instead of text"
     )
-    p.add_argument("--top", type=int, default=10, help="rows per section (default 10)")
+    p.add_argument("--top", type=non_negative_int, default=10, help="rows per section (default 10)")
     p.add_argument(
         "--input-shape",
         action="append",

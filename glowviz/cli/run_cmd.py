@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,13 @@ from compiler.errors import CompilerError, InputError
 from compiler.executors import EXECUTORS, LOW_LEVEL_EXECUTORS, make_executor
 from compiler.graph.types import TensorType
 from compiler.pipeline import CompileOptions, compile_model
-from glowviz.cli.common import add_common_model_args, quantize_options
-from glowviz.core.shapes import parse_shape_args
+from glowviz.cli.common import (
+    add_common_model_args,
+    input_options,
+    non_negative_float,
+    non_negative_int,
+    quantize_options,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,15 +41,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="how to execute (default: interpreter)",
     )
     p.add_argument("--inputs", metavar="IN.npz", help="inputs by input name (default: random)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)"
+    )
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to this file")
     p.add_argument(
         "--check",
         action="store_true",
         help="compare with onnxruntime (1 thread); exit 1 on mismatch",
     )
-    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
-    p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of --check")
+    p.add_argument(
+        "--rtol", type=non_negative_float, default=1e-3, help="relative tolerance of --check"
+    )
+    p.add_argument(
+        "--atol", type=non_negative_float, default=1e-4, help="absolute tolerance of --check"
+    )
     p.set_defaults(func=run)
 
 
@@ -55,18 +68,34 @@ def random_input(t: TensorType, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, 4, size=t.shape).astype(t.np_dtype)
 
 
-def load_inputs(path: str, names: list[str], onnx_names: dict[str, str]) -> dict[str, np.ndarray]:
-    """Arrays of an .npz by input name (the ONNX name or the IR placeholder name)."""
+def _read_arrays(path: str, names: list[str], onnx_names: dict[str, str]) -> dict[str, np.ndarray]:
+    """The arrays of an .npz by key; a .npy's one array under the model's only input."""
     p = Path(path)
     if not p.is_file():
         raise CompilerError(f"inputs file '{path}' does not exist")
+    hint = "expected an .npz written by numpy.savez, or a .npy for a model with one input"
     try:
-        with np.load(p, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as e:
-        raise CompilerError(
-            f"cannot read inputs file '{path}': {e}", hint="expected an .npz written by numpy.savez"
-        ) from None
+        loaded = np.load(p, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):  # a .npy file
+            if len(names) != 1:
+                raise CompilerError(
+                    f"inputs file '{path}' holds one array but the model has {len(names)} inputs",
+                    hint="give an .npz with one array per input name",
+                )
+            return {onnx_names.get(names[0], names[0]): loaded}
+        with loaded as data:
+            return {k: data[k] for k in data.files}
+    except CompilerError:
+        raise
+    # numpy raises these for an empty file, a truncated or corrupt archive, pickled objects
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        why = str(e) or type(e).__name__
+        raise CompilerError(f"cannot read inputs file '{path}': {why}", hint=hint) from None
+
+
+def load_inputs(path: str, names: list[str], onnx_names: dict[str, str]) -> dict[str, np.ndarray]:
+    """Arrays of an .npz by input name (the ONNX name or the IR placeholder name)."""
+    arrays = _read_arrays(path, names, onnx_names)
     out: dict[str, np.ndarray] = {}
     for name in names:
         onnx_name = onnx_names.get(name, name)
@@ -154,12 +183,16 @@ def compare(
         ok = bool(np.array_equal(ours, ref))
         return ok, 0.0 if ok else 1.0, 0.0 if ok else 1.0
     a, b = ours.astype(np.float64), ref.astype(np.float64)
-    diff = np.abs(a - b)
-    nan_ok = np.isnan(a) == np.isnan(b)
-    diff = np.where(np.isnan(a) & np.isnan(b), 0.0, diff)
-    rel = diff / np.maximum(np.abs(b), np.finfo(np.float32).tiny)
-    ok = bool(nan_ok.all() and np.all(diff <= atol + rtol * np.abs(b)))
-    return ok, float(np.nanmax(diff)), float(np.nanmax(rel))
+    # NaN positions are data: NaN on both sides agrees (log of a negative, NaN weights), as do
+    # equal infinities; NaN on one side only is a mismatch of infinite error.
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, np.abs(a - b))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        scale = np.where(np.isfinite(b), np.abs(b), 0.0)
+        rel = diff / np.maximum(scale, np.finfo(np.float32).tiny)
+    ok = bool(np.all(diff <= atol + rtol * scale))
+    return ok, float(diff.max()), float(rel.max())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,11 +202,13 @@ def run(args: argparse.Namespace) -> int:
             f"unknown executor '{kind}'; known executors: {', '.join(sorted(EXECUTORS))}"
         )
     options = CompileOptions(
-        input_shapes=parse_shape_args(args.input_shape),
+        **input_options(args),
         low_level=kind in LOW_LEVEL_EXECUTORS,
         quantize=quantize_options(args),
     )
     result = compile_model(args.model, options)
+    for note in result.module.meta.get("notes", ()):
+        print(f"note: {note}", file=sys.stderr)
     ex = make_executor(result, kind)
     meta: dict[str, Any] = result.module.meta
     onnx_in = {p: o for o, p in meta.get("onnx_inputs", ())}
@@ -192,7 +227,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     if not args.check:
         return 0
-    ref = run_onnxruntime(str(args.model), {onnx_in.get(n, n): v for n, v in inputs.items()})
+    # onnxruntime takes the inputs the model was specialized on (--const-input) like any other.
+    ref = run_onnxruntime(
+        str(args.model),
+        {**options.const_inputs, **{onnx_in.get(n, n): v for n, v in inputs.items()}},
+    )
     failed = False
     for name, ours in named.items():
         if name not in ref:

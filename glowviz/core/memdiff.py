@@ -22,9 +22,15 @@ only when the match is unique. The result is `glowviz.memdiff/1`:
      "threshold_pct": PCT | null, "regressed": bool, "exit_code": 0 | 1}
 
 CHANGE = {old, new (names), matched_by, old_size, new_size, size_delta, old_first, old_last,
-new_first, new_last, lifetime_delta (in instructions), old_offset, new_offset, producer};
-"moved" lists matched buffers whose offset changed (an allocator's doing); BUF = {name, size, first, last,
-producer}. `pct` is null when the old value is 0. Lists are sorted by the size of the change.
+new_first, new_last, lifetime_delta, lifetime_unit ("operations" when both reports record
+lifetimes in operations -- `first_op`, `last_op`, `op_span` -- else "instructions"), old_ops,
+new_ops ([first op, last op, span] or null), old_offset, new_offset, producer};
+"moved" lists matched buffers whose offset changed (an allocator's doing); BUF = {name, size,
+first, last, producer}. `pct` is null when the old value is 0. SIDE also has `config` (what
+produced the report: scheduler, allocator, disabled passes, input shapes, model sha256,
+version) and `top_buffer`; `warnings` says when two different models (or model files) are
+compared. "longer" and "shorter" are in the order the operations run; the other lists are
+sorted by the size of the change.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.memory.report import MemoryReport, ReportBuffer, ReportError
+from compiler.memory.report import MemoryReport, ReportBuffer, ReportError, config_bits
 
 SCHEMA = "glowviz.memdiff/1"
 CONFIG_KEYS = ("scheduler", "allocator", "disable", "input")
@@ -102,12 +108,10 @@ def report_for_model(
         options.allocator = config["allocator"]
     if config.get("disable"):
         options.disabled_passes = frozenset(x for x in config["disable"].split("+") if x)
-    result = compile_model(path, options)
-    if result.plan is None:
+    report = compile_model(path, options).memory_report()
+    if report is None:
         raise MemDiffInputError(f"{path}: the pipeline produced no memory plan")
-    return MemoryReport.from_plan(
-        result.plan, result.lir, path, options.scheduler, options.allocator
-    )
+    return report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,6 +130,8 @@ def _side(report: MemoryReport) -> dict[str, Any]:
         "model": report.model,
         "scheduler": report.scheduler,
         "allocator": report.allocator,
+        "config": dict(report.config),
+        "top_buffer": report.top_buffer,
         "peak_bytes": report.peak_bytes,
         "lower_bound_bytes": report.lower_bound_bytes,
         "no_reuse_bytes": report.no_reuse_bytes,
@@ -183,6 +189,7 @@ def diff_reports(
     pairs, vanished, appeared = match_buffers(old.buffers, new.buffers)
     changes: list[dict[str, Any]] = []
     for a, b, how in pairs:
+        in_ops = a.op_span >= 0 and b.op_span >= 0
         changes.append(
             {
                 "old": a.name,
@@ -195,7 +202,14 @@ def diff_reports(
                 "old_last": a.last,
                 "new_first": b.first,
                 "new_last": b.last,
-                "lifetime_delta": (b.last - b.first) - (a.last - a.first),
+                # In operations when both reports know them: instruction indices shift with
+                # every marker or copy a change adds, operations only when the lifetime does.
+                "lifetime_delta": (
+                    b.op_span - a.op_span if in_ops else (b.last - b.first) - (a.last - a.first)
+                ),
+                "lifetime_unit": "operations" if in_ops else "instructions",
+                "old_ops": [a.first_op, a.last_op, a.op_span] if in_ops else None,
+                "new_ops": [b.first_op, b.last_op, b.op_span] if in_ops else None,
                 "old_offset": a.offset,
                 "new_offset": b.offset,
                 "producer": b.producer or a.producer,
@@ -210,13 +224,14 @@ def diff_reports(
     shrank = sorted(
         (c for c in changes if c["size_delta"] < 0), key=lambda c: (c["size_delta"], c["new"])
     )
+    # Lifetime changes in the order the operations run (the new program's), not by size.
     longer = sorted(
         (c for c in changes if c["lifetime_delta"] > 0),
-        key=lambda c: (-c["lifetime_delta"], c["new"]),
+        key=lambda c: (c["new_first"], c["new"]),
     )
     shorter = sorted(
         (c for c in changes if c["lifetime_delta"] < 0),
-        key=lambda c: (c["lifetime_delta"], c["new"]),
+        key=lambda c: (c["new_first"], c["new"]),
     )
     moved = sorted(
         (c for c in changes if c["old_offset"] != c["new_offset"]),
@@ -236,6 +251,7 @@ def diff_reports(
         "schema": SCHEMA,
         "old": _side(old),
         "new": _side(new),
+        "warnings": comparison_warnings(old, new),
         "peak": peak,
         "lower_bound": _delta(old.lower_bound_bytes, new.lower_bound_bytes),
         "no_reuse": _delta(old.no_reuse_bytes, new.no_reuse_bytes),
@@ -255,6 +271,34 @@ def diff_reports(
         "regressed": regressed,
         "exit_code": 1 if regressed else 0,
     }
+
+
+def comparison_warnings(old: MemoryReport, new: MemoryReport) -> list[str]:
+    """What makes a comparison suspect: two different models, or the same name with different
+    model files (e.g. a base report recorded before the model was retrained)."""
+    out = []
+    if old.model and new.model and old.model != new.model:
+        out.append(f"comparing two different models: {old.model} and {new.model}")
+    else:
+        a, b = old.config.get("model_sha256"), new.config.get("model_sha256")
+        if a and b and a != b:
+            out.append(
+                f"the model files differ (sha256 {a[:12]} vs {b[:12]}): "
+                "the model changed, not only the compiler"
+            )
+    return out
+
+
+def describe_config(side: dict[str, Any]) -> str:
+    """`scheduler X, allocator Y; disabled passes: P; input shapes: N=1x3x8x8; glowviz V` of
+    a diff side (`config_bits`)."""
+    cfg = side.get("config") or {}
+    bits = [f"scheduler {side['scheduler'] or '?'}, allocator {side['allocator'] or '?'}"]
+    if cfg:
+        bits += config_bits(cfg)
+    else:
+        bits.append("no configuration recorded")
+    return "; ".join(bits)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,8 +325,9 @@ def _d(d: dict[str, Any]) -> str:
 def format_diff(diff: dict[str, Any], top: int = 10) -> str:
     o, n = diff["old"], diff["new"]
     lines = [
-        f"old: {o['source']}  ({o['scheduler']}, {o['allocator']})",
-        f"new: {n['source']}  ({n['scheduler']}, {n['allocator']})",
+        f"old: {o['source']}  ({describe_config(o)})",
+        f"new: {n['source']}  ({describe_config(n)})",
+        *(f"warning: {w}" for w in diff.get("warnings", [])),
         f"peak         {_d(diff['peak'])}",
         f"lower bound  {_d(diff['lower_bound'])}",
         f"no reuse     {_d(diff['no_reuse'])}",
@@ -329,15 +374,26 @@ def format_diff(diff: dict[str, Any], top: int = 10) -> str:
         ],
         len(b["shrank"]),
     )
-    section(
-        "lived longer",
-        [
+
+    def lifetime(c: dict[str, Any]) -> str:
+        d = c["lifetime_delta"]
+        if c.get("lifetime_unit") == "operations":
+            (f0, l0, n0), (f1, l1, n1) = c["old_ops"], c["new_ops"]
+            return f"%{name(c)}  {f0} .. {l0} ({n0} ops) -> {f1} .. {l1} ({n1} ops)  {d:+d} ops"
+        return (
             f"%{name(c)}  [{c['old_first']}, {c['old_last']}] -> "
-            f"[{c['new_first']}, {c['new_last']}] (+{c['lifetime_delta']} "
-            "instructions)"
-            for c in b["longer"]
-        ],
+            f"[{c['new_first']}, {c['new_last']}] ({d:+d} instructions)"
+        )
+
+    section(
+        "lived longer (in the order the operations run)",
+        [lifetime(c) for c in b["longer"]],
         len(b["longer"]),
+    )
+    section(
+        "lived shorter",
+        [lifetime(c) for c in b["shorter"]],
+        len(b["shorter"]),
     )
     section(
         "moved (offset changed; highest end first)",
@@ -382,6 +438,8 @@ __all__ = [
     "CONFIG_KEYS",
     "SCHEMA",
     "MemDiffInputError",
+    "comparison_warnings",
+    "describe_config",
     "diff_reports",
     "format_diff",
     "load_side",

@@ -1,26 +1,28 @@
-"""Graph IR -> DOT, in the spirit of Glow's `dumpDAG`: one box per node with input and output
-ports, the op and name on top, attributes inside, result types on the output ports; edges go
-port to port and carry the tensor's shape. Colours come from the op's `category` in the op table.
+"""Graph IR -> DOT, in the spirit of Glow's `dumpDAG` and Netron: one box per node, the op and
+name on top, its weights and scalars inside (`filter 64×3×7×7`, `alpha = 0.2`: Glow keeps
+weights as ports of the node, Netron inside it; neither draws a constant as a node, which sent
+dashed edges across whole pages), then the attributes that differ from their defaults, numbers
+written for people (`epsilon = 1e-5`); edges carry the tensor's shape. Colours come from the
+op's `category` in the op table. Big graphs fold repeated blocks and chains, and the figure is
+sized for a column: see `glowviz.exports.drawing`.
 
 Deterministic: everything is derived from names and the graph's stable order, never from object
-ids, so two DOT files of two passes diff cleanly. `compact=True` draws one-line nodes with their
-constants folded into the label (for graphs of thousands of nodes).
+ids, so two DOT files of two passes diff cleanly. `compact=True` leaves weights and attributes
+out of the boxes.
 
 The same data backs the JSON export (`graph_data`), so the JSON is what the figure shows.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from compiler.graph.ir import Constant, Module, Placeholder, Result, Value
 from compiler.graph.printer import INLINE_LIMIT, format_attr, format_constant_data
+from glowviz.exports.drawing import Box, drawing_dot, human_text, structural_sig
 from glowviz.exports.palette import Palette, load_palette
-
-#: Attribute text longer than this is cut in node labels (the JSON keeps it whole).
-ATTR_TEXT_LIMIT = 48
-#: At most this many attributes are listed in a node label.
-ATTR_LINES = 6
 
 
 def _shape(t: Any) -> str:
@@ -126,71 +128,101 @@ def graph_data(module: Module, *, stage: str | None = None) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# DOT
+# DOT: boxes for glowviz.exports.drawing
 # ---------------------------------------------------------------------------------------------
 
-
-def _h(s: Any) -> str:
-    """Escape text for an HTML-like label."""
-    return (
-        str(s)
-        .replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-    )
+_TYPE = re.compile(r"^(?P<elem>[a-z0-9]+)<(?P<dims>[^>:]*)(?P<q>:[^>]*)?>$")
 
 
-def _q(s: str) -> str:
-    """A quoted DOT ID or string."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def dims_text(type_text: str) -> str:
+    """`f32<64x3x7x7>` -> `64×3×7×7` (other element kinds keep their name: `i8 64×3`)."""
+    m = _TYPE.match(type_text)
+    if m is None:
+        return type_text
+    dims = m.group("dims").replace("x", "×") or "scalar"
+    return dims if m.group("elem") == "f32" else f"{m.group('elem')} {dims}"
 
 
-def _cut(s: str, limit: int = ATTR_TEXT_LIMIT) -> str:
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+def constant_line(operand: str, const: dict[str, Any]) -> str:
+    """How a weight or scalar reads inside its user's box: `bias 64`, `alpha = 0.2`."""
+    value = const.get("value")
+    if value and const.get("bytes", 0) <= 4 * 4:
+        inner = value[value.find("[") + 1 : value.rfind("]")] if "[" in value else value
+        nums = [human_text(x) for x in inner.split(",") if x.strip()]
+        shown = nums[0] if len(set(nums)) == 1 else ", ".join(nums)
+        if len(nums) > 1 and len(set(nums)) > 1:
+            shown = f"[{shown}]"
+        return f"{operand} = {shown}"
+    return f"{operand} {dims_text(const['type'])}"
 
 
-def _node_id(name: str) -> str:
-    return _q(name)
+def attr_lines(attrs: dict[str, str], hidden: Sequence[str] = ()) -> list[str]:
+    """`k = v` for every attribute not at its default, numbers for people."""
+    shown = [f"{k} = {human_text(v)}" for k, v in attrs.items() if k not in hidden]
+    return [", ".join(shown)] if shown else []
 
 
-def _node_html(n: dict[str, Any], fill: str, pal: Palette) -> str:
-    ports_in = "".join(
-        f'<TD PORT="i{i}" BGCOLOR="{fill}"><FONT POINT-SIZE="9">{_h(o["operand"])}</FONT></TD>'
-        for i, o in enumerate(n["operands"])
-    )
-    ports_out = "".join(
-        f'<TD PORT="o{i}" BGCOLOR="{fill}"><FONT POINT-SIZE="9">{_h(r["type"])}</FONT></TD>'
-        for i, r in enumerate(n["results"])
-    )
-    rows = []
-    if ports_in:
-        rows.append(
-            f'<TR><TD BORDER="0" CELLPADDING="0"><TABLE BORDER="0" CELLBORDER="1" '
-            f'CELLSPACING="0" CELLPADDING="2"><TR>{ports_in}</TR></TABLE></TD></TR>'
+def io_box(name: str, type_text: str, role: str, details: bool, src: str | None = None) -> Box:
+    """The box of a model input or output (`src`: the box an output's value comes from),
+    drawn the same in the graph and the LIR figures."""
+    dims = dims_text(type_text)
+    lines = [dims] if details else []
+    if role == "input":
+        return Box(
+            name, "input", name, "input", lines, sig=("input",), out_label=dims, kind="input"
         )
-    title = f'<B>{_h(n["op"])}</B><BR/><FONT POINT-SIZE="10">{_h(n["name"])}</FONT>'
-    rows.append(f'<TR><TD BGCOLOR="{fill}" CELLPADDING="4">{title}</TD></TR>')
-    hidden = set(n.get("default_attrs", ()))
-    attrs = [(k, v) for k, v in n["attrs"].items() if k not in hidden]
-    if attrs:
-        shown = attrs[:ATTR_LINES]
-        lines = "<BR/>".join(f"{_h(k)} = {_h(_cut(v))}" for k, v in shown)
-        if len(attrs) > ATTR_LINES:
-            lines += f"<BR/>… {len(attrs) - ATTR_LINES} more"
-        rows.append(
-            f'<TR><TD BGCOLOR="{fill}" ALIGN="LEFT" BALIGN="LEFT">'
-            f'<FONT POINT-SIZE="9">{lines}</FONT></TD></TR>'
-        )
-    if ports_out:
-        rows.append(
-            f'<TR><TD BORDER="0" CELLPADDING="0"><TABLE BORDER="0" CELLBORDER="1" '
-            f'CELLSPACING="0" CELLPADDING="2"><TR>{ports_out}</TR></TABLE></TD></TR>'
-        )
-    return (
-        '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0" '
-        f'COLOR="{pal.foreground}">' + "".join(rows) + "</TABLE>>"
+    return Box(
+        name,
+        "output",
+        name,
+        "output",
+        lines,
+        sig=("output",),
+        reads=[src] if src else [],
+        kind="output",
     )
+
+
+def graph_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
+    """The boxes of `graph_data`: inputs, nodes (weights and scalars inside), outputs. A Save
+    node is drawn as the output it writes."""
+    consts = {c["name"]: c for c in data["constants"]}
+    boxes: list[Box] = []
+    for p in data["placeholders"]:
+        if p["role"] == "input":
+            boxes.append(io_box(p["name"], p["type"], "input", details))
+    writes: dict[str, str] = {}  # output placeholder -> the value its Save stores
+    for fn in data["functions"]:
+        for n in fn["nodes"]:
+            reads = [o["node"] for o in n["operands"] if o["kind"] != "constant"]
+            if n["op"] == "Save" and len(n["operands"]) >= 2:
+                writes[n["operands"][-1]["node"]] = n["operands"][0]["node"]
+                continue
+            lines: list[str] = []
+            if details:
+                lines += [
+                    constant_line(o["operand"], consts[o["node"]])
+                    for o in n["operands"]
+                    if o["kind"] == "constant" and o["node"] in consts
+                ]
+                lines += attr_lines(n["attrs"], n.get("default_attrs", ()))
+            boxes.append(
+                Box(
+                    n["name"],
+                    n["op"],
+                    n["name"],
+                    n["category"],
+                    lines,
+                    sig=structural_sig(n["op"], n["attrs"]),
+                    reads=reads,
+                    out_label=", ".join(dims_text(r["type"]) for r in n["results"]),
+                )
+            )
+    for p in data["placeholders"]:
+        if p["role"] == "output":
+            src = writes.get(p["name"])
+            boxes.append(io_box(p["name"], p["type"], "output", details, src))
+    return boxes
 
 
 def graph_to_dot(
@@ -200,113 +232,43 @@ def graph_to_dot(
     compact: bool = False,
     edge_labels: bool = True,
     title: str | None = None,
+    width: str | float | None = None,
+    detail: str = "auto",
+    focus: set[str] | None = None,
+    highlight: set[str] | None = None,
+    notes: Sequence[str] = (),
+    fit: bool = True,
 ) -> str:
-    """DOT text of a graph-IR module (or of `graph_data(module)`)."""
+    """DOT text of a graph-IR module (or of `graph_data(module)`), sized for `width` (default
+    one column, 3.3 in); `compact` leaves weights and attributes out of the boxes."""
     data = module if isinstance(module, dict) else graph_data(module)
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
-    if compact:
-        edge_labels = False
-    out: list[str] = [f"digraph {_q(data['module'])} {{"]
     label = (
         title
         if title is not None
         else (data["module"] + (f" — after {data['stage']}" if data.get("stage") else ""))
     )
-    out.append(
-        f'  graph [rankdir=TB, bgcolor="{pal.background}", fontcolor="{pal.foreground}", '
-        f'fontname="{pal.dot_font}", fontsize=14, labelloc=t, label={_q(label)}, '
-        f"nodesep={0.15 if compact else 0.3}, ranksep={0.25 if compact else 0.45}];"
+    return drawing_dot(
+        data["module"],
+        label,
+        graph_boxes(data, details=not compact),
+        pal,
+        detail=detail,
+        width=width,
+        edge_labels=edge_labels and not compact,
+        focus=focus,
+        highlight=highlight,
+        notes=notes,
+        fit=fit,
     )
-    out.append(
-        f'  node [fontname="{pal.dot_font}", fontcolor="{pal.foreground}", '
-        f'color="{pal.foreground}", penwidth=1];'
-    )
-    out.append(
-        f'  edge [fontname="{pal.dot_font}", fontsize=8, color="{pal.edge}", '
-        f'fontcolor="{pal.muted}", arrowsize=0.6];'
-    )
-
-    folded: set[str] = set()
-    consts = {c["name"]: c for c in data["constants"]}
-    if compact:
-        folded = set(consts)
-
-    # Placeholders: inputs on top, outputs at the bottom.
-    ph_fill = pal.category("placeholder")
-    for p in data["placeholders"]:
-        shape = "invhouse" if p["role"] == "input" else "house"
-        text = f"{p['role']} %{p['name']}\n{p['type']}"
-        if compact:
-            text = f"{p['role']} %{p['name']} : {p['type']}"
-        out.append(
-            f"  {_node_id(p['name'])} [shape={shape}, style=filled, "
-            f'fillcolor="{ph_fill}", fontcolor="{pal.text_on(ph_fill)}", fontsize={9 if compact else 11}, '
-            f"label={_q(text)}];"
-        )
-    c_fill = pal.category("constant")
-    for c in data["constants"]:
-        if c["name"] in folded:
-            continue
-        detail = c.get("value") or (f"#{c['digest']}" if c.get("digest") else "")
-        text = f"%{c['name']}\n{c['type']}" + (f"\n{_cut(detail, 32)}" if detail else "")
-        out.append(
-            f'  {_node_id(c["name"])} [shape=box, style="filled,rounded", '
-            f'fillcolor="{c_fill}", fontcolor="{pal.text_on(c_fill)}", '
-            f'color="{pal.muted}", fontsize=8, height=0.3, '
-            f'margin="0.05,0.02", label={_q(text)}];'
-        )
-
-    for fi, fn in enumerate(data["functions"]):
-        indent = "  "
-        if len(data["functions"]) > 1:
-            out.append(f"  subgraph {_q('cluster_' + fn['name'])} {{")
-            out.append(f'    label={_q("@" + fn["name"])}; color="{pal.muted}";')
-            indent = "    "
-        for n in fn["nodes"]:
-            fill = pal.category(n["category"])
-            if compact:
-                consts_here = [o["node"] for o in n["operands"] if o["kind"] == "constant"]
-                types = ", ".join(r["type"] for r in n["results"])
-                text = f"{n['op']} %{n['name']}" + (f" : {types}" if types else "")
-                if consts_here:
-                    text += " [" + ", ".join(consts_here) + "]"
-                out.append(
-                    f"{indent}{_node_id(n['name'])} [shape=box, style=filled, "
-                    f'fillcolor="{fill}", fontcolor="{pal.text_on(fill)}", fontsize=9, height=0.25, '
-                    f'margin="0.06,0.02", label={_q(text)}];'
-                )
-            else:
-                out.append(
-                    f"{indent}{_node_id(n['name'])} [shape=plain, "
-                    f'fontcolor="{pal.text_on(fill)}", '
-                    f"label={_node_html(n, fill, pal)}];"
-                )
-        if len(data["functions"]) > 1:
-            out.append("  }")
-        del fi
-
-    ports = not compact
-    for e in data["edges"]:
-        if e["from"] in folded:
-            continue
-        src = _node_id(e["from"])
-        dst = _node_id(e["to"])
-        if ports:
-            if e["kind"] == "result":
-                src += f":o{e['from_port']}:s"
-            if e["kind"] != "write":
-                dst += f":i{e['to_port']}:n"
-            else:
-                src += ":s"
-        attrs = []
-        if edge_labels and e["kind"] != "write":
-            attrs.append(f"label={_q(' ' + e['shape'])}")
-        if e["kind"] == "constant":
-            attrs.append(f'color="{pal.muted}"')
-            attrs.append("style=dashed")
-        out.append(f"  {src} -> {dst}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
-    out.append("}")
-    return "\n".join(out) + "\n"
 
 
-__all__ = ["graph_data", "graph_to_dot"]
+__all__ = [
+    "attr_lines",
+    "constant_line",
+    "dims_text",
+    "io_box",
+    "graph_boxes",
+    "graph_data",
+    "graph_to_dot",
+]

@@ -1,16 +1,32 @@
-"""Low-level IR -> DOT (or text): instructions top to bottom in program order, each with its
-index, kind, name and operands (`@in` / `@out` / `@inout`); weights as small boxes; an edge from
-every value an instruction reads, and to every buffer it writes. Colours follow the category of
-the graph op an instruction computes. `lir_data` is the JSON of the view.
+"""Low-level IR -> DOT (or text): instructions top to bottom in program order, each box with its
+index, kind and name, the buffer it writes and the weights it reads written inside (not drawn
+as nodes of their own), and the allocactivation / deallocactivation markers folded into the
+instructions they frame; an edge from the instruction that last wrote a buffer to each one
+reading it. Colours follow the category of the graph op an instruction computes. Big programs
+fold repeated blocks of instructions (`glowviz.exports.drawing`). `lir_data` is the JSON of the
+view.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from compiler.lir.instructions import Kind
-from glowviz.exports.dot_graph import _cut, _h, _q
+from glowviz.exports.dot_graph import attr_lines, dims_text, io_box
+from glowviz.exports.drawing import Box, drawing_dot, structural_sig
 from glowviz.exports.palette import Palette, load_palette
+
+
+def _default_attrs(ins: Any) -> list[str]:
+    """Attributes an instruction holds at its graph op's default (left out of figures)."""
+    from compiler.graph.ops import all_ops
+    from glowviz.exports.dot_graph import _is_default
+
+    op = all_ops().get(ins.idef.graph_op) if ins.idef.graph_op else None
+    if op is None:
+        return []
+    return sorted(k for k, v in ins.attrs.items() if k in op.attrs and _is_default(op.attrs[k], v))
 
 
 def lir_data(fn: Any, *, stage: str | None = None) -> dict[str, Any]:
@@ -32,6 +48,7 @@ def lir_data(fn: Any, *, stage: str | None = None) -> dict[str, Any]:
                 "category": ins.idef.category,
                 "operands": [{"value": v.name, "mode": m} for v, m in ins.operands],
                 "attrs": {k: format_attr(v) for k, v in ins.attrs.items()},
+                "default_attrs": _default_attrs(ins),
                 "type": str(ins.type) if ins.type is not None else None,
                 "node": ins.meta.get("node"),
                 "text": format_instruction(ins),
@@ -46,111 +63,132 @@ def lir_data(fn: Any, *, stage: str | None = None) -> dict[str, Any]:
     }
 
 
-def _weight_label(w: dict[str, Any], kind: str) -> str:
-    return f"%{w['name']}\n{kind} {w['type']}"
-
-
 def lir_text(fn: Any) -> str:
     from compiler.lir.printer import print_lir
 
     return print_lir(fn)
 
 
+_MARKERS = (Kind.ALLOC, Kind.DEALLOC)
+
+
+def lir_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
+    """The boxes of `lir_data`: the inputs, every instruction but the markers (folded into the
+    next or previous instruction's box), the outputs."""
+    weights = {w["name"]: w for w in data["weights"]}
+    instrs = data["instructions"]
+    root: dict[str, str] = {}  # value -> the buffer (alloc or weight) it addresses
+    types: dict[str, str] = {w["name"]: w["type"] for w in data["weights"]}
+    for ins in instrs:
+        if ins["kind"] == Kind.ALLOC:
+            root[ins["name"]] = ins["name"]
+            types[ins["name"]] = ins["type"] or ""
+        elif ins["kind"] == Kind.VIEW and ins["operands"]:
+            src = ins["operands"][0]["value"]
+            root[ins["name"]] = root.get(src, src)
+            types[ins["name"]] = ins["type"] or ""
+    boxes: list[Box] = []
+    for w in data["weights"]:
+        if w["mutability"] != "constant" and w["role"] == "input":
+            boxes.append(io_box(w["name"], w["type"], "input", details))
+    writer: dict[str, str] = {}  # buffer -> key of the box that last wrote it
+    pending: list[tuple[str, str]] = []  # (marker, line) waiting for the next instruction
+    for ins in instrs:
+        kind = ins["kind"]
+        if kind in _MARKERS:
+            buf = ins["name"] if kind == Kind.ALLOC else ins["operands"][0]["value"]
+            text = ("alloc %" if kind == Kind.ALLOC else "dealloc %") + buf
+            if kind == Kind.ALLOC or not boxes or boxes[-1].kind != "op":
+                pending.append((ins["name"], text))
+            else:
+                boxes[-1].folded.append(ins["name"])
+                if details:
+                    boxes[-1].lines.append(text)
+            continue
+        reads, outs = [], []
+        lines = [text for _, text in pending] if details else []
+        folded = [name for name, _ in pending]
+        pending = []
+        for o in ins["operands"]:
+            v, mode = o["value"], o["mode"]
+            buf = root.get(v, v)
+            w = weights.get(buf)
+            if w is not None and w["mutability"] == "constant":
+                if details:
+                    lines.append(f"%{v} {dims_text(w['type'])}")
+                continue
+            if mode in ("in", "inout") and buf in writer:
+                reads.append(writer[buf])
+            elif mode in ("in", "inout") and w is not None:
+                reads.append(buf)  # an input weight
+            if mode in ("out", "inout"):
+                outs.append(v)
+        if details:
+            lines += [f"@out %{v}" for v in outs]
+            lines += attr_lines(ins["attrs"], ins.get("default_attrs", ()))
+        key = ins["name"]
+        boxes.append(
+            Box(
+                key,
+                f"#{ins['index']} {kind}",
+                ins["name"],
+                ins["category"],
+                lines,
+                sig=structural_sig(kind, ins["attrs"], tuple(o["mode"] for o in ins["operands"])),
+                reads=list(dict.fromkeys(reads)),
+                out_label=", ".join(
+                    dims_text(types.get(root.get(v, v), ""))
+                    for v in outs
+                    if types.get(root.get(v, v))
+                ),
+                index=ins["index"],
+                folded=folded,
+            )
+        )
+        for v in outs:
+            writer[root.get(v, v)] = key
+    for w in data["weights"]:
+        if w["mutability"] != "constant" and w["role"] == "output":
+            src = writer.get(w["name"])
+            boxes.append(io_box(w["name"], w["type"], "output", details, src))
+    return boxes
+
+
 def lir_to_dot(
-    fn: Any, *, theme: str | Palette | None = None, compact: bool = False, title: str | None = None
+    fn: Any,
+    *,
+    theme: str | Palette | None = None,
+    compact: bool = False,
+    title: str | None = None,
+    edge_labels: bool = True,
+    width: str | float | None = None,
+    detail: str = "auto",
+    focus: set[str] | None = None,
+    highlight: set[str] | None = None,
+    notes: Sequence[str] = (),
+    fit: bool = True,
 ) -> str:
+    """DOT text of a low-level function (or of `lir_data(fn)`), sized for `width`."""
     data = fn if isinstance(fn, dict) else lir_data(fn)
     pal = theme if isinstance(theme, Palette) else load_palette(theme)
-    out = [f"digraph {_q('@' + data['function'])} {{"]
     label = (
         title
         if title is not None
         else ("@" + data["function"] + (f" — after {data['stage']}" if data.get("stage") else ""))
     )
-    out.append(
-        f'  graph [rankdir=TB, bgcolor="{pal.background}", fontcolor="{pal.foreground}", '
-        f'fontname="{pal.dot_font}", fontsize=14, labelloc=t, label={_q(label)}, '
-        f"nodesep=0.2, ranksep={0.15 if compact else 0.3}];"
+    return drawing_dot(
+        "@" + data["function"],
+        label,
+        lir_boxes(data, details=not compact),
+        pal,
+        detail=detail,
+        width=width,
+        edge_labels=edge_labels and not compact,
+        focus=focus,
+        highlight=highlight,
+        notes=notes,
+        fit=fit,
     )
-    out.append(
-        f'  node [fontname="{pal.dot_font}", fontcolor="{pal.foreground}", '
-        f'color="{pal.foreground}", penwidth=1];'
-    )
-    out.append(
-        f'  edge [fontname="{pal.dot_font}", fontsize=7, color="{pal.edge}", '
-        f'fontcolor="{pal.muted}", arrowsize=0.5];'
-    )
-    defined = {w["name"] for w in data["weights"]}
-    if not compact:
-        for w in data["weights"]:
-            kind = "const" if w["mutability"] == "constant" else (w["role"] or "mutable")
-            fill = pal.category("constant" if kind == "const" else "placeholder")
-            out.append(
-                f'  {_q(w["name"])} [shape=box, style="filled,rounded", '
-                f'fillcolor="{fill}", fontcolor="{pal.text_on(fill)}", '
-                f'color="{pal.muted}", fontsize=8, height=0.3, '
-                f"label={_q(_weight_label(w, kind))}];"
-            )
-    for ins in data["instructions"]:
-        fill = pal.category(ins["category"])
-        nid = _q(ins["name"])
-        if compact:
-            text = f"{ins['index']} {ins['kind']} %{ins['name']}"
-            if ins["type"]:
-                text += f" : {ins['type']}"
-            out.append(
-                f'  {nid} [shape=box, style=filled, fillcolor="{fill}", '
-                f'fontcolor="{pal.text_on(fill)}", fontsize=9, '
-                f'height=0.22, margin="0.06,0.02", label={_q(text)}];'
-            )
-        else:
-            ops = "<BR/>".join(
-                f"@{_h(o['mode'])} %{_h(_cut(o['value'], 40))}" for o in ins["operands"]
-            )
-            head = (
-                f'<FONT POINT-SIZE="9">{ins["index"]}</FONT>  <B>{_h(ins["kind"])}</B> '
-                f"%{_h(ins['name'])}"
-            )
-            rows = [f'<TR><TD BGCOLOR="{fill}">{head}</TD></TR>']
-            if ops:
-                rows.append(
-                    f'<TR><TD BGCOLOR="{fill}" ALIGN="LEFT" BALIGN="LEFT">'
-                    f'<FONT POINT-SIZE="8">{ops}</FONT></TD></TR>'
-                )
-            if ins["type"]:
-                rows.append(
-                    f'<TR><TD BGCOLOR="{fill}"><FONT POINT-SIZE="8">{_h(ins["type"])}'
-                    f"</FONT></TD></TR>"
-                )
-            out.append(
-                f'  {nid} [shape=plain, fontcolor="{pal.text_on(fill)}", label=<<TABLE BORDER="1" CELLBORDER="0" '
-                f'CELLSPACING="0" CELLPADDING="3" COLOR="{pal.foreground}">'
-                + "".join(rows)
-                + "</TABLE>>];"
-            )
-        defined.add(ins["name"])
-    # Program order: a heavy invisible chain keeps instructions top to bottom.
-    names = [ins["name"] for ins in data["instructions"]]
-    for a, b in zip(names, names[1:]):
-        out.append(f"  {_q(a)} -> {_q(b)} [style=invis, weight=100];")
-    weights = {w["name"] for w in data["weights"]}
-    for ins in data["instructions"]:
-        if ins["kind"] == Kind.DEALLOC:
-            continue
-        for o in ins["operands"]:
-            v = o["value"]
-            if v not in defined or (compact and v in weights):
-                continue
-            if o["mode"] == "in":
-                out.append(f"  {_q(v)} -> {_q(ins['name'])} [constraint=false];")
-            else:
-                colour = pal.peak
-                out.append(
-                    f'  {_q(ins["name"])} -> {_q(v)} [constraint=false, color="{colour}", '
-                    f"style={'bold' if o['mode'] == 'inout' else 'solid'}];"
-                )
-    out.append("}")
-    return "\n".join(out) + "\n"
 
 
-__all__ = ["lir_data", "lir_text", "lir_to_dot"]
+__all__ = ["lir_boxes", "lir_data", "lir_text", "lir_to_dot"]

@@ -12,12 +12,12 @@ Each figure is drawn from exactly these dicts, so the JSON is what the figure sh
   [{value, mode}], attrs, type, node, text}].
 - `glowviz.export.schedule/1` (view `schedule`): `model`, `stage`, `scheduler` (the one used),
   `series` [{scheduler, order (node names), live_bytes (after each step), peak_bytes,
-  peak_step}], `planned_peak_bytes`, `lower_bound_bytes` (of the memory plan; null if none).
-- `glowviz.export.memory/1` (views `lifetimes` and `memory`): `model`, `stage`, `scheduler`,
-  `allocator`, `alignment`, `peak_bytes`, `lower_bound_bytes`, `no_reuse_bytes`,
-  `peak_instruction`, `n_instructions`, `live_at_peak` (names, largest first), `live_bytes`
-  (sum of live activation bytes at every instruction), `buffers` [{name, size, offset, first,
-  last, producer (instruction), node (graph node), category, users, reason}].
+  peak_step, instruction_live_bytes (at every instruction of that scheduler's low-level
+  program), arena_bytes, lower_bound_bytes}], `planned_peak_bytes`, `lower_bound_bytes`,
+  `peak_instruction`, `n_instructions` (of the memory plan; null if none).
+- `glowviz.memory/1` (views `lifetimes` and `memory`): the memory report, exactly as
+  `glowviz mem --json` writes it (documented in docs/memory-report.md, JSON Schema in
+  docs/schemas/glowviz.memory-1.schema.json), plus `stage` and `n_instructions`.
 
 Every list is in a deterministic order; sizes are bytes; indices are 0-based instruction
 indices (schedule: node steps).
@@ -32,7 +32,7 @@ from compiler.memory.report import MemoryReport
 from compiler.scheduling import Schedule
 
 SCHEDULE_SCHEMA = "glowviz.export.schedule/1"
-MEMORY_SCHEMA = "glowviz.export.memory/1"
+MEMORY_SCHEMA = "glowviz.memory/1"  # the memory report's (compiler.memory.report.SCHEMA)
 
 
 def dumps(data: Any) -> str:
@@ -41,36 +41,10 @@ def dumps(data: Any) -> str:
 
 
 def memory_data(report: MemoryReport, *, stage: str | None = None) -> dict[str, Any]:
-    """`glowviz.export.memory/1`: a memory report (the session's) as the figures draw it."""
-    return {
-        "schema": MEMORY_SCHEMA,
-        "model": report.model,
-        "stage": stage,
-        "scheduler": report.scheduler,
-        "allocator": report.allocator,
-        "alignment": report.alignment,
-        "peak_bytes": report.peak_bytes,
-        "lower_bound_bytes": report.lower_bound_bytes,
-        "no_reuse_bytes": report.no_reuse_bytes,
-        "peak_instruction": report.peak_instruction,
-        "n_instructions": report.n_instructions,
-        "live_at_peak": list(report.live_at_peak),
-        "live_bytes": report.live_bytes,
-        "buffers": [
-            {
-                **b.placement(),
-                "producer": b.instruction,
-                "node": b.node,
-                "category": b.category,
-                "users": list(b.users),
-                "reason": b.reason,
-                "alias_of": b.alias_of or None,
-            }
-            for b in report.buffers
-            if b.region == "activations"
-        ],
-        "certificate": report.certificate.to_json() if report.certificate else None,
-    }
+    """The views `lifetimes` and `memory` as data: the memory report itself (`glowviz.memory/1`,
+    exactly what `glowviz mem --json` writes, so mem-diff reads it), plus the stage it shows and
+    the program length the figures' instruction axis spans."""
+    return {**report.to_json(), "stage": stage, "n_instructions": report.n_instructions}
 
 
 def schedule_series(sched: Schedule) -> dict[str, Any]:
@@ -86,18 +60,38 @@ def schedule_series(sched: Schedule) -> dict[str, Any]:
 
 
 def schedule_data(
-    schedules: list[Schedule], report: MemoryReport | None, *, stage: str | None = None
+    schedules: list[Schedule],
+    report: MemoryReport | None,
+    *,
+    stage: str | None = None,
+    reports: list[MemoryReport] | None = None,
 ) -> dict[str, Any]:
     """`glowviz.export.schedule/1`: the session's schedules of a stage (the one used first,
-    then every other scheduler on the same graph) and the plan's bounds."""
+    then every other scheduler on the same graph) and the plan's bounds. `reports` (the same
+    order: `CompileSession.scheduler_reports`) put every scheduler on the instruction axis the
+    lifetimes and memory figures share: each series gets `instruction_live_bytes` (live bytes
+    at every instruction of that scheduler's low-level program), `arena_bytes` and
+    `lower_bound_bytes` of its plan."""
+    by_kind = {r.scheduler: r for r in reports or []}
+    series = []
+    for s in schedules:
+        entry = schedule_series(s)
+        r = by_kind.get(s.kind) if s is not schedules[0] else (report or by_kind.get(s.kind))
+        if r is not None:
+            entry["instruction_live_bytes"] = r.live_bytes
+            entry["arena_bytes"] = r.peak_bytes
+            entry["lower_bound_bytes"] = r.lower_bound_bytes
+        series.append(entry)
     return {
         "schema": SCHEDULE_SCHEMA,
         "model": report.model if report is not None else "",
         "stage": stage,
         "scheduler": schedules[0].kind if schedules else None,
-        "series": [schedule_series(s) for s in schedules],
+        "series": series,
         "planned_peak_bytes": report.peak_bytes if report is not None else None,
         "lower_bound_bytes": report.lower_bound_bytes if report is not None else None,
+        "peak_instruction": report.peak_instruction if report is not None else None,
+        "n_instructions": report.n_instructions if report is not None else None,
     }
 
 

@@ -42,8 +42,17 @@ class Palette:
         return self.categories.get(name, self.categories.get("other", self.muted))
 
     def text_on(self, fill: str) -> str:
-        """Black or white, whichever reads better on `fill` (WCAG relative luminance)."""
-        return "#000000" if luminance(fill) > 0.35 else "#ffffff"
+        """Black or white, whichever contrasts more with `fill` (WCAG 2: at least 4.58:1 on
+        any colour; a fixed luminance threshold put white on #00a0ff at 2.8:1)."""
+        black, white = contrast_ratio("#000000", fill), contrast_ratio("#ffffff", fill)
+        return "#000000" if black >= white else "#ffffff"
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two colours (1 to 21; text wants >= 4.5)."""
+    la, lb = luminance(a), luminance(b)
+    hi, lo = max(la, lb), min(la, lb)
+    return (hi + 0.05) / (lo + 0.05)
 
 
 def luminance(colour: str) -> float:
@@ -113,4 +122,12 @@ def palette_of(spec: themes.ThemeSpec) -> Palette:
     )
 
 
-__all__ = ["DEFAULT_THEME", "Palette", "load_palette", "palette_of", "theme_names"]
+__all__ = [
+    "DEFAULT_THEME",
+    "Palette",
+    "contrast_ratio",
+    "load_palette",
+    "luminance",
+    "palette_of",
+    "theme_names",
+]

@@ -1,14 +1,18 @@
-"""Per-pass memory: the activation peak and its lower bound after every graph pass that can
-change memory, and after every low-level stage — so a regression's pass is found, not guessed.
+"""Per-pass memory: the activation peak and its lower bound after every step of the pipeline
+that can change memory -- graph passes, the scheduler, IRGen and every low-level pass -- so a
+regression's step is found, not guessed.
 
-How each row is computed (honest about what it measures):
-- graph passes (`GraphPass.affects_memory`): a clone of the graph as it was after the pass runs
-  through the *whole* low-level pipeline with the same options — schedule, IRGen, every LIR
-  pass, then the allocator — i.e. the plan you would get if graph optimisation stopped there.
-  A pass that changed nothing repeats the row before it (marked `changed: false`).
-- low-level stages (irgen, each LIR pass, memory): that stage's LIR snapshot planned as-is with
-  the allocator. Before `hoist-dealloc` / `sink-alloc` the lifetimes are the markers IRGen
-  wrote, so those rows are what the plan would be without the remaining LIR passes.
+Every row is measured the same way (`CompileSession.stage_memory`), so consecutive rows differ
+only by what that step did and the deltas add up from the first row to the final plan:
+- a graph stage is scheduled in plain topological order, lowered by IRGen;
+- the `schedule` row is the final graph in the compile's scheduler's order (its delta is what
+  the scheduler gains or loses against topological order: a scheduler regression is blamed on
+  it);
+- a low-level stage is its own snapshot;
+then each is planned with lifetimes tightened (`TIGHTENING_PASSES`, as hoist-dealloc and
+sink-alloc leave them: those passes therefore show no delta of their own) by the compile's
+allocator. The last row is the compile's own plan. A step that changed nothing repeats the row
+before it (`changed: false`).
 """
 
 from __future__ import annotations
@@ -17,69 +21,96 @@ from typing import Any
 
 from glowviz.session import CompileSession, StageRecord
 
+PER_PASS_SCHEMA_KEY = "per_pass"  # the key of the rows in a glowviz.memory/1 report
+METHOD = (
+    "every row: graph stages in topological order (the schedule row in the compile's "
+    "scheduler's), IRGen, lifetimes tightened, the compile's allocator; deltas add up"
+)
+
 
 def _affects_memory(rec: StageRecord) -> bool:
     from compiler.passes.registry import registered_passes
 
+    if rec.stage in ("import", "schedule", "irgen", "memory"):
+        return True
     cls = registered_passes(rec.ir_kind).get(rec.pass_name)
     return True if cls is None else cls.affects_memory
 
 
 def per_pass_memory(session: CompileSession) -> list[dict[str, Any]]:
-    """One row per memory-relevant pass of a compiled session: {index, stage, pass, ir_kind,
-    changed, nodes, instructions, peak_bytes, lower_bound_bytes, delta_bytes (vs the previous
-    row of the same method), method}. The figures are the session's memory reports of the
-    stages (`CompileSession.memory_report(i)`)."""
+    """One row per memory-relevant step of a compiled session: {index, stage, pass, ir_kind,
+    changed, nodes, instructions, peak_bytes, lower_bound_bytes, delta_bytes (against the row
+    before; the first row's is 0), top_buffer, peak_instruction}."""
     rows: list[dict[str, Any]] = []
     prev: dict[str, Any] | None = None
     for i, rec in enumerate(session.stages):
-        if rec.stage == "schedule":
+        if not _affects_memory(rec):
             continue
-        if rec.ir_kind == "graph":
-            if rec.stage != "import" and not _affects_memory(rec):
-                continue
-            method = "graph + full low-level pipeline"
-            nodes: int | None = rec.count_after
-        else:
-            if rec.stage != "memory" and not _affects_memory(rec):
-                continue
-            method = "LIR snapshot planned as-is"
-            nodes = None
-        if prev is not None and not rec.changed and rec.ir_kind == prev["ir_kind"] == "graph":
-            # An unchanged graph pass: the same graph, so the same plan.
+        # A step that changed nothing keeps the plan (the schedule stage always "changes" the
+        # order; IRGen and the allocator are measured as what they are).
+        same = prev is not None and not rec.changed and rec.stage not in ("schedule", "memory")
+        if same:
+            assert prev is not None
             peak, lb, n_instr = prev["peak_bytes"], prev["lower_bound_bytes"], prev["instructions"]
+            top, at = prev["top_buffer"], prev["peak_instruction"]
         else:
-            report = session.memory_report(i)
+            report = session.stage_memory(i)
             assert report is not None, "every stage of a compiled session can be planned"
-            peak, lb = report.peak_bytes, report.lower_bound_bytes
-            n_instr = report.n_instructions
-        # Deltas compare rows of the same method only: the first LIR row (irgen, before any
-        # LIR optimisation) starts a new series rather than "regressing" from the graph rows.
-        same = prev is not None and prev["method"] == method
+            peak, lb, n_instr = report.peak_bytes, report.lower_bound_bytes, report.n_instructions
+            top, at = report.top_buffer, report.peak_instruction
         row = {
             "index": rec.index,
             "stage": rec.stage,
             "pass": rec.pass_name,
             "ir_kind": rec.ir_kind,
             "changed": rec.changed,
-            "nodes": nodes,
+            "nodes": rec.count_after if rec.ir_kind == "graph" else None,
             "instructions": n_instr,
             "peak_bytes": peak,
             "lower_bound_bytes": lb,
-            "delta_bytes": peak - prev["peak_bytes"] if prev is not None and same else 0,
-            "method": method,
+            "delta_bytes": peak - prev["peak_bytes"] if prev is not None else 0,
+            "top_buffer": top,
+            "peak_instruction": at,
         }
         rows.append(row)
         prev = row
     return rows
 
 
+def scheduler_comparison(session: CompileSession) -> list[dict[str, Any]]:
+    """The final graph planned with every scheduler through the whole low-level pipeline (the
+    one used first): {scheduler, peak_bytes, lower_bound_bytes, delta_bytes (against the one
+    used)}. A schedule's cost can show only after the low-level passes (an order that keeps
+    a big result alive stops buffer sharing), which the rows, each planned before the passes
+    still to come, cannot attribute; this comparison does."""
+    reports = session.scheduler_reports()
+    if not reports:
+        return []
+    used = reports[0].peak_bytes
+    return [
+        {
+            "scheduler": r.scheduler,
+            "peak_bytes": r.peak_bytes,
+            "lower_bound_bytes": r.lower_bound_bytes,
+            "delta_bytes": r.peak_bytes - used,
+        }
+        for r in reports
+    ]
+
+
 def _kib(n: int) -> str:
     return f"{n / 1024:.1f}"
 
 
-def format_per_pass(rows: list[dict[str, Any]], *, only_changes: bool = False) -> str:
-    """A table: # stage pass changed instrs peak KiB lower-bound KiB delta KiB."""
+def format_per_pass(
+    rows: list[dict[str, Any]],
+    *,
+    only_changes: bool = False,
+    schedulers: list[dict[str, Any]] | None = None,
+) -> str:
+    """A table: # stage pass changed instrs peak KiB bound KiB delta KiB, then the largest
+    increase and decrease, the schedulers compared on the final graph (`scheduler_comparison`)
+    and how the rows are measured."""
     header = ("#", "stage", "pass", "changed", "instrs", "peak KiB", "bound KiB", "delta KiB")
     body = []
     for r in rows:
@@ -109,6 +140,8 @@ def format_per_pass(rows: list[dict[str, Any]], *, only_changes: bool = False) -
         ).rstrip()
 
     lines = [fmt(header), fmt(tuple("-" * w for w in widths)), *(fmt(b) for b in body)]
+    if only_changes and not body:
+        lines.append("(no step changed the peak)")
     if rows:
         worst = max(rows, key=lambda r: r["delta_bytes"])
         best = min(rows, key=lambda r: r["delta_bytes"])
@@ -122,11 +155,28 @@ def format_per_pass(rows: list[dict[str, Any]], *, only_changes: bool = False) -
                 f"largest decrease: {best['stage']}/{best['pass']} (#{best['index']}) "
                 f"{_kib(best['delta_bytes'])} KiB"
             )
-    lines.append(
-        "graph rows: the graph after the pass through the full low-level pipeline; "
-        "LIR rows: that snapshot planned as-is"
-    )
+        first, last = rows[0], rows[-1]
+        lines.append(
+            f"from {first['stage']}/{first['pass']} to the final plan: "
+            f"{_kib(first['peak_bytes'])} -> {_kib(last['peak_bytes'])} KiB"
+        )
+    if schedulers:
+        used = schedulers[0]
+        bits = [f"{used['scheduler']} {_kib(used['peak_bytes'])} KiB (used)"]
+        for x in schedulers[1:]:
+            d = x["delta_bytes"]
+            pct = 100.0 * d / used["peak_bytes"] if used["peak_bytes"] else 0.0
+            bits.append(f"{x['scheduler']} {_kib(x['peak_bytes'])} KiB ({pct:+.1f}%)")
+        lines.append("schedulers on the final graph (whole pipeline): " + ", ".join(bits))
+        best = min(schedulers, key=lambda x: (x["peak_bytes"], x is not used))
+        if best is not used and best["peak_bytes"] < used["peak_bytes"]:
+            worse = 100.0 * (used["peak_bytes"] - best["peak_bytes"]) / best["peak_bytes"]
+            lines.append(
+                f"the scheduler: {used['scheduler']} is {worse:.1f}% worse than "
+                f"{best['scheduler']} (+{_kib(used['peak_bytes'] - best['peak_bytes'])} KiB)"
+            )
+    lines.append(METHOD)
     return "\n".join(lines)
 
 
-__all__ = ["format_per_pass", "per_pass_memory"]
+__all__ = ["METHOD", "format_per_pass", "per_pass_memory", "scheduler_comparison"]

@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from compiler.graph.ops_quant import QMAX, QMIN
 from compiler.quantization.profile import Profile
 from compiler.quantize import QuantReport
-from glowviz.exports.figures import WIDE_IN, figure_bytes
+from glowviz.exports.drawing import MIN_FONT_PT, WIDE_WIDTH_IN
+from glowviz.exports.figures import figure_bytes
 from glowviz.exports.palette import load_palette
 
 #: Histograms shown under the bars: the tensors with the lowest propagated SQNR.
@@ -31,7 +32,7 @@ def _finite(x: float, cap: float) -> float:
 
 def quant_figure(report: QuantReport, profile: Profile, theme: str = "paper") -> Figure:
     pal = load_palette(theme)
-    fig = Figure(figsize=(WIDE_IN, 5.6), facecolor=pal.background)
+    fig = Figure(figsize=(WIDE_WIDTH_IN, 5.6), facecolor=pal.background)
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(
         2, HISTOGRAMS, height_ratios=(1.4, 1.0), hspace=1.1, wspace=0.35, bottom=0.07, top=0.94
@@ -51,7 +52,7 @@ def quant_figure(report: QuantReport, profile: Profile, theme: str = "paper") ->
     )
     ax.axhline(report.threshold, color=pal.muted, linewidth=0.8, linestyle="--")
     ax.set_ylabel("SQNR (dB)", fontsize=7)
-    ax.set_xticks(x, [n.node for n in nodes], rotation=90, fontsize=4.5)
+    ax.set_xticks(x, [n.node for n in nodes], rotation=90, fontsize=MIN_FONT_PT)
     ax.tick_params(colors=pal.foreground, labelsize=6)
     ax.set_facecolor(pal.background)
     outs = ", ".join(f"{k} {v:.1f} dB" for k, v in report.outputs.items())

@@ -13,6 +13,7 @@ graph stage the plan the low-level pipeline makes of that graph).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,11 @@ def check_combination(view: str, fmt: str) -> None:
 
 
 def compile_session(model: str, options: CompileOptions) -> CompileSession:
-    """Compile with the IDE's session (every stage kept); compile errors become CompilerErrors."""
+    """Compile with the IDE's session (every stage kept); compile errors become CompilerErrors.
+    Names in the options are checked first, so a typo's error keeps its did-you-mean hint."""
+    from compiler.pipeline import check_options
+
+    check_options(options)
     session = CompileSession(model, options).compile()
     if session.error is not None:
         err = session.error
@@ -165,7 +170,15 @@ def view_data(session: CompileSession, view: str, stage: str = "final") -> tuple
             hint=session.low_level_reason or "the pipeline stopped early",
         )
     if view == "schedule":
-        return schedule_data(session.schedules(st.index), report, stage=st.label), st
+        return (
+            schedule_data(
+                session.schedules(st.index),
+                report,
+                stage=st.label,
+                reports=session.scheduler_reports(st.index),
+            ),
+            st,
+        )
     return memory_data(report, stage=st.label), st
 
 
@@ -180,36 +193,187 @@ def render_view(
     wide: bool = False,
     edge_labels: bool = True,
     title: str | None = None,
+    width: str | float | None = None,
+    detail: str = "auto",
+    subgraph: str | None = None,
+    radius: int | None = None,
+    pass_name: str | None = None,
 ) -> bytes:
-    """The export file's bytes."""
-    from glowviz.exports.dot_graph import graph_data, graph_to_dot
-    from glowviz.exports.dot_lir import lir_data, lir_text, lir_to_dot
+    """The export file's bytes (deterministic: the same bytes for the same compile)."""
+    from glowviz.exports.drawing import DETAILS, WIDE_WIDTH_IN
     from glowviz.exports.figures import FIGURES, figure_bytes
     from glowviz.exports.json_export import dumps
     from glowviz.exports.palette import load_palette
 
     check_combination(view, fmt)
+    if detail not in DETAILS:
+        raise ExportError(f"unknown detail '{detail}'", hint=f"one of: {', '.join(DETAILS)}")
+    if radius is not None and radius < 0:
+        raise ExportError("--radius must be >= 0")
+    if (subgraph or pass_name) and view not in ("graph", "lir"):
+        raise ExportError(
+            "--subgraph and --pass draw graph or lir views",
+            hint=f"the {view} view shows a whole stage; use --stage",
+        )
+    if subgraph and pass_name:
+        raise ExportError("give --subgraph or --pass, not both")
+    if width is None and wide:
+        width = WIDE_WIDTH_IN
     pal = load_palette(theme)
+    focus: set[str] | None = None
+    highlight: set[str] = set()
+    notes: list[str] = []
+    if pass_name:
+        stage, focus, highlight, notes = pass_focus(
+            session, view, pass_name, stage, 1 if radius is None else radius
+        )
     data, st = view_data(session, view, stage)
-    if view == "graph":
-        gdata = graph_data(data, stage=st.label)
-        if fmt == "json":
-            return dumps(gdata).encode()
-        dot = graph_to_dot(gdata, theme=pal, compact=compact, edge_labels=edge_labels, title=title)
-        return dot.encode() if fmt == "dot" else render_dot(dot, fmt)
-    if view == "lir":
+    if view in ("graph", "lir"):
         if fmt == "txt":
+            from glowviz.exports.dot_lir import lir_text
+
             return lir_text(data).encode()
-        ldata = lir_data(data, stage=st.label)
+        from glowviz.exports.dot_graph import graph_boxes, graph_data, graph_to_dot
+        from glowviz.exports.dot_lir import lir_boxes, lir_data, lir_to_dot
+
+        # The two views share the box model (`boxes`) and the DOT options; only the source differs.
+        to_dot: Callable[..., str]
+        if view == "graph":
+            vdata = graph_data(data, stage=st.label)
+            boxes_of, to_dot = graph_boxes, graph_to_dot
+        else:
+            vdata = lir_data(data, stage=st.label)
+            boxes_of, to_dot = lir_boxes, lir_to_dot
         if fmt == "json":
-            return dumps(ldata).encode()
-        dot = lir_to_dot(ldata, theme=pal, compact=compact, title=title)
+            return dumps(vdata).encode()
+        if subgraph:
+            focus = neighbourhood_of(boxes_of(vdata), subgraph, 2 if radius is None else radius)
+        dot = to_dot(
+            vdata,
+            theme=pal,
+            compact=compact,
+            edge_labels=edge_labels,
+            title=title,
+            width=width,
+            detail=detail,
+            focus=focus,
+            highlight=highlight,
+            notes=notes,
+        )
         return dot.encode() if fmt == "dot" else render_dot(dot, fmt)
     if fmt == "json":
         return dumps(data).encode()
     assert fmt in GRAPHVIZ_FORMATS
-    fig = FIGURES[view](data, theme=pal, wide=wide, title=title)
+    fig = FIGURES[view](data, theme=pal, width=width, title=title)
     return figure_bytes(fig, fmt)
+
+
+def neighbourhood_of(boxes: list[Any], key: str, radius: int) -> set[str]:
+    """Keys of the boxes within `radius` edges of `key` (either direction); an unknown key is
+    an ExportError naming the closest names."""
+    import difflib
+
+    keys = [b.key for b in boxes]
+    if key not in keys:
+        close = difflib.get_close_matches(key, keys, n=3)
+        raise ExportError(
+            f"no node or instruction named '{key}' at this stage",
+            hint=(
+                f"did you mean {', '.join(close)}?"
+                if close
+                else f"{len(keys)} names, e.g. " + ", ".join(keys[:5])
+            ),
+        )
+    adj: dict[str, set[str]] = {k: set() for k in keys}
+    for b in boxes:
+        for r in b.reads:
+            if r in adj:
+                adj[b.key].add(r)
+                adj[r].add(b.key)
+    keep, frontier = {key}, {key}
+    for _ in range(radius):
+        frontier = {n for f in frontier for n in adj[f]} - keep
+        keep |= frontier
+    return keep
+
+
+def pass_focus(
+    session: CompileSession, view: str, pass_name: str, stage: str, radius: int
+) -> tuple[str, set[str], set[str], list[str]]:
+    """(the stage after the pass, the boxes to draw, those the pass changed, notes) for
+    `--pass PASS` (`PASS#K` for its K-th run): what the pass created, changed or moved
+    (its provenance, and for graphs the computed diff) plus `radius` boxes of context."""
+    from compiler.passes.registry import registered_passes
+
+    kind = "graph" if view == "graph" else "lir"
+    base = _OCCURRENCE.match(pass_name)
+    name = base.group("name") if base else pass_name
+    known = registered_passes()
+    if name not in known:
+        from compiler.pipeline import check_pass_names
+
+        check_pass_names([name], "--pass")
+    if known[name].ir_kind != kind:
+        other = "lir" if kind == "graph" else "graph"
+        raise ExportError(
+            f"'{name}' is a {'low-level' if kind == 'graph' else 'graph'} pass",
+            hint=f"use --view {other} with --pass {name}",
+        )
+    if stage != "final":
+        raise ExportError("--pass picks the stage (the one after the pass); leave out --stage")
+    runs = [r for r in session.stages if r.pass_name == name]
+    if not runs:
+        raise ExportError(
+            f"pass '{name}' did not run in this compile",
+            hint="it was disabled, or the pipeline stopped before it",
+        )
+    if base:
+        st = resolve_stage(session.stages, pass_name, want=kind)
+    else:  # the last run that changed something (else the last run)
+        pick = next((r for r in reversed(runs) if r.changed), runs[-1])
+        st = resolve_stage(session.stages, f"@{pick.index}")
+    rec = session.stages[st.index]
+    prev = next((j for j in range(st.index - 1, -1, -1) if session.stages[j].ir_kind == kind), None)
+    changed: set[str] = set()
+    removed: list[str] = []
+    for r in rec.provenance:
+        if r.kind == "erase":
+            removed.append(r.node)
+        else:
+            changed.add(r.node)
+            if r.kind == "replace":
+                changed.update(r.sources)
+    if kind == "graph" and prev is not None:
+        d = session.diff(prev, st.index)
+        changed.update(n.name for n in d.added)
+        changed.update(c.name for c in d.changed)
+        removed.extend(n.name for n in d.removed)
+    if kind == "graph":
+        from glowviz.exports.dot_graph import graph_boxes, graph_data
+
+        boxes = graph_boxes(graph_data(rec.module))
+    else:
+        from glowviz.exports.dot_lir import lir_boxes, lir_data
+
+        boxes = lir_boxes(lir_data(rec.ir))
+    # Markers folded into a box count as that box.
+    owner = {alias: b.key for b in boxes for alias in (b.key, *b.folded)}
+    highlight = {owner[n] for n in changed if n in owner}
+    removed = sorted(set(removed) - set(owner))
+    focus: set[str] = set()
+    for k in sorted(highlight):
+        focus |= neighbourhood_of(boxes, k, radius)
+    label = f"{name}" + (f" (run {base.group('k')})" if base else "")
+    notes = [
+        f"{label}: {len(highlight)} changed (thick border)"
+        + (f", {radius} edge{'s' if radius != 1 else ''} of context" if highlight else "")
+    ]
+    if removed:
+        shown = ", ".join(removed[:6]) + (f" … (+{len(removed) - 6})" if len(removed) > 6 else "")
+        notes.append(f"removed: {shown}")
+    if not highlight and not removed:
+        notes = [f"{label} changed nothing at this point of the pipeline"]
+    return f"@{st.index}", focus, highlight, notes
 
 
 __all__ = [
@@ -217,6 +381,8 @@ __all__ = [
     "VIEWS",
     "VIEW_FORMATS",
     "Stage",
+    "neighbourhood_of",
+    "pass_focus",
     "check_combination",
     "compile_session",
     "render_view",

@@ -73,6 +73,7 @@ def entries(app) -> Iterator[Entry]:
     yield ("Next stage", partial(screen.action_step_stage, 1), "n or ]")
     yield ("Previous stage", partial(screen.action_step_stage, -1), "p or [")
     yield ("Toggle hide unchanged passes", screen.action_toggle_unchanged, "u")
+    yield ("Hide/show the pipeline pane", screen.action_toggle_pipeline, "ctrl+b (more room)")
     yield ("Diff: pin/unpin the current stage as base", screen.view("diff").action_pin_base, "a")
     yield ("Diff: toggle full text / context", screen.view("diff").action_toggle_full, "f")
     yield ("Open model…", screen.action_open_model, "ctrl+o")

@@ -69,6 +69,7 @@ class MainScreen(Screen):
         Binding("ctrl+f", "focus_filter", "Filter passes", show=False, id="stage.filter"),
         Binding("ctrl+o", "open_model", "Open model", show=False, id="app.open"),
         Binding("ctrl+e", "export", "Export", show=False, id="app.export"),
+        Binding("ctrl+b", "toggle_pipeline", "Hide/show pipeline", show=False, id="app.pipeline"),
         *[
             Binding(str(k + 1), f"show_view('{v[0]}')", v[1], show=False, id=f"view.{v[0]}")
             for k, v in enumerate(VIEWS)
@@ -123,6 +124,7 @@ class MainScreen(Screen):
         for tab_id, _title, _cls in VIEWS:
             self.view(tab_id).reset()
         self.query_one(PipelinePane).set_records([])
+        self.query_one(PipelinePane).set_notes([])
         self.query_one(ErrorPane).show_error(None)
         bar = self.query_one("#compile-progress", ProgressBar)
         bar.remove_class("hidden")
@@ -198,6 +200,7 @@ class MainScreen(Screen):
         pane = self.query_one(PipelinePane)
         if len(pane.records) != len(session.stages):
             pane.set_records(session.stages)
+        pane.set_notes(session.notes)
         bar = self.query_one("#compile-progress", ProgressBar)
         bar.update(total=max(1, len(session.stages)), progress=len(session.stages))
         bar.add_class("hidden")
@@ -208,7 +211,9 @@ class MainScreen(Screen):
             self.set_status(f"FAILED: {session.error.kind}{where}")
             pane.set_status(f"failed after {n} stage{'s' if n != 1 else ''}")
         else:
-            self.set_status(f"{n} stages, {fmt_ms(session.time_ms)} ms")
+            # fmt_ms says "12.3s" itself past 10 s
+            unit = "" if fmt_ms(session.time_ms).endswith("s") else " ms"
+            self.set_status(f"{n} stages, {fmt_ms(session.time_ms)}{unit}")
             extra = f"; {session.low_level_reason}" if session.low_level_reason else ""
             pane.set_status(f"{n} stages · {session.time_ms / 1000:.1f} s{extra}")
         # The views that wait for the whole compile (the debugger) may draw now; the user's
@@ -271,6 +276,18 @@ class MainScreen(Screen):
     # -- actions ------------------------------------------------------------------------------
     def action_step_stage(self, delta: int) -> None:
         self.query_one(PipelinePane).step(delta)
+
+    def action_toggle_pipeline(self) -> None:
+        """Collapse the pipeline pane (the views get its width: at 100x30 the debugger's
+        instruction text and the diff's columns need it); n/p still step the stages."""
+        hide = not self.has_class("-no-pipeline")
+        self.set_class(hide, "-no-pipeline")
+        if (
+            hide
+            and self.focused is not None
+            and self.query_one(PipelinePane) in (self.focused.ancestors_with_self)
+        ):
+            self._focus_view(self.active_view_id())
 
     def action_toggle_unchanged(self) -> None:
         self.query_one(PipelinePane).toggle_hide_unchanged()

@@ -155,6 +155,15 @@ class CompileSession(SessionViewData):
     def model_name(self) -> str:
         return Path(self.model_path).name
 
+    @property
+    def notes(self) -> list[str]:
+        """What the frontend noted about the model (an opset upgrade, the inputs it was
+        specialized on), from the imported module's `meta["notes"]`."""
+        for rec in self.stages:
+            if isinstance(rec.ir, Module):
+                return list(rec.ir.meta.get("notes", ()))
+        return []
+
     def _options(self) -> CompileOptions:
         if self.options is None:
             self.options = CompileOptions()

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 
 _LOCKS_LOCK = threading.Lock()
+#: The low-level passes that only tighten lifetimes (markers next to the first and last use,
+#: allocations nobody uses gone): `stage_memory` applies them to every stage it plans.
+TIGHTENING_PASSES = ("dead-alloc-elimination", "hoist-dealloc", "sink-alloc")
 
 
 class SessionViewData:
@@ -266,33 +269,74 @@ class SessionViewData:
                 return None
             return LowLevelResult(r.schedule, r.lir, r.plan)
         assert i is not None
-        rec, options = self.stages[i], self._options()
-        if rec.ir_kind == "lir":
-            from compiler.memory.plan import plan_memory
+        return self._plan_stage(i, self._options().scheduler, tighten_only=False)
 
+    def _plan_stage(self, i: int, scheduler: str, *, tighten_only: bool) -> LowLevelResult:
+        """The one way a stage is planned (the memory view of a stage and every per-pass row):
+        a low-level stage's LIR snapshot as it is (`tighten_only`: after `TIGHTENING_PASSES`);
+        a graph stage through the low-level pipeline with `scheduler` (`tighten_only`: IRGen
+        then `TIGHTENING_PASSES` instead of every low-level pass). A clone, same allocator and
+        disabled passes as the compile."""
+        from compiler.lir.pipeline import lir_opt_passes, run_low_level
+        from compiler.memory.plan import plan_memory
+        from compiler.passes.manager import PipelineContext, run_passes
+
+        rec, options = self.stages[i], self._options()
+        ctx = PipelineContext(disabled=options.disabled_passes)
+        passes = lir_opt_passes(TIGHTENING_PASSES) if tighten_only else None
+        if rec.ir_kind == "lir":
             lir = rec.lir.clone()
+            if passes is not None:
+                run_passes(lir, passes, "lir-opt", ctx)
+            r = self.result
             return LowLevelResult(
                 r.schedule if r is not None else None, lir, plan_memory(lir, options.allocator)
             )
-        from compiler.lir.pipeline import run_low_level
-        from compiler.passes.manager import PipelineContext
+        options = dataclasses.replace(options, scheduler=scheduler)
+        return run_low_level(rec.module.clone(), options, ctx, passes=passes)
 
-        return run_low_level(
-            rec.module.clone(), options, PipelineContext(disabled=options.disabled_passes)
+    def _report(self, low: LowLevelResult | None, scheduler: str) -> MemoryReport | None:
+        """The memory report of a plan made with `scheduler` and the compile's other options."""
+        if low is None or low.plan is None:
+            return None
+        from compiler.pipeline import run_config
+
+        options = dataclasses.replace(self._options(), scheduler=scheduler)
+        config = self._cached(
+            ("run_config", scheduler), lambda: run_config(options, self.model_path)
+        )
+        return MemoryReport.from_plan(
+            low.plan,
+            low.lir,
+            self.model_path,
+            scheduler,
+            options.allocator,
+            low.schedule,
+            config=config,
         )
 
     def memory_report(self, i: int | None = None) -> MemoryReport | None:
         """The memory report as of stage `i` (see `low_level`); None without a plan."""
-        return self._cached(("memory_report", i), lambda: self._memory_report(i))
-
-    def _memory_report(self, i: int | None) -> MemoryReport | None:
-        low = self.low_level(i)
-        if low is None or low.plan is None:
-            return None
-        options = self._options()
-        return MemoryReport.from_plan(
-            low.plan, low.lir, self.model_path, options.scheduler, options.allocator
+        return self._cached(
+            ("memory_report", i), lambda: self._report(self.low_level(i), self._options().scheduler)
         )
+
+    def stage_memory(self, i: int) -> MemoryReport | None:
+        """Stage `i` planned the one way every row of the per-pass table is (so their deltas
+        add up and each lands on the step that caused it): a graph stage is scheduled in
+        plain topological order (the `schedule` stage uses the compile's scheduler instead,
+        which makes that row the scheduler's own delta), then IRGen; a low-level stage is its
+        snapshot; then the lifetime-tightening passes (`TIGHTENING_PASSES`, unless disabled)
+        and the compile's allocator (`_plan_stage`). The final stage is the compile's own plan."""
+        return self._cached(("stage_memory", i), lambda: self._stage_memory(i))
+
+    def _stage_memory(self, i: int) -> MemoryReport | None:
+        rec = self.stages[i]
+        if rec.stage == "memory" or self.result is None:
+            return self.memory_report(i)
+        used = self._options().scheduler
+        kind = used if rec.stage == "schedule" or rec.ir_kind == "lir" else "topological"
+        return self._report(self._plan_stage(i, kind, tighten_only=True), kind)
 
     def schedules(self, i: int | None = None) -> list[Schedule]:
         """The schedule the compile used as of stage `i`, then every other scheduler on the
@@ -387,6 +431,29 @@ class SessionViewData:
         j = self.previous_of_kind(i)
         before = self.text_index(j) if j is not None else TextIndex("")
         return rewrite_diff(rw, before, self.text_index(i))
+
+    def scheduler_reports(self, i: int | None = None) -> list[MemoryReport]:
+        """The memory report of stage `i` (the scheduler the compile used), then, for every
+        other scheduler, the plan of the same graph through the whole low-level pipeline with
+        that scheduler: the schedule figure's curves, all on one instruction axis."""
+        return self._cached(("scheduler_reports", i), lambda: self._scheduler_reports(i))
+
+    def _scheduler_reports(self, i: int | None) -> list[MemoryReport]:
+        used = self.memory_report(i)
+        if used is None:
+            return []
+        # The graph the schedulers order: stage i's, or the final graph for a low-level stage.
+        g = i if i is not None and self.stages[i].ir_kind == "graph" else None
+        if g is None and self.result is not None:
+            g = max(k for k, rec in enumerate(self.stages) if rec.ir_kind == "graph")
+        out = [used]
+        for kind in SCHEDULERS:
+            if kind == self._options().scheduler or g is None:
+                continue
+            report = self._report(self._plan_stage(g, kind, tighten_only=False), kind)
+            if report is not None:
+                out.append(report)
+        return out
 
     # -- memory comparison --------------------------------------------------------------------
     def compare_memory(

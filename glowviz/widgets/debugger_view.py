@@ -564,27 +564,35 @@ class DebuggerView(StageView):
     def action_cycle_mode(self) -> None:
         self.set_mode(MODES[(MODES.index(self.mode) + 1) % len(MODES)])
 
+    def _guarded(self, dbg: Debugger, fn: Callable[[Debugger], object]) -> None:
+        """Run a stepping command here, on the UI thread: an executor fault (an integer
+        division by zero, ...) stops the debugger with the reason shown, never the IDE."""
+        try:
+            fn(dbg)
+        except Exception as e:  # noqa: BLE001 - shown, as in `_run`
+            dbg.stop_reason = f"error: {type(e).__name__}: {e}"
+            self.notify(dbg.stop_reason, severity="error")
+        self.refresh_state()
+
     def action_step(self) -> None:
         if (dbg := self._ready()) is not None:
-            dbg.step()
-            self.refresh_state()
+            self._guarded(dbg, lambda d: d.step())
 
     def action_next(self) -> None:
+        if (dbg := self._ready()) is not None:
+            self._guarded(dbg, self._next)
+
+    def _next(self, dbg: Debugger) -> None:
         """Execute the next real instruction: the bookkeeping ones before it (alloc, dealloc,
         tensorview) run silently, unless a breakpoint stands on one of them."""
-        dbg = self._ready()
-        if dbg is None:
-            return
         first = True
         while not dbg.finished and dbg.instrs[dbg.pc]["kind"] in BOOKKEEPING:
             if not first and dbg.pc in dbg.breakpoints:
-                self.refresh_state()
                 return
             dbg.step(compare=False)
             first = False
         if not dbg.finished and (first or dbg.pc not in dbg.breakpoints):
             dbg.step()
-        self.refresh_state()
 
     def action_cont(self) -> None:
         if self._ready():

@@ -42,7 +42,7 @@ class DiffView(StageView):
         Binding("shift+right", "shift_ir(16)", "Shift right", show=False, id="diff.shift_r"),
         Binding("shift+left", "shift_ir(-16)", "Shift left", show=False, id="diff.shift_l"),
         Binding("f", "toggle_full", "Full/context", id="diff.full"),
-        Binding("a", "pin_base", "Pin base", id="diff.pin"),
+        Binding("a", "pin_base", "Pin base", show=False, id="diff.pin"),
     ]
 
     def __init__(self, **kw) -> None:

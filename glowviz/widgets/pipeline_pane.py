@@ -64,11 +64,13 @@ class PipelinePane(Vertical):
         self._syncing = False
         self._widths: dict[str, int] = {}
         self._narrow: bool | None = None
+        self._status = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="pipeline-head"):
             yield Label("Pipeline", classes="pane-title", id="pipeline-title")
             yield Checkbox("hide unchanged", id="hide-unchanged")
+        yield Label("", id="pipeline-notes", classes="hidden")
         yield Input(placeholder="filter passes… (Esc: back)", id="pipeline-filter")
         yield DataTable(id="pipeline-table", cursor_type="row", zebra_stripes=False)
 
@@ -76,7 +78,7 @@ class PipelinePane(Vertical):
         self._columns()
 
     def on_resize(self, event: events.Resize) -> None:
-        if (event.size.width < NARROW) != self._narrow:
+        if self._wanted_widths() != self._widths:
             self._columns()
             self.rebuild()
 
@@ -89,9 +91,11 @@ class PipelinePane(Vertical):
         ms = max([2, *(len(fmt_ms(r.time_ms)) for r in recs)])
         idx = max(1, len(str(max(len(recs) - 1, 0))))
         narrow = (self.size.width or 62) < NARROW
-        # DataTable pads every cell by one column on each side; 2 more for the scrollbar.
-        fixed = (idx + 2) + (1 + 2) + (count + 2) + (0 if narrow else ms + 2) + 2
-        name = max(10, (self.size.width or 62) - fixed)
+        # The pane's border is not the table's; DataTable pads every cell (the name's too) by
+        # one column on each side; 2 more for the vertical scrollbar.
+        avail = self.content_size.width or 61
+        fixed = (idx + 2) + (1 + 2) + (count + 2) + (0 if narrow else ms + 2) + 2 + 2
+        name = max(8, avail - fixed)
         return {"idx": idx, "pass": name, "count": count, "ms": 0 if narrow else ms}
 
     def _columns(self) -> None:
@@ -114,6 +118,13 @@ class PipelinePane(Vertical):
             self.rebuild()
 
     # -- data ---------------------------------------------------------------------------------
+    def set_notes(self, notes: list[str]) -> None:
+        """The frontend's notes on the model (opset upgrade, specialized inputs), above the
+        stages; hidden when there are none."""
+        label = self.query_one("#pipeline-notes", Label)
+        label.update(Text("\n".join(f"note: {n}" for n in notes), style="italic"))
+        label.set_class(not notes, "hidden")
+
     def shows(self, rec: StageRecord) -> bool:
         """Whether the filters keep `rec` in the table."""
         if self.hide_unchanged and not rec.changed and rec.index != 0:
@@ -162,7 +173,14 @@ class PipelinePane(Vertical):
 
     def set_status(self, text: str) -> None:
         """The pane's title line: how far the compile got."""
-        self.query_one("#pipeline-title", Label).update(Text("Pipeline ", style="bold") + text)
+        self._status = text
+        self._title()
+
+    def _title(self) -> None:
+        t = Text("Pipeline ", style="bold") + Text(self._status)
+        if self.hide_unchanged:  # said here too: under the width threshold the box is hidden
+            t.append(" · changed only", style="dim")
+        self.query_one("#pipeline-title", Label).update(t)
 
     def rebuild(self) -> None:
         t = self.query_one(DataTable)
@@ -219,6 +237,7 @@ class PipelinePane(Vertical):
     @on(Checkbox.Changed, "#hide-unchanged")
     def _hide(self, event: Checkbox.Changed) -> None:
         self.hide_unchanged = event.value
+        self._title()
         self.rebuild()
 
     def on_key(self, event: events.Key) -> None:

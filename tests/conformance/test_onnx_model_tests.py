@@ -17,12 +17,12 @@ from tests.conformance import harness
 PASS_FLOOR = {
     ("Real", "interpreter"): 8,
     ("Real", "llvm"): 9,
-    ("Simple", "interpreter"): 6,
-    ("Simple", "llvm"): 6,
-    ("PyTorchConverted", "interpreter"): 75,
-    ("PyTorchConverted", "llvm"): 74,
-    ("PyTorchOperator", "interpreter"): 30,
-    ("PyTorchOperator", "llvm"): 30,
+    ("Simple", "interpreter"): 17,
+    ("Simple", "llvm"): 17,
+    ("PyTorchConverted", "interpreter"): 82,
+    ("PyTorchConverted", "llvm"): 81,
+    ("PyTorchOperator", "interpreter"): 35,
+    ("PyTorchOperator", "llvm"): 35,
 }
 
 _CASES = [

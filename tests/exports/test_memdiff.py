@@ -126,9 +126,25 @@ def test_match_by_producer_when_names_change(base_report):
 
 
 def test_lifetime_longer_reported(base_report):
+    # Lifetimes compare in operations (instruction indices shift with every marker): a buffer
+    # read by 3 more operations lived 3 operations longer.
     longer = _doctored(base_report)
     longer["buffers"][0]["last"] += 3
+    longer["buffers"][0]["op_span"] += 3
     d = diff_reports(base_report, MemoryReport.from_json(longer))
+    assert d["buffers"]["longer"][0]["lifetime_delta"] == 3
+    assert d["buffers"]["longer"][0]["lifetime_unit"] == "operations"
+    # Only the instruction indices moved (more markers in between): not a longer lifetime.
+    shifted = _doctored(base_report)
+    shifted["buffers"][0]["last"] += 3
+    assert not diff_reports(base_report, MemoryReport.from_json(shifted))["buffers"]["longer"]
+    # Reports without operation spans (older files) fall back to instructions.
+    old = _doctored(base_report)
+    for b in old["buffers"]:
+        del b["op_span"]
+    old["buffers"][0]["last"] += 3
+    d = diff_reports(MemoryReport.from_json(_doctored(base_report)), MemoryReport.from_json(old))
+    assert d["buffers"]["longer"][0]["lifetime_unit"] == "instructions"
     assert d["buffers"]["longer"][0]["lifetime_delta"] == 3
 
 

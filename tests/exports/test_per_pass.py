@@ -18,10 +18,11 @@ def test_per_pass_finds_buffer_sharing():
 
     plan = compile_model(str(MODELS / "transformer_block.onnx")).plan
     assert final["peak_bytes"] == plan.peak_bytes
-    # A graph row's figure is the whole low-level pipeline on that graph: the last graph row
-    # agrees with the final plan.
-    last_graph = [r for r in rows if r["ir_kind"] == "graph"][-1]
-    assert last_graph["peak_bytes"] == plan.peak_bytes
+    # Every row is measured one way, so the deltas add up from the first row to the plan
+    # (no reset at IRGen), and the scheduler has its own row.
+    assert sum(r["delta_bytes"] for r in rows) == final["peak_bytes"] - rows[0]["peak_bytes"]
+    assert [r["stage"] for r in rows].count("schedule") == 1
+    assert next(r for r in rows if r["stage"] == "irgen")["delta_bytes"] == 0
     text = format_per_pass(rows)
     assert "buffer-sharing" in text and "peak KiB" in text
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -113,3 +114,22 @@ def check_vs_ort(
 
 def rand(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def reshape_by_input_model(path: Path) -> Path:
+    """Save at `path` a model whose Reshape takes its target shape from graph input 'shape'
+    (x: f32<2x6>): it compiles only once that input's value is given (--const-input)."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x", "shape"], ["y"]),
+            helper.make_node("Relu", ["y"], ["z"]),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["a", "b"])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path

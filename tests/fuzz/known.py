@@ -22,10 +22,6 @@ ALL = (*CLI, "check")
 
 #: Bug classes still open, what they are and where the fix belongs (issue 11 items).
 BUGS: dict[str, str] = {
-    "int-div-trap": "integer Div by zero or INT_MIN / -1 kills the process with SIGFPE in LLVM "
-    "code - issue item 4",
-    "compile-time-superlinear": "compile time grows super-linearly with chain length and fan-out "
-    "(3000-node chain, 2000 users: > 20 s in compiler/lir/passes/analysis.py) - issue item 3",
     "inf-propagation": "with infinite weights, interpreter and LLVM put NaN at other places than "
     "onnxruntime and than a float64 reference (0 * inf, inf - inf inside conv sums: unet_small "
     "with one inf in conv.weight_1, mutant 1688 of seed 2026) - issue item 5",
@@ -38,10 +34,6 @@ BUGS: dict[str, str] = {
     "line): transformer_block with a 100000x Expand under a 3 GiB cap",
     "interpreter-slow": "the numpy interpreter takes > 30 s on a 100000-pixel-wide input "
     "(reference conv_transpose): a time-cap artifact more than a loop",
-    "norm-precision": "InstanceNormalization of nearly-equal values: float32 x - mean cancels, "
-    "so interpreter and LLVM are off by ~1e-4 of the output scale where onnxruntime (double "
-    "accumulation) and a float64 reference agree - InstanceNorm's lowering (LayerNorm has a "
-    "double kernel now)",
 }
 
 
@@ -93,24 +85,12 @@ REGRESSIONS: list[Regression] = [
     # the lower-bound allocator's endless loop on a zero-size buffer
     Regression("zero_size_intermediate", "ok", ALL),
     # graph size: compile in a few seconds
-    Regression(
-        "chain_3000",
-        "ok",
-        ("compile",),
-        failing={"compile": "compile-time-superlinear"},
-        timeout=15,
-    ),
-    Regression(
-        "fanout_2000",
-        "ok",
-        ("compile",),
-        failing={"compile": "compile-time-superlinear"},
-        timeout=15,
-    ),
+    Regression("chain_3000", "ok", ("compile",), timeout=15),
+    Regression("fanout_2000", "ok", ("compile",), timeout=15),
     # integer semantics: never a signal
-    Regression("int_div_by_const_zero", "no-crash", failing={"run-llvm": "int-div-trap"}),
-    Regression("int_div_by_runtime_zero", "no-crash", failing={"run-llvm": "int-div-trap"}),
-    Regression("int_min_div_minus_one", "no-crash", failing={"run-llvm": "int-div-trap"}),
+    Regression("int_div_by_const_zero", "refusal", match=r"node 'Div_2'.*integer division by zero"),
+    Regression("int_div_by_runtime_zero", "no-crash", match=r"error: integer division by zero$"),
+    Regression("int_min_div_minus_one", "no-crash", match=r"error: integer division by zero$"),
     # NaN and Inf propagate as in onnxruntime
     Regression("nan_weight_conv_relu", "ok", ALL),
     Regression("batchnorm_negative_variance", "ok", ALL),
@@ -159,8 +139,8 @@ REGRESSIONS: list[Regression] = [
         "graph_instancenorm_constant_rows",
         "ok",
         ALL,
-        failing={"check": "norm-precision"},
-        note="random graph 7000145 shrunk: InstanceNormalization then GlobalAveragePool",
+        note="random graph 7000145 shrunk: InstanceNormalization then GlobalAveragePool "
+        "(float32 x - mean cancelled; InstanceNorm is LayerNorm from axis 2 now, in double)",
     ),
 ]
 
@@ -172,11 +152,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known(
-        "norm-precision", r"^wrong \| check \| vs-ort interpreter: values(, vs-ort llvm: values)?$"
-    ),
-    Known("int-div-trap", r"^crash \| (run-llvm|check) \| SIGFPE"),
-    Known("compile-time-superlinear", r"^hang \| [\w-]+ \| compiler/lir/passes/"),
     Known("inf-propagation", r"^wrong \| check \| vs-ort interpreter: nan(, vs-ort llvm: nan)?$"),
     Known("llvm-jit-oom", r"^memory \| (run-llvm|check) \| SIGABRT compiler/backends/llvm/jit\.py"),
     Known("interpreter-slow", r"^hang \| run-interpreter \| compiler/kernels/"),

@@ -507,3 +507,25 @@ async def test_resnet50_shaped_model_stage_switching(tmp_path):
         await pilot.pause()
         assert graph.index == 0 and len(graph.rows) > 300
         assert main.view("debugger").dbg is not None
+
+
+@run_async
+async def test_specialized_model_shows_its_notes(tmp_path):
+    """A model compiled with a const input (what `--const-input` gives the IDE): the graph is
+    the specialized one and the pipeline pane lists the frontend's note above the stages."""
+    import numpy as np
+    from textual.widgets import Label
+
+    from compiler.pipeline import CompileOptions
+    from tests.frontend.frontend_helpers import reshape_by_input_model
+
+    path = reshape_by_input_model(tmp_path / "reshape.onnx")
+    options = CompileOptions(const_inputs={"shape": np.array([3, 4])})
+    app = GlowvizApp(str(path), options)
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(app, pilot)
+        assert app.session.error is None, app.session.error.headline()
+        assert app.session.notes == ["input 'shape' specialized to [3, 4]"]
+        label = main.query_one("#pipeline-notes", Label)
+        assert label.display and "specialized to [3, 4]" in str(label.render())
+        assert any(r["op"] == "Reshape" for r in app.session.graph_nodes(0))

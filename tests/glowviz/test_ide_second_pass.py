@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_pipeline import fake_compile
 from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
 from textual.widgets import DataTable, Input, TabbedContent
@@ -279,6 +280,16 @@ def _big_counts_compile(model: Any, options: Any, observer: Any = None, **kw: An
     return fake_compile(model, options, big, **kw)
 
 
+def _fits(app, table, count_width: int) -> None:
+    """The count column is as wide as its widest cell and every column fits in the pane
+    (cells padded by one each side, the vertical scrollbar beside them)."""
+    cols = {str(c.key.value): c for c in table.columns.values()}
+    assert cols["count"].width >= count_width
+    pane = _main(app).query_one("PipelinePane")
+    used = sum(c.width + 2 for c in cols.values()) + 2
+    assert used <= pane.content_size.width, (used, pane.content_size.width)
+
+
 @run_async
 async def test_pipeline_counts_and_times_keep_all_digits():
     s = CompileSession(
@@ -290,11 +301,13 @@ async def test_pipeline_counts_and_times_keep_all_digits():
         table = _main(app).query_one("#pipeline-table", DataTable)
         row = " ".join(str(c) for c in table.get_row_at(1))
         assert "495→2018" in row
+        _fits(app, table, len("495→2018"))
         await pilot.resize_terminal(180, 50)
         await pilot.pause()
         await settle(app, pilot)
         row = " ".join(str(c) for c in table.get_row_at(1))
         assert "495→2018" in row and "5025" in row
+        _fits(app, table, len("495→2018"))
 
 
 @run_async
@@ -473,6 +486,7 @@ async def test_100x30_is_first_class():
         table = main.query_one("#pipeline-table", DataTable)
         labels = [str(c.label) for c in table.columns.values()]
         assert "count" in labels
+        _fits(app, table, len("53→53"))
         main.goto_stage(6)
         await pilot.press("6")
         await settle(app, pilot)
@@ -484,3 +498,67 @@ async def test_100x30_is_first_class():
         assert t.size.height - 1 >= 3  # more than three rows fit under the header
         footer = main.query_one("Footer")
         assert footer.region.right <= 100 and footer.region.y == 29
+        # the pipeline pane collapses: the views get the whole width
+        await pilot.press("7")
+        await settle(app, pilot)
+        table = main.view("debugger").query_one("#debug-table")
+        narrow = table.size.width
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+        assert not main.query_one("PipelinePane").display or main.has_class("-no-pipeline")
+        await until(pilot, lambda: table.size.width > narrow + 30)
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+        assert not main.has_class("-no-pipeline")
+
+
+# -- item 4 on a real CNN: no stop on rounding noise, a stop at a broken kernel ----------------
+def _break_kernel(dbg, k: int) -> None:
+    """A deliberately broken kernel (the test hook): after instruction `k` runs on the executor
+    under test, one element of what it wrote is 5% off."""
+    executor = dbg.executor
+    step = executor.step
+
+    def broken_step():
+        at = executor.pc
+        written = step()
+        if at == k:
+            for name in written or dbg._writes(k):
+                a = executor.read(name).copy()
+                a.flat[a.size // 2] = a.flat[a.size // 2] * 1.05 + 0.1
+                executor.write(name, a)
+        return written
+
+    executor.step = broken_step
+
+
+@pytest.mark.slow
+@run_async
+async def test_resnet50_shaped_run_to_divergence(tmp_path):
+    """`d` with the default tolerance runs a ResNet-50-shaped model (32x32, 10 classes) to the
+    end on LLVM against the interpreter: float32 rounding noise of long reductions is not a
+    divergence. With one kernel broken on purpose it stops at exactly that instruction."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from models import write_model
+
+    path = write_model("resnet50", tmp_path, image=32, classes=10)
+    app = GlowvizApp(str(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        assert app.session.error is None, app.session.error.headline()
+        view = await _debugger(app, pilot)
+        dbg = view.dbg
+        assert dbg.executor_name == "llvm" and dbg.reference is not None
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert dbg.finished and dbg.divergence is None, dbg.stop_reason
+        convs = [k for k, ins in enumerate(dbg.instrs) if ins["kind"] == "conv"]
+        k = convs[len(convs) // 2]
+        await pilot.press("r")
+        await settle(app, pilot)
+        _break_kernel(dbg, k)
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert dbg.divergence is not None and dbg.divergence["index"] == k, dbg.stop_reason

@@ -222,11 +222,11 @@ def test_use_lists_follow_rewrites() -> None:
     fn.erase(fn.find("db"))
     relu.set_operand(0, a)
     fn.erase(b)
-    assert b.users == [] and "b" not in fn
+    assert not b.users and "b" not in fn
     add.set_operand(1, a)
     assert (add, 1) in a.users and not any(i is add for i, _ in inp.users)
     a.replace_all_uses_with(fn.get("input"))
-    assert a.users == []
+    assert not a.users
 
 
 def test_move_and_indices() -> None:

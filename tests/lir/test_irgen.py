@@ -211,6 +211,21 @@ def _operand_types(op: str) -> tuple[list[TensorType], dict] | None:
         "ArgMax": ([t], {"axis": 1}),
         "ArgMin": ([t], {"axis": 2, "keepdims": 0}),
         **_quantized_operand_types(t),
+        "Trilu": ([t], {"k": 1}),
+        "IsNaN": ([t], {}),
+        "BitCast": ([t], {"to": "i32"}),
+        "IsInf": ([t], {"detect_negative": 0}),
+        "CumSum": ([t], {"axis": 2, "reverse": 1}),
+        "CumProd": ([t], {"axis": 1, "exclusive": 1}),
+        "GatherElements": ([t, t.with_elem(ElemKind.I64)], {"axis": 3}),
+        "GatherND": ([t, TensorType(ElemKind.I64, (1, 2, 2))], {"batch_dims": 1}),
+        "ScatterND": ([t, TensorType(ElemKind.I64, (3, 2)), f32(3, 6, 6)], {"reduction": "add"}),
+        "ScatterElements": ([t, t.with_elem(ElemKind.I32), t], {"axis": 1}),
+        "ArgTopK": ([t], {"k": 2, "axis": 3}),
+        "MaxPoolArgmax": ([t], {"kernel": (2, 2), "strides": (2, 2), "storage_order": 1}),
+        "Einsum": ([f32(2, 3, 4), f32(2, 4, 5)], {"equation": "bij,bjk->bik"}),
+        "GroupNorm": ([t, f32(4), f32(4)], {"num_groups": 2}),
+        "RMSNorm": ([t, f32(6)], {}),
     }
     if op.startswith("Reduce"):
         return [t], {"axes": (2, 3)}

@@ -14,6 +14,7 @@ from compiler.memory.plan import check_plan, plan_memory
 from compiler.memory.report import SCHEMA, MemoryReport, format_report, memory_report
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, compile_model
+from glowviz.exports.render import ExportError
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_models").glob("*.onnx"))
 IDS = [p.stem for p in SAMPLES]
@@ -147,7 +148,12 @@ def test_mem_command_writes_json(tmp_path: Path, capsys) -> None:
 
     parser = argparse.ArgumentParser()
     mem_cmd.add_parser(parser.add_subparsers())
-    out = tmp_path / "sub" / "mem.json"
+    # Like `glowviz export`, the directory must exist: a typo in CI fails, no stray directory.
+    missing = parser.parse_args(["mem", str(SAMPLES[0]), "--json", str(tmp_path / "sub" / "m")])
+    with pytest.raises(ExportError, match="output directory does not exist"):
+        missing.func(missing)
+    assert not (tmp_path / "sub").exists()
+    out = tmp_path / "mem.json"
     args = parser.parse_args(["mem", str(SAMPLES[0]), "--json", str(out)])
     assert args.func(args) == 0
     data = json.loads(out.read_text())

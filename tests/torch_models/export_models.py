@@ -216,6 +216,96 @@ class MlpFlattenDropout(nn.Module):
         return self.net(x)
 
 
+class LstmClassifier(nn.Module):
+    """Two-layer LSTM over a batch-first sequence; the last step's output -> Linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, _ = self.lstm(x)
+        return self.fc(y[:, -1])
+
+
+class GruSequence(nn.Module):
+    """Sequence-major GRU from a learned initial state; every step's output -> tanh(Linear)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(8, 12)
+        self.h0 = nn.Parameter(torch.randn(1, 1, 12) * 0.1)
+        self.head = nn.Linear(12, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h0 = self.h0.expand(1, x.size(1), 12).contiguous()
+        y, _ = self.gru(x, h0)
+        return torch.tanh(self.head(y))
+
+
+class BiLstmTagger(nn.Module):
+    """Bidirectional LSTM tagger: per-step Linear over both directions, log-softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 10, bidirectional=True, batch_first=True)
+        self.tag = nn.Linear(20, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, _ = self.lstm(x)
+        return F.log_softmax(self.tag(y), dim=-1)
+
+
+class TransformerOpsBlock(nn.Module):
+    """A BERT-/Swin-like block written with the ops real exports add to plain attention:
+    position ids as the cumsum of a mask (CumSum), a phase embedding read at `pos % 3` (Mod),
+    attention scores by einsum (Einsum), a relative-position bias read with torch.gather
+    (GatherElements), a causal re-weighting by torch.tril (Trilu), GroupNorm, an in-place write
+    of the first token (ScatterND), top-k pooling (TopK) and the pooled rows picked by advanced
+    indexing (GatherND), values snapped by torch.round (Round)."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, seq: int = 8) -> None:
+        super().__init__()
+        self.heads = heads
+        self.pos = nn.Embedding(seq + 1, dim)
+        self.phase = nn.Embedding(3, dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.rel = nn.Parameter(torch.randn(heads, seq, 2 * seq - 1) * 0.1)
+        rel_idx = torch.arange(seq)[None, :] - torch.arange(seq)[:, None] + seq - 1
+        self.register_buffer("rel_idx", rel_idx.expand(heads, seq, seq).contiguous())
+        self.norm = nn.GroupNorm(4, dim)
+        self.cls = nn.Parameter(torch.randn(dim) * 0.1)
+        self.out = nn.Linear(dim, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.size()
+        d = c // self.heads
+        mask = (x[..., 0] > -100.0).long()
+        pos_ids = torch.cumsum(mask, dim=1) * mask
+        h = x + self.pos(pos_ids) + self.phase(pos_ids % 3)
+        h[:, 0] = self.cls
+        q, k, v = self.qkv(h).chunk(3, dim=-1)
+        q = q.reshape(b, t, self.heads, d)
+        k = k.reshape(b, t, self.heads, d)
+        v = v.reshape(b, t, self.heads, d)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d)
+        bias = torch.gather(self.rel, 2, self.rel_idx)
+        att = F.softmax(scores + bias, dim=-1)
+        att = torch.tril(att)
+        att = att / att.sum(dim=-1, keepdim=True)
+        y = torch.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, c)
+        h = h + self.proj(y)
+        h = self.norm(h.transpose(1, 2)).transpose(1, 2)
+        score = h.mean(dim=-1)
+        _, top = score.topk(3, dim=1)
+        rows = torch.arange(b).unsqueeze(1).expand(b, 3)
+        picked = h[rows, top]
+        pooled = torch.round(picked.mean(dim=1) * 8) / 8
+        return self.out(pooled)
+
+
 # ---------------------------------------------------------------------------------------------
 # The exported set
 # ---------------------------------------------------------------------------------------------
@@ -232,6 +322,8 @@ class Spec:
     # torch.onnx.export's do_constant_folding; False keeps the exporter's shape arithmetic
     # (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) even where the shapes are static.
     fold: bool = True
+    # The dynamo exporter (torch.export + onnxscript) instead of the TorchScript one.
+    dynamo: bool = False
 
 
 SPECS = [
@@ -258,6 +350,14 @@ SPECS = [
         fold=False,
     ),
     Spec("mlp_flatten_dropout", MlpFlattenDropout, (1, 1, 8, 8), opset=13),
+    Spec("lstm_classifier", LstmClassifier, (1, 6, 8)),
+    Spec("gru_sequence", GruSequence, (6, 1, 8)),
+    Spec("bilstm_tagger", BiLstmTagger, (1, 6, 8)),
+    Spec("transformer_ops_block", TransformerOpsBlock, (1, 8, 16)),
+    Spec("lstm_classifier_dynamo", LstmClassifier, (1, 6, 8), opset=18, dynamo=True),
+    Spec("gru_sequence_dynamo", GruSequence, (6, 1, 8), opset=18, dynamo=True),
+    Spec("bilstm_tagger_dynamo", BiLstmTagger, (1, 6, 8), opset=18, dynamo=True),
+    Spec("transformer_ops_block_dynamo", TransformerOpsBlock, (1, 8, 16), opset=18, dynamo=True),
 ]
 
 
@@ -301,17 +401,29 @@ def export(spec: Spec, out: Path, quiet: bool) -> None:
     kwargs = {}
     if spec.dynamic_batch:
         kwargs["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
-    torch.onnx.export(
-        model,
-        (torch.from_numpy(x),),
-        str(path),
-        input_names=["input"],
-        output_names=["output"],
-        opset_version=spec.opset,
-        dynamo=False,
-        do_constant_folding=spec.fold,
-        **kwargs,
-    )
+    if spec.dynamo:
+        program = torch.onnx.export(
+            model,
+            (torch.from_numpy(x),),
+            input_names=["input"],
+            output_names=["output"],
+            opset_version=spec.opset,
+            dynamo=True,
+            optimize=True,
+        )
+        program.save(str(path), external_data=False)
+    else:
+        torch.onnx.export(
+            model,
+            (torch.from_numpy(x),),
+            str(path),
+            input_names=["input"],
+            output_names=["output"],
+            opset_version=spec.opset,
+            dynamo=False,
+            do_constant_folding=spec.fold,
+            **kwargs,
+        )
     proto = onnx.load(str(path))
     onnx.checker.check_model(proto, full_check=True)
 

@@ -333,13 +333,14 @@ class ArenaInterpreter:
             attrs = ins.attrs
             if ins.accumulates and "activation" in attrs:
                 attrs = {**attrs, "activation": NONE}  # it applies to the sum, below
-            results = run_kernel(
-                graph_op,
-                inputs,
-                attrs,
-                [v.type_ for v, m in ins.operands if m == "in"],
-                [v.type_ for v, m in ins.operands if m in ("out", "inout")],
-            )
+            with np.errstate(all="ignore"):  # NaN and Inf are data, as in `evaluate`
+                results = run_kernel(
+                    graph_op,
+                    inputs,
+                    attrs,
+                    [v.type_ for v, m in ins.operands if m == "in"],
+                    [v.type_ for v, m in ins.operands if m in ("out", "inout")],
+                )
             # Compute everything first, then write: an @out may alias an @in.
             staged = []
             for k, ((dst, _), res) in enumerate(zip(dests, results)):

@@ -25,6 +25,7 @@ from compiler.backends.llvm import target
 from compiler.backends.llvm.bundle_header import (
     ELEM_CODES,
     ENTRY_EALIGN,
+    ENTRY_EDIVZERO,
     ENTRY_OK,
     FORMAT_VERSION,
     BundleTensor,
@@ -36,12 +37,11 @@ from compiler.backends.llvm.bundle_header import (
     weights_c_text,
 )
 from compiler.backends.llvm.codegen import Program, generate
-from compiler.backends.llvm.emitters.common import LIBM
+from compiler.backends.llvm.emitters.common import LIBM, STATUS_GLOBAL
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import LIRFunction, view_root
 from compiler.memory.plan import MemoryPlan
 from compiler.memory.regions import ACTIVATION_REGION, CONSTANT_REGION, MUTABLE_REGION, REGIONS
-from compiler.memory.report import memory_report
 
 if TYPE_CHECKING:
     from compiler.graph.ir import Module
@@ -193,6 +193,7 @@ def _entry_ir(
     crc32: int,
     ins: list[BundleTensor],
     outs: list[BundleTensor],
+    status: bool = False,
 ) -> str:
     """The entry `i32 @<name>(ptr, ptr, ptr)` around `@run_all`, and `@<name>_config` (its
     fields in the order of `glowviz_bundle_config` in the header)."""
@@ -249,10 +250,25 @@ def _entry_ir(
         "misaligned:",
         f"  ret i32 {ENTRY_EALIGN}",
         "run:",
-        "  call void @run_all(ptr %constant_weight, ptr %mutable_weight, ptr %activations)",
-        f"  ret i32 {ENTRY_OK}",
-        "}",
     ]
+    if status:
+        # The code's status (integer division by zero) becomes the return code.
+        at = lines.index("declare void @run_all(ptr, ptr, ptr)")
+        lines[at:at] = [f"@{STATUS_GLOBAL} = external global i32", ""]
+        lines.append(f"  store i32 0, ptr @{STATUS_GLOBAL}")
+    lines.append(
+        "  call void @run_all(ptr %constant_weight, ptr %mutable_weight, ptr %activations)"
+    )
+    if status:
+        lines += [
+            f"  %status = load i32, ptr @{STATUS_GLOBAL}",
+            "  %failed = icmp ne i32 %status, 0",
+            f"  %code = select i1 %failed, i32 {ENTRY_EDIVZERO}, i32 {ENTRY_OK}",
+            "  ret i32 %code",
+        ]
+    else:
+        lines.append(f"  ret i32 {ENTRY_OK}")
+    lines.append("}")
     return "\n".join(lines) + "\n"
 
 
@@ -318,7 +334,8 @@ def build_bundle(result: CompileResult, options: BundleOptions | None = None) ->
     ins, outs = _tensors(result.module, plan)
     regions = {r: int(plan.region_sizes.get(r, 0)) for r in REGIONS}
     regions[CONSTANT_REGION] = len(weights)
-    entry = _entry_ir(name, regions, plan.alignment, crc, ins, outs)
+    status = STATUS_GLOBAL in program.module.globals
+    entry = _entry_ir(name, regions, plan.alignment, crc, ins, outs, status)
     obj = _compile_object(program, entry, {name, f"{name}_config"}, triple, cpu)
     sections = object_sections(obj)
     info = HeaderInfo(
@@ -341,7 +358,11 @@ def build_bundle(result: CompileResult, options: BundleOptions | None = None) ->
         outputs=tuple(outs),
         embedded=options.embed_weights,
     )
-    report = memory_report(plan, lir, str(source or ""), result.options.scheduler)
+    # The compile's own report, configuration included: `glowviz mem NAME.h` prints what
+    # `glowviz mem MODEL` printed for the plan the bundle was generated for.
+    mem = result.memory_report()
+    assert mem is not None  # result.plan was checked above
+    report = mem.to_json()
     report["bundle"] = {
         "name": name,
         "target": triple,

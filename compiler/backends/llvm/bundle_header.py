@@ -24,6 +24,7 @@ FORMAT_VERSION = 1
 #: Return codes of a bundle entry (kept in step with the entry `bundle.py` generates).
 ENTRY_OK = 0
 ENTRY_EALIGN = 1
+ENTRY_EDIVZERO = 2
 
 #: `glowviz_tensor_info.elem_kind` codes: ElemKind in declaration order, from 1 (0 = unknown).
 ELEM_CODES: dict[ElemKind, int] = {k: i + 1 for i, k in enumerate(ElemKind)}
@@ -141,6 +142,7 @@ def _common_defs() -> str:
 /* Return codes of a bundle entry. */
 #define GLOWVIZ_BUNDLE_OK {ENTRY_OK}
 #define GLOWVIZ_BUNDLE_EALIGN {ENTRY_EALIGN} /* a region base is not <NAME>_MEM_ALIGN-aligned */
+#define GLOWVIZ_BUNDLE_EDIVZERO {ENTRY_EDIVZERO} /* an integer Div met a zero divisor */
 
 /* glowviz_tensor_info.elem_kind */
 {elems}
@@ -366,6 +368,7 @@ def format_bundle(report: dict[str, Any]) -> str:
 __all__ = [
     "ELEM_CODES",
     "ENTRY_EALIGN",
+    "ENTRY_EDIVZERO",
     "ENTRY_OK",
     "FORMAT_VERSION",
     "BundleTensor",

@@ -32,7 +32,13 @@ from compiler.backends.llvm.emitters.common import (
     KernelSink,
     gep,
 )
-from compiler.backends.llvm.emitters.elementwise import emit_chain, is_elementwise
+from compiler.backends.llvm.emitters.elementwise import (
+    emit_chain,
+    is_elementwise,
+    lane_epilogue,
+    lane_sources,
+)
+from compiler.backends.llvm.kernels.parallel import runtime
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.memory.regions import CONSTANT_REGION, REGIONS, ArenaLayout, align
@@ -154,6 +160,61 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
     return chains
 
 
+#: Instructions whose kernels run a lane-wise epilogue (``EmitContext.with_epilogue``).
+EPILOGUE_PRODUCERS = frozenset({"conv", "fullyconnected", "matmul"})
+
+
+def _skippable(value: LValue) -> bool:
+    """A dest a fused kernel may leave unwritten: an activation buffer, not an output."""
+    return getattr(value, "role", None) != "output" and isinstance(view_root(value)[0], Instruction)
+
+
+def find_epilogues(
+    lir: LIRFunction, addr: Addresses, ctx: EmitContext
+) -> list[tuple[Instruction, list[Instruction]]]:
+    """(producer, chain) pairs: a conv / fully-connected / matmul followed by element-wise
+    instructions that each read the one before (the producer's result first) and otherwise
+    only uniform constants (``lane_sources``), so ``run_all`` can run the chain on the
+    producer's results before they are stored. Every dest but the last is read by nothing
+    else and is not an output; the last must not overlap the producer's operands."""
+    code = [i for i in lir.code if i.kind not in NO_CODE]
+    out = []
+    for pos, prod in enumerate(code):
+        # A sum post-op producer adds to what its destination holds: a chain would read that
+        # from its own last destination instead, so accumulating producers keep theirs.
+        if prod.kind not in EPILOGUE_PRODUCERS or prod.accumulates:
+            continue
+        src = prod.operands[0][0]
+        known: dict[int, tuple] = {id(src): ("acc",)}
+        chain: list[Instruction] = []
+        for nxt in code[pos + 1 :]:
+            cur = chain[-1].operands[0][0] if chain else src
+            if not any(v is cur for v, _ in nxt.operands[1:]):
+                break
+            if tuple(nxt.operands[0][0].type_.shape) != tuple(src.type_.shape):
+                break
+            if lane_sources(ctx, nxt, known) is None:
+                break
+            chain.append(nxt)
+            known[id(nxt.operands[0][0])] = ("step", len(chain) - 1)
+        # The longest prefix whose intermediate results nothing else reads.
+        while chain:
+            members = {id(prod), *(id(i) for i in chain)}
+            writers = [prod, *chain[:-1]]
+            last = chain[-1].operands[0][0]
+            # An in-place step's dest is the buffer the fused kernel writes last: not skipped.
+            skipped = [w for w in writers if not addr.same(w.operands[0][0], last)]
+            if all(
+                _skippable(w.operands[0][0]) and all(id(u) in members for u in _users(w))
+                for w in skipped
+            ) and not any(addr.overlap(last, v) for v, _ in prod.operands[1:]):
+                break
+            chain.pop()
+        if chain:
+            out.append((prod, chain))
+    return out
+
+
 def _chainable(cur: list[Instruction], nxt: Instruction, addr: Addresses) -> bool:
     prev = cur[-1]
     pdest = prev.operands[0][0]
@@ -191,6 +252,8 @@ class CodeGen:
         self.entry_calls: dict[str, list[Call]] = {}
         self.addr = Addresses(plan)
         self.module = ir.Module(name=f"glowviz.{lir.name}")
+        # Every module carries its thread pool (idle until the host starts it).
+        runtime(self.module)
         self.sink = KernelSink(self.module)
         forced = conv_strategy or os.environ.get("GLOWVIZ_CONV_STRATEGY") or None
         self.ctx = EmitContext(self.sink, self.addr.overlap, conv_strategy=forced)
@@ -217,35 +280,51 @@ class CodeGen:
             entry = f"instr_{idx}"
             instrs.append(InstrCode(idx, ins.name, ins.kind, entry, em.calls, em.strategy))
 
+        groups: list[tuple[int, ...]] = []
+        fused_entry: dict[int, str] = {}
+        fused_members: set[int] = set()
+        fused_calls: dict[str, list[Call]] = {}
+
+        def fused(ids: tuple[int, ...], calls: list[Call], tag: str) -> None:
+            name = f"fused_{ids[0]}"
+            fused_calls[name] = calls
+            fused_entry[ids[-1]] = name
+            fused_members.update(ids)
+            for i in ids:
+                instrs[i].strategy = (instrs[i].strategy + " " + tag).strip()
+            groups.append(ids)
+
+        if self.fuse:
+            index = {id(i): n for n, i in enumerate(self.lir.code)}
+            for prod, chain in find_epilogues(self.lir, self.addr, self.ctx):
+                try:
+                    lanes = lane_epilogue(self.ctx, prod.operands[0][0], chain)
+                    with self.ctx.fusing(chain[-1].operands[0][0], lanes):
+                        em = EMITTERS[prod.kind](self.ctx, prod)
+                except CodegenError:
+                    continue
+                fused((index[id(prod)], *(index[id(i)] for i in chain)), em.calls, "epilogue")
+            for chain, keep in find_chains(self.lir, self.addr):
+                if any(index[id(i)] in fused_members for i in chain):
+                    continue
+                try:
+                    em = emit_chain(self.ctx, chain, keep)
+                except CodegenError:
+                    continue
+                fused(tuple(index[id(i)] for i in chain), em.calls, "fused")
+
         # Blobs (packed weights) after the plan's constant region.
         csize = align(int(self.plan.region_sizes.get(CONSTANT_REGION, 0)))
         offsets = []
         for blob in self.sink.blobs:
             offsets.append(csize)
             csize = align(csize + blob.nbytes)
-
         for ic in instrs:
             if ic.entry is not None:
                 self._wrapper(ic.entry, ic.calls, offsets)
+        for name, calls in fused_calls.items():
+            self._wrapper(name, calls, offsets)
 
-        groups: list[tuple[int, ...]] = []
-        fused_entry: dict[int, str] = {}
-        fused_members: set[int] = set()
-        if self.fuse:
-            index = {id(i): n for n, i in enumerate(self.lir.code)}
-            for chain, keep in find_chains(self.lir, self.addr):
-                try:
-                    em = emit_chain(self.ctx, chain, keep)
-                except CodegenError:
-                    continue
-                ids = tuple(index[id(i)] for i in chain)
-                name = f"fused_{ids[0]}"
-                self._wrapper(name, em.calls, offsets)
-                fused_entry[ids[-1]] = name
-                fused_members.update(ids)
-                for i in ids:
-                    instrs[i].strategy = (instrs[i].strategy + " fused").strip()
-                groups.append(ids)
         # run_all
         fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * 3), "run_all")
         for a, n in zip(fn.args, REGIONS):
@@ -300,4 +379,13 @@ def generate(
     return CodeGen(lir, plan, fuse=fuse, conv_strategy=conv_strategy).generate()
 
 
-__all__ = ["Addresses", "CodeGen", "InstrCode", "Program", "find_chains", "generate"]
+__all__ = [
+    "EPILOGUE_PRODUCERS",
+    "Addresses",
+    "CodeGen",
+    "InstrCode",
+    "Program",
+    "find_chains",
+    "find_epilogues",
+    "generate",
+]

@@ -18,8 +18,9 @@ import numpy as np
 
 from compiler.backends.interpreter.arena import ArenaInterpreter, StepInfo
 from compiler.backends.llvm.codegen import Addresses, Program, generate
-from compiler.backends.llvm.emitters.common import LIBM
+from compiler.backends.llvm.emitters.common import LIBM, STATUS_DIV_BY_ZERO, STATUS_GLOBAL
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
+from compiler.backends.llvm.kernels.parallel import LIBC
 from compiler.errors import ExecutionError
 from compiler.graph.ir import Module
 from compiler.lir.ir import LIRFunction
@@ -34,16 +35,18 @@ _symbols_done = False
 
 
 def ensure_libm_symbols() -> None:
-    """Make the libm functions generated code calls resolvable by the JIT."""
+    """Make the libm and libc functions generated code calls (the math fallbacks, the thread
+    pool's pthread and futex calls) resolvable by the JIT."""
     global _symbols_done
     if _symbols_done:
         return
     import llvmlite.binding as llvm
 
     libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-    for name in LIBM:
-        addr = ctypes.cast(getattr(libm, name), ctypes.c_void_p).value
-        llvm.add_symbol(name, addr)
+    libc = ctypes.CDLL(None)
+    for lib, names in ((libm, LIBM), (libc, LIBC)):
+        for name in names:
+            llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
     _symbols_done = True
 
 
@@ -61,8 +64,11 @@ class LLVMExecutor(ArenaInterpreter):
         fuse: bool = True,
         check_plan: bool = True,
         conv_strategy: str | None = None,
+        threads: int = 1,
     ) -> None:
         super().__init__(lir, plan, check_plan=check_plan)
+        #: Threads the parallel loops of the kernels run on (results do not depend on it).
+        self.threads = max(1, int(threads))
         t0 = time.perf_counter()
         self.program: Program = generate(lir, self.plan, fuse=fuse, conv_strategy=conv_strategy)
         self.program_addresses = Addresses(self.plan)
@@ -97,10 +103,18 @@ class LLVMExecutor(ArenaInterpreter):
             self.compiled.cfunc(ic.entry) if ic.entry else None for ic in self.program.instrs
         ]
         self._run_all = self.compiled.cfunc("run_all")
+        # What the code reports instead of trapping (integer division by zero), when it can.
+        self._status: ctypes.c_int32 | None = None
+        if STATUS_GLOBAL in self.program.module.globals:
+            addr = self.compiled.global_address(STATUS_GLOBAL)
+            self._status = ctypes.c_int32.from_address(addr)
+        self.compiled.set_threads(self.threads)
         self._args = tuple(ctypes.c_void_p(a) for a in self._args)
         # Fast path of run(inputs): the input and output views, resolved once.
         self._in_views = {w.name: self._view(w, writable=True) for w in lir.inputs()}
         self._out_views = {w.name: self._view(w, writable=False) for w in lir.outputs()}
+        self._fast_in = [(n, v, v.shape, v.dtype) for n, v in self._in_views.items()]
+        self._fast_out = list(self._out_views.items())
 
     def _constant_ranges(self) -> list[tuple[int, int]]:
         ranges = set()
@@ -115,6 +129,14 @@ class LLVMExecutor(ArenaInterpreter):
         return sorted(ranges)
 
     # -- execution ------------------------------------------------------------------------------
+    def _check_status(self, where: str = "") -> None:
+        """Raise what the code reported during the last call (and clear it for the next)."""
+        if self._status is None or not self._status.value:
+            return
+        code, self._status.value = self._status.value, 0
+        what = "integer division by zero" if code == STATUS_DIV_BY_ZERO else f"status {code}"
+        raise ExecutionError(what + where)
+
     def step(self) -> StepInfo:
         if self.done:
             raise ExecutionError("the program has finished; call reset() to run it again")
@@ -122,7 +144,9 @@ class LLVMExecutor(ArenaInterpreter):
         ins = self.lir.code[idx]
         fn = self._entries[idx]
         if fn is not None:
+            self._pool()
             fn(*self._args)
+            self._check_status(f" in %{ins.name} ({ins.kind})")
         self.pc = idx + 1
         written = [v.name for v, m in ins.operands if m in ("out", "inout") and not ins.is_dealloc]
         return StepInfo(idx, ins, written)
@@ -137,36 +161,64 @@ class LLVMExecutor(ArenaInterpreter):
         """`run(inputs)`: the whole program in one call of `@run_all`, outputs by name.
         Otherwise: continue stepping (see ArenaInterpreter.run)."""
         if inputs is not None:
-            if not self._fast_inputs(inputs):
-                self.set_inputs(inputs)
+            outs = self.run_fast(inputs)
+            if outs is not None:
+                return outs
+            self.set_inputs(inputs)
+            self._pool()
             self._run_all(*self._args)
             self.pc = len(self.lir.code)
-            return {n: v.copy() for n, v in self._out_views.items()}
+            self._check_status()
+            return {n: v.copy() for n, v in self._fast_out}
         return super().run(until=until, breakpoints=breakpoints)
 
-    def _fast_inputs(self, inputs: Any) -> bool:
-        """Copy well-formed inputs straight into their views; False: take the checked path."""
-        if not isinstance(inputs, Mapping) or len(inputs) != len(self._in_views):
-            return False
-        for name, view in self._in_views.items():
+    def run_fast(self, inputs: Any) -> dict[str, np.ndarray] | None:
+        """The whole program on a dict of exactly the input arrays by placeholder name, with
+        their dtypes and shapes; None (nothing run) for anything else. Tiny models spend most
+        of their time here, so it is a few attribute lookups per input and one call."""
+        fast = self._fast_in
+        if type(inputs) is not dict or len(inputs) != len(fast):
+            return None
+        for name, _view, shape, dtype in fast:
             a = inputs.get(name)
-            if not isinstance(a, np.ndarray) or a.shape != view.shape or a.dtype != view.dtype:
-                return False
-        for name, view in self._in_views.items():
-            np.copyto(view, inputs[name])
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                return None
+        for name, view, _, _ in fast:
+            view[...] = inputs[name]
         self._inputs_set = True
-        return True
+        if self.compiled.threads != self.threads:
+            self.compiled.set_threads(self.threads)
+        self._run_all(*self._args)
+        self.pc = len(self.lir.code)
+        if self._status is not None and self._status.value:
+            self._check_status()
+        return {n: v.copy() for n, v in self._fast_out}
 
     def run_all(self) -> None:
         """Run the whole program on the inputs already in the arena."""
+        self._pool()
         self._run_all(*self._args)
         self.pc = len(self.lir.code)
+        self._check_status()
 
     def call_entry(self, index: int) -> None:
         """Call instruction `index`'s entry without moving `pc` (profiling)."""
         fn = self._entries[index]
         if fn is not None:
+            self._pool()
             fn(*self._args)
+            self._check_status()
+
+    def set_threads(self, n: int) -> None:
+        """Run the kernels' parallel loops on ``n`` threads from now on (1: the calling thread
+        only). The compiled module is shared by executors of the same program in a process:
+        each sets its own thread count before it runs."""
+        self.threads = max(1, int(n))
+        self._pool()
+
+    def _pool(self) -> None:
+        if self.compiled.threads != self.threads:
+            self.compiled.set_threads(self.threads)
 
     # -- inspection -----------------------------------------------------------------------------
     def kernels_of(self, index: int) -> list[str]:
@@ -224,6 +276,8 @@ class LLVMModelExecutor:
         self.output_names = [n for n, _ in out_specs]
         self.input_types = dict(in_specs)
         self.output_types = dict(out_specs)
+        #: The executor's outputs come in the model's output order already.
+        self._in_order = list(self.executor._out_views) == self.output_names
 
     def _inputs(self, inputs: Any) -> Mapping[str, np.ndarray]:
         if (
@@ -243,16 +297,17 @@ class LLVMModelExecutor:
         return check_inputs(list(self.input_types.items()), inputs, self.aliases)
 
     def run(self, inputs: Any) -> dict[str, np.ndarray]:
-        outs = self.executor.run(self._inputs(inputs))
-        if len(outs) == len(self.output_names):
-            return (
-                outs if list(outs) == self.output_names else {n: outs[n] for n in self.output_names}
-            )
+        outs = self.executor.run_fast(inputs)
+        if outs is None:
+            outs = self.executor.run(self._inputs(inputs))
+        if self._in_order:
+            return outs
         return {n: outs[n] for n in self.output_names}
 
 
 def make_llvm_executor(result: Any) -> LLVMModelExecutor:
-    return LLVMModelExecutor(result)
+    options = getattr(result, "options", None)
+    return LLVMModelExecutor(result, threads=getattr(options, "threads", 1))
 
 
 __all__ = ["LLVMExecutor", "LLVMModelExecutor", "ensure_libm_symbols", "make_llvm_executor"]

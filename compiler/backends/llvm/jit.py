@@ -14,9 +14,12 @@ import ctypes
 import hashlib
 import os
 import re
+import signal
 import threading
+import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +112,20 @@ class CompiledModule:
         self._fn_asm: dict[str, str] = {}
         self._asm_lock = threading.Lock()
         self._cfuncs: dict[str, Any] = {}
+        #: Threads of the module's own pool (kernels/parallel.py); 1: none started.
+        self.threads = 1
+        self._finalizer: weakref.finalize | None = None
 
     def address(self, name: str) -> int:
         addr = self._engine.get_function_address(name)
         if not addr:
             raise CodegenError(f"JIT: no function named {name!r} in module {self.key[:12]}")
+        return addr
+
+    def global_address(self, name: str) -> int:
+        addr = self._engine.get_global_value_address(name)
+        if not addr:
+            raise CodegenError(f"JIT: no global named {name!r} in module {self.key[:12]}")
         return addr
 
     def cfunc(self, name: str) -> Any:
@@ -128,6 +140,22 @@ class CompiledModule:
             proto = ctypes.CFUNCTYPE(restype, *argtypes)
             self._cfuncs[name] = proto(self.address(name))
         return self._cfuncs[name]
+
+    def set_threads(self, n: int) -> None:
+        """Run the module's parallel loops on ``n`` threads (the caller's and n - 1 workers of
+        the module's pool; 1 stops the workers). Results do not depend on ``n``."""
+        n = max(1, int(n))
+        if n == self.threads:
+            return
+        if self._finalizer is None:
+            try:
+                stop = self.cfunc("glowviz_pool_stop")
+            except (CodegenError, NameError):
+                raise CodegenError("this module has no thread pool") from None
+            # Workers run the module's code: stop them before the engine goes.
+            self._finalizer = weakref.finalize(self, stop_pool, stop, self._engine)
+        self.cfunc("glowviz_pool_start")(n)
+        self.threads = n
 
     @property
     def optimized_ir(self) -> str:
@@ -208,6 +236,11 @@ class CompiledModule:
                 if not fn.is_declaration and fn.name not in keep:
                     fn.linkage = llvm.Linkage.available_externally
             return mod
+
+
+def stop_pool(stop: Any, engine: llvm.ExecutionEngine) -> None:
+    """Join a module's pool workers (``engine`` is passed to stay alive until then)."""
+    stop()
 
 
 def _env_int(name: str, default: int) -> int:
@@ -342,11 +375,34 @@ class JITEngine:
             return cached if m.name == key else None
 
         engine.set_object_cache(notify, getbuffer)
-        engine.add_module(mod)
-        engine.finalize_object()
-        engine.run_static_constructors()
+        with _interrupts_deferred():
+            engine.add_module(mod)
+            engine.finalize_object()
+            engine.run_static_constructors()
         nbytes = len(text) + len(optimized or "") + object_size[0]
         return CompiledModule(key, engine, mod, optimized, path, cached is not None, nbytes)
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C while MCJIT runs the object-cache callbacks: a KeyboardInterrupt raised inside
+    a ctypes callback is printed and swallowed (a traceback, and the interrupt lost). It is
+    raised once the compile returns. Only on the main thread and with Python's default handler
+    (the IDE and others keep theirs)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    pending: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt
 
 
 _default: JITEngine | None = None

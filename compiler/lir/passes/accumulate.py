@@ -14,6 +14,7 @@ in place and hide the pattern.
 from __future__ import annotations
 
 from compiler.graph.activations import NONE
+from compiler.graph.types import ElemKind
 from compiler.lir.instructions import Kind, Trait, kind_for_graph_op
 from compiler.lir.ir import Instruction, LIRFunction, LValue
 from compiler.lir.passes.analysis import accesses, copied_to_output, is_activation, root_of
@@ -22,6 +23,9 @@ from compiler.lir.passes.copy_elim import merge_into
 from compiler.passes.rewriter import Rewriter
 
 ADD = kind_for_graph_op("Add")
+#: Uses %y can have and still qualify: p's dest, the add's operand (and dest, in place), its
+#: deallocs; anything more is another reader.
+_MAX_Y_USES = 6
 
 
 class SumPostOp(LIRPass):
@@ -65,9 +69,13 @@ class SumPostOp(LIRPass):
             if not (is_activation(y) and is_activation(r)) or y is r:
                 continue
             t = y.type
-            if t is None or t != r.type or t != z.type or not t.elem.is_float:
+            # float32 only: the accumulating kernels (GEMM, conv) are the float32 ones; the
+            # plain loops of other kinds (float64, integer matmul) write their destination.
+            if t is None or t != r.type or t != z.type or t.elem != ElemKind.F32:
                 continue
-            ay, ar = accesses(lir, y), accesses(lir, r)
+            if len(y.users) > _MAX_Y_USES:
+                continue  # %y is read by more than the add: O(1), before walking its uses
+            ay = accesses(lir, y)
             if ay.views or len(ay.writes) < 1:
                 continue
             c = ay.writes[0]
@@ -80,6 +88,7 @@ class SumPostOp(LIRPass):
                 continue  # act(p) + r is not act(p + r), which an accumulating kernel computes
             if any(root_of(v) in (r, y) for v, _ in p.operands[1:]):
                 continue  # p reads the target (or its own dest) while it would accumulate
+            ar = accesses(lir, r)  # only now: %r may be read by thousands (a shared input)
             y_later = z is y  # the add wrote %y in place: %y lives on as %r
             if ay.writes != ([c, k] if y_later else [c]) or ay.accessed_in(c + 1, k - 1):
                 continue

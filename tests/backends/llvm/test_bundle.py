@@ -282,3 +282,48 @@ def test_awkward_names_and_no_constants(tmp_path: Path) -> None:
         got = parse_outputs(proc.stdout)
         np.testing.assert_array_equal(got["out:1"], np.maximum(x, 0))
         np.testing.assert_array_equal(got["out/1"], -(x * 2))
+
+
+def test_entry_reports_integer_division_by_zero(tmp_path: Path) -> None:
+    """A bundle's integer Div never traps: a zero divisor makes the entry return
+    GLOWVIZ_BUNDLE_EDIVZERO, and the next call with good divisors returns OK again."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Div", ["a", "b"], ["y"])],
+        "idiv",
+        [helper.make_tensor_value_info(n, TensorProto.INT32, [4]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [4])],
+    )
+    model = tmp_path / "idiv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    out = tmp_path / "b"
+    assert main(["bundle", str(model), "-o", str(out), "--name", "idiv"]) == 0
+    header = (out / "idiv.h").read_text()
+    assert "#define GLOWVIZ_BUNDLE_EDIVZERO 2" in header
+    _cc("-shared", "idiv.o", "-o", "libidiv.so", cwd=out)
+    entry = ctypes.CDLL(str(out / "libidiv.so")).idiv
+    entry.restype = ctypes.c_int
+    entry.argtypes = [ctypes.c_void_p] * 3
+    regions = read_header_report(header)["bundle"]["regions"]
+    offset = {}
+    for line in header.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[1].startswith("IDIV_") and words[1].endswith("_OFFSET"):
+            offset[words[1][5:-7]] = int(words[2])
+    mem = [np.zeros(max(regions[r], 1) + 64, np.uint8) for r in ("constant", "mutable")]
+    acts = np.zeros(max(regions["activations"], 1) + 64, np.uint8)
+    bufs = [m[(-m.ctypes.data) % 64 :] for m in (*mem, acts)]
+
+    def run(a: list[int], b: list[int]) -> tuple[int, np.ndarray]:
+        mutable = bufs[1]
+        for name, v in (("a", a), ("b", b)):
+            mutable[offset[name] : offset[name] + 16] = np.array(v, np.int32).view(np.uint8)
+        rc = entry(*(x.ctypes.data for x in bufs))
+        return rc, mutable[offset["y"] : offset["y"] + 16].view(np.int32).copy()
+
+    assert run([7, 8, 9, -(2**31)], [1, 0, 3, -1])[0] == 2
+    rc, y = run([7, 8, 9, -(2**31)], [1, 2, 3, -1])
+    assert rc == 0
+    np.testing.assert_array_equal(y, [7, 4, 3, -(2**31)])

@@ -190,8 +190,8 @@ def test_the_grid_reaches_every_strategy() -> None:
 
 
 def test_forced_strategy_that_does_not_apply_is_refused() -> None:
-    w = np.ones((4, 3, 3, 3), np.float32)
-    kw = dict(N=1, C=3, H=5, W=5, K=4, R=3, S=3, weights=w, stride=2, pad=1)
+    w = np.ones((6, 1, 3, 3), np.float32)  # depthwise: no GEMM over the whole image
+    kw = dict(N=1, C=3, H=5, W=5, K=6, R=3, S=3, weights=w, stride=2, pad=1, group=3)
     with pytest.raises(CodegenError, match="'padded-shift-gemm' does not apply.*these do: "):
         emit_conv2d(ir.Module(), "cv", strategy="padded-shift-gemm", **kw)
     with pytest.raises(CodegenError, match="unknown conv strategy 'winograd'"):
@@ -292,8 +292,8 @@ def test_env_var_forces_a_strategy_and_refuses_one_that_does_not_apply(
     idx = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
     monkeypatch.setenv("GLOWVIZ_CONV_STRATEGY", "direct")
     assert LLVMExecutor(lir, plan).strategy(idx) == "direct"
-    monkeypatch.setenv("GLOWVIZ_CONV_STRATEGY", "padded-shift-gemm")
-    with pytest.raises(CodegenError, match=r"instruction '.*'.*'padded-shift-gemm' does not apply"):
+    monkeypatch.setenv("GLOWVIZ_CONV_STRATEGY", "depthwise-direct")
+    with pytest.raises(CodegenError, match=r"instruction '.*'.*'depthwise-direct' does not apply"):
         LLVMExecutor(lir, plan)
     monkeypatch.delenv("GLOWVIZ_CONV_STRATEGY")
     assert LLVMExecutor(lir, plan).strategy(idx) == "implicit-gemm"

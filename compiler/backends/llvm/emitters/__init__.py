@@ -5,11 +5,13 @@ from __future__ import annotations
 from compiler.backends.llvm.emitters import (  # noqa: F401 - the families register on import
     conv,
     elementwise,
+    indexing,
     matmul,
     pool,
     qgemm,
     quant,
     reduce,
+    scalar_extra,
     tensor,
 )
 from compiler.backends.llvm.emitters.common import (

@@ -7,7 +7,8 @@ pointers); kernels are deduplicated by a key built from everything that shapes t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,9 @@ from compiler.backends.llvm.kernels.common import (  # noqa: F401 - PTR, VOID, e
     I64,
     PTR,
     VOID,
+    Activation,
+    LaneEpilogue,
+    apply_activation,
     entry_alloca,
     gep,
     loop,
@@ -43,12 +47,17 @@ def storage_type(elem: ElemKind) -> ir.Type:
     return {
         ElemKind.F32: F32,
         ElemKind.F16: F16,
+        ElemKind.F64: F64,
         ElemKind.I64: I64,
         ElemKind.I32: I32,
+        ElemKind.I16: I16,
         ElemKind.I8: I8,
+        ElemKind.U64: I64,
+        ElemKind.U32: I32,
+        ElemKind.U16: I16,
         ElemKind.U8: I8,
         ElemKind.BOOL: I8,
-    }[elem]
+    }.get(elem) or (I16 if elem == ElemKind.BF16 else I8)  # narrow kinds: their bit patterns
 
 
 def compute_type(elem: ElemKind) -> ir.Type:
@@ -61,9 +70,39 @@ def int_of_size(nbytes: int) -> ir.IntType:
 
 
 def const(ty: ir.Type, v: float | int) -> ir.Constant:
+    """``v`` as a constant of ``ty`` (a splat when ``ty`` is a vector type)."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [const(ty.element, v).constant] * ty.count)
     if isinstance(ty, ir.IntType):
         return ir.Constant(ty, int(v))
     return ir.Constant(ty, float(v))
+
+
+def float_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """The libm function `name` for the arguments' float type: `expf` on float, `exp` on double."""
+    return call_libm(b, name if float_elem(args[0].type) == F64 else f"{name}f", *args)
+
+
+def float_elem(ty: ir.Type) -> ir.Type:
+    """The element type of a scalar or vector type."""
+    return ty.element if isinstance(ty, ir.VectorType) else ty
+
+
+def like(x: ir.Value, v: float | int) -> ir.Constant:
+    """The constant ``v`` with the type of ``x``: a scalar, or a splat over x's vector, so the
+    math builders below serve scalar loops (widened by the loop vectoriser) and vector kernels."""
+    return const(x.type, v)
+
+
+def int_like(x: ir.Value) -> ir.Type:
+    """i32, or a vector of i32 as wide as x."""
+    ty = x.type
+    return ir.VectorType(I32, ty.count) if isinstance(ty, ir.VectorType) else I32
+
+
+def ilike(x: ir.Value, v: int) -> ir.Constant:
+    ty = int_like(x)
+    return ir.Constant(ty, [v] * ty.count) if isinstance(ty, ir.VectorType) else ir.Constant(ty, v)
 
 
 def load_elem(b: ir.IRBuilder, ptr: ir.Value, elem: ElemKind) -> ir.Value:
@@ -167,15 +206,49 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type
 
 
 def call_intr(b: ir.IRBuilder, base: str, x: ir.Value, *more: ir.Value) -> ir.Value:
-    """llvm.<base>.f32/f64 on scalars of x's type."""
-    suffix = "f64" if x.type == F64 else "f32"
+    """llvm.<base>.f32/f64 (or .vNf32/.vNf64) on x's type."""
+    suffix = "f64" if float_elem(x.type) == F64 else "f32"
+    if isinstance(x.type, ir.VectorType):
+        suffix = f"v{x.type.count}{suffix}"
     fn = intrinsic(b.module, f"llvm.{base}.{suffix}", x.type, [x.type] * (1 + len(more)))
     return b.call(fn, [x, *more])
+
+
+def mul_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    """x * y + z as ``llvm.fmuladd``: one fused instruction where the target has FMA (one
+    rounding), a multiply and an add elsewhere; the same on every run of one host."""
+    return call_intr(b, "fmuladd", x, y, z)
 
 
 #: libm functions the generated code may call (resolved at JIT time, see jit_symbols).
 LIBM = (
     "expf",
+    "roundevenf",
+    "roundeven",
+    "fmodf",
+    "fmod",
+    "sinf",
+    "sin",
+    "cosf",
+    "cos",
+    "tanf",
+    "tan",
+    "asinf",
+    "asin",
+    "acosf",
+    "acos",
+    "atanf",
+    "atan",
+    "sinhf",
+    "sinh",
+    "coshf",
+    "cosh",
+    "asinhf",
+    "asinh",
+    "acoshf",
+    "acosh",
+    "atanhf",
+    "atanh",
     "logf",
     "tanhf",
     "expm1f",
@@ -192,9 +265,34 @@ LIBM = (
 
 
 def call_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """Call the scalar libm function `name`; on vectors (an epilogue's lanes) lane by lane."""
     ty = args[0].type
+    if isinstance(ty, ir.VectorType):
+        out = ir.Constant(ty, ir.Undefined)
+        for i in range(ty.count):
+            lane = ir.Constant(I32, i)
+            v = call_libm(b, name, *(b.extract_element(a, lane) for a in args))
+            out = b.insert_element(out, v, lane)
+        return out
     fn = intrinsic(b.module, name, ty, [a.type for a in args])
     return b.call(fn, list(args))
+
+
+#: The module global generated code sets instead of trapping (integer division by zero), read
+#: and cleared by the executors after each call: ONNX Runtime reports the same case as an error.
+STATUS_GLOBAL = "glowviz_status"
+STATUS_DIV_BY_ZERO = 1
+
+
+def set_status(b: ir.IRBuilder, code: int) -> None:
+    """Record `code` in the module's status global (created on first use)."""
+    mod = b.module
+    gv = mod.globals.get(STATUS_GLOBAL)
+    if gv is None:
+        gv = ir.GlobalVariable(mod, I32, STATUS_GLOBAL)
+        gv.initializer = ir.Constant(I32, 0)
+        gv.align = 4
+    b.store(ir.Constant(I32, code), gv)
 
 
 def is_nan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -207,35 +305,34 @@ def fselect_lt(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
 def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """float32 exp (Cephes polynomial, ~1 ulp) that the loop vectoriser can widen."""
-    ty = x.type
-    assert ty == F32
+    assert float_elem(x.type) == F32
     hi, lo = 88.3762626647949, -87.3365447505531
-    xc = b.select(b.fcmp_ordered(">", x, const(F32, hi)), const(F32, hi), x)
-    xc = b.select(b.fcmp_ordered("<", xc, const(F32, lo)), const(F32, lo), xc)
-    fx = call_intr(b, "floor", b.fadd(b.fmul(xc, const(F32, 1.44269504088896341)), const(F32, 0.5)))
-    r = b.fsub(xc, b.fmul(fx, const(F32, 0.693359375)))
-    r = b.fsub(r, b.fmul(fx, const(F32, -2.12194440e-4)))
+    xc = b.select(b.fcmp_ordered(">", x, like(x, hi)), like(x, hi), x)
+    xc = b.select(b.fcmp_ordered("<", xc, like(x, lo)), like(x, lo), xc)
+    fx = call_intr(b, "floor", mul_add(b, xc, like(x, 1.44269504088896341), like(x, 0.5)))
+    r = mul_add(b, fx, like(x, -0.693359375), xc)
+    r = mul_add(b, fx, like(x, 2.12194440e-4), r)
     z = b.fmul(r, r)
-    p = const(F32, 1.9875691500e-4)
+    p = like(x, 1.9875691500e-4)
     for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = b.fadd(b.fmul(p, r), const(F32, c))
-    p = b.fadd(b.fadd(b.fmul(p, z), r), const(F32, 1.0))
-    n = b.fptosi(fx, I32)
-    pow2 = b.bitcast(b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+        p = mul_add(b, p, r, like(x, c))
+    p = b.fadd(mul_add(b, p, z, r), like(x, 1.0))
+    n = b.fptosi(fx, int_like(x))
+    pow2 = b.bitcast(b.shl(b.add(n, ilike(x, 127)), ilike(x, 23)), x.type)
     y = b.fmul(p, pow2)
-    y = b.select(b.fcmp_ordered(">", x, const(F32, 88.72283935546875)), const(F32, math.inf), y)
+    y = b.select(b.fcmp_ordered(">", x, like(x, 88.72283935546875)), like(x, math.inf), y)
     # Below the clamp numpy gives denormals (< 1.2e-38); flush them to 0.
-    y = b.select(b.fcmp_ordered("<", x, const(F32, lo)), const(F32, 0.0), y)
+    y = b.select(b.fcmp_ordered("<", x, like(x, lo)), like(x, 0.0), y)
     return b.select(is_nan(b, x), x, y)
 
 
 def fast_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """float32 erf as x * P(x^2) / Q(x^2) on [-4, 4] (the rational form Eigen and XLA use);
     vectorisable, a few ulp."""
-    xc = b.select(b.fcmp_ordered(">", x, const(F32, 4.0)), const(F32, 4.0), x)
-    xc = b.select(b.fcmp_ordered("<", xc, const(F32, -4.0)), const(F32, -4.0), xc)
+    xc = b.select(b.fcmp_ordered(">", x, like(x, 4.0)), like(x, 4.0), x)
+    xc = b.select(b.fcmp_ordered("<", xc, like(x, -4.0)), like(x, -4.0), xc)
     x2 = b.fmul(xc, xc)
-    p = const(F32, -2.72614225801306e-10)
+    p = like(x, -2.72614225801306e-10)
     for c in (
         2.77068142495902e-08,
         -2.10102402082508e-06,
@@ -244,17 +341,93 @@ def fast_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         -2.95459980854025e-03,
         -1.60960333262415e-02,
     ):
-        p = b.fadd(b.fmul(x2, p), const(F32, c))
-    p = b.fmul(xc, p)
-    q = const(F32, -1.45660718464996e-05)
+        p = mul_add(b, x2, p, like(x, c))
+    q = like(x, -1.45660718464996e-05)
     for c in (
         -2.13374055278905e-04,
         -1.68282697438203e-03,
         -7.37332916720468e-03,
         -1.42647390514189e-02,
     ):
-        q = b.fadd(b.fmul(x2, q), const(F32, c))
-    return b.select(is_nan(b, x), x, b.fdiv(p, q))
+        q = mul_add(b, x2, q, like(x, c))
+    # x * (P / Q), not (x * P) / Q: x * P underflows into denormals for tiny x.
+    return b.select(is_nan(b, x), x, b.fmul(xc, b.fdiv(p, q)))
+
+
+def _poly(b: ir.IRBuilder, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
+    """Horner's rule: coeffs[0] * x^n + ... + coeffs[n] (float32)."""
+    p = like(x, coeffs[0])
+    for c in coeffs[1:]:
+        p = mul_add(b, p, x, like(x, c))
+    return p
+
+
+#: tanh(x) = x + x^3 P(x^2) on |x| < TANH_SMALL: a least-squares fit in double, then reweighted
+#: towards minimax on the relative error (< 1 ulp in float32 there).
+TANH_SMALL = 0.625
+_TANH_P = (
+    -0.0059425930590377846,
+    0.02085261873517672,
+    -0.05380559793802833,
+    0.133322410247257,
+    -0.33333312110051017,
+)
+
+
+def fast_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float32 tanh the loop vectoriser can widen (libm's tanhf is a scalar call): the odd
+    polynomial near 0, 1 - 2 / (exp(2|x|) + 1) with the sign of x beyond; < 2 ulp."""
+    ax = call_intr(b, "fabs", x)
+    x2 = b.fmul(x, x)
+    small = mul_add(b, b.fmul(x, x2), _poly(b, x2, _TANH_P), x)
+    e = fast_exp(b, b.fmul(ax, like(x, 2.0)))
+    big = b.fsub(like(x, 1.0), b.fdiv(like(x, 2.0), b.fadd(e, like(x, 1.0))))
+    big = call_intr(b, "copysign", big, x)
+    y = b.select(b.fcmp_ordered("<", ax, like(x, TANH_SMALL)), small, big)
+    # tanh(+-0) = +-0 and NaN stays NaN: x itself (the polynomial turns -0 into +0).
+    keep = b.or_(is_nan(b, x), b.fcmp_ordered("==", x, like(x, 0.0)))
+    return b.select(keep, x, y)
+
+
+#: Cephes' logf polynomial on the mantissa's distance from 1.
+_LOG_P = (
+    7.0376836292e-2,
+    -1.1514610310e-1,
+    1.1676998740e-1,
+    -1.2420140846e-1,
+    1.4249322787e-1,
+    -1.6668057665e-1,
+    2.0000714765e-1,
+    -2.4999993993e-1,
+    3.3333331174e-1,
+)
+
+
+def fast_log(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float32 natural log the loop vectoriser can widen: exponent and mantissa from the bits
+    (denormals scaled up first), the mantissa in [sqrt(1/2), sqrt(2)), Cephes' polynomial;
+    ~1 ulp. log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN."""
+    tiny = b.fcmp_ordered("<", x, like(x, 1.1754943508222875e-38))
+    xs = b.select(tiny, b.fmul(x, like(x, 8388608.0)), x)  # * 2^23
+    bits = b.bitcast(xs, int_like(x))
+    e = b.sub(b.and_(b.lshr(bits, ilike(x, 23)), ilike(x, 0xFF)), ilike(x, 126))
+    e = b.select(tiny, b.sub(e, ilike(x, 23)), e)
+    m = b.bitcast(
+        b.or_(b.and_(bits, ilike(x, 0x807FFFFF)), ilike(x, 0x3F000000)), x.type
+    )  # [0.5, 1)
+    low = b.fcmp_ordered("<", m, like(x, 0.707106781186547524))
+    e = b.select(low, b.sub(e, ilike(x, 1)), e)
+    f = b.fsub(b.select(low, b.fadd(m, m), m), like(x, 1.0))
+    fe = b.sitofp(e, x.type)
+    z = b.fmul(f, f)
+    y = b.fmul(b.fmul(_poly(b, f, _LOG_P), f), z)
+    y = b.fadd(y, b.fmul(fe, like(x, -2.12194440e-4)))
+    y = b.fsub(y, b.fmul(z, like(x, 0.5)))
+    r = b.fadd(b.fadd(f, y), b.fmul(fe, like(x, 0.693359375)))
+    r = b.select(b.fcmp_ordered("==", x, like(x, 0.0)), like(x, -math.inf), r)
+    r = b.select(b.fcmp_ordered("==", x, like(x, math.inf)), x, r)
+    r = b.select(b.fcmp_ordered("<", x, like(x, 0.0)), like(x, math.nan), r)
+    return b.select(is_nan(b, x), x, r)
 
 
 # -- kernels ------------------------------------------------------------------------------------
@@ -374,9 +547,37 @@ class EmitContext:
         self._alias = alias
         #: A conv strategy every conv must use (tests, debugging); None: each conv's choice.
         self.conv_strategy = conv_strategy
+        self._fused: tuple[Any, LaneEpilogue] | None = None
 
     def may_alias(self, a: Any, b: Any) -> bool:
         return self._alias(a, b)
+
+    # -- epilogue fusion: the code generator runs an element-wise chain in a kernel's epilogue
+    @contextmanager
+    def fusing(self, result: Any, epilogue: LaneEpilogue) -> Iterator[None]:
+        """Within the block, emitters that support it write ``result`` (the chain's last dest)
+        instead of their dest, through ``epilogue`` after their own activation."""
+        self._fused = (result, epilogue)
+        try:
+            yield
+        finally:
+            self._fused = None
+
+    def result(self, ins: Any) -> Any:
+        """The value the instruction's kernel must write: its dest, or the last dest of the
+        chain being fused into its epilogue."""
+        return self._fused[0] if self._fused else ins.operands[0][0]
+
+    def with_epilogue(self, act: Activation) -> Activation:
+        """The kernel's epilogue: the fused activation ``act``, then the fused chain if any."""
+        if not self._fused:
+            return act
+        chain = self._fused[1]
+        if act is None:
+            return chain
+        return LaneEpilogue(
+            ("then", act, chain.key), lambda b, v: chain(b, apply_activation(b, v, act))
+        )
 
     def noalias_flags(self, values: Sequence[Any]) -> tuple[bool, ...]:
         """For each operand: True when it overlaps no other operand of the call."""
@@ -429,19 +630,36 @@ def register(
     """Register an emitter for `kinds`. `elems`: the only element kinds it takes; instructions
     with others raise a CodegenError, and the backend contract lowers such nodes instead.
     `accumulates`: it adds to an `@inout` destination, so the backend contract lets the
-    sum-post-op pass make such instructions (only kinds with the accumulate trait can be)."""
+    sum-post-op pass make such instructions (only kinds with the accumulate trait can be).
+
+    A kind may get several emitters for disjoint `elems` (a fast float32 kernel and a plain
+    loop for other kinds): instructions go to the one whose kinds their operands have."""
 
     def deco(fn: Emitter) -> Emitter:
         emit = fn if elems is None else _typed(fn, elems)
         for k in kinds:
+            if accumulates:  # whichever of a kind's emitters registers first
+                ACCUMULATING.add(k)
+            if k in ELEMS and elems is not None and not (ELEMS[k] & elems):
+                EMITTERS[k] = _by_elems(EMITTERS[k], ELEMS[k], emit)
+                ELEMS[k] = ELEMS[k] | elems
+                continue
+            assert k not in EMITTERS, f"a second emitter for '{k}' must take other elems"
             EMITTERS[k] = emit
             if elems is not None:
                 ELEMS[k] = elems
-            if accumulates:
-                ACCUMULATING.add(k)
         return fn
 
     return deco
+
+
+def _by_elems(first: Emitter, first_elems: frozenset[ElemKind], other: Emitter) -> Emitter:
+    def emit(ctx: EmitContext, ins: Any) -> Emitted:
+        if all(v.type.elem in first_elems for v, _ in ins.operands):
+            return first(ctx, ins)
+        return other(ctx, ins)
+
+    return emit
 
 
 def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:
@@ -458,3 +676,17 @@ def _typed(fn: Emitter, elems: frozenset[ElemKind]) -> Emitter:
 def accepts(kind: str, elems: Iterable[ElemKind]) -> bool:
     """An emitter exists for `kind` and takes operands of these element kinds."""
     return kind in EMITTERS and (kind not in ELEMS or all(e in ELEMS[kind] for e in elems))
+
+
+def round_to_odd_f32(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
+    """double -> float rounded to odd (truncate, then set the last bit if inexact): rounding
+    that to float16 gives the correctly rounded double -> float16, without the runtime call
+    (`__truncdfhf2`) LLVM emits for a direct fptrunc."""
+    f = b.fptrunc(d, F32)
+    bits = b.bitcast(f, I32)
+    back = b.fpext(f, F64)
+    away = b.fcmp_ordered(">", call_intr(b, "fabs", back), call_intr(b, "fabs", d))
+    bits = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
+    inexact = b.fcmp_unordered("!=", back, d)
+    bits = b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits)
+    return b.bitcast(bits, F32)

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
     F32,
+    F32_ONLY,
     Arg,
     Call,
     EmitContext,
@@ -34,9 +35,10 @@ from compiler.backends.llvm.kernels.window import Axis
 from compiler.graph.types import ElemKind
 
 
-@register("conv", accumulates=True)
+@register("conv", elems=F32_ONLY, accumulates=True)
 def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
-    out, x, w, bias = (v for v, _ in ins.operands)
+    _, x, w, bias = (v for v, _ in ins.operands)
+    out = ctx.result(ins)
     if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):
         raise unsupported(ins, "conv of non-float32")
     if ctx.may_alias(out, x):
@@ -64,7 +66,7 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
         raise unsupported(ins, f"output {out.type.shape} does not match {s}")
     data = ctx.constant_data(w)
     row = select(s, constant=data is not None, forced=ctx.conv_strategy, where=ins.name)
-    kact = kernel_activation(at["activation"], at["act_args"])
+    kact = ctx.with_epilogue(kernel_activation(at["activation"], at["act_args"]))
     cfg = gemm_config()
     # The sum post-op: add to the destination, then the activation.
     ep = Epilogue(kact, ins.accumulates)
@@ -81,7 +83,7 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=x), warg, Arg(value=out), Arg(value=bias)])], row.name)
 
 
-@register("convtranspose")
+@register("convtranspose", elems=F32_ONLY)
 def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
     out, x, w, bias = (v for v, _ in ins.operands)
     if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):

@@ -13,17 +13,21 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
+    F16,
     F32,
     F64,
     I8,
+    STATUS_DIV_BY_ZERO,
     Arg,
     Call,
     EmitContext,
     Emitted,
     broadcast_strides,
+    c64,
     call_intr,
     call_libm,
     collapse,
@@ -32,16 +36,28 @@ from compiler.backends.llvm.emitters.common import (
     contiguous_strides,
     fast_erf,
     fast_exp,
+    fast_log,
+    fast_tanh,
+    float_elem,
+    float_libm,
     gep,
     is_nan,
+    like,
     linear,
     load_elem,
+    loop,
     loop_nest,
+    round_to_odd_f32,
+    set_status,
     storage_type,
     store_elem,
     unsupported,
 )
-from compiler.backends.llvm.kernels.common import Activation, apply_activation
+from compiler.backends.llvm.emitters.narrow import decode as decode_narrow
+from compiler.backends.llvm.emitters.narrow import encode as encode_narrow
+from compiler.backends.llvm.kernels.common import Activation, LaneEpilogue, apply_activation, smin
+from compiler.backends.llvm.kernels.parallel import ELEMENT_WORK, parallel_loop, work_chunks
+from compiler.backends.llvm.kernels.rows import fmax_nan, fmin_nan
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.types import ElemKind
 
@@ -69,20 +85,16 @@ def _isf(e: ElemKind) -> bool:
 
 
 def _unsigned(e: ElemKind) -> bool:
-    return e in (ElemKind.U8, ElemKind.BOOL)
+    return e.is_unsigned
+
+
+def fexp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """exp in the value's float type: the vectorisable polynomial on float, libm on double."""
+    return fast_exp(b, x) if float_elem(x.type) == F32 else float_libm(b, "exp", x)
 
 
 def _z(v: ir.Value) -> ir.Value:
     return const(v.type, 0)
-
-
-def fmax_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    """numpy maximum: NaN propagates from either side."""
-    return b.select(is_nan(b, x), x, b.select(b.fcmp_ordered(">", x, y), x, y))
-
-
-def fmin_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(is_nan(b, x), x, b.select(b.fcmp_ordered("<", x, y), x, y))
 
 
 def imax(b, x, y, unsigned=False):
@@ -104,6 +116,8 @@ def _need_float(es: list[ElemKind]) -> None:
 def _relu(b, xs, es, eo, at):
     x = xs[0]
     if _isf(es[0]):
+        if x.type != F32:  # the kernels' epilogue form is float32; same IR in double
+            return b.select(b.fcmp_ordered("<", x, _z(x)), _z(x), x)
         return apply_activation(b, x, "relu")
     if _unsigned(es[0]):
         return x
@@ -111,10 +125,11 @@ def _relu(b, xs, es, eo, at):
 
 
 def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|): one division per element."""
     ax = call_intr(b, "fabs", x)
-    e = fast_exp(b, b.fneg(ax))
-    d = b.fadd(const(F32, 1.0), e)
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), b.fdiv(const(F32, 1.0), d), b.fdiv(e, d))
+    e = fexp(b, b.fneg(ax))
+    one = like(x, 1.0)
+    return b.fdiv(b.select(b.fcmp_ordered(">=", x, like(x, 0.0)), one, e), b.fadd(one, e))
 
 
 @scalar("sigmoid")
@@ -126,19 +141,21 @@ def _sigmoid(b, xs, es, eo, at):
 @scalar("tanh")
 def _tanh(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "tanhf", xs[0])
+    x = xs[0]
+    return fast_tanh(b, x) if float_elem(x.type) == F32 else float_libm(b, "tanh", x)
 
 
 @scalar("exp")
 def _exp(b, xs, es, eo, at):
     _need_float(es)
-    return fast_exp(b, xs[0])
+    return fexp(b, xs[0])
 
 
 @scalar("log")
 def _log(b, xs, es, eo, at):
     _need_float(es)
-    return call_libm(b, "logf", xs[0])
+    x = xs[0]
+    return fast_log(b, x) if float_elem(x.type) == F32 else float_libm(b, "log", x)
 
 
 @scalar("sqrt")
@@ -166,13 +183,13 @@ def _neg(b, xs, es, eo, at):
 @scalar("reciprocal")
 def _recip(b, xs, es, eo, at):
     _need_float(es)
-    return b.fdiv(const(F32, 1.0), xs[0])
+    return b.fdiv(like(xs[0], 1.0), xs[0])
 
 
 @scalar("erf")
 def _erf(b, xs, es, eo, at):
     _need_float(es)
-    return fast_erf(b, xs[0])
+    return fast_erf(b, xs[0]) if float_elem(xs[0].type) == F32 else float_libm(b, "erf", xs[0])
 
 
 def _round_fn(name: str) -> Scalar:
@@ -192,15 +209,15 @@ def _not(b, xs, es, eo, at):
 
 
 def _clamp01(b, v):
-    v = b.select(b.fcmp_ordered("<", v, const(F32, 0.0)), const(F32, 0.0), v)
-    return b.select(b.fcmp_ordered(">", v, const(F32, 1.0)), const(F32, 1.0), v)
+    v = b.select(b.fcmp_ordered("<", v, like(v, 0.0)), like(v, 0.0), v)
+    return b.select(b.fcmp_ordered(">", v, like(v, 1.0)), like(v, 1.0), v)
 
 
 @scalar("hardswish")
 def _hardswish(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, const(F32, 1.0 / 6.0)), const(F32, 0.5))))
+    return b.fmul(x, _clamp01(b, b.fadd(b.fmul(x, like(x, 1.0 / 6.0)), like(x, 0.5))))
 
 
 @scalar("sign")
@@ -222,14 +239,14 @@ def _sign(b, xs, es, eo, at):
 def _leaky(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, const(F32, at["alpha"])))
+    return b.select(b.fcmp_ordered(">=", x, _z(x)), x, b.fmul(x, like(x, at["alpha"])))
 
 
 @scalar("hardsigmoid")
 def _hsig(b, xs, es, eo, at):
     _need_float(es)
     x = xs[0]
-    v = b.fadd(b.fmul(x, const(F32, at["alpha"])), const(F32, at["beta"]))
+    v = b.fadd(b.fmul(x, like(x, at["alpha"])), like(x, at["beta"]))
     return b.select(is_nan(b, v), v, _clamp01(b, v))
 
 
@@ -238,9 +255,13 @@ def _clip(b, xs, es, eo, at):
     x = xs[0]
     lo, hi = at["min"], at["max"]
     if _isf(es[0]):
+        if x.type != F32:
+            if lo != -math.inf:
+                x = b.select(b.fcmp_ordered("<", x, const(x.type, lo)), const(x.type, lo), x)
+            if hi != math.inf:
+                x = b.select(b.fcmp_ordered(">", x, const(x.type, hi)), const(x.type, hi), x)
+            return x
         return apply_activation(b, x, ("clip", lo, hi))
-    import numpy as np
-
     info = np.iinfo(es[0].np_dtype)
     ilo = info.min if lo == -math.inf else max(int(math.ceil(lo)), info.min)
     ihi = info.max if hi == math.inf else min(int(math.floor(hi)), info.max)
@@ -249,13 +270,11 @@ def _clip(b, xs, es, eo, at):
     return imin(b, x, const(x.type, ihi), u)
 
 
-def _arith(fop: str, iop: str, uop: str | None = None) -> Scalar:
+def _arith(fop: str, iop: str) -> Scalar:
     def fn(b, xs, es, eo, at):
         a, c = xs
         if _isf(es[0]):
             return getattr(b, fop)(a, c)
-        if uop and _unsigned(es[0]):
-            return getattr(b, uop)(a, c)
         return getattr(b, iop)(a, c)
 
     return fn
@@ -264,14 +283,44 @@ def _arith(fop: str, iop: str, uop: str | None = None) -> Scalar:
 SCALAR["add"] = _arith("fadd", "add")
 SCALAR["sub"] = _arith("fsub", "sub")
 SCALAR["mul"] = _arith("fmul", "mul")
-SCALAR["div"] = _arith("fdiv", "sdiv", "udiv")
+
+
+@scalar("div")
+def _div(b, xs, es, eo, at):
+    """Integer division never traps: a zero divisor sets the status (the executor raises, as
+    ONNX Runtime does) and divides by 1; INT_MIN / -1 wraps to INT_MIN, as numpy does (ONNX
+    Runtime itself dies of SIGFPE there)."""
+    a, c = xs
+    if _isf(es[0]):
+        return b.fdiv(a, c)
+    zero = b.icmp_unsigned("==", c, _z(c))
+    with b.if_then(zero, likely=False):
+        set_status(b, STATUS_DIV_BY_ZERO)
+    one = const(c.type, 1)
+    safe = b.select(zero, one, c)
+    if _unsigned(es[0]):
+        return b.udiv(a, safe)
+    minus_one = b.icmp_signed("==", safe, const(c.type, -1))
+    q = b.sdiv(a, b.select(minus_one, one, safe))
+    return b.select(minus_one, b.sub(_z(a), a), q)
+
+
+#: Constant float exponents whose powers are a few multiplications (numpy's own fast paths
+#: cover 2 and 0.5; GPT-2's tanh GELU raises to 3).
+POW_BY_MULTIPLY = (1.0, 2.0, 3.0, 4.0)
 
 
 @scalar("pow")
 def _pow(b, xs, es, eo, at):
     a, c = xs
     if _isf(es[0]):
-        return call_libm(b, "powf", a, c)
+        k = at.get(CONST_EXPONENT)
+        if k in POW_BY_MULTIPLY:
+            r = a
+            for _ in range(int(k) - 1):
+                r = b.fmul(r, a)
+            return r
+        return float_libm(b, "pow", a, c)
     fa = b.uitofp(a, F64) if _unsigned(es[0]) else b.sitofp(a, F64)
     fc = b.uitofp(c, F64) if _unsigned(es[1]) else b.sitofp(c, F64)
     r = call_libm(b, "pow", fa, fc)
@@ -338,17 +387,35 @@ def _where(b, xs, es, eo, at):
 
 
 def convert(b: ir.IRBuilder, x: ir.Value, src: ElemKind, dst: ElemKind) -> ir.Value:
-    """numpy astype semantics (float -> int truncates; -> bool is != 0)."""
+    """numpy astype semantics (float -> int truncates; -> bool is != 0). The value is rounded
+    once, to the destination's storage type, then widened to its compute type (f16 -> f32)."""
+    if src.is_narrow or dst.is_narrow:
+        if src.is_narrow:
+            x = decode_narrow(b, x, src)
+            src = ElemKind.F32
+        return encode_narrow(b, x, src, dst) if dst.is_narrow else convert(b, x, src, dst)
     sty, dty = compute_type(src), compute_type(dst)
+    sto = storage_type(dst)
     if dst == ElemKind.BOOL:
         nz = b.fcmp_unordered("!=", x, _z(x)) if _isf(src) else b.icmp_unsigned("!=", x, _z(x))
         return b.zext(nz, I8)
     if _isf(src) and _isf(dst):
-        return x  # f16 computes in f32; the store truncates
+        if sto.intrinsic_name == x.type.intrinsic_name:
+            return x
+        if sto == F16 and x.type == F64:
+            return b.fpext(b.fptrunc(round_to_odd_f32(b, x), F16), F32)
+        if sto == F16 or (sto == F32 and x.type == F64):
+            r = b.fptrunc(x, sto)
+            return b.fpext(r, dty) if r.type != dty else r
+        return b.fpext(x, dty)
     if _isf(src):
         return b.fptoui(x, dty) if _unsigned(dst) else b.fptosi(x, dty)
     if _isf(dst):
-        return b.uitofp(x, dty) if _unsigned(src) else b.sitofp(x, dty)
+        if sto == F16:  # integer -> double is exact below 2**53, and larger ones are inf in f16
+            d = b.uitofp(x, F64) if _unsigned(src) else b.sitofp(x, F64)
+            return convert(b, d, ElemKind.F64, dst)
+        r = b.uitofp(x, sto) if _unsigned(src) else b.sitofp(x, sto)
+        return b.fpext(r, dty) if r.type != dty else r
     if sty.width == dty.width:
         return x
     if sty.width > dty.width:
@@ -426,6 +493,21 @@ class Step:
         )
 
 
+#: A step attribute (not an op attribute): the value of a constant, uniform exponent of Pow.
+CONST_EXPONENT = "__const_exponent"
+
+
+def _step_attrs(ctx: EmitContext, ins: Any) -> dict[str, Any]:
+    """The instruction's attributes, plus what its constant operands let the scalar builder
+    specialise on."""
+    if ins.kind != "pow":
+        return ins.attrs
+    data = ctx.constant_data(ins.operands[2][0])
+    if data is None or data.size == 0 or not np.all(data == data.flat[0]):
+        return ins.attrs
+    return {**ins.attrs, CONST_EXPONENT: float(data.flat[0])}
+
+
 def is_elementwise(ins: Any) -> bool:
     return ins.kind in SCALAR and ins.graph_op is not None
 
@@ -466,7 +548,9 @@ def emit_chain(
                 sources.append(("mem", arg_index(v), broadcast_strides(v.type.shape, shape)))
         last = j == len(chain) - 1
         store = arg_index(dest) if (last or (keep is not None and keep[j])) else None
-        steps.append(Step(ins.kind, ins.attrs, in_elems, dest.type.elem, sources, store))
+        steps.append(
+            Step(ins.kind, _step_attrs(ctx, ins), in_elems, dest.type.elem, sources, store)
+        )
         prev_dest = dest
     for s in steps:
         if s.kind not in SCALAR:
@@ -499,8 +583,12 @@ def emit_chain(
         noalias,
     )
 
+    # Big loops spread their outermost dim over the thread pool.
+    chunks = work_chunks(math.prod(cshape) * ELEMENT_WORK, cshape[0])
+    per = -(-cshape[0] // chunks)
+
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        def body(ivs: list[ir.Value]) -> None:
+        def nest(b: ir.IRBuilder, args: list[ir.Value], ivs: list[ir.Value]) -> None:
             vals: list[ir.Value] = []
             out_off = linear(b, ivs, out_strides)
             for s in steps:
@@ -510,24 +598,82 @@ def emit_chain(
                         xs.append(vals[src[1]])
                     else:
                         e = arg_elems[src[1]]
-                        p = gep(b, fn.args[src[1]], linear(b, ivs, src[2]), storage_type(e))
+                        p = gep(b, args[src[1]], linear(b, ivs, src[2]), storage_type(e))
                         xs.append(load_elem(b, p, e))
                 try:
                     v = SCALAR[s.kind](b, xs, s.in_elems, s.out_elem, s.attrs)
                 except _NoScalar as why:
                     raise unsupported(chain[0], f"{s.kind}: {why}") from None
+                if s.out_elem == ElemKind.F16 and s.store_arg is None:
+                    # A float16 op rounds its result even when the next step of the chain
+                    # reads it from a register (as the interpreters' per-op results do).
+                    v = b.fpext(b.fptrunc(v, F16), F32)
                 vals.append(v)
                 if s.store_arg is not None:
                     e = arg_elems[s.store_arg]
-                    store_elem(b, v, gep(b, fn.args[s.store_arg], out_off, storage_type(e)), e)
+                    store_elem(b, v, gep(b, args[s.store_arg], out_off, storage_type(e)), e)
 
-        loop_nest(b, cshape, body)
+        if chunks == 1:
+            loop_nest(b, cshape, lambda ivs: nest(b, list(fn.args), ivs))
+            return
+
+        def chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+            lo = bb.mul(i, c64(per))
+            with loop(bb, lo, smin(bb, bb.add(lo, c64(per)), cshape[0]), 1, "d0") as i0:
+                loop_nest(bb, cshape[1:] or [1], lambda ivs: nest(bb, args, [i0, *ivs]), "d")
+
+        parallel_loop(b, chunks, list(fn.args), chunk, "ew")
 
     # Validate semantics before building (so unsupported cases raise cleanly).
     name = ctx.sink.kernel(key, len(args), build, "ew", noalias)
     return Emitted(
         [Call(name, [Arg(value=a) for a in args])], "fused" if len(chain) > 1 else "loop"
     )
+
+
+def lane_sources(ctx: EmitContext, ins: Any, known: dict[int, tuple]) -> list[tuple] | None:
+    """How a float32 element-wise step reads each operand lane-wise: ``known[id(value)]`` (the
+    producer's result, an earlier step's), or ``("const", v)`` for a constant holding one value
+    everywhere; None when some operand is neither (the step needs its operand's memory)."""
+    if not is_elementwise(ins) or any(v.type.elem != ElemKind.F32 for v, _ in ins.operands):
+        return None
+    out = []
+    for v, _ in ins.operands[1:]:
+        if id(v) in known:
+            out.append(known[id(v)])
+            continue
+        data = ctx.constant_data(v)
+        if data is None or data.size == 0 or not np.all(data == data.flat[0]):
+            return None
+        out.append(("const", float(data.flat[0])))
+    return out
+
+
+def lane_epilogue(ctx: EmitContext, src: Any, chain: Sequence[Any]) -> LaneEpilogue:
+    """The element-wise ``chain`` after the instruction that writes ``src``, as a lane-wise
+    function of src's value (for that instruction's epilogue). Every step's operands must be
+    ``src``, an earlier step's dest or a uniform constant (``lane_sources``)."""
+    known: dict[int, tuple] = {id(src): ("acc",)}
+    steps = []
+    for j, ins in enumerate(chain):
+        srcs = lane_sources(ctx, ins, known)
+        if srcs is None:
+            raise unsupported(ins, "not lane-wise: an operand is neither the chain nor a constant")
+        attrs = _step_attrs(ctx, ins)
+        steps.append((ins.kind, _attr_key(attrs), attrs, tuple(srcs)))
+        known[id(ins.operands[0][0])] = ("step", j)
+
+    def build(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        vals: list[ir.Value] = []
+        for kind, _, attrs, srcs in steps:
+            xs = [
+                v if s[0] == "acc" else vals[s[1]] if s[0] == "step" else like(v, s[1])
+                for s in srcs
+            ]
+            vals.append(SCALAR[kind](b, xs, [ElemKind.F32] * len(xs), ElemKind.F32, attrs))
+        return vals[-1]
+
+    return LaneEpilogue(("lanes", tuple((k, ak, srcs) for k, ak, _, srcs in steps)), build)
 
 
 def emit_elementwise(ctx: EmitContext, ins: Any) -> Emitted:
@@ -543,5 +689,7 @@ __all__ = [
     "fused_activation",
     "is_elementwise",
     "kernel_activation",
+    "lane_epilogue",
+    "lane_sources",
     "sigmoid",
 ]

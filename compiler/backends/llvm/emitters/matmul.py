@@ -82,7 +82,9 @@ def _gemm(
 
 @register("matmul", elems=F32_ONLY, accumulates=True)
 def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
-    c, a, bm = (v for v, _ in ins.operands)
+    _, a, bm = (v for v, _ in ins.operands)
+    c = ctx.result(ins)
+    act = ctx.with_epilogue(None)
     if ctx.may_alias(c, a) or ctx.may_alias(c, bm):
         raise unsupported(ins, "matmul output overlaps an input")
     M, K = a.type.shape[-2:]
@@ -98,17 +100,46 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
         if data is not None:
             blob = ctx.sink.blob(pack_b_constant(data.reshape(K, N)), key=("packB", bm.name))
             name = _gemm(
-                ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=True, accumulate=acc
+                ctx,
+                Mf,
+                N,
+                K,
+                a_stride=K,
+                b_stride=N,
+                c_stride=N,
+                packed=True,
+                activation=act,
+                accumulate=acc,
             )
             return Emitted(
                 [Call(name, [Arg(value=a), Arg(blob=blob), Arg(value=c)])], "gemm-packed"
             )
         name = _gemm(
-            ctx, Mf, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False, accumulate=acc
+            ctx,
+            Mf,
+            N,
+            K,
+            a_stride=K,
+            b_stride=N,
+            c_stride=N,
+            packed=False,
+            activation=act,
+            accumulate=acc,
         )
         return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "gemm")
     # General batched case: one GEMM per output matrix, operands by broadcast batch strides.
-    inner = _gemm(ctx, M, N, K, a_stride=K, b_stride=N, c_stride=N, packed=False, accumulate=acc)
+    inner = _gemm(
+        ctx,
+        M,
+        N,
+        K,
+        a_stride=K,
+        b_stride=N,
+        c_stride=N,
+        packed=False,
+        activation=act,
+        accumulate=acc,
+    )
     sa = [s * M * K for s in broadcast_strides(a_batch, out_batch)]
     sb = [s * K * N for s in broadcast_strides(b_batch, out_batch)]
     sc = [s * M * N for s in broadcast_strides(out_batch, out_batch)]
@@ -136,13 +167,14 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("fullyconnected", elems=F32_ONLY, accumulates=True)
 def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
-    c, x, w, bias = (v for v, _ in ins.operands)
+    _, x, w, bias = (v for v, _ in ins.operands)
+    c = ctx.result(ins)
     if ctx.may_alias(c, x):
         raise unsupported(ins, "output overlaps the input")
     M, K = x.type.shape
     N = w.type.shape[1]
     act, act_args = ins.attrs.get("activation", "none"), ins.attrs.get("act_args", ())
-    kact = kernel_activation(act, act_args)
+    kact = ctx.with_epilogue(kernel_activation(act, act_args))
     data = ctx.constant_data(w)
     if data is not None:
         blob = ctx.sink.blob(pack_b_constant(data), key=("packB", w.name))

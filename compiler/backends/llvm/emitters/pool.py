@@ -91,7 +91,7 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
     cty = compute_type(elem)
     if is_max:
         low = -math.inf if elem.is_float else int(np.iinfo(elem.np_dtype).min)
-    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+    unsigned = elem.is_unsigned
 
     rows_ax = Axis(H, OH, kh, sh, pt, dh)
     cols_ax = Axis(W, OW, kw, sw, pl, dw)
@@ -118,9 +118,8 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
 
             def finish(ow, acc):
                 if ctab is not None:
-                    acc = b.fdiv(
-                        acc, b.load(gep(b, ctab, b.add(b.mul(oh, c64(OW)), ow), F32), typ=F32)
-                    )
+                    cnt = b.load(gep(b, ctab, b.add(b.mul(oh, c64(OW)), ow), F32), typ=F32)
+                    acc = b.fdiv(acc, cnt if acc.type == F32 else b.fpext(cnt, acc.type))
                 store_elem(b, acc, gep(b, orow, ow, ety), elem)
 
             def cols(ow: ir.Value, checked: bool) -> None:
@@ -171,7 +170,7 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
     out[ow] = max over s of vbuf[ow*sw + s] (vbuf's padding columns hold -inf). Strided
     columns are picked from wide loads with a shuffle. The max propagates NaN like numpy.
     """
-    from compiler.backends.llvm.kernels.common import scratch
+    from compiler.backends.llvm.kernels.parallel import scratch
 
     N, C, H, W = x.type.shape
     _, _, OH, OW = out.type.shape

@@ -27,6 +27,7 @@ from compiler.backends.llvm.emitters.common import (
     contiguous_strides,
     entry_alloca,
     fast_exp,
+    fast_log,
     gep,
     is_nan,
     linear,
@@ -39,7 +40,23 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import fmax_nan, fmin_nan, imax, imin
+from compiler.backends.llvm.kernels.parallel import ELEMENT_WORK, parallel_range
+from compiler.backends.llvm.kernels.rows import (
+    fadd,
+    hreduce,
+    masked_load,
+    masked_store,
+    vbroadcast,
+    vector_loop,
+    vsplat,
+    widen,
+)
+from compiler.backends.llvm.target import vector_width_f32
 from compiler.graph.types import ElemKind
+
+#: Work of one element of a row kernel (a few passes over the row, a transcendental), in
+#: multiply-adds, for the parallel chunks.
+ROW_WORK = 2 * ELEMENT_WORK
 
 
 def _split_axes(shape, axes):
@@ -69,15 +86,54 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
             raise unsupported(ins, f"reduce{op} of an empty tensor")
         return Emitted([_fill(ctx, out, 0 if op == "sum" else 1)], "fill")
     isf = elem.is_float
-    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+    unsigned = elem.is_unsigned
     cty = compute_type(elem)
     aty = F64 if isf and op in ("sum", "mean", "prod") else cty
     ety = storage_type(elem)
     key = ("reduce", op, tuple(x.type.shape), tuple(axes), elem)
 
+    # Float reductions over trailing axes read each output's inputs as one contiguous row:
+    # vector lanes (double for sum/mean/prod), combined in a fixed order.
+    rows = isf and elem == ElemKind.F32 and axes == list(range(rank - len(axes), rank))
+
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, px = fn.args
         ocs = contiguous_strides(kshape)
+        if rows:
+            vw = vector_width_f32()
+            wide = op in ("sum", "mean", "prod")
+            fill = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}[op]
+            combine = {"sum": fadd, "mean": fadd, "prod": _fmul, "max": fmax_nan, "min": fmin_nan}[
+                op
+            ]
+
+            kcount = math.prod(kshape)
+            kflat = contiguous_strides(kshape)
+
+            def row(b: ir.IRBuilder, k: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+                po, px = args
+                # The kept dims' offset of flat output index k.
+                off: ir.Value = c64(0)
+                for n_, st, fl in zip(kshape, kstr, kflat):
+                    idx = b.urem(b.udiv(k, c64(fl)), c64(n_)) if n_ > 1 else None
+                    if idx is not None and st:
+                        off = b.add(off, b.mul(idx, c64(st)))
+                xr = gep(b, px, off, F32)
+
+                def step(j, valid, c):
+                    v = masked_load(b, gep(b, xr, j), vw, valid, fill)
+                    return [combine(b, c[0], widen(b, v) if wide else v)]
+
+                (acc,) = vector_loop(b, count, vw, [vsplat(fill, vw, F64 if wide else F32)], step)
+                r = hreduce(b, acc, combine)
+                if op == "mean":
+                    r = b.fdiv(r, const(F64, float(count)))
+                if wide:
+                    r = b.fptrunc(r, F32)
+                b.store(r, gep(b, po, k, F32))
+
+            parallel_range(b, kcount, kcount * count * ELEMENT_WORK, [po, px], row, "k")
+            return
 
         def outer(kivs):
             base = linear(b, kivs, kstr)
@@ -93,7 +149,7 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
 
             def inner(rivs):
                 v = load_elem(b, gep(b, px, b.add(base, linear(b, rivs, rstr)), ety), elem)
-                if aty == F64:
+                if aty == F64 and v.type != F64:
                     v = b.fpext(v, F64)
                 cur = b.load(acc, typ=aty)
                 if op in ("sum", "mean"):
@@ -113,14 +169,18 @@ def emit_reduce(ctx: EmitContext, ins: Any) -> Emitted:
                     r = b.fdiv(r, const(F64, float(count)))
                 else:
                     r = b.udiv(r, const(cty, count)) if unsigned else b.sdiv(r, const(cty, count))
-            if aty == F64:
-                r = b.fptrunc(r, F32)
+            if r.type != cty:
+                r = b.fptrunc(r, cty)
             store_elem(b, r, gep(b, po, linear(b, kivs, ocs), ety), elem)
 
         loop_nest(b, kshape, outer, "k")
 
     name = ctx.sink.kernel(key, 2, build, "reduce")
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+def _fmul(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.fmul(x, y)
 
 
 def _fill(ctx: EmitContext, out: Any, value: float) -> Call:
@@ -150,7 +210,7 @@ def emit_arg(ctx: EmitContext, ins: Any) -> Emitted:
     last = bool(ins.attrs["select_last_index"])
     is_max = ins.kind == "argmax"
     isf = elem.is_float
-    unsigned = elem in (ElemKind.U8, ElemKind.BOOL)
+    unsigned = elem.is_unsigned
     ety = storage_type(elem)
     cty = compute_type(elem)
     key = (ins.kind, outer, n, inner, last, elem)
@@ -198,39 +258,98 @@ def emit_softmax(ctx: EmitContext, ins: Any) -> Emitted:
     if x.type.numel == 0:
         return Emitted([], "empty")
 
+    vw = vector_width_f32()
+
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        po, px = fn.args
-        with loop(b, 0, outer, 1, "o") as o, loop(b, 0, inner, 1, "i") as i:
-            base = b.add(b.mul(o, c64(n * inner)), i)
-
-            def at(p, j):
-                return gep(b, p, b.add(base, b.mul(j, c64(inner))), F32)
-
-            mx = entry_alloca(b, F32)
-            b.store(b.load(at(px, c64(0)), typ=F32), mx)
-            with loop(b, 1, n, 1, "m") as j:
-                b.store(fmax_nan(b, b.load(mx, typ=F32), b.load(at(px, j), typ=F32)), mx)
-            m = b.load(mx, typ=F32)
-            sm = entry_alloca(b, F64)
-            b.store(const(F64, 0.0), sm)
-            with loop(b, 0, n, 1, "e") as j:
-                s = b.fsub(b.load(at(px, j), typ=F32), m)
-                e = fast_exp(b, s)
-                b.store(s if log else e, at(po, j))
-                b.store(b.fadd(b.load(sm, typ=F64), b.fpext(e, F64)), sm)
-            tot = b.fptrunc(b.load(sm, typ=F64), F32)
-            if log:
-                lt = call_libm(b, "logf", tot)
-                with loop(b, 0, n, 1, "w") as j:
-                    p = at(po, j)
-                    b.store(b.fsub(b.load(p, typ=F32), lt), p)
+        def row(bb: ir.IRBuilder, o: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+            po, px = args
+            off = bb.mul(o, c64(n * inner))
+            xr, orow = gep(bb, px, off, F32), gep(bb, po, off, F32)
+            if inner == 1:
+                _softmax_row(bb, xr, orow, n, vw, log)
             else:
-                with loop(b, 0, n, 1, "w") as j:
-                    p = at(po, j)
-                    b.store(b.fdiv(b.load(p, typ=F32), tot), p)
+                _softmax_columns(bb, xr, orow, n, inner, vw, log)
+
+        parallel_range(b, outer, outer * n * inner * ROW_WORK, list(fn.args), row, "o")
 
     name = ctx.sink.kernel(key, 2, build, ins.kind)
     return Emitted([Call(name, [Arg(value=out), Arg(value=x)])], "loop")
+
+
+def _lanes(b: ir.IRBuilder, v: ir.Value, valid: int, fill: float) -> ir.Value:
+    """``v`` with the lanes from ``valid`` on replaced by ``fill`` (a tail vector)."""
+    n = v.type.count
+    if valid >= n:
+        return v
+    mask = ir.Constant(ir.VectorType(ir.IntType(1), n), [int(i < valid) for i in range(n)])
+    return b.select(mask, v, vsplat(fill, n))
+
+
+def _softmax_row(b: ir.IRBuilder, x: ir.Value, out: ir.Value, n: int, vw: int, log: bool) -> None:
+    """(Log)Softmax of one contiguous row of ``n`` floats: a vector max pass, a pass storing
+    exp(x - max) (or x - max) and summing the exps in double lanes, a normalising pass."""
+
+    def vmax(j, valid, c):
+        return [fmax_nan(b, c[0], masked_load(b, gep(b, x, j), vw, valid, -math.inf))]
+
+    (mv,) = vector_loop(b, n, vw, [vsplat(-math.inf, vw)], vmax, "smax")
+    m = vbroadcast(b, hreduce(b, mv, fmax_nan), vw)
+
+    def vexp(j, valid, c):
+        s = b.fsub(masked_load(b, gep(b, x, j), vw, valid), m)
+        e = _lanes(b, fast_exp(b, s), valid, 0.0)
+        masked_store(b, s if log else e, gep(b, out, j), vw, valid)
+        return [b.fadd(c[0], widen(b, e))]
+
+    (sv,) = vector_loop(b, n, vw, [vsplat(0.0, vw, F64)], vexp, "sexp")
+    tot = b.fptrunc(hreduce(b, sv, fadd), F32)
+    if log:
+        shift = vbroadcast(b, call_libm(b, "logf", tot), vw)
+    totv = vbroadcast(b, tot, vw)
+
+    def vnorm(j, valid, c):
+        p = gep(b, out, j)
+        v = masked_load(b, p, vw, valid)
+        masked_store(b, b.fsub(v, shift) if log else b.fdiv(v, totv), p, vw, valid)
+        return []
+
+    vector_loop(b, n, vw, [], vnorm, "snorm")
+
+
+def _softmax_columns(
+    b: ir.IRBuilder, x: ir.Value, out: ir.Value, n: int, inner: int, vw: int, log: bool
+) -> None:
+    """(Log)Softmax over the middle axis of [n, inner]: lanes run along ``inner`` (contiguous),
+    so every reduction is lane-wise."""
+
+    def column_block(i0, valid, c):
+        def at(p, j):
+            return gep(b, p, b.add(b.mul(j, c64(inner)), i0), F32)
+
+        m = masked_load(b, at(x, c64(0)), vw, valid)
+        mx = entry_alloca(b, m.type)
+        b.store(m, mx)
+        with loop(b, 1, n, 1, "cm") as j:
+            b.store(fmax_nan(b, b.load(mx, typ=m.type), masked_load(b, at(x, j), vw, valid)), mx)
+        m = b.load(mx, typ=m.type)
+        d64 = ir.VectorType(F64, vw)
+        sm = entry_alloca(b, d64)
+        b.store(vsplat(0.0, vw, F64), sm)
+        with loop(b, 0, n, 1, "ce") as j:
+            s = b.fsub(masked_load(b, at(x, j), vw, valid), m)
+            e = fast_exp(b, s)
+            masked_store(b, s if log else e, at(out, j), vw, valid)
+            b.store(b.fadd(b.load(sm, typ=d64), widen(b, e)), sm)
+        tot = b.fptrunc(b.load(sm, typ=d64), ir.VectorType(F32, vw))
+        if log:
+            tot = fast_log(b, tot)
+        with loop(b, 0, n, 1, "cw") as j:
+            p = at(out, j)
+            v = masked_load(b, p, vw, valid)
+            masked_store(b, b.fsub(v, tot) if log else b.fdiv(v, tot), p, vw, valid)
+        return []
+
+    vector_loop(b, inner, vw, [], column_block, "ccol")
 
 
 @register("layernorm", elems=F32_ONLY)
@@ -246,35 +365,57 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
     key = ("layernorm", outer, norm, tuple(ss), tuple(bs), eps)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        po, px, psc, pbi = fn.args
-        with loop(b, 0, outer, 1, "o") as o:
+        cs = contiguous_strides(norm)
+        dense = tuple(ss) == cs and tuple(bs) == cs  # scale and bias as long as the row
+        vw = vector_width_f32()
+
+        def row(b: ir.IRBuilder, o: ir.Value, tid: ir.Value, args: list[ir.Value]) -> None:
+            po, px, psc, pbi = args
             base = b.mul(o, c64(m))
-            # One pass for the mean and variance (sum and sum of squares in double, as
-            # onnxruntime does), then one normalising pass with one division per row.
-            s1 = entry_alloca(b, F64)
-            s2 = entry_alloca(b, F64)
-            b.store(const(F64, 0.0), s1)
-            b.store(const(F64, 0.0), s2)
-            with loop(b, 0, m, 1, "a") as j:
-                v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
-                b.store(b.fadd(b.load(s1, typ=F64), v), s1)
-                b.store(b.fadd(b.load(s2, typ=F64), b.fmul(v, v)), s2)
-            mean = b.fdiv(b.load(s1, typ=F64), const(F64, float(m)))
-            msq = b.fdiv(b.load(s2, typ=F64), const(F64, float(m)))
+            xr = gep(b, px, base, F32)
+            orow = gep(b, po, base, F32)
+
+            # One pass for the mean and variance (sums of x and x^2 in double lanes, as
+            # onnxruntime sums in double), then one normalising pass with one division per row.
+            def stats(j, valid, c):
+                v = widen(b, masked_load(b, gep(b, xr, j), vw, valid))
+                return [b.fadd(c[0], v), b.fadd(c[1], b.fmul(v, v))]
+
+            zero = vsplat(0.0, vw, F64)
+            v1, v2 = vector_loop(b, m, vw, [zero, zero], stats, "lns")
+            mean = b.fdiv(hreduce(b, v1, fadd), const(F64, float(m)))
+            msq = b.fdiv(hreduce(b, v2, fadd), const(F64, float(m)))
             var = b.fsub(msq, b.fmul(mean, mean))
             var = b.select(b.fcmp_ordered("<", var, const(F64, 0.0)), const(F64, 0.0), var)
             inv = b.fdiv(const(F64, 1.0), call_intr(b, "sqrt", b.fadd(var, const(F64, eps))))
-            cs = contiguous_strides(norm)
+            if dense:
+                meanv, invv = vbroadcast(b, mean, vw), vbroadcast(b, inv, vw)
 
-            def body(ivs):
-                j = linear(b, ivs, cs)
-                v = b.fpext(b.load(gep(b, px, b.add(base, j), F32), typ=F32), F64)
-                y = b.fmul(b.fsub(v, mean), inv)
-                sc = b.fpext(b.load(gep(b, psc, linear(b, ivs, ss), F32), typ=F32), F64)
-                bi = b.fpext(b.load(gep(b, pbi, linear(b, ivs, bs), F32), typ=F32), F64)
-                b.store(b.fptrunc(b.fadd(b.fmul(y, sc), bi), F32), gep(b, po, b.add(base, j), F32))
+                def normalise(j, valid, c):
+                    def ld(p):
+                        return widen(b, masked_load(b, gep(b, p, j), vw, valid))
 
-            loop_nest(b, list(norm), body, "n")
+                    y = b.fmul(b.fsub(ld(xr), meanv), invv)
+                    y = b.fadd(b.fmul(y, ld(psc)), ld(pbi))
+                    masked_store(
+                        b, b.fptrunc(y, ir.VectorType(F32, vw)), gep(b, orow, j), vw, valid
+                    )
+                    return []
+
+                vector_loop(b, m, vw, [], normalise, "lnn")
+            else:
+
+                def body(ivs):
+                    j = linear(b, ivs, cs)
+                    v = b.fpext(b.load(gep(b, xr, j, F32), typ=F32), F64)
+                    y = b.fmul(b.fsub(v, mean), inv)
+                    sc = b.fpext(b.load(gep(b, psc, linear(b, ivs, ss), F32), typ=F32), F64)
+                    bi = b.fpext(b.load(gep(b, pbi, linear(b, ivs, bs), F32), typ=F32), F64)
+                    b.store(b.fptrunc(b.fadd(b.fmul(y, sc), bi), F32), gep(b, orow, j, F32))
+
+                loop_nest(b, list(norm), body, "n")
+
+        parallel_range(b, outer, outer * m * ROW_WORK, list(fn.args), row, "o")
 
     name = ctx.sink.kernel(key, 4, build, "layernorm")
     return Emitted(

@@ -282,7 +282,7 @@ def emit_pad(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("resize")
 def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
-    from compiler.kernels.reference_nn import _axis_taps
+    from compiler.kernels.reference_nn import _axis_taps, axis_unchanged
 
     dst, (src,) = _ops(ins)
     at = dict(ins.attrs)
@@ -291,17 +291,20 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
     w_tabs: list[np.ndarray | None] = []
     for ax, (i, o) in enumerate(zip(src.type.shape, dst.type.shape)):
         # The reference kernel's rule for axes it leaves alone, then its taps.
-        scaled = bool(at.get("scales")) and at["scales"][ax] != 1.0
-        if i == o and not scaled and at["coordinate_transformation_mode"] != "tf_half_pixel_for_nn":
+        if axis_unchanged(i, o, at, ax):
             idx_tabs.append(np.arange(o, dtype=np.int64)[:, None])
             w_tabs.append(None)
             continue
         idx, wts = _axis_taps(o, i, at, ax)
         idx_tabs.append(np.asarray(idx, dtype=np.int64))
         w_tabs.append(None if idx.shape[1] == 1 else np.asarray(wts, dtype=np.float64))
+    fill = float(at["extrapolation_value"])
     if all(w is None for w in w_tabs):
-        tables = [t[:, 0] * st for t, st in zip(idx_tabs, ss)]
-        return Emitted([table_gather(ctx, ins, dst, src, tables, 0.0)], "table")
+        # Indices -1 (outside a tf_crop_and_resize box) read as the extrapolation value.
+        tables = [np.where(t[:, 0] < 0, _INVALID, t[:, 0] * st) for t, st in zip(idx_tabs, ss)]
+        return Emitted([table_gather(ctx, ins, dst, src, tables, fill)], "table")
+    outside = [t[:, 0] < 0 for t in idx_tabs]
+    idx_tabs = [np.maximum(t, 0) for t in idx_tabs]
     if not dst.type.elem.is_float:
         raise unsupported(ins, "linear/cubic resize of integers")
     elem = dst.type.elem
@@ -313,12 +316,15 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
         tuple(t.tobytes() for t in idx_tabs),
         tuple(w.tobytes() if w is not None else b"" for w in w_tabs),
         tuple(ss),
+        tuple(m.tobytes() for m in outside),
+        fill,
     )
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         d, s = fn.args
         gi = [ctx.sink.global_table(t * st, "ridx") for t, st in zip(idx_tabs, ss)]
         gw = [ctx.sink.global_table(w, "rw") if w is not None else None for w in w_tabs]
+        go = [ctx.sink.global_table(m.astype(np.int64), "rout") for m in outside]
         taps = [t.shape[1] for t in idx_tabs]
         os_ = contiguous_strides(shape)
 
@@ -345,14 +351,16 @@ def emit_resize(ctx: EmitContext, ins: Any) -> Emitted:
                     off = b.add(off, offs[k])
                     if ws[k] is not None:
                         w = ws[k] if w is None else b.fmul(w, ws[k])
-                v = b.fpext(load_elem(b, gep(b, s, off, storage_type(elem)), elem), F64)
+                v = load_elem(b, gep(b, s, off, storage_type(elem)), elem)
+                v = v if v.type == F64 else b.fpext(v, F64)
                 acc = b.fadd(acc, v if w is None else b.fmul(v, w))
-            store_elem(
-                b,
-                b.fptrunc(acc, compute_type(elem)),
-                gep(b, d, linear(b, ivs, os_), storage_type(elem)),
-                elem,
-            )
+            res = acc if compute_type(elem) == F64 else b.fptrunc(acc, compute_type(elem))
+            for ax, iv in enumerate(ivs):
+                if outside[ax].any():
+                    out = b.load(gep(b, go[ax], iv, I64), typ=I64)
+                    bad = b.icmp_signed("!=", out, c64(0))
+                    res = b.select(bad, const(res.type, fill), res)
+            store_elem(b, res, gep(b, d, linear(b, ivs, os_), storage_type(elem)), elem)
 
         loop_nest(b, list(shape), body)
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from llvmlite import ir
-
-from compiler.memory.regions import ALIGNMENT
 
 F32 = ir.FloatType()
 I1 = ir.IntType(1)
@@ -186,7 +184,22 @@ def store_vec(
     b.call(fn, [v, ptr, ir.Constant(I32, 4), _mask(n, valid)])
 
 
-Activation = None | str | tuple
+@dataclass(frozen=True)
+class LaneEpilogue:
+    """A lane-wise function the kernels apply to their results before storing them, where
+    they apply a fused activation: the hook the code generator uses to run a chain of
+    element-wise instructions that follows a conv or GEMM in its epilogue (one pass over the
+    result instead of two or three). ``key`` names it for kernel deduplication; ``build(b, v)``
+    emits it on a float or a float vector."""
+
+    key: tuple
+    build: Callable[[ir.IRBuilder, ir.Value], ir.Value] = field(compare=False, hash=False)
+
+    def __call__(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        return self.build(b, v)
+
+
+Activation = None | str | tuple | LaneEpilogue
 
 
 @dataclass(frozen=True)
@@ -212,13 +225,16 @@ class Epilogue:
 
 
 def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
-    """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector.
+    """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector, or a
+    ``LaneEpilogue``.
 
     The one float IR of Relu and Clip: the element-wise emitters use it too. numpy semantics
     (a NaN stays NaN, as in the reference kernels); each compare-select is one max/min.
     """
     if act is None:
         return v
+    if isinstance(act, LaneEpilogue):
+        return act(b, v)
     n = v.type.count if isinstance(v.type, ir.VectorType) else 0
 
     def const(x: float) -> ir.Constant:
@@ -234,19 +250,3 @@ def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
             v = b.select(b.fcmp_ordered(">", v, const(hi)), const(hi), v)
         return v
     raise ValueError(f"unsupported fused activation {act!r}")
-
-
-def scratch(module: ir.Module, name: str, nfloats: int) -> ir.GlobalVariable:
-    """A zero-initialised, 64-byte aligned module-level float buffer (kernels are not reentrant)."""
-    ty = ir.ArrayType(F32, max(1, nfloats))
-    g = ir.GlobalVariable(module, ty, name)
-    g.initializer = ir.Constant(ty, None)
-    g.align = ALIGNMENT
-    g.linkage = "internal"
-    g.type = PTR  # opaque pointer, so vector and scalar accesses need no casts
-    return g
-
-
-def scratch_ptr(b: ir.IRBuilder, g: ir.GlobalVariable) -> ir.Value:
-    """A float pointer to the start of a ``scratch`` buffer."""
-    return g

@@ -5,21 +5,28 @@ shape correctly; ``prefers(shape)``, the default-choice heuristic; ``pack``, how
 [K, C/group, R, S] is laid out for it at compile time (None: it reads the filter as given, so a
 run-time filter works); and ``body``, the code, emitted into the kernel shell
 ``void f(ptr x, ptr w, ptr out [, ptr bias])`` (``new_kernel``), every result going through the
-``Epilogue`` (the activation, after adding to ``out`` for the sum post-op). By default a conv gets the
+``Epilogue`` (the activation, after adding to ``out`` for the sum post-op). By default a conv
+gets the
 FIRST row that applies and prefers it, in this order:
 
-1. ``pixel-rows-gemm`` (group 1; few-channel stems, or small images with many channels): pixels
-   as GEMM rows and output channels on the vector lanes over an im2col buffer, then a transpose;
-2. ``padded-shift-gemm`` (group 1, stride 1, no dilation; images over 64 pixels): one GEMM over
-   the zero-padded pixel grid, whose im2col rows are shifted contiguous rows;
-3. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a direct loop
-   vectorised over output columns;
-4. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM whose B panels are plain row copies;
-5. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
-6. ``direct`` (any shape, run-time filters too): a scalar loop nest.
+1. ``direct-vector`` (group 1; by choice at most 4 input channels, kernels up to 7x7 and strides
+   up to 2, e.g. stems): a direct loop over a padded copy of the image, tiles of output
+   channels x column vectors (kernels/direct.py);
+2. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
+   output channels on the vector lanes over an im2col buffer, then a transpose;
+3. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
+   GEMM over the zero-padded image split into its stride phases, whose im2col rows are
+   contiguous runs read in place;
+4. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
+   channel copy, tiles of output rows x a column vector (kernels/direct.py);
+5. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
+   image's channel rows;
+6. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
+7. ``direct`` (any shape, run-time filters too): a scalar loop nest.
 
 ``select(shape, forced=name)`` returns a forced row instead, and raises ``CodegenError`` when it
-does not apply. Every border test goes through ``kernels/window.py``.
+does not apply. Every border test goes through ``kernels/window.py`` (the direct kernels have
+none: they read a zero-padded copy).
 """
 
 from __future__ import annotations
@@ -35,16 +42,11 @@ from compiler.backends.llvm.kernels.common import (
     F32,
     Activation,
     Epilogue,
-    broadcast,
     entry_alloca,
-    fma,
     gep,
     i64,
-    load_vec,
     loop,
-    mul,
     new_kernel,
-    splat,
 )
 from compiler.backends.llvm.kernels.conv_gemm import (
     gemm_body,
@@ -54,8 +56,9 @@ from compiler.backends.llvm.kernels.conv_gemm import (
     padded_shift_body,
     pixel_rows_body,
 )
+from compiler.backends.llvm.kernels.direct import depthwise_body, direct_vector_body, pack_direct
 from compiler.backends.llvm.kernels.gemm import GemmConfig, gemm_config
-from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
+from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 from compiler.errors import CodegenError
 
 Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Epilogue], None]
@@ -118,76 +121,6 @@ def _prefers_pixel_rows(s: ConvShape) -> bool:
 # -- direct loops: depthwise (vectorised over output columns) and the general scalar nest ------
 
 
-def _depthwise_body(
-    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
-) -> None:
-    """out[n, k] = sum_rt w[k, r, t] * x[n, k // mult] (shifted); interior columns in vectors."""
-    vw = cfg.vw
-    mult = s.Kg
-    rows, cols = s.rows, s.cols
-    sw = cols.stride
-    OH, OW, H, W, R, S = s.OH, s.OW, s.H, s.W, s.R, s.S
-    lo, hi = cols.interior()
-    if sw == 2:  # a stride-2 vector is one wide load: one float past its last lane
-        hi = min(hi, cols.span(cols.offset(S - 1) + 1)[1])
-    vec_hi = lo + max(0, hi - lo) // vw * vw
-    zero_s = ir.Constant(F32, 0.0)
-
-    with loop(b, 0, s.N, 1, "dn") as n, loop(b, 0, s.K, 1, "dk") as k:
-        xc = gep(b, p.x, b.add(mul(b, n, s.C * H * W), mul(b, b.udiv(k, i64(mult)), H * W)))
-        oc = gep(b, p.out, b.add(mul(b, n, s.K * OH * OW), mul(b, k, OH * OW)))
-        wk = gep(b, p.w, mul(b, k, R * S))
-        bval = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else zero_s
-        wv = [b.load(gep(b, wk, i), typ=F32) for i in range(R * S)]
-        wb = [broadcast(b, x_, vw) for x_ in wv]
-        with loop(b, 0, OH, 1, "doh") as oh:
-            orow = gep(b, oc, mul(b, oh, OW))
-            taps_r = []
-            for r in range(R):
-                ok, ih = rows.tap(b, oh, r)
-                taps_r.append((ok, gep(b, xc, mul(b, ih, W))))
-
-            def scalar(ow: ir.Value) -> None:
-                acc = bval
-                taps_c = [cols.tap(b, ow, t) for t in range(S)]
-                for r, (ok_r, xrow) in enumerate(taps_r):
-                    for t, (okw, iw) in enumerate(taps_c):
-                        v = b.load(gep(b, xrow, iw), typ=F32)
-                        acc = fma(b, b.select(b.and_(ok_r, okw), v, zero_s), wv[r * S + t], acc)
-                ep.store(b, acc, gep(b, orow, ow))
-
-            def vector(ow: ir.Value) -> None:
-                acc = broadcast(b, bval, vw) if p.bias is not None else splat(0.0, vw)
-                base_iw = cols.coord(b, ow, 0)
-                for r in range(R):
-                    ok_r, xrow = taps_r[r]
-                    for t in range(S):
-                        v = _strided_load(
-                            b, gep(b, xrow, b.add(base_iw, i64(t * cols.dilation))), vw, sw
-                        )
-                        v = b.select(ok_r, v, splat(0.0, vw))
-                        acc = fma(b, v, wb[r * S + t], acc)
-                ep.store(b, acc, gep(b, orow, ow), vw)
-
-            split_columns(b, lo, vec_hi, OW, scalar, vector, "dc", step=vw)
-
-
-def _strided_load(b: ir.IRBuilder, ptr: ir.Value, vw: int, stride: int) -> ir.Value:
-    """``vw`` floats at ``ptr[0], ptr[stride], ...``."""
-    if stride == 1:
-        return load_vec(b, ptr, vw)
-    vty = ir.VectorType(F32, vw)
-    if stride == 2:
-        wide = b.load(ptr, typ=ir.VectorType(F32, vw * stride), align=4)
-        idx = ir.Constant(ir.VectorType(ir.IntType(32), vw), [i * stride for i in range(vw)])
-        return b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
-    v = ir.Constant(vty, ir.Undefined)
-    for i in range(vw):
-        e = b.load(gep(b, ptr, i * stride), typ=F32)
-        v = b.insert_element(v, e, ir.Constant(ir.IntType(32), i))
-    return v
-
-
 def _direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue) -> None:
     """The plain loop nest over the ONNX filter layout."""
     C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
@@ -223,6 +156,15 @@ def _direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep
 
 STRATEGIES: tuple[ConvStrategy, ...] = (
     ConvStrategy(
+        "direct-vector",
+        direct_vector_body,
+        pack_direct,
+        applies=lambda s: s.group == 1,
+        # Its taps are unrolled (strided vectors lane by lane past stride 2): a ViT's 16x16/16
+        # patch conv emitted 4.5 MB of IR and spent minutes in O3. Stems up to 7x7/2 only.
+        prefers=lambda s: s.C <= 4 and s.OW >= 8 and s.R * s.S <= 49 and max(s.stride) <= 2,
+    ),
+    ConvStrategy(
         "pixel-rows-gemm",
         pixel_rows_body,
         pack_b_rows,
@@ -233,12 +175,18 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         "padded-shift-gemm",
         padded_shift_body,
         pack_a,
-        applies=lambda s: s.group == 1 and s.stride == (1, 1) and s.dilation == (1, 1),
-        prefers=lambda s: s.R * s.S > 1 and s.H * s.W > 64 and s.K >= 4,
+        applies=lambda s: s.group == 1,
+        # One phase image per stride phase, each filled by its own code: strides up to 2.
+        prefers=lambda s: (
+            (s.R * s.S > 1 or s.stride != (1, 1))
+            and max(s.stride) <= 2
+            and s.H * s.W > 64
+            and s.K >= 4
+        ),
     ),
     ConvStrategy(
         "depthwise-direct",
-        _depthwise_body,
+        depthwise_body,
         _pack_raw,
         applies=lambda s: s.depthwise and s.Cg == 1,
         prefers=lambda s: s.Kg <= 2,

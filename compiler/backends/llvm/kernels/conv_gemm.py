@@ -1,6 +1,7 @@
 """The GEMM-based conv kernels of the strategy table (kernels/conv.py), and the filter packings
-they read: ``implicit-gemm`` / ``gemm-1x1`` (output channels as GEMM rows, B panels packed at run
-time from the image), ``pixel-rows-gemm`` (pixels as GEMM rows) and ``padded-shift-gemm`` (one
+they read: ``implicit-gemm`` / ``gemm-1x1`` (output channels as GEMM rows; B panels packed at
+run time from the image by im2col, or read in place from the image's channel rows for 1x1),
+``pixel-rows-gemm`` (pixels as GEMM rows) and ``padded-shift-gemm`` (one
 GEMM over the zero-padded pixel grid). Each body is ``body(b, shape, cfg, ptrs, epilogue)``.
 """
 
@@ -14,18 +15,24 @@ from llvmlite import ir
 
 from compiler.backends.llvm.kernels.common import (
     F32,
+    I64,
     Epilogue,
     Int,
     add,
     gep,
     i64,
+    load_vec,
     loop,
     mul,
-    scratch,
+    smin,
+    store_vec,
 )
+from compiler.backends.llvm.kernels.direct import copy_padded, strided_vector
 from compiler.backends.llvm.kernels.gemm import (
+    AAddr,
     GemmConfig,
     GemmOperands,
+    Split,
     emit_gemm_body,
     gemm_config,
     pack_a_constant,
@@ -33,7 +40,13 @@ from compiler.backends.llvm.kernels.gemm import (
     panel_a,
     runtime_packed_b,
     strided_a,
-    strided_b_fill,
+)
+from compiler.backends.llvm.kernels.parallel import (
+    ELEMENT_WORK,
+    parallel_loop,
+    scratch,
+    thread_scratch,
+    work_chunks,
 )
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, split_columns
 
@@ -126,30 +139,45 @@ def gemm_body(
     xg_slot = b.alloca(ir.PointerType(), name="xg")
 
     def fill_any(bb: ir.IRBuilder, buf: ir.Value, pc: ir.Value, kcv: ir.Value) -> None:
-        xg = bb.load(xg_slot, typ=ir.PointerType())
-        f = (
-            strided_b_fill(cfg, npix, kgemm, xg, hw, False)
-            if pointwise
-            else _im2col_fill(cfg, s, xg)
-        )
-        f(bb, buf, pc, kcv)
+        _im2col_fill(cfg, s, bb.load(xg_slot, typ=ir.PointerType()))(bb, buf, pc, kcv)
 
-    b_addr, b_pack = runtime_packed_b(b.module, b.function.name, cfg, npix, kgemm, fill_any)
+    # gemm-1x1: the image's channel rows are B's rows already, read in place (measured 1.3-3x
+    # faster than packing them first on few-channel convs, the same on wide ones).
+    direct = pointwise
+    if not direct:
+        b_addr, b_pack = runtime_packed_b(b.module, b.function.name, cfg, npix, kgemm, fill_any)
     with loop(b, 0, s.N, 1, "n") as n, loop(b, 0, s.group, 1, "g") as g:
         xg = gep(b, p.x, b.add(mul(b, n, s.C * hw), mul(b, g, cg * hw)))
         b.store(xg, xg_slot)
         og = gep(b, p.out, b.add(mul(b, n, s.K * npix), mul(b, g, kgr * npix)))
-        ops = GemmOperands(
-            a_addr=panel_a(gep(b, p.w, mul(b, g, gw)), kgemm, cfg.mr),
-            b_addr=b_addr,
-            c_base=og,
-            c_stride=npix,
-            b_pack=b_pack,
-            bias_col=gep(b, p.bias, mul(b, g, kgr)) if p.bias is not None else None,
-            accumulate=ep.accumulate,
-            activation=ep.activation,
-        )
-        emit_gemm_body(b, cfg, kgr, npix, kgemm, ops)
+        wg = gep(b, p.w, mul(b, g, gw))
+        bg = gep(b, p.bias, mul(b, g, kgr)) if p.bias is not None else None
+
+        def operands(vals: list[ir.Value]) -> GemmOperands:
+            """The GEMM over (this kernel's, or a parallel chunk's copies of) the group's
+            filter, input, output and bias."""
+            wv, xv, ov = vals[:3]
+            if direct:
+
+                def b_in_place(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+                    return gep(bb, xv, add(bb, mul(bb, k, hw), mul(bb, jp, cfg.nr)))
+
+            return GemmOperands(
+                a_addr=panel_a(wv, kgemm, cfg.mr),
+                b_addr=b_in_place if direct else b_addr,
+                c_base=ov,
+                c_stride=npix,
+                b_pack=None if direct else b_pack,
+                b_exact=direct,
+                bias_col=vals[3] if bg is not None else None,
+                accumulate=ep.accumulate,
+                activation=ep.activation,
+            )
+
+        captures = [wg, xg, og] + ([bg] if bg is not None else [])
+        ntiles = -(-kgr // cfg.mr) * -(-npix // cfg.nr)
+        split = Split(work_chunks(kgr * npix * kgemm, ntiles), captures, operands, prefer="m")
+        emit_gemm_body(b, cfg, kgr, npix, kgemm, operands(captures), split)
 
 
 # -- pixel rows: out^T[pix, K] = im2col^T[pix, C*R*S] @ W^T[C*R*S, K], then a transpose ---------
@@ -248,7 +276,7 @@ def _transpose_out(
     ep: Epilogue | None = None,
 ) -> None:
     """on[k*ostride + p] = cbuf[p, k] for p < m, in blocks of TP pixels: each block's K x TP
-    reads stay in L1 and every output row gets TP contiguous stores; through `ep` when given
+    reads stay in L1 and every output row gets TP contiguous stores; through ``ep`` when given
     (an accumulating conv: the GEMM ran without the epilogue)."""
 
     def put(v: ir.Value, ptr: ir.Value) -> None:
@@ -285,142 +313,208 @@ def pixel_rows_body(
     cbuf = scratch(module, f"{name}.c", tr * OW * K)
     abuf = None if pointwise else scratch(module, f"{name}.a", tr * OW * crs)
 
-    def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-        return gep(bb, p.w, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+    nfull, rest = divmod(OH, tr)
+    nchunks = nfull + (1 if rest else 0)
+    has_bias = p.bias is not None
+
+    def operands(vals: list[ir.Value], a_addr: AAddr, c_base: ir.Value) -> GemmOperands:
+        """The GEMM of a chunk: ``vals`` = (image, output, packed W^T[, bias])."""
+        w = vals[2]
+
+        def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+            return gep(bb, w, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+
+        return GemmOperands(
+            a_addr=a_addr,
+            b_addr=b_addr,
+            c_base=c_base,
+            c_stride=K,
+            bias_row=vals[3] if has_bias else None,
+            activation=None if ep.accumulate else ep.activation,
+        )
+
+    def chunk(bb: ir.IRBuilder, tid: ir.Value, vals: list[ir.Value], oh0: ir.Value, nrows: int):
+        """Output rows oh0 .. oh0+nrows-1: im2col, GEMM, transpose, in the thread's buffers.
+        A lone chunk spreads its GEMM's output-channel panels over the pool instead."""
+        xn, on = vals[:2]
+        m = nrows * OW
+        cb = thread_scratch(bb, cbuf, tid)
+        if abuf is None:
+            a_src, a_addr = None, strided_a(xn, 1, s.H * s.W)
+        else:
+            a_src = thread_scratch(bb, abuf, tid)
+            _im2col_rows(bb, s, xn, a_src, oh0, nrows)
+            a_addr = strided_a(a_src, crs)
+        split = None
+        if nchunks == 1:
+            # Thread 0's buffers are globals the chunks of the split can use as they are.
+            def split_ops(v: list[ir.Value]) -> GemmOperands:
+                a = strided_a(v[0], 1, s.H * s.W) if abuf is None else strided_a(abuf, crs)
+                return operands(v, a, cbuf)
+
+            tiles = -(-m // cfg.mr) * -(-K // cfg.nr)
+            split = Split(work_chunks(m * K * crs, tiles), vals, split_ops)
+        emit_gemm_body(bb, cfg, m, K, crs, operands(vals, a_addr, cb), split)
+        # out[n, k, oh0*OW + j] = C[j, k]
+        # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
+        dst = gep(bb, on, bb.mul(oh0, i64(OW)))
+        _transpose_out(bb, cb, dst, m, npix, K, ep if ep.accumulate else None)
+
+    def row_chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        if not rest:
+            chunk(bb, tid, vals, bb.mul(i, i64(tr)), tr)
+            return
+        if not nfull:
+            chunk(bb, tid, vals, i64(0), rest)
+            return
+        with bb.if_else(bb.icmp_signed("<", i, i64(nfull))) as (full, last):
+            with full:
+                chunk(bb, tid, vals, bb.mul(i, i64(tr)), tr)
+            with last:
+                chunk(bb, tid, vals, i64(nfull * tr), rest)
 
     with loop(b, 0, s.N, 1, "n") as n:
         xn = gep(b, p.x, b.mul(n, i64(s.C * s.H * s.W)))
         on = gep(b, p.out, b.mul(n, i64(K * npix)))
-
-        def chunk(oh0: ir.Value, nrows: int) -> None:
-            m = nrows * OW
-            if abuf is None:
-                a_addr = strided_a(xn, 1, s.H * s.W)
-            else:
-                _im2col_rows(b, s, xn, abuf, oh0, nrows)
-                a_addr = strided_a(abuf, crs)
-            ops = GemmOperands(
-                a_addr=a_addr,
-                b_addr=b_addr,
-                c_base=cbuf,
-                c_stride=K,
-                bias_row=p.bias,
-                activation=None if ep.accumulate else ep.activation,
-            )
-            emit_gemm_body(b, cfg, m, K, crs, ops)
-            # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
-            dst = gep(b, on, b.mul(oh0, i64(OW)))
-            _transpose_out(b, cbuf, dst, m, npix, K, ep if ep.accumulate else None)
-
-        nfull, rest = divmod(OH, tr)
-        if nfull == 1:
-            chunk(i64(0), tr)
-        elif nfull:
-            with loop(b, 0, nfull * tr, tr, "ohc") as oh0:
-                chunk(oh0, tr)
-        if rest:
-            chunk(i64(nfull * tr), rest)
+        captures = [xn, on, p.w] + ([p.bias] if has_bias else [])
+        parallel_loop(b, nchunks, captures, row_chunk, "rows")
 
 
 # -- padded shift: a stride-1 conv as one GEMM over the zero-padded pixel grid ----------------
 
 
+def shift_geometry(s: ConvShape) -> tuple[int, int, list[tuple[int, int]], list[int]]:
+    """(Hq, Wq, phases, offsets) of the padded-shift conv: the padded image (Hp x Wp) is split
+    into stride phases of Hq x Wq pixels (phase (a, b) holds padded pixels (i*sh + a, j*sw + b);
+    only the phases some tap reads, in ``phases``); ``offsets[r*S + t]`` is where tap (r, t) of
+    grid column 0 reads, in floats from channel 0's first phase (channel c adds c * stride)."""
+    (sh, sw), (dh, dw) = s.stride, s.dilation
+    pt, pl, pb, pr = s.pad
+    hq, wq = -(-(s.H + pt + pb) // sh), -(-(s.W + pl + pr) // sw)
+    taps = [(r * dh, t * dw) for r in range(s.R) for t in range(s.S)]
+    phases = sorted({(y % sh, x % sw) for y, x in taps})
+    offsets = [phases.index((y % sh, x % sw)) * hq * wq + (y // sh) * wq + x // sw for y, x in taps]
+    return hq, wq, phases, offsets
+
+
 def padded_shift_body(
     b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
-    """On the padded grid (Hp x Wp), tap (r, t) of output pixel q reads input pixel q + r*Wp + t:
-    every im2col row is a contiguous shifted row of the padded input, so B panels are packed
-    with vector copies. The GEMM computes OH x Wp columns per channel (the Wp - OW extra
-    columns are dropped by the final crop). Columns go in chunks of SHIFT_NC.
+    """The image zero-padded and split into its stride phases (kernels/window.py's geometry, see
+    ``shift_geometry``; stride 1: one phase, the padded image): tap (r, t) of output pixel
+    (oh, ow) reads phase pixel (oh + r*dh // sh, ow + t*dw // sw) of one phase, so on the grid
+    of OH x Wq columns every im2col row is a contiguous run of a phase image. The GEMM reads its
+    B panels there in place (a table gives each row's start) and computes OH x Wq columns per
+    output channel; the crop keeps OW of each Wq. Columns go in chunks of SHIFT_NC; the GEMM's
+    channel tiles spread over the thread pool.
     """
     module, name = b.module, b.function.name
     C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
-    pt, pl, pb_, pr = s.pad
-    Hp, Wp = H + pt + pb_, W + pl + pr
+    (sh, sw) = s.stride
+    pt, pl = s.pad[0], s.pad[1]
+    hq, wq, phases, offsets = shift_geometry(s)
+    plane = hq * wq
+    cstride = len(phases) * plane  # floats per channel of the phase images
     crs = C * R * S
-    ngrid = OH * Wp
+    ngrid = OH * wq
     nr, vw = cfg.nr, cfg.vw
-    # The crop's dropped columns of the last row read up to S - 1 floats past the grid.
-    xpad = scratch(module, f"{name}.xpad", C * Hp * Wp + max(2 * nr, S))
+    # Cropped columns read past their row, the last ones past the images: slack behind.
+    xph = scratch(module, f"{name}.xph", C * cstride + max(offsets) + 2 * nr)
     cbuf = scratch(module, f"{name}.c", K * ngrid)
-    kc = min(cfg.kc, crs)
+    # Per GEMM row k = c*R*S + r*S + t: where its run starts (c * cstride + offsets[r*S + t]).
+    koff = np.array([c * cstride + o for c in range(C) for o in offsets], dtype=np.int64)
+    table = ir.GlobalVariable(module, ir.ArrayType(I64, crs), f"{name}.rows")
+    table.initializer = ir.Constant(table.value_type, [int(v) for v in koff])
+    table.global_constant = True
+    table.linkage = "internal"
     nc_full = min(SHIFT_NC, ngrid)
-    npan_max = -(-nc_full // nr)
-    bbuf = scratch(module, f"{name}.b", npan_max * kc * nr)
-    vty = ir.VectorType(F32, vw)
-    with loop(b, 0, s.N, 1, "n") as n:
-        xn = gep(b, p.x, b.mul(n, i64(C * H * W)))
-        # Zero-padded copy of the image (the padding is zero from the start: only the
-        # interior is ever written).
+    nfull, rest = divmod(ngrid, nc_full)
+    has_bias = p.bias is not None
+    if sh * sw > 1:  # a zero-padded row, deinterleaved into the phase rows
+        # The image row lands at pl (masked tail); the phase rows read whole vectors of sw
+        # strided lanes, the last up to sw * (vw - 1) + sw - 1 floats past Wq * sw.
+        rowbuf = scratch(module, f"{name}.row", max(W + pl, -(-wq // vw) * vw * sw) + vw * sw)
+
+    def fill_phases(xn: ir.Value) -> None:
+        """The image into the phase images (the padding is zero from the start: only pixels
+        of the image are ever written)."""
+        if sh * sw == 1:
+            with loop(b, 0, C, 1, "pc") as c:
+                copy_padded(
+                    b, gep(b, xn, b.mul(c, i64(H * W))), gep(b, xph, b.mul(c, i64(plane))), s, vw
+                )
+            return
         with loop(b, 0, C, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
             src = gep(b, xn, b.add(b.mul(c, i64(H * W)), b.mul(h, i64(W))))
-            dst = gep(
-                b, xpad, b.add(b.mul(c, i64(Hp * Wp)), b.add(b.mul(h, i64(Wp)), i64(pt * Wp + pl)))
-            )
-            with loop(b, 0, W, 1, "pw") as i:
-                b.store(b.load(gep(b, src, i), typ=F32), gep(b, dst, i))
-
-        def chunk(n0: ir.Value, ncols: int) -> None:
-            npf, ntail = divmod(ncols, nr)
-
-            def b_pack(bb: ir.IRBuilder, pc: ir.Value, kcv: ir.Value) -> None:
-                with loop(bb, 0, kcv, 1, "bk") as kk:
-                    k = bb.add(pc, kk)
-                    c = bb.udiv(k, i64(R * S))
-                    rs = bb.urem(k, i64(R * S))
-                    off = bb.add(
-                        bb.mul(c, i64(Hp * Wp)),
-                        bb.add(bb.mul(bb.udiv(rs, i64(S)), i64(Wp)), bb.urem(rs, i64(S))),
-                    )
-                    src = gep(bb, xpad, bb.add(off, n0))
-                    dst = gep(bb, bbuf, bb.mul(kk, i64(nr)))
-                    if npf:
-                        with loop(bb, 0, npf, 1, "bj") as jp:
-                            s0 = gep(bb, src, bb.mul(jp, i64(nr)))
-                            d0 = gep(bb, dst, bb.mul(jp, i64(kc * nr)))
-                            for v in range(nr // vw):
-                                val = bb.load(gep(bb, s0, v * vw), typ=vty, align=4)
-                                bb.store(val, gep(bb, d0, v * vw), align=4)
-                    for j in range(ntail):
-                        bb.store(
-                            bb.load(gep(bb, src, npf * nr + j), typ=F32),
-                            gep(bb, dst, npf * kc * nr + j),
-                        )
-
-            def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-                kl = k if kc == crs else bb.urem(i64(k), i64(kc))
-                return gep(
-                    bb, bbuf, bb.add(bb.mul(i64(jp), i64(kc * nr)), bb.mul(i64(kl), i64(nr)))
+            for j0 in range(0, W, vw):
+                valid = min(vw, W - j0)
+                store_vec(
+                    b, load_vec(b, gep(b, src, j0), vw, valid), gep(b, rowbuf, pl + j0), vw, valid
                 )
+            hp = b.add(h, i64(pt))
+            a, i = b.urem(hp, i64(sh)), b.udiv(hp, i64(sh))
+            chan = gep(b, xph, b.mul(c, i64(cstride)))
+            for k, (pa, pb_) in enumerate(phases):
+                with b.if_then(b.icmp_unsigned("==", a, i64(pa))):
+                    dst = gep(b, chan, b.add(i64(k * plane), b.mul(i, i64(wq))))
+                    for j0 in range(0, wq, vw):
+                        v = strided_vector(b, gep(b, rowbuf, j0 * sw + pb_), vw, sw)
+                        store_vec(b, v, gep(b, dst, j0), vw, min(vw, wq - j0))
 
-            ops = GemmOperands(
-                a_addr=panel_a(p.w, crs, cfg.mr),
-                b_addr=b_addr,
-                c_base=gep(b, cbuf, n0),
-                c_stride=ngrid,
-                b_pack=b_pack,
-                bias_col=p.bias,
-                activation=None if ep.accumulate else ep.activation,
-            )
-            emit_gemm_body(b, cfg, K, ncols, crs, ops)
+    def operands(v: list[ir.Value]) -> GemmOperands:
+        """The GEMM of a column chunk over (c_base, filter, first column[, bias]): the kernel's
+        values or a parallel chunk's copies."""
+        cbase, w, col0 = v[:3]
 
-        nfull, rest = divmod(ngrid, nc_full)
+        def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+            start = bb.load(bb.gep(table, [i64(0), i64(k)], source_etype=table.value_type), typ=I64)
+            return gep(bb, xph, add(bb, bb.add(start, col0), mul(bb, jp, nr)))
+
+        return GemmOperands(
+            a_addr=panel_a(w, crs, cfg.mr),
+            b_addr=b_addr,
+            c_base=cbase,
+            c_stride=ngrid,
+            bias_col=v[3] if has_bias else None,
+            activation=None if ep.accumulate else ep.activation,
+            b_exact=True,
+        )
+
+    def chunk(n0: ir.Value, ncols: int) -> None:
+        """Grid columns n0 .. n0+ncols-1 of every output channel into cbuf."""
+        vals = [gep(b, cbuf, n0), p.w, n0] + ([p.bias] if has_bias else [])
+        tiles = -(-K // cfg.mr) * -(-ncols // nr)
+        split = Split(work_chunks(K * ncols * crs, tiles), vals, operands, prefer="m")
+        emit_gemm_body(b, cfg, K, ncols, crs, operands(vals), split)
+
+    kgroups = work_chunks(K * OH * OW * ELEMENT_WORK, K)  # the crop: a copy, by channels
+    kper = -(-K // kgroups)
+
+    def crop(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        """The grid's valid columns of channels [i*kper, ...) into the NCHW output."""
+        on = vals[0]
+        k0 = bb.mul(i, i64(kper))
+        with loop(bb, k0, smin(bb, bb.add(k0, i64(kper)), K), 1, "ck") as k:
+            with loop(bb, 0, OH, 1, "ch") as oh:
+                src = gep(bb, cbuf, bb.add(bb.mul(k, i64(ngrid)), bb.mul(oh, i64(wq))))
+                dst = gep(bb, on, bb.add(bb.mul(k, i64(OH * OW)), bb.mul(oh, i64(OW))))
+                for j0 in range(0, OW, vw):
+                    valid = min(vw, OW - j0)
+                    v = load_vec(bb, gep(bb, src, j0), vw, valid)
+                    if ep.accumulate:  # the sum post-op, then the activation the GEMM left out
+                        ep.store(bb, v, gep(bb, dst, j0), vw, valid)
+                    else:
+                        store_vec(bb, v, gep(bb, dst, j0), vw, valid)
+
+    with loop(b, 0, s.N, 1, "n") as n:
+        fill_phases(gep(b, p.x, b.mul(n, i64(C * H * W))))
         if nfull:
             with loop(b, 0, nfull * nc_full, nc_full, "nch") as n0:
                 chunk(n0, nc_full)
         if rest:
             chunk(i64(nfull * nc_full), rest)
-        # Crop the grid's valid columns into the NCHW output.
         on = gep(b, p.out, b.mul(n, i64(K * OH * OW)))
-        with loop(b, 0, K, 1, "ck") as k, loop(b, 0, OH, 1, "ch") as oh:
-            src = gep(b, cbuf, b.add(b.mul(k, i64(ngrid)), b.mul(oh, i64(Wp))))
-            dst = gep(b, on, b.add(b.mul(k, i64(OH * OW)), b.mul(oh, i64(OW))))
-            with loop(b, 0, OW, 1, "cw") as i:
-                v = b.load(gep(b, src, i), typ=F32)
-                if ep.accumulate:  # the sum post-op, then the activation the GEMM left out
-                    ep.store(b, v, gep(b, dst, i))
-                else:
-                    b.store(v, gep(b, dst, i))
+        parallel_loop(b, kgroups, [on], crop, "crop")
 
 
 __all__ = [

@@ -11,7 +11,7 @@ vector registers (8x32 on AVX-512, 6x16 on AVX2, 6x8 on SSE) and issues one FMA 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,12 +32,11 @@ from compiler.backends.llvm.kernels.common import (
     loop,
     mul,
     new_kernel,
-    scratch,
-    scratch_ptr,
     smin,
     splat,
     store_vec,
 )
+from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, scratch_ptr, work_chunks
 
 
 @dataclass(frozen=True)
@@ -131,6 +130,9 @@ class GemmOperands:
     bias_col: ir.Value | None = None  # float[M], added to every column
     accumulate: bool = False
     activation: Activation = None
+    #: B is read in place (not from zero-padded panels): the last panel's lanes past N must
+    #: not be loaded.
+    b_exact: bool = False
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -210,7 +212,10 @@ def _micro_kernel(
     b.cbranch(b.icmp_signed("<", k, i64(kend)), body, end)
     b.position_at_end(body)
     bptr = ops.b_addr(b, jp, k)
-    bvecs = [b.load(gep(b, bptr, v * vw), typ=init[0][0].type, align=4) for v in range(nvec)]
+    if ops.b_exact:
+        bvecs = [load_vec(b, gep(b, bptr, v * vw), vw, valid[v]) for v in range(nvec)]
+    else:
+        bvecs = [b.load(gep(b, bptr, v * vw), typ=init[0][0].type, align=4) for v in range(nvec)]
     for r in range(mr):
         a = broadcast(b, b.load(ops.a_addr(b, i0, r, k), typ=F32, align=4), vw)
         for v in range(nvec):
@@ -227,53 +232,165 @@ def _micro_kernel(
             store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
 
 
+@dataclass(frozen=True)
+class Split:
+    """A GEMM spread over ``chunks`` parallel chunks (kernels/parallel.py), each a block of MR
+    tiles x NR panels of C. A chunk runs in a task function of its own, where
+    ``make(values)`` rebuilds the operands from ``captures`` (the enclosing function's values
+    the operands use, in order)."""
+
+    chunks: int
+    captures: Sequence[ir.Value]
+    make: Callable[[list[ir.Value]], GemmOperands]
+    #: Which dimension the chunks cut first: "n" (B's panels: each thread streams its own part
+    #: of B, for constant B = weights) or "m" (A's tiles, for A = conv weights).
+    prefer: str = "n"
+
+
+def _lt(b: ir.IRBuilder, x: Int, y: Int) -> bool | ir.Value:
+    if isinstance(x, int) and isinstance(y, int):
+        return x < y
+    return b.icmp_signed("<", i64(x), i64(y))
+
+
+def _min(b: ir.IRBuilder, x: Int, y: int) -> Int:
+    return min(x, y) if isinstance(x, int) else smin(b, x, y)
+
+
+def _when(b: ir.IRBuilder, cond: bool | ir.Value, emit: Callable[[], None]) -> None:
+    if cond is True:
+        emit()
+    elif cond is not False:
+        with b.if_then(cond):
+            emit()
+
+
 def emit_gemm_body(
-    b: ir.IRBuilder, cfg: GemmConfig, M: int, N: int, K: int, ops: GemmOperands
+    b: ir.IRBuilder,
+    cfg: GemmConfig,
+    M: int,
+    N: int,
+    K: int,
+    ops: GemmOperands,
+    split: Split | None = None,
 ) -> None:
-    """Emit the blocked loop nest for C[M,N] = A[M,K] @ B[K,N] at the builder's position."""
+    """Emit the blocked loop nest for C[M,N] = A[M,K] @ B[K,N] at the builder's position;
+    with ``split``, its (tile, panel) blocks spread over parallel chunks. Each C element sees
+    the same K order either way, so the results do not depend on the split or the threads."""
     nr, mr = cfg.nr, cfg.mr
     npf, ntail = divmod(N, nr)
-    mf = M - M % mr
-    mtail = M % mr
+    mtf, mtail = divmod(M, mr)
+    npan, ntile = npf + (1 if ntail else 0), mtf + (1 if mtail else 0)
     kc = cfg.kc if K > cfg.kc else K
     mc = max(mr, cfg.mc - cfg.mc % mr)
 
-    def block(pc: Int, kend: Int, first: bool | ir.Value, last: bool | ir.Value) -> None:
-        if mf:
+    def region(bb, o, pc, kend, first, last, t_lo: Int, t_hi: Int, p_lo: Int, p_hi: Int) -> None:
+        """C tiles [t_lo, t_hi) x panels [p_lo, p_hi) for the K block [pc, kend)."""
+
+        def micro(i0: Int, jp: Int, rows: int, cols: int) -> None:
+            _micro_kernel(bb, cfg, o, i0, jp, rows, cols, pc, kend, first, last)
+
+        fp_hi = _min(bb, p_hi, npf)
+        tail_panel = _lt(bb, npf, p_hi) if ntail else False
+        if mtf:
+            r_lo = mul(bb, t_lo, mr)
+            r_hi = mul(bb, _min(bb, t_hi, mtf), mr)
 
             def mtile_loops(ic: Int, ie: Int) -> None:
                 if npf:
-                    with loop(b, 0, npf, 1, "jp") as jp:
-                        with loop(b, ic, ie, mr, "ir") as i0:
-                            _micro_kernel(b, cfg, ops, i0, jp, mr, nr, pc, kend, first, last)
-                if ntail:
-                    with loop(b, ic, ie, mr, "irt") as i0:
-                        _micro_kernel(b, cfg, ops, i0, npf, mr, ntail, pc, kend, first, last)
+                    with loop(bb, p_lo, fp_hi, 1, "jp") as jp:
+                        with loop(bb, ic, ie, mr, "ir") as i0:
+                            micro(i0, jp, mr, nr)
 
-            if mf > mc:
-                with loop(b, 0, mf, mc, "ic") as ic:
-                    mtile_loops(ic, smin(b, b.add(ic, i64(mc)), mf))
+                def tail() -> None:
+                    with loop(bb, ic, ie, mr, "irt") as i0:
+                        micro(i0, npf, mr, ntail)
+
+                _when(bb, tail_panel, tail)
+
+            if mtf * mr > mc:
+                with loop(bb, r_lo, r_hi, mc, "ic") as ic:
+                    mtile_loops(ic, smin(bb, bb.add(ic, i64(mc)), r_hi))
             else:
-                mtile_loops(0, mf)
+                mtile_loops(r_lo, r_hi)
         if mtail:
-            if npf:
-                with loop(b, 0, npf, 1, "jpt") as jp:
-                    _micro_kernel(b, cfg, ops, mf, jp, mtail, nr, pc, kend, first, last)
-            if ntail:
-                _micro_kernel(b, cfg, ops, mf, npf, mtail, ntail, pc, kend, first, last)
 
-    if kc == K:
-        if ops.b_pack is not None:
-            ops.b_pack(b, i64(0), i64(K))
-        block(0, K, True, True)
+            def tail_tile() -> None:
+                if npf:
+                    with loop(bb, p_lo, fp_hi, 1, "jpt") as jp:
+                        micro(mtf * mr, jp, mtail, nr)
+                _when(bb, tail_panel, lambda: micro(mtf * mr, npf, mtail, ntail))
+
+            _when(bb, _lt(bb, mtf, t_hi), tail_tile)
+
+    def k_blocks(bb, o, body: Callable[[Int, Int, bool | ir.Value, bool | ir.Value], None]) -> None:
+        """``body(pc, kend, first, last)`` for every K block, packing B first if it must."""
+        if kc == K:
+            if o.b_pack is not None:
+                o.b_pack(bb, i64(0), i64(K))
+            body(0, K, True, True)
+            return
+        with loop(bb, 0, K, kc, "pc") as pc:
+            kend = smin(bb, bb.add(pc, i64(kc)), K)
+            if o.b_pack is not None:
+                o.b_pack(bb, pc, bb.sub(kend, pc))
+            body(pc, kend, bb.icmp_signed("==", pc, i64(0)), bb.icmp_signed("==", kend, i64(K)))
+
+    if split is None or split.chunks <= 1:
+        k_blocks(b, ops, lambda pc, ke, f, la: region(b, ops, pc, ke, f, la, 0, ntile, 0, npan))
         return
-    with loop(b, 0, K, kc, "pc") as pc:
-        kend = smin(b, b.add(pc, i64(kc)), K)
-        if ops.b_pack is not None:
-            ops.b_pack(b, pc, b.sub(kend, pc))
-        first = b.icmp_signed("==", pc, i64(0))
-        last = b.icmp_signed("==", kend, i64(K))
-        block(pc, kend, first, last)
+
+    # Chunks: groups of the preferred dimension first (each thread streams its own part of the
+    # weights, and every chunk its whole part of the other operand), then of the other.
+    if split.prefer == "m":
+        tg = min(ntile, split.chunks)
+        pg = max(1, min(npan, split.chunks // tg))
+    else:
+        pg = min(npan, split.chunks)
+        tg = max(1, min(ntile, split.chunks // pg))
+    ps, ts = -(-npan // pg), -(-ntile // tg)
+    ncap = len(split.captures)
+
+    def chunk(bb: ir.IRBuilder, i: ir.Value, vals: list[ir.Value], blocks) -> None:
+        t = bb.udiv(i, i64(pg))
+        p = bb.urem(i, i64(pg))
+        t_lo, p_lo = bb.mul(t, i64(ts)), bb.mul(p, i64(ps))
+        t_hi = smin(bb, bb.add(t_lo, i64(ts)), ntile)
+        p_hi = smin(bb, bb.add(p_lo, i64(ps)), npan)
+        blocks(bb, split.make(vals[:ncap]), vals[ncap:], t_lo, t_hi, p_lo, p_hi)
+
+    if ops.b_pack is None:
+        # Every chunk runs all K blocks over its own tiles: one parallel region.
+        def whole(bb, o, _extra, t_lo, t_hi, p_lo, p_hi):
+            k_blocks(
+                bb, o, lambda pc, ke, f, la: region(bb, o, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi)
+            )
+
+        parallel_loop(
+            b, pg * tg, split.captures, lambda bb, i, tid, v: chunk(bb, i, v, whole), "gemm"
+        )
+        return
+
+    # B is packed into one shared buffer per K block: pack, then the chunks, block by block.
+    def per_block(pc: Int, kend: Int, first, last) -> None:
+        extra = [i64(pc), i64(kend), _i1(first), _i1(last)]
+
+        def one(bb, o, ex, t_lo, t_hi, p_lo, p_hi):
+            region(bb, o, ex[0], ex[1], ex[2], ex[3], t_lo, t_hi, p_lo, p_hi)
+
+        parallel_loop(
+            b,
+            pg * tg,
+            [*split.captures, *extra],
+            lambda bb, i, tid, v: chunk(bb, i, v, one),
+            "gemm",
+        )
+
+    k_blocks(b, ops, per_block)
+
+
+def _i1(v: bool | ir.Value) -> ir.Value:
+    return ir.Constant(ir.IntType(1), int(v)) if isinstance(v, bool) else v
 
 
 def runtime_packed_b(
@@ -356,6 +473,7 @@ def emit_matmul(
     activation: Activation = None,
     b_packed: bool = False,
     isa: str | None = None,
+    parallel: bool = True,
 ) -> ir.Function:
     """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
 
@@ -364,36 +482,43 @@ def emit_matmul(
     ``accumulate``: C += A @ B instead of C = A @ B. ``activation``: None, 'relu', ('clip', lo, hi).
     ``b_packed``: B was packed with ``pack_b_constant(B, transpose_b=..., isa=isa)``; strides and
     ``transpose_b`` then only describe the source. Runtime-packed kernels are not reentrant.
+    ``parallel``: big GEMMs spread their tiles over the module's thread pool (False for a kernel
+    called from inside a parallel chunk).
     """
     if min(M, N, K) <= 0:
         raise ValueError(f"matmul {name}: empty shape {M}x{N}x{K}")
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
-    pa, pb, pcv = fn.args[:3]
-    b_addr: BAddr
-    if b_packed:
-
-        def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-            return gep(bb, pb, add(bb, mul(bb, jp, K * cfg.nr), mul(bb, k, cfg.nr)))
-
-        b_pack = None
-    else:
-        b_addr, b_pack = runtime_packed_b(
-            module, name, cfg, N, K, strided_b_fill(cfg, N, K, pb, b_stride, transpose_b)
+    if not b_packed:
+        b_addr_rt, b_pack = runtime_packed_b(
+            module, name, cfg, N, K, strided_b_fill(cfg, N, K, fn.args[1], b_stride, transpose_b)
         )
-    ops = GemmOperands(
-        a_addr=strided_a(pa, a_stride),
-        b_addr=b_addr,
-        c_base=pcv,
-        c_stride=c_stride,
-        b_pack=b_pack,
-        bias_row=fn.args[3] if bias == "row" else None,
-        bias_col=fn.args[3] if bias == "col" else None,
-        accumulate=accumulate,
-        activation=activation,
-    )
+
+    def operands(args: list[ir.Value]) -> GemmOperands:
+        """The operands over the kernel's arguments (or a parallel chunk's copies of them)."""
+        pa, pb, pcv = args[:3]
+        if b_packed:
+
+            def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
+                return gep(bb, pb, add(bb, mul(bb, jp, K * cfg.nr), mul(bb, k, cfg.nr)))
+
+        return GemmOperands(
+            a_addr=strided_a(pa, a_stride),
+            b_addr=b_addr if b_packed else b_addr_rt,
+            c_base=pcv,
+            c_stride=c_stride,
+            b_pack=None if b_packed else b_pack,
+            bias_row=args[3] if bias == "row" else None,
+            bias_col=args[3] if bias == "col" else None,
+            accumulate=accumulate,
+            activation=activation,
+        )
+
+    ops = operands(list(fn.args))
+    cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
+    split = Split(work_chunks(M * N * K, cfg_tiles), list(fn.args), operands) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
-    emit_gemm_body(b, cfg, M, N, K, ops)
+    emit_gemm_body(b, cfg, M, N, K, ops, split)
     b.ret_void()
     return fn

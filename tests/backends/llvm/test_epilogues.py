@@ -1,0 +1,130 @@
+"""Element-wise chains run in the epilogue of the conv / fully-connected / matmul before them
+(``codegen.find_epilogues``): which chains fuse, and that ``run_all`` with the fused kernels
+matches the arena interpreter and, bit for bit, stepping the unfused instructions."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.backends.interpreter.arena import ArenaInterpreter
+from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
+from compiler.pipeline import compile_model
+
+F = TensorProto.FLOAT
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "llvm-cache"))
+
+
+def _scalar(name: str, v: float):
+    return numpy_helper.from_array(np.array(v, np.float32), name)
+
+
+def _conv_model(tail, extra_outputs=(), inits=()):
+    """x[1, 5, 13, 19] -> Conv 3x3 (7 channels) -> the nodes of ``tail`` (reading "c")."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((7, 5, 3, 3)) * 0.3).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(7).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), *tail]
+    outs = [helper.make_tensor_value_info(o, F, None) for o in ("y", *extra_outputs)]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, 5, 13, 19])],
+        outs,
+        [w, bias, *inits],
+    )
+    return _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def _infer(model):
+    """Output shapes filled in by ONNX shape inference (the checker wants them)."""
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _run(model, shape):
+    lir, plan = _lir_and_plan(compile_model(model))
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    feed = {lir.inputs()[0].name: x}
+    ex = LLVMExecutor(lir, plan)
+    got = ex.run(feed)
+    want = ArenaInterpreter(lir, plan).run(feed)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5)
+    ex.reset(feed)
+    while not ex.done:
+        ex.step()
+    for k, v in ex.outputs().items():
+        np.testing.assert_array_equal(v, got[k])
+    return [ex.strategy(i) for i in range(len(lir.code))], lir
+
+
+def _fused(strategies):
+    return sum("epilogue" in s for s in strategies)
+
+
+def test_silu_runs_in_the_conv_epilogue():
+    tail = [
+        helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["c", "s"], ["y"]),
+    ]
+    strategies, _ = _run(_conv_model(tail), (1, 5, 13, 19))
+    assert _fused(strategies) == 3  # conv, sigmoid, mul
+
+
+def test_hardswish_and_scalar_constants_run_in_the_epilogue():
+    tail = [
+        helper.make_node("HardSwish", ["c"], ["h"]),
+        helper.make_node("Mul", ["h", "k"], ["m"]),
+        helper.make_node("Add", ["m", "k"], ["y"]),
+    ]
+    strategies, _ = _run(_conv_model(tail, inits=[_scalar("k", 0.75)]), (1, 5, 13, 19))
+    assert _fused(strategies) == 4
+
+
+def test_a_chain_stops_at_a_non_uniform_operand():
+    rng = np.random.default_rng(2)
+    per_channel = numpy_helper.from_array(rng.standard_normal((1, 7, 1, 1)).astype(np.float32), "p")
+    tail = [
+        helper.make_node("Tanh", ["c"], ["t"]),
+        helper.make_node("Mul", ["t", "p"], ["y"]),
+    ]
+    strategies, _ = _run(_conv_model(tail, inits=[per_channel]), (1, 5, 13, 19))
+    assert _fused(strategies) == 2  # conv + tanh; the per-channel Mul stays a loop
+
+
+def test_no_fusion_when_an_intermediate_result_is_read_elsewhere():
+    tail = [
+        helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["s", "c"], ["y"]),
+    ]
+    strategies, _ = _run(_conv_model(tail, extra_outputs=("c",)), (1, 5, 13, 19))
+    assert _fused(strategies) == 0  # the conv's result is a graph output
+
+
+def test_gelu_chain_runs_in_the_matmul_epilogue():
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array((rng.standard_normal((24, 37)) * 0.2).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Div", ["m", "sq2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        helper.make_node("Mul", ["m", "a"], ["g"]),
+        helper.make_node("Mul", ["g", "half"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [2, 9, 24])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [w, _scalar("sq2", 2**0.5), _scalar("one", 1.0), _scalar("half", 0.5)],
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    strategies, _ = _run(model, (2, 9, 24))
+    assert _fused(strategies) == 6

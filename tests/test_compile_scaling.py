@@ -1,0 +1,45 @@
+"""The whole pipeline (import to memory plan) grows about linearly with graph size (issue 11
+item 3): a chain of element-wise nodes and one value with many users, at N and 4N nodes, in
+this process's CPU time (tests/scaling.py). `benchmarks/bench_compile_scaling.py` prints the
+same sweep with the slowest passes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.executors import make_executor
+from compiler.pipeline import compile_model
+from tests.scaling import NODES_RATIO, assert_not_quadratic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from models import build_chain, build_fanout  # noqa: E402
+
+
+def _compile(model: onnx.ModelProto) -> None:
+    compile_model(model)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("build", "n"), [(build_chain, 750), (build_fanout, 500)])
+def test_compile_time_is_not_quadratic(build, n: int) -> None:
+    small, big = build(n), build(NODES_RATIO * n)
+    assert_not_quadratic(lambda: small, lambda: big, _compile, build.__name__, repeats=2)
+
+
+def test_long_chain_and_wide_fanout_compute_right() -> None:
+    """What buffer sharing makes of them runs right: one buffer for the whole chain."""
+    x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(1, 8)
+    res = compile_model(build_chain(301))  # Neg, Relu, Neg, ..., Neg
+    out = make_executor(res, "llvm").run({"x": x})["y"]
+    want = x
+    for i in range(301):
+        want = np.maximum(want, 0) if i % 2 else -want
+    np.testing.assert_array_equal(out, want)
+    assert res.plan.peak_bytes <= 2 * 64
+    out = make_executor(compile_model(build_fanout(200)), "llvm").run({"x": x})["y"]
+    np.testing.assert_allclose(out, 200 * np.maximum(x, 0), rtol=1e-5)  # 200 float adds
