@@ -18,8 +18,13 @@ import math
 
 import numpy as np
 
-from compiler.frontend import converters_qlinear as qlinear
 from compiler.frontend.converters_math import FLOAT_ONLY, INT_ONLY, check_elem
+from compiler.frontend.converters_qlinear import (
+    dequantize_linear,
+    quantize_linear,
+    takes_dequantize_linear,
+    takes_quantize_linear,
+)
 from compiler.frontend.converters_tensor import cast, norm_axis, reshape
 from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
 from compiler.frontend.registry import converter
@@ -79,8 +84,8 @@ def _layout(ctx: NodeContext, x: Value) -> tuple[int, int]:
 @converter("DequantizeLinear")
 def convert_dequantize(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"axis": None, "block_size": None, "output_dtype": None})
-    if qlinear.takes_dequantize_linear(ctx):
-        return [qlinear.dequantize_linear(ctx)]
+    if takes_dequantize_linear(ctx):
+        return [dequantize_linear(ctx)]
     x, scale = ctx.inp(0), ctx.inp(1)
     if is_quantized(x.type):  # its integers are not the ONNX ones (uint8 is int8 + 128)
         raise ctx.unsupported(f"this dequantization of a quantized value ({x.type})")
@@ -149,8 +154,8 @@ def convert_quantize(ctx: NodeContext) -> list[Value | None]:
             "precision": None,
         }
     )
-    if qlinear.takes_quantize_linear(ctx):
-        return [qlinear.quantize_linear(ctx)]
+    if takes_quantize_linear(ctx):
+        return [quantize_linear(ctx)]
     x, scale = ctx.inp(0), ctx.inp(1)
     check_elem(ctx, x, FLOAT_ONLY)
     check_elem(ctx, scale, FLOAT_ONLY, "scale")
