@@ -19,6 +19,7 @@ from typing import Any
 
 from compiler.errors import ShapeError
 from compiler.graph.ops import (
+    ACCUMULATE,
     Attr,
     OpDef,
     _conv,
@@ -297,11 +298,16 @@ register(
             "pads": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
             "dilations": Attr("ints", (1, 1)),
             "group": Attr("int", 1),
+            # The sum post-op (compiler/lir/passes/accumulate.py): the parameters of the int8
+            # value an accumulating QConv (@inout destination) adds to its result.
+            "sum_scale": Attr("float", 0.0, "scale of the value accumulated into (@inout)"),
+            "sum_offset": Attr("int", 0, "offset of the value accumulated into (@inout)"),
             **_QPARAMS,
         },
-        _PURE | {"accumulates"},
+        _PURE | {"accumulates", ACCUMULATE},
         "conv",
-        "int8 2-D convolution, NCHW; per-channel filter scales; int32 bias; requantized",
+        "int8 2-D convolution, NCHW; per-channel filter scales; int32 bias; requantized "
+        "(with the accumulated value's real value added first when its destination is @inout)",
     )
 )
 register(

@@ -12,6 +12,10 @@ the same compile-time constants (`multipliers`, `clamp_bounds`). The definitions
   the round-to-nearest-even conversion, `*` one float32 multiply (never fused with anything).
 - multipliers are float32: m = (s_in * s_w) / s_out evaluated in float32 (onnxruntime's order).
 - accumulators are int32 sums of (q - z) products; biases are int32 added to them.
+- the sum post-op (a QConv accumulating into the int8 value r of a residual add, its
+  destination `@inout`): q = clamp_f(float32(acc) * m + float32(r - z_r) * m_r) rounded half to
+  even, + z, with m_r = s_r / s_out in float32: two float32 multiplies and one add, in that
+  order (one rounding to int8 where the unfused QConv -> QAdd rounds twice).
 
 This is onnxruntime's requantization (MLAS: float multiply, round to nearest even), so models
 quantized by onnxruntime run to the same integers where the two compute the same sums.
@@ -200,6 +204,25 @@ def _qconv(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arra
     acc = conv_accumulate(x, z_in, w, attrs) + bias.reshape(1, -1, 1, 1)
     m = multipliers(s_in, w_scales, attrs["scale"]).reshape(1, -1, 1, 1)
     return [requantize(acc, m, attrs["offset"], attrs["qmin"], attrs["qmax"])]
+
+
+def qconv_accumulating(ins: Arrays, attrs: Attrs, in_types: Types, r: np.ndarray) -> np.ndarray:
+    """QConv with the sum post-op: its result added to the int8 value `r` (parameters
+    `sum_scale`, `sum_offset`) before the one rounding (module docstring)."""
+    x, w, bias, w_scales = ins
+    s_in, z_in = _params(in_types[0])
+    acc = conv_accumulate(x, z_in, w, attrs) + bias.reshape(1, -1, 1, 1)
+    m = multipliers(s_in, w_scales, attrs["scale"]).reshape(1, -1, 1, 1)
+    m_r = ratio(attrs["sum_scale"], attrs["scale"])
+    with np.errstate(all="ignore"):
+        y = acc.astype(np.int32).astype(F32) * m
+        y = y + (r.astype(np.int32) - np.int32(attrs["sum_offset"])).astype(F32) * m_r
+    return _round_to_q(y, attrs["offset"], attrs["qmin"], attrs["qmax"])
+
+
+#: Quantized ops with the sum post-op, by op: (inputs, attrs, operand types, the int8 value
+#: accumulated into) -> the result (the arena interpreter runs `@inout` destinations with it).
+ACCUMULATING_KERNELS = {"QConv": qconv_accumulating}
 
 
 @_k("QFullyConnected")

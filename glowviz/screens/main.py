@@ -47,6 +47,8 @@ VIEWS = (
     ("debugger", "Debugger", DebuggerView),
     ("quant", "Quant", QuantView),
 )
+#: Tab titles in the compact layout: eight full titles do not fit the workspace at 100x30.
+SHORT_TITLES = {"schedule": "Sched", "lifetimes": "Life", "memory": "Mem", "debugger": "Debug"}
 #: Under these sizes the layout gets compact (first-class at 100x30).
 NARROW_WIDTH, SHORT_HEIGHT = 140, 40
 
@@ -114,6 +116,12 @@ class MainScreen(Screen):
         self.set_class(width < NARROW_WIDTH, "-narrow")
         self.set_class(height < SHORT_HEIGHT, "-short")
         self.query_one(Footer).compact = width < NARROW_WIDTH
+        tabs = self.query_one(TabbedContent)
+        for tab_id, title, _cls in VIEWS:
+            short = SHORT_TITLES.get(tab_id, title) if width < NARROW_WIDTH else title
+            tab = tabs.get_tab(tab_id)
+            if tab.label_text != short:
+                tab.label = short
 
     # -- compiling ----------------------------------------------------------------------------
     def start_compile(self, session: CompileSession | None = None) -> None:

@@ -19,12 +19,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from glowviz import themes
 from glowviz.session import CompileSession
 from glowviz.session.quant import FLOAT_BAND, Histogram, QuantAnalysis, band
 from glowviz.widgets.graph_layout import LayoutError, render_neighbourhood
+from glowviz.widgets.stage_view import StageView
 
 #: Histogram drawing size (cells).
 HIST_WIDTH, HIST_HEIGHT = 56, 6
@@ -81,7 +83,7 @@ def histogram_text(h: Histogram, colour: str, width: int = HIST_WIDTH) -> Text:
     return out
 
 
-class QuantView(Vertical):
+class QuantView(StageView):
     BINDINGS = [
         Binding("f", "toggle_float", "Mark float (what-if)", id="quant.float"),
         Binding("r", "reset_float", "Reset what-if", show=False, id="quant.reset"),
@@ -92,12 +94,29 @@ class QuantView(Vertical):
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.session: CompileSession | None = None
         self.analysis: QuantAnalysis | None = None
         #: Float-graph values marked float in the what-if (NodeSQNR.value).
         self.what_if: frozenset[str] = frozenset()
         self.what_if_sqnr: float | None = None
         self.selected: str | None = None
+
+    def reset(self) -> None:
+        """A new compile starts: the analysis, the what-if and the table belong to the old one
+        (the view measures the whole quantized model, whichever stage is selected)."""
+        super().reset()
+        self.analysis, self.what_if, self.what_if_sqnr, self.selected = (
+            None,
+            frozenset(),
+            None,
+            None,
+        )
+        if self.is_mounted:
+            self.query_one("#quant-table", DataTable).clear(columns=True)
+            for wid in ("#quant-info", "#quant-whatif", "#quant-hist", "#quant-graph"):
+                self.query_one(wid, Static).update("")
+
+    def focus_target(self) -> Widget | None:
+        return self.query_one("#quant-table", DataTable)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="quant-info")

@@ -323,6 +323,7 @@ class ArenaInterpreter:
             if graph_op is None:
                 raise ExecutionError(f"no semantics for instruction kind '{kind}'")
             from compiler.kernels.reference import apply_activation, has_kernel, run_kernel
+            from compiler.kernels.reference_quant import ACCUMULATING_KERNELS
 
             if not has_kernel(graph_op):
                 raise ExecutionError(
@@ -333,12 +334,19 @@ class ArenaInterpreter:
             attrs = ins.attrs
             if ins.accumulates and "activation" in attrs:
                 attrs = {**attrs, "activation": NONE}  # it applies to the sum, below
+            in_types = [v.type_ for v, m in ins.operands if m == "in"]
+            if ins.accumulates and graph_op in ACCUMULATING_KERNELS:
+                # An int8 sum post-op: the sum is part of the requantization (one rounding).
+                dst = dests[0][0]
+                res = ACCUMULATING_KERNELS[graph_op](inputs, attrs, in_types, dst.copy())
+                np.copyto(dst, np.asarray(res, dtype=dst.dtype))
+                return
             with np.errstate(all="ignore"):  # NaN and Inf are data, as in `evaluate`
                 results = run_kernel(
                     graph_op,
                     inputs,
                     attrs,
-                    [v.type_ for v, m in ins.operands if m == "in"],
+                    in_types,
                     [v.type_ for v, m in ins.operands if m in ("out", "inout")],
                 )
             # Compute everything first, then write: an @out may alias an @in.

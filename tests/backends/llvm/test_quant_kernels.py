@@ -40,6 +40,9 @@ CONVS = [
     # 49 output pixels: a one-lane tail tile, whose eight rows store one byte each.
     ("c7x7", (1, 24, 7, 7), 20, 1, 1, (0, 0, 0, 0), 1, 1),
 ]
+#: The convolutions also run accumulating into a residual (the int8 sum post-op): a direct
+#: 1x1 (its output is the plane grid), padded ones (compacted from a wider grid), a tail.
+SUMS = ("c1x1", "c3x3", "c3x3_s2", "grouped", "c7x7")
 #: (name, M, K, N)
 FCS = [
     ("fc", 5, 37, 19),
@@ -91,6 +94,13 @@ def _grid_module() -> tuple[Module, dict[str, np.ndarray]]:
             attrs["qmin"] = attrs["offset"]  # a folded Relu
         y = fn.create("QConv", [x, w, b, ws], attrs).result
         _out(m, fn, y, name)
+        if name in SUMS:
+            # A residual add the sum post-op fuses: the conv requantizes its result plus r's.
+            r = _q(m, fn, inp(f"{name}_r", y.type.shape), 0.07, int(RNG.integers(-30, 30)))
+            sattrs = {**attrs, "qmin": -128, "offset": attrs["offset"] + 1}  # not CSE-d
+            ys = fn.create("QConv", [x, w, b, ws], sattrs).result
+            s = fn.create("QAdd", [ys, r], {"scale": 0.08, "offset": -20}).result
+            _out(m, fn, s, f"{name}_sum")
     for name, mm, kk, nn in FCS:
         x = _q(m, fn, inp(name, (mm, kk)), 0.04, 7)
         w = m.add_constant(f"{name}_w", RNG.integers(-127, 128, (kk, nn)).astype(np.int8))
@@ -134,11 +144,14 @@ def test_int8_kernels_match_the_reference_bit_for_bit(flavour, monkeypatch):
         pytest.skip("the host has no AVX-512 VNNI")
     assert target.int8_isa() == flavour
     m, inputs = _grid_module()
-    result = compile_model(m, CompileOptions(verify=True))
+    # In creation order: each residual is complete before its conv, as in a network.
+    result = compile_model(m, CompileOptions(verify=True, scheduler="topological"))
     llvm = make_executor(result, "llvm")
     ref = make_executor(result, "interpreter").run(inputs)
     got = llvm.run(inputs)
     strategies = {ic.kind: ic.strategy for ic in llvm.executor.program.instrs}
+    sums = [i for i in result.lir.code if i.kind == "qconv" and i.accumulates]
+    assert len(sums) == len(SUMS)
     if flavour != "generic":
         assert strategies["qconv"] == f"qconv-{flavour}"
     bad = [k for k in ref if not np.array_equal(ref[k], got[k], equal_nan=True)]

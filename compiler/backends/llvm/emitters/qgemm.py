@@ -45,7 +45,7 @@ from compiler.backends.llvm.kernels.qgemm import (
     scratch_bytes,
 )
 from compiler.backends.llvm.kernels.quant import centered, round_to_q
-from compiler.kernels.reference_quant import multiplier, multipliers
+from compiler.kernels.reference_quant import multiplier, multipliers, ratio
 
 
 def conv_constants(
@@ -62,7 +62,7 @@ def conv_constants(
     return wd, bd.astype(np.int32), multipliers(s_in, sd, ins.attrs["scale"]), s_in, z_in
 
 
-@register("qconv")
+@register("qconv", accumulates=True)
 def emit_qconv(ctx: EmitContext, ins: Any) -> Emitted:
     out, x, w = (v for v, _ in ins.operands[:3])
     if ctx.may_alias(out, x):
@@ -70,6 +70,12 @@ def emit_qconv(ctx: EmitContext, ins: Any) -> Emitted:
     wd, bias, mult, _, z_in = conv_constants(ctx, ins)
     g = geometry(x.type.shape, w.type.shape, out.type.shape, ins.attrs)
     q = qclamp(ins)
+    sum_q = None
+    if ins.accumulates:  # the sum post-op (reference_quant.qconv_accumulating)
+        if g.depthwise:
+            raise unsupported(ins, "a depthwise int8 convolution accumulating into its output")
+        m_r = float(ratio(ins.attrs["sum_scale"], ins.attrs["scale"]))
+        sum_q = (int(ins.attrs["sum_offset"]), m_r)
     if g.depthwise:
         vw = {"avx512": 16, "avx2": 8}.get(target.default_isa(), 4)
         nv = 4 if vw == 16 else 2
@@ -84,8 +90,8 @@ def emit_qconv(ctx: EmitContext, ins: Any) -> Emitted:
         tag = "qdepthwise"
         bias_arr, mult_arr = bias.astype(np.int32), mult.astype(np.float32)
     else:
-        p = plan_qconv(g, wd, bias, mult, z_in, q)
-        key = ("qconv", p.cfg, g, z_in, q)
+        p = plan_qconv(g, wd, bias, mult, z_in, q, sum_q=sum_q)
+        key = ("qconv", p.cfg, g, z_in, q, sum_q)
 
         def build(fn: ir.Function, b: ir.IRBuilder) -> None:
             build_qconv(b, fn, p, b.module)

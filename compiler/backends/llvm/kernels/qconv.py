@@ -29,17 +29,21 @@ from compiler.backends.llvm.kernels.common import F32, I32, I64, PTR, gep, i64, 
 from compiler.backends.llvm.kernels.qgemm import (
     QGemmConfig,
     compensated_bias,
+    masked_load,
+    masked_store_f32,
     masked_store_i8,
     micro_kernel,
     pack_broadcast_operand,
+    plus_sum,
     qgemm_config,
     requant_vec,
+    scaled_vec,
     scratch_bytes,
     splat,
     to_unsigned,
     unsigned_pad,
 )
-from compiler.backends.llvm.kernels.quant import I8
+from compiler.backends.llvm.kernels.quant import I8, round_to_q
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,9 @@ class QConvPlan:
     mult: np.ndarray  # float32[K]
     zero_point: int
     out: tuple[int, int, int]
+    #: the sum post-op: (offset, float32 multiplier s_r / s_out) of the int8 value the
+    #: output buffer holds, added before the rounding (reference_quant.py); None: a store
+    sum_q: tuple[int, float] | None = None
 
     @property
     def cgroups(self) -> int:
@@ -240,6 +247,7 @@ def plan_qconv(
     zero_point: int,
     out: tuple[int, int, int],
     cfg: QGemmConfig | None = None,
+    sum_q: tuple[int, float] | None = None,
 ) -> QConvPlan:
     cfg = cfg or qgemm_config()
     G = cfg.group
@@ -252,7 +260,9 @@ def plan_qconv(
         packs.append(pack_broadcast_operand(wt.reshape(g.Kg, -1), cfg, g.R * g.S * cg4).ravel())
     sums = w.astype(np.int64).reshape(g.K, -1).sum(axis=1)
     b = compensated_bias(bias, sums, zero_point)
-    return QConvPlan(cfg, g, np.concatenate(packs), b, mult.astype(np.float32), zero_point, out)
+    return QConvPlan(
+        cfg, g, np.concatenate(packs), b, mult.astype(np.float32), zero_point, out, sum_q
+    )
 
 
 def build_qconv(b: ir.IRBuilder, fn: ir.Function, p: QConvPlan, module: ir.Module) -> None:
@@ -260,7 +270,10 @@ def build_qconv(b: ir.IRBuilder, fn: ir.Function, p: QConvPlan, module: ir.Modul
     cfg, g = p.cfg, p.g
     px, pw, po, pbias, pmult = fn.args
     xp = scratch_bytes(module, "qconv.planes", p.pack_bytes())
-    y = po if g.direct else scratch_bytes(module, "qconv.y", g.Kg * g.Q)
+    # With the sum post-op and a plane grid wider than the output, the grid holds the float32
+    # values before rounding, and the compaction adds the sum and rounds.
+    ysize = 4 if p.sum_q is not None and not g.direct else 1
+    y = po if g.direct else scratch_bytes(module, f"qconv.y{ysize}", g.Kg * g.Q * ysize)
     offs_tab = _i64_table(module, p.step_offsets(), "qconv.steps")
     pad = unsigned_pad(p.zero_point, cfg)
     G, esize, vw, nr, mr = cfg.group, cfg.esize, cfg.vw, cfg.nr, cfg.mr
@@ -306,11 +319,20 @@ def build_qconv(b: ir.IRBuilder, fn: ir.Function, p: QConvPlan, module: ir.Modul
                 kg = b.add(kbase, k)
                 bias = splat(b, b.load(gep(b, pbias, kg, I32), typ=I32), vw)
                 mult = splat(b, b.load(gep(b, pmult, kg, F32), typ=F32), vw)
-                row = gep(b, ybase, b.mul(k, i64(g.Q)), I8)
+                row = gep(b, ybase, b.mul(k, i64(g.Q)), I8 if ysize == 1 else F32)
                 for v in range(nvec):
-                    qv = requant_vec(b, accs[m][v], bias, mult, p.out)
-                    dst = gep(b, row, b.add(q0, i64(v * vw)), I8)
-                    masked_store_i8(b, qv, dst, vw if v < nvec - 1 else last_valid)
+                    valid = vw if v < nvec - 1 else last_valid
+                    dst = gep(b, row, b.add(q0, i64(v * vw)), I8 if ysize == 1 else F32)
+                    if p.sum_q is None:
+                        qv = requant_vec(b, accs[m][v], bias, mult, p.out)
+                    elif not g.direct:  # rounded in the compaction, with the sum
+                        masked_store_f32(b, scaled_vec(b, accs[m][v], bias, mult), dst, valid)
+                        continue
+                    else:  # the output holds the value accumulated into
+                        rv = masked_load(b, dst, ir.VectorType(I8, vw), valid)
+                        yv = plus_sum(b, scaled_vec(b, accs[m][v], bias, mult), rv, p.sum_q)
+                        qv = round_to_q(b, yv, *p.out)
+                    masked_store_i8(b, qv, dst, valid)
 
         def kblocks(kb0: int, kb1: int, nrows: int) -> None:
             if kb1 <= kb0:
@@ -325,7 +347,9 @@ def build_qconv(b: ir.IRBuilder, fn: ir.Function, p: QConvPlan, module: ir.Modul
 
         kblocks(0, kfull, mr)
         kblocks(kfull, kfull + (1 if ktail else 0), ktail)
-        if not g.direct:
+        if not g.direct and p.sum_q is not None:
+            _compact_sum(b, g, y, obase, g.Kg, p.sum_q, p.out)
+        elif not g.direct:
             _compact(b, g, y, obase, g.Kg)
 
 
@@ -336,6 +360,26 @@ def _compact(b: ir.IRBuilder, g: Geometry, y: ir.Value, out: ir.Value, channels:
         dst = gep(b, out, b.add(b.mul(k, i64(g.OH * g.OW)), b.mul(oh, i64(g.OW))), I8)
         with loop(b, 0, g.OW, 1, "cw") as ow:
             b.store(b.load(gep(b, src, ow, I8), typ=I8), gep(b, dst, ow, I8))
+
+
+def _compact_sum(
+    b: ir.IRBuilder,
+    g: Geometry,
+    y: ir.Value,
+    out: ir.Value,
+    channels: int,
+    sum_q: tuple[int, float],
+    q: tuple[int, int, int],
+) -> None:
+    """The sum post-op's compaction: each valid float32 grid value plus the int8 value the
+    output holds, rounded into the output."""
+    with loop(b, 0, channels, 1, "ck") as k, loop(b, 0, g.OH, 1, "ch") as oh:
+        src = gep(b, y, b.add(b.mul(k, i64(g.Q)), b.mul(oh, i64(g.Wq))), F32)
+        dst = gep(b, out, b.add(b.mul(k, i64(g.OH * g.OW)), b.mul(oh, i64(g.OW))), I8)
+        with loop(b, 0, g.OW, 1, "cw") as ow:
+            at = gep(b, dst, ow, I8)
+            yv = plus_sum(b, b.load(gep(b, src, ow, F32), typ=F32), b.load(at, typ=I8), sum_q)
+            b.store(round_to_q(b, yv, *q), at)
 
 
 def _i64_table(module: ir.Module, data: np.ndarray, name: str) -> ir.GlobalVariable:

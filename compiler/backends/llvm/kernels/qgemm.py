@@ -234,13 +234,57 @@ def masked_store_i8(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int) -> 
     b.call(fn, [v, ptr, ir.Constant(I32, 1), mask])
 
 
+def scaled_vec(b: ir.IRBuilder, acc: ir.Value, bias: ir.Value, mult: ir.Value) -> ir.Value:
+    """float32(acc + bias) * mult: the requantization before its rounding."""
+    return b.fmul(b.sitofp(b.add(acc, bias), ir.VectorType(F32, acc.type.count)), mult)
+
+
 def requant_vec(
     b: ir.IRBuilder, acc: ir.Value, bias: ir.Value, mult: ir.Value, q: tuple[int, int, int]
 ) -> ir.Value:
     """(acc + bias) -> int8 vector with float32 multipliers `mult` (kernels/quant.py)."""
-    n = acc.type.count
-    y = b.fmul(b.sitofp(b.add(acc, bias), ir.VectorType(F32, n)), mult)
-    return round_to_q(b, y, *q)
+    return round_to_q(b, scaled_vec(b, acc, bias, mult), *q)
+
+
+def plus_sum(b: ir.IRBuilder, y: ir.Value, r: ir.Value, sum_q: tuple[int, float]) -> ir.Value:
+    """y + float32(r - z_r) * m_r: the sum post-op's term (reference_quant.py), `r` the int8
+    value accumulated into, `sum_q` its (offset, multiplier); no fused multiply-add."""
+    z_r, m_r = sum_q
+    n = _count(y)
+    i32, f32 = (ir.VectorType(I32, n), ir.VectorType(F32, n)) if n else (I32, F32)
+    zc = ir.Constant(i32, [ir.Constant(I32, z_r)] * n) if n else ir.Constant(I32, z_r)
+    mc = ir.Constant(f32, [ir.Constant(F32, m_r)] * n) if n else ir.Constant(F32, m_r)
+    return b.fadd(y, b.fmul(b.sitofp(b.sub(b.sext(r, i32), zc), f32), mc))
+
+
+def _count(v: ir.Value) -> int:
+    return v.type.count if isinstance(v.type, ir.VectorType) else 0
+
+
+def masked_load(b: ir.IRBuilder, ptr: ir.Value, ty: ir.VectorType, valid: int) -> ir.Value:
+    """The first `valid` lanes of a vector at `ptr` (the others zero), reading no further."""
+    n = ty.count
+    if valid >= n:
+        return b.load(ptr, typ=ty, align=1)
+    mty = ir.VectorType(I1, n)
+    suffix = f"v{n}i{ty.element.width}" if isinstance(ty.element, ir.IntType) else f"v{n}f32"
+    fnty = ir.FunctionType(ty, [PTR, I32, mty, ty])
+    fn = intrinsic(b.module, f"llvm.masked.load.{suffix}.p0", fnty)
+    mask = ir.Constant(mty, [1 if i < valid else 0 for i in range(n)])
+    return b.call(fn, [ptr, ir.Constant(I32, 1), mask, ir.Constant(ty, None)])
+
+
+def masked_store_f32(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int) -> None:
+    """Store the first `valid` lanes of a float32 vector."""
+    n = v.type.count
+    if valid >= n:
+        b.store(v, ptr, align=4)
+        return
+    mty = ir.VectorType(I1, n)
+    fnty = ir.FunctionType(VOID, [v.type, PTR, I32, mty])
+    fn = intrinsic(b.module, f"llvm.masked.store.v{n}f32.p0", fnty)
+    mask = ir.Constant(mty, [1 if i < valid else 0 for i in range(n)])
+    b.call(fn, [v, ptr, ir.Constant(I32, 4), mask])
 
 
 def splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
@@ -387,12 +431,16 @@ __all__ = [
     "build_qfc",
     "compensated_bias",
     "dot",
+    "masked_load",
+    "masked_store_f32",
     "micro_kernel",
     "pack_broadcast_operand",
     "pack_vector_operand",
     "plan_qfc",
+    "plus_sum",
     "qgemm_config",
     "requant_vec",
+    "scaled_vec",
     "scratch_bytes",
     "to_unsigned",
     "unsigned_pad",
