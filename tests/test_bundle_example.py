@@ -105,13 +105,19 @@ def _profile(name: str, directory: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("name", "target"),
-    [("lenet", None), ("mobilenet_small", None), ("mobilenet_small", "aarch64-linux-gnu")],
+    [
+        ("lenet", None),
+        ("mlp", None),
+        ("mobilenet_small", None),
+        ("resnet_small", None),  # its residual adds are int8 sum post-ops
+        ("mobilenet_small", "aarch64-linux-gnu"),
+    ],
 )
 def test_quantized_bundle_runs_bit_for_bit_as_the_executors(
     name: str, target: str | None, tmp_path: Path
 ) -> None:
-    """`glowviz bundle --quantize`: the int8 kernels (conv, depthwise, fully connected) in a
-    bundle compute the arena interpreter's integers exactly: the host's flavour natively, the
+    """`glowviz bundle --quantize`: the int8 kernels (conv, depthwise, fully connected, the
+    sum post-op) in a bundle compute the arena interpreter's integers exactly: the host's flavour natively, the
     plain-IR one for aarch64 under qemu."""
     from compiler.executors import make_executor
     from compiler.pipeline import CompileOptions, compile_model

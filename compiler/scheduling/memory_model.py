@@ -37,6 +37,7 @@ from compiler.errors import CompilerError
 from compiler.graph.activations import NONE
 from compiler.graph.ir import Function, Node, Result, Value
 from compiler.graph.ops import ACCUMULATE
+from compiler.graph.ops_quant import QMAX, QMIN
 
 
 def _align(n: int, alignment: int) -> int:
@@ -118,6 +119,8 @@ class MemoryModel:
         self.index = {n: i for i, n in enumerate(self.nodes)}
         # The backend's accumulating ops, recorded by lowering (every op that may: not lowered).
         self.accumulating_ops: frozenset[str] | None = fn.module.meta.get("accumulating_ops")
+        #: int8 residual adds fuse too where the quantize stage made the graph (IRGen's flag)
+        self.int8_sum_post_op = "quantization" in fn.module.meta
         self.groups: list[Group] = []
         self.group_of: dict[int, int] = {}  # id(value) -> group index
         self.info = [NodeInfo(i, n) for i, n in enumerate(self.nodes)]
@@ -235,11 +238,23 @@ class MemoryModel:
         if yg < 0 or self.groups[yg].members != [y] or len(y.users) != 1:
             return
         add, _ = next(iter(y.users))
-        if add.op != "Add" or len(add.operands) != 2 or add.operands[0] is add.operands[1]:
+        quant = add.op == "QAdd" and self.int8_sum_post_op
+        if add.op != "Add" and not quant:
+            return
+        if len(add.operands) != 2 or add.operands[0] is add.operands[1]:
             return
         r = add.operands[1] if add.operands[0] is y else add.operands[0]
         t = y.type
-        if not t.elem.is_float or r.type != t or add.result.type != t:
+        if quant:  # the int8 form: a QConv, not depthwise, no clamp of its own; any parameters
+            x = p.operands[0].type
+            depthwise = (
+                p.attrs.get("group", 1) > 1 and x.rank == 4 and p.attrs["group"] == x.shape[1]
+            )
+            if p.op != "QConv" or depthwise or (p.attrs["qmin"], p.attrs["qmax"]) != (QMIN, QMAX):
+                return
+            if not t.shape == r.type.shape == add.result.type.shape:
+                return
+        elif not t.elem.is_float or r.type != t or add.result.type != t:
             return
         if not self._is_buffer(r):
             return

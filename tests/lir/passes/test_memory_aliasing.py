@@ -275,3 +275,87 @@ def test_slices_keep_the_planner_alignment() -> None:
     lir.meta["alignment"] = 64  # 2x2x1 floats = 16 B: the second slice would start unaligned
     assert get_pass("zero-copy-concat")().run(lir)
     check(print_lir(lir), "CHECK: inserttensor @inout %cat{{.*}}, @in %b")
+
+
+# -- the int8 sum post-op -----------------------------------------------------------------------
+
+QCONV_HEAD = """function @main
+declare {
+  %x = weight mutable input : f32<1x4x4x4>
+  %y = weight mutable output : f32<1x4x4x4>
+  %w = weight const : i8<4x4x1x1> = elided<00000000000000aa>
+  %b = weight const : i32<4> = elided<00000000000000bb>
+  %s = weight const : f32<4> = elided<00000000000000cc>
+}
+code {
+"""
+
+#: Two residual blocks: z = conv(a) + r; z2 = conv(conv(z)) + z (z dies at the second add).
+QRESIDUAL = """
+  %r = allocactivation : i8<1x4x4x4:0.1,2>
+  %rq = quantize @out %r, @in %x {scale = 0.1, offset = 2}
+  %a = allocactivation : i8<1x4x4x4:0.05,-3>
+  %aq = quantize @out %a, @in %x {scale = 0.05, offset = -3}
+  %t = allocactivation : i8<1x4x4x4:0.2,5>
+  %conv = qconv @out %t, @in %a, @in %w, @in %b, @in %s {scale = 0.2, offset = 5}
+  %a.d = deallocactivation @out %a
+  %z = allocactivation : i8<1x4x4x4:0.3,-1>
+  %add = qadd @out %z, @in %t, @in %r {scale = 0.3, offset = -1}
+  %t.d = deallocactivation @out %t
+  %r.d = deallocactivation @out %r
+  %u1 = allocactivation : i8<1x4x4x4:0.2,5>
+  %c1 = qconv @out %u1, @in %z, @in %w, @in %b, @in %s {scale = 0.2, offset = 5, qmin = 5}
+  %u2 = allocactivation : i8<1x4x4x4:0.25,7>
+  %c2 = qconv @out %u2, @in %u1, @in %w, @in %b, @in %s {scale = 0.25, offset = 7}
+  %u1.d = deallocactivation @out %u1
+  %z2 = allocactivation : i8<1x4x4x4:0.4,0>
+  %add2 = qadd @out %z2, @in %z, @in %u2 {scale = 0.4, offset = 0}
+  %u2.d = deallocactivation @out %u2
+  %z.d = deallocactivation @out %z
+  %n = dequantize @out %y, @in %z2
+  %z2.d = deallocactivation @out %z2
+"""
+
+
+def _run_int8(code: str, *, changed: bool, meta: dict) -> str:
+    lir = parse_lir(QCONV_HEAD + code + "}\n")
+    lir.meta.update(meta)
+    verify_lir(lir)
+    did = get_pass("sum-post-op")().run(lir)
+    verify_lir(lir)
+    text = print_lir(lir)
+    assert did is changed, text
+    return text
+
+
+def test_int8_conv_requantizes_into_the_residual_through_a_view_typed_as_the_sum() -> None:
+    out = _run_int8(QRESIDUAL, changed=True, meta={"int8_sum_post_op": True})
+    check(
+        out,
+        """
+CHECK: %t.sum = tensorview @in %r {offsets = [0, 0, 0, 0]} : i8<1x4x4x4:0.3,-1>
+CHECK-NEXT: %conv = qconv @inout %t.sum, @in %a, {{.*}}sum_scale = 0.1, sum_offset = 2, scale = 0.3, offset = -1,
+CHECK-NOT: qadd
+CHECK: %c1 = qconv @out %u1, @in %t.sum,
+CHECK: %u2.sum = tensorview @in %r {offsets = [0, 0, 0, 0]} : i8<1x4x4x4:0.4,0>
+CHECK-NEXT: %c2 = qconv @inout %u2.sum, @in %u1, {{.*}}sum_scale = 0.3, sum_offset = -1, scale = 0.4, offset = 0,
+CHECK-NOT: qadd
+CHECK: %n = dequantize @out %y, @in %u2.sum
+CHECK-NEXT: deallocactivation @out %r
+CHECK-NOT: deallocactivation @out %r
+""",
+    )
+
+
+def test_int8_sum_post_op_only_where_the_quantize_stage_chose_the_arithmetic() -> None:
+    # An imported QDQ model rounds the conv and the add apart, as onnxruntime does.
+    check(_run_int8(QRESIDUAL, changed=False, meta={}), "CHECK: qadd @out %z,\nCHECK: qadd")
+
+
+def test_int8_sum_post_op_not_over_a_clamp_folded_into_the_conv() -> None:
+    # relu(conv) + r is not the fused sum: the first block's conv gets a folded Relu.
+    code = QRESIDUAL.replace(
+        "{scale = 0.2, offset = 5}\n  %a.d", "{scale = 0.2, offset = 5, qmin = 5}\n  %a.d"
+    )
+    out = _run_int8(code, changed=True, meta={"int8_sum_post_op": True})
+    check(out, "CHECK: %conv = qconv @out %t,\nCHECK: qadd @out %z,\nCHECK: qconv @inout %u2.sum")
