@@ -374,10 +374,32 @@ register(
     )
 )
 
+
+def _qlookup(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, table = types
+    _need_q(x, "input")
+    _need(table, ElemKind.I8, "table", (QMAX - QMIN + 1,))
+    return [qtype(x.shape, attrs)]
+
+
+register(
+    OpDef(
+        "QLookup",
+        ("input", "table"),
+        _qlookup,
+        dict(_QPARAMS),
+        _PURE,
+        "activation",
+        "int8 -> int8 through a 256-entry table: y = table[x + 128] (an element-wise float "
+        "function of the input's real value, quantized at compile time: Tanh, Erf, Sigmoid...)",
+    )
+)
+
 #: The ops whose kernels run on quantized integers (and need their operands' types).
 QUANTIZED_OPS = frozenset(
     {
         "Quantize",
+        "QLookup",
         "Dequantize",
         "RescaleQuantized",
         "QConv",

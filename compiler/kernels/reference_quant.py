@@ -179,6 +179,25 @@ def _int_conv(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> A
     return [conv_accumulate(x, zx, w0, attrs)]
 
 
+@_k("QLookup")
+def _qlookup(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
+    x, table = ins
+    return [table[x.astype(np.int32) - np.int32(QMIN)]]
+
+
+def lookup_table(
+    fn: Callable[[np.ndarray], np.ndarray], x: TensorType, y: TensorType
+) -> np.ndarray:
+    """QLookup's table of a float function: every int8 input dequantized (x's parameters),
+    `fn` applied in float32, the result quantized (y's): table[q + 128] = Q_y(fn(D_x(q)))."""
+    qs = np.arange(QMIN, QMAX + 1, dtype=np.int32).astype(np.int8)
+    sx, zx = _params(x)
+    sy, zy = _params(y)
+    with np.errstate(all="ignore"):
+        ys = np.asarray(fn(dequantize(qs, sx, zx)), dtype=F32)
+    return quantize(ys, sy, zy)
+
+
 @_k("RescaleQuantized")
 def _rescale(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     s_in, z_in = _params(in_types[0])
@@ -292,13 +311,16 @@ def _qglobal_avgpool(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Type
 
 
 __all__ = [
+    "ACCUMULATING_KERNELS",
     "PLAIN_KERNELS",
     "QUANT_KERNELS",
     "clamp_bounds",
     "conv_accumulate",
     "dequantize",
+    "lookup_table",
     "multiplier",
     "multipliers",
+    "qconv_accumulating",
     "quantize",
     "ratio",
     "requantize",

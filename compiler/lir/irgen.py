@@ -29,7 +29,7 @@ def irgen(
     lir = LIRFunction(fn.name)
     if "accumulating_ops" in module.meta:  # what the backend's kernels accumulate (lowering)
         lir.meta["accumulating_ops"] = frozenset(module.meta["accumulating_ops"])
-    if "quantization" in module.meta:  # the quantize stage chose the int8 arithmetic
+    if module.meta.get("int8_sum_post_op"):  # the quantize stage chose the int8 arithmetic
         lir.meta["int8_sum_post_op"] = True
     vmap: dict[int, LValue] = {}
     used = {id(v) for n in nodes for v in n.operands}

@@ -105,6 +105,9 @@ class QuantizeGraph(GraphPass):
             with rw.at(node, f"quantize-{node.op.lower()}"):
                 quantize_node(q, node)
         fn.module.meta.setdefault("quantization", {}).update(q.decisions)
+        # The int8 arithmetic is the project's own: a residual QAdd may fold into its QConv
+        # with one rounding (sum-post-op), where an imported QDQ model keeps onnxruntime's two.
+        fn.module.meta["int8_sum_post_op"] = True
         return rw.changed
 
 

@@ -341,6 +341,59 @@ def quantize_activation(q: Quantizer, node: Node) -> bool:
     return True
 
 
+def lookup_ops() -> frozenset[str]:
+    """Float ops a QLookup table replaces: element-wise functions of one value (the unary
+    math ops; Relu and Clip are rescales), and Div / Sub / Pow by a scalar constant."""
+    from compiler.graph.ops import all_ops
+    from compiler.kernels.reference import KERNELS
+
+    unary = {
+        name
+        for name, op in all_ops().items()
+        if {"elementwise", "unary"} <= op.traits and len(op.operands) == 1 and name in KERNELS
+    }
+    return frozenset((unary | {"Div", "Sub", "Pow"}) - {"Relu", "Clip", "Identity"})
+
+
+def quantize_lookup(q: Quantizer, node: Node) -> bool:
+    """An element-wise float function of one quantized value becomes a QLookup: its 256
+    results, computed at compile time with the reference kernel, quantized to the profiled
+    output range. Exact in both executors (a table read), and no Dequantize / Quantize pair
+    around a float op."""
+    from compiler.kernels.reference import KERNELS
+    from compiler.kernels.reference_quant import lookup_table
+
+    if len(node.results) != 1 or node.result.type.elem != F32:
+        return False
+    x, *rest = node.operands
+    consts = [const_data(v) for v in rest]
+    if any(c is None or c.size != 1 for c in consts):
+        return False  # a binary op qualifies only with a scalar constant operand
+    if node.result.type.shape != x.type.shape:
+        return False
+    out = q.params(node.result)
+    if out is None or not q.has_quantized(x):
+        return False
+    qx = q.qvalue(x)
+    assert qx is not None
+    kernel, attrs = KERNELS[node.op], dict(node.attrs)
+    scalars = [np.asarray(c, np.float32).reshape(()) for c in consts if c is not None]
+
+    def fn(xs: np.ndarray) -> np.ndarray:
+        return kernel([xs, *scalars], attrs)[0]
+
+    table = lookup_table(fn, qx.type, TensorType(I8, (), out.scale, out.offset))
+    tc = q.constant(f"{node.name}_table", table)
+    qn = q.create(node, "QLookup", [qx, tc], qattrs(out))
+    q.finish(node.result, qn.result)
+    return True
+
+
+for _op in lookup_ops():
+    BUILDERS[_op] = quantize_lookup
+    TARGETS[_op] = ("QLookup",)
+
+
 @builder("AvgPool", targets=("QAvgPool",))
 def quantize_avgpool(q: Quantizer, node: Node) -> bool:
     out = q.params(node.result)
@@ -444,6 +497,7 @@ def quantize_node(q: Quantizer, node: Node) -> bool:
 
 __all__ = [
     "BUILDERS",
+    "lookup_ops",
     "MOVERS",
     "REQUANTIZING",
     "Quantizer",

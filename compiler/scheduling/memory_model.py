@@ -120,7 +120,7 @@ class MemoryModel:
         # The backend's accumulating ops, recorded by lowering (every op that may: not lowered).
         self.accumulating_ops: frozenset[str] | None = fn.module.meta.get("accumulating_ops")
         #: int8 residual adds fuse too where the quantize stage made the graph (IRGen's flag)
-        self.int8_sum_post_op = "quantization" in fn.module.meta
+        self.int8_sum_post_op = bool(fn.module.meta.get("int8_sum_post_op"))
         self.groups: list[Group] = []
         self.group_of: dict[int, int] = {}  # id(value) -> group index
         self.info = [NodeInfo(i, n) for i, n in enumerate(self.nodes)]

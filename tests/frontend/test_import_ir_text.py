@@ -67,17 +67,32 @@ CASES = [
         """,
     ),
     (
+        # int16 (and every form but int8 / uint8 with constant per-tensor parameters)
         "quantize_is_integer_arithmetic",
         [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])],
-        {"s": np.array(0.1, np.float32), "z": np.array(3, np.int8)},
+        {"s": np.array(0.1, np.float32), "z": np.array(3, np.int16)},
         ["y"],
-        13,
+        21,
         """
         CHECK: %QuantizeLinear_0.ratio = Div(%x,
         CHECK-NEXT: %QuantizeLinear_0.rounded = Round(%QuantizeLinear_0.ratio)
         CHECK: Max(
         CHECK: Min(
-        CHECK: Cast({{.*}}) {to = "i8"} : i8<2x3x6x6>
+        CHECK: Cast({{.*}}) {to = "i16"} : i16<2x3x6x6>
+        """,
+    ),
+    (
+        # int8 with constant per-tensor parameters: a quantized value the int8 kernels take
+        # (the quantization passes fold QDQ groups around it); a graph output is exported as
+        # the integers ONNX declares.
+        "quantize_int8_is_a_quantized_value",
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])],
+        {"s": np.array(0.1, np.float32), "z": np.array(3, np.int8)},
+        ["y"],
+        13,
+        """
+        CHECK: %QuantizeLinear_0 = Quantize(%x) {scale = 0.10000000149011612, offset = 3} : i8<2x3x6x6:0.10000000149011612,3>
+        CHECK-NEXT: ExportQuantized(%QuantizeLinear_0) {to = "i8"} : i8<2x3x6x6>
         """,
     ),
 ]

@@ -247,6 +247,7 @@ def _quantized_operand_types(t: TensorType) -> dict[str, tuple[list[TensorType],
         "ImportQuantized": ([t.with_elem(ElemKind.U8)], out),
         "ExportQuantized": ([q], {"to": "u8"}),
         "RescaleQuantized": ([q], {**out, "qmin": -1}),
+        "QLookup": ([q, TensorType(i8, (256,))], out),
         "QConv": (
             [q, TensorType(i8, (8, 4, 3, 3)), TensorType(i32, (8,)), f32(8)],
             {"pads": (1, 1, 1, 1), **out},

@@ -239,3 +239,42 @@ def test_fold_qdq_leaves_a_conv_whose_result_has_other_users() -> None:
     m = load(src)
     run(m, FoldQDQ())
     check(text(m), "CHECK: %conv = Conv(%xd, %w, %b)\nCHECK-NOT: QConv")
+
+
+GELU_TANH = """
+module @m {
+  placeholder %x : f32<2x16>
+  placeholder %out : f32<2x8> output
+  constant %w : f32<16x8> = elided<w>
+  constant %b : f32<8> = elided<b>
+  constant %sqrt2 : f32<> = dense<1.4142135>
+  func @main {
+    %fc = FullyConnected(%x, %w, %b) : f32<2x8>
+    %div = Div(%fc, %sqrt2) : f32<2x8>
+    %erf = Erf(%div) : f32<2x8>
+    %t = Tanh(%erf) : f32<2x8>
+    Save(%t, %out)
+  }
+}
+"""
+
+
+def test_element_wise_functions_become_lookup_tables() -> None:
+    """Div by a scalar, Erf and Tanh of a quantized value: 256-entry tables computed at compile
+    time (no Dequantize / Quantize around float ops), read exactly by every executor."""
+    m, q = quantized(GELU_TANH)
+    check(
+        text(q),
+        """
+    CHECK: %fc_q = QFullyConnected(
+    CHECK-NEXT: %div_q = QLookup(%fc_q, %div_table) {scale = {{.*}}} : i8<2x8:
+    CHECK-NEXT: %erf_q = QLookup(%div_q, %erf_table)
+    CHECK-NEXT: %t_q = QLookup(%erf_q, %t_table)
+    CHECK-NEXT: %t_dq = Dequantize(%t_q) : f32<2x8>
+    CHECK-NOT: Erf
+    """,
+    )
+    table = next(c for c in q.constants.values() if c.name == "t_table").data
+    assert table.dtype == np.int8 and table.shape == (256,)
+    inputs = random_inputs(m, 9)
+    assert sqnr_db(execute(m, inputs)["out"], execute(q, inputs)["out"]) > 25

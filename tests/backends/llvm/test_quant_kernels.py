@@ -66,6 +66,7 @@ def _out(m: Module, fn, q: Value, name: str) -> None:
 
 def _grid_module() -> tuple[Module, dict[str, np.ndarray]]:
     m = Module("qgrid")
+    m.meta["int8_sum_post_op"] = True  # the project's own int8 arithmetic, as quantizing makes
     fn = m.create_function()
     inputs: dict[str, np.ndarray] = {}
 
@@ -123,6 +124,9 @@ def _grid_module() -> tuple[Module, dict[str, np.ndarray]]:
     pool2 = dict(pool, count_include_pad=1, ceil_mode=1, pads=(0, 0, 1, 1))
     _out(m, fn, fn.create("QAvgPool", [p], pool2).result, "qavgpool2")
     _out(m, fn, fn.create("QGlobalAvgPool", [p], {"scale": 0.01, "offset": 0}).result, "qgap")
+    table = m.add_constant("lut", RNG.integers(-128, 128, 256).astype(np.int8))
+    lut = fn.create("QLookup", [p, table], {"scale": 0.02, "offset": 9})
+    _out(m, fn, lut.result, "qlookup")
     mp = {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}
     _out(m, fn, fn.create("MaxPool", [p], mp).result, "maxpool")
     return m, inputs

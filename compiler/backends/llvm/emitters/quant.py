@@ -123,6 +123,23 @@ def emit_rescale(ctx: EmitContext, ins: Any) -> Emitted:
     return _map(ctx, ins, ("rescale", float(m), z_in, z, lo, hi), fn)
 
 
+@register("qlookup")
+def emit_qlookup(ctx: EmitContext, ins: Any) -> Emitted:
+    """y[i] = table[x[i] + 128]: one byte load from the 256-byte table per element."""
+    out, x, table = (v for v, _ in ins.operands)
+    n = out.type.numel
+
+    def build(f: ir.Function, b: ir.IRBuilder) -> None:
+        po, px, pt = f.args
+        with loop(b, 0, n, 1, "i") as i:
+            q = b.load(gep(b, px, i, I8), typ=I8)
+            idx = b.add(b.sext(q, ir.IntType(64)), c64(128))
+            b.store(b.load(gep(b, pt, idx, I8), typ=I8), gep(b, po, i, I8))
+
+    name = ctx.sink.kernel(("qlookup", n), 3, build, ins.kind)
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x), Arg(value=table)])], "loop")
+
+
 @register("qadd")
 def emit_qadd(ctx: EmitContext, ins: Any) -> Emitted:
     (sa, za), (sb, zb) = qparams(ins.operands[1][0]), qparams(ins.operands[2][0])
