@@ -107,7 +107,6 @@ def _profile(name: str, directory: Path) -> Path:
     ("name", "target"),
     [
         ("lenet", None),
-        ("mlp", None),
         ("mobilenet_small", None),
         ("resnet_small", None),  # its residual adds are int8 sum post-ops
         ("mobilenet_small", "aarch64-linux-gnu"),
