@@ -107,6 +107,7 @@ def _profile(name: str, directory: Path) -> Path:
     ("name", "target"),
     [
         ("lenet", None),
+        ("mlp", None),  # its output is a QSoftmax
         ("mobilenet_small", None),
         ("resnet_small", None),  # its residual adds are int8 sum post-ops
         ("mobilenet_small", "aarch64-linux-gnu"),

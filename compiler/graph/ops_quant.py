@@ -395,11 +395,41 @@ register(
     )
 )
 
+#: QSoftmax's table: exp(-d * s_in) in units of 2**-SOFTMAX_BITS, d = row max - q in 0..255.
+SOFTMAX_BITS = 16
+
+
+def _qsoftmax(types: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, table = types
+    _need_q(x, "input")
+    _need(table, ElemKind.I32, "table", (QMAX - QMIN + 1,))
+    axis = attrs["axis"]
+    if not -x.rank <= axis < x.rank:
+        raise ShapeError(f"axis {axis} is out of range for {x}")
+    if x.shape[axis] << SOFTMAX_BITS >= 1 << 31:
+        raise ShapeError(f"softmax over {x.shape[axis]} values overflows the int32 sum")
+    return [qtype(x.shape, attrs)]
+
+
+register(
+    OpDef(
+        "QSoftmax",
+        ("input", "table"),
+        _qsoftmax,
+        {"axis": Attr("int", -1), **_QPARAMS},
+        _PURE,
+        "activation",
+        "int8 softmax along one axis: e = table[row max - x] (int32 exp values), quantized "
+        "float32(e) / float32(sum of e) (the sum exact, in any order)",
+    )
+)
+
 #: The ops whose kernels run on quantized integers (and need their operands' types).
 QUANTIZED_OPS = frozenset(
     {
         "Quantize",
         "QLookup",
+        "QSoftmax",
         "Dequantize",
         "RescaleQuantized",
         "QConv",

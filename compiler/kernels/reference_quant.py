@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from compiler.graph.ops_quant import QMAX, QMIN
+from compiler.graph.ops_quant import QMAX, QMIN, SOFTMAX_BITS
 from compiler.graph.types import TensorType
 from compiler.kernels.reference_nn import (
     _pad_nchw,
@@ -198,6 +198,24 @@ def lookup_table(
     return quantize(ys, sy, zy)
 
 
+@_k("QSoftmax")
+def _qsoftmax(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
+    x, table = ins[0].astype(np.int32), ins[1]
+    ax = attrs["axis"]
+    e = table[np.max(x, axis=ax, keepdims=True) - x]
+    s = np.sum(e, axis=ax, keepdims=True, dtype=np.int32)  # exact: the op type checks its size
+    with np.errstate(all="ignore"):
+        p = e.astype(F32) / s.astype(F32)
+    return [quantize(p, attrs["scale"], attrs["offset"], attrs["qmin"], attrs["qmax"])]
+
+
+def softmax_table(x: TensorType) -> np.ndarray:
+    """QSoftmax's table for input parameters x: round(exp(-d * s) * 2**SOFTMAX_BITS)."""
+    d = np.arange(QMAX - QMIN + 1, dtype=np.float64)
+    s, _ = _params(x)
+    return np.rint(np.exp(-d * float(np.float32(s))) * (1 << SOFTMAX_BITS)).astype(np.int32)
+
+
 @_k("RescaleQuantized")
 def _rescale(ins: Arrays, attrs: Attrs, in_types: Types, out_types: Types) -> Arrays:
     s_in, z_in = _params(in_types[0])
@@ -324,4 +342,5 @@ __all__ = [
     "quantize",
     "ratio",
     "requantize",
+    "softmax_table",
 ]

@@ -25,6 +25,7 @@ DEFAULT_OPS = frozenset(
         "Concat",
         "Relu",
         "Clip",
+        "Softmax",
         # Element-wise functions of one value: a QLookup table (quantizer.lookup_ops).
         "Tanh",
         "Sigmoid",

@@ -21,7 +21,7 @@ import numpy as np
 
 from compiler.graph.activations import NONE
 from compiler.graph.ir import Constant, Node, Result, Value
-from compiler.graph.ops_quant import QMAX, QMIN, QUANTIZED_OPS, is_quantized
+from compiler.graph.ops_quant import QMAX, QMIN, QUANTIZED_OPS, SOFTMAX_BITS, is_quantized
 from compiler.graph.types import ElemKind, TensorType
 from compiler.kernels.reference_quant import quantize
 from compiler.passes.rewriter import Rewriter, const_data
@@ -385,6 +385,27 @@ def quantize_lookup(q: Quantizer, node: Node) -> bool:
     table = lookup_table(fn, qx.type, TensorType(I8, (), out.scale, out.offset))
     tc = q.constant(f"{node.name}_table", table)
     qn = q.create(node, "QLookup", [qx, tc], qattrs(out))
+    q.finish(node.result, qn.result)
+    return True
+
+
+@builder("Softmax", targets=("QSoftmax",))
+def quantize_softmax(q: Quantizer, node: Node) -> bool:
+    """Softmax of a quantized value: exp of (row max - q) from a 256-entry int32 table (the
+    input's scale), an exact integer sum, one float32 division, quantized. Exact on both
+    executors, where a float Softmax differs in its last bits between them."""
+    from compiler.kernels.reference_quant import softmax_table
+
+    (x,) = node.operands
+    out = q.params(node.result)
+    if out is None or not q.has_quantized(x):
+        return False
+    if x.type.shape[node.attrs["axis"]] << SOFTMAX_BITS >= 1 << 31:
+        return False  # the int32 sum would overflow
+    qx = q.qvalue(x)
+    assert qx is not None
+    tc = q.constant(f"{node.name}_table", softmax_table(qx.type))
+    qn = q.create(node, "QSoftmax", [qx, tc], {"axis": node.attrs["axis"], **qattrs(out)})
     q.finish(node.result, qn.result)
     return True
 

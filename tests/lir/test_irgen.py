@@ -248,6 +248,7 @@ def _quantized_operand_types(t: TensorType) -> dict[str, tuple[list[TensorType],
         "ExportQuantized": ([q], {"to": "u8"}),
         "RescaleQuantized": ([q], {**out, "qmin": -1}),
         "QLookup": ([q, TensorType(i8, (256,))], out),
+        "QSoftmax": ([q, TensorType(i32, (256,))], {"axis": 1, **out}),
         "QConv": (
             [q, TensorType(i8, (8, 4, 3, 3)), TensorType(i32, (8,)), f32(8)],
             {"pads": (1, 1, 1, 1), **out},

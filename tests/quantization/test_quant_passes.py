@@ -99,9 +99,11 @@ def test_quantize_graph_rewrites_to_int8_nodes_and_folds_relu() -> None:
     CHECK-NOT: RescaleQuantized
     CHECK: %cat_q = Concat(%pool_q, %pool_q) {axis = 1} : i8<1x8x4x4:
     CHECK: %cat_dq = Dequantize(%cat_q) : f32<1x8x4x4>
-    CHECK: %sm = Softmax(%cat_dq)
     CHECK-NOT: Quantize(%cat
     CHECK: Save(%cat_dq, %out)
+    CHECK: %sm_q = QSoftmax(%cat_q, %sm_table) {axis = 1, scale = {{.*}}} : i8<1x8x4x4:
+    CHECK-NEXT: %sm_dq = Dequantize(%sm_q)
+    CHECK-NOT: Softmax(
     """,
     )
     # The float model and the int8 one agree to quantization noise.

@@ -18,6 +18,7 @@ from compiler.backends.llvm import target
 from compiler.executors import make_executor
 from compiler.graph.ir import Module, Value
 from compiler.graph.types import f32
+from compiler.kernels.reference_quant import softmax_table
 from compiler.pipeline import CompileOptions, compile_model
 
 RNG = np.random.default_rng(1234)
@@ -127,6 +128,10 @@ def _grid_module() -> tuple[Module, dict[str, np.ndarray]]:
     table = m.add_constant("lut", RNG.integers(-128, 128, 256).astype(np.int8))
     lut = fn.create("QLookup", [p, table], {"scale": 0.02, "offset": 9})
     _out(m, fn, lut.result, "qlookup")
+    for axis in (1, 3):  # a strided row and a contiguous one
+        exp_table = m.add_constant(f"exp{axis}", softmax_table(p.type))
+        sm = fn.create("QSoftmax", [p, exp_table], {"axis": axis, "scale": 1 / 255, "offset": -128})
+        _out(m, fn, sm.result, f"qsoftmax{axis}")
     mp = {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}
     _out(m, fn, fn.create("MaxPool", [p], mp).result, "maxpool")
     return m, inputs

@@ -140,6 +140,51 @@ def emit_qlookup(ctx: EmitContext, ins: Any) -> Emitted:
     return Emitted([Call(name, [Arg(value=out), Arg(value=x), Arg(value=table)])], "loop")
 
 
+@register("qsoftmax")
+def emit_qsoftmax(ctx: EmitContext, ins: Any) -> Emitted:
+    """Per row along the axis: the max, the int32 sum of table[max - x], then each
+    quantize(float32(e) / float32(sum)) (reference_quant._qsoftmax)."""
+    out, x, table = (v for v, _ in ins.operands)
+    shape = out.type.shape
+    axis = ins.attrs["axis"] % len(shape)
+    outer, n = math.prod(shape[:axis]), shape[axis]
+    inner = math.prod(shape[axis + 1 :])
+    scale, z, lo, hi = float(ins.attrs["scale"]), *qclamp(ins)
+    i64t = ir.IntType(64)
+
+    def build(f: ir.Function, b: ir.IRBuilder) -> None:
+        po, px, pt = f.args
+        with loop(b, 0, outer, 1, "o") as o, loop(b, 0, inner, 1, "j") as j:
+            base = b.add(b.mul(o, c64(n * inner)), j)
+
+            def at(k: ir.Value) -> ir.Value:
+                return b.add(base, b.mul(k, c64(inner)))
+
+            def e_of(k: ir.Value, m: ir.Value) -> ir.Value:
+                q = b.sext(b.load(gep(b, px, at(k), I8), typ=I8), I32)
+                return b.load(gep(b, pt, b.sext(b.sub(m, q), i64t), I32), typ=I32)
+
+            mx = entry_alloca(b, I32)
+            b.store(ir.Constant(I32, -128), mx)
+            with loop(b, 0, n, 1, "k") as k:
+                q = b.sext(b.load(gep(b, px, at(k), I8), typ=I8), I32)
+                cur = b.load(mx, typ=I32)
+                b.store(b.select(b.icmp_signed(">", q, cur), q, cur), mx)
+            m = b.load(mx, typ=I32)
+            acc = entry_alloca(b, I32)
+            b.store(ir.Constant(I32, 0), acc)
+            with loop(b, 0, n, 1, "s") as k:
+                b.store(b.add(b.load(acc, typ=I32), e_of(k, m)), acc)
+            total = b.sitofp(b.load(acc, typ=I32), F32)
+            with loop(b, 0, n, 1, "w") as k:
+                p = b.fdiv(b.sitofp(e_of(k, m), F32), total)
+                b.store(qk.quantize(b, p, scale, z, lo, hi), gep(b, po, at(k), I8))
+
+    key = ("qsoftmax", outer, n, inner, scale, z, lo, hi)
+    name = ctx.sink.kernel(key, 3, build, ins.kind)
+    return Emitted([Call(name, [Arg(value=out), Arg(value=x), Arg(value=table)])], "loop")
+
+
 @register("qadd")
 def emit_qadd(ctx: EmitContext, ins: Any) -> Emitted:
     (sa, za), (sb, zb) = qparams(ins.operands[1][0]), qparams(ins.operands[2][0])

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from compiler.backends.llvm.kernels.common import F32, I32, I64, PTR, gep, i64, loop
+from compiler.backends.llvm.kernels.common import F32, I32, I64, PTR, gep, i64, intrinsic, loop
 from compiler.backends.llvm.kernels.qgemm import (
     QGemmConfig,
     compensated_bias,
@@ -415,6 +415,7 @@ def build_qdepthwise(
     y = po if g.direct else scratch_bytes(module, "qdw.y", g.C * g.Q)
     taps = g.tap_planes()
     fty = ir.VectorType(F32, vw)
+    fmuladd = intrinsic(module, f"llvm.fmuladd.v{vw}f32", ir.FunctionType(fty, [fty] * 3))
 
     def store(bb: ir.IRBuilder, v: ir.Value, ptr: ir.Value) -> None:
         f = bb.sitofp(bb.sub(bb.sext(v, I32), ir.Constant(I32, zero_point)), F32)
@@ -446,7 +447,9 @@ def build_qdepthwise(
                             b.mul(b.add(i64(plane * g.C), c), i64(qs)), i64(shift + v * vw)
                         )
                         xv = b.load(gep(b, planes, b.add(base, q0), F32), typ=fty, align=4)
-                        acc = b.fadd(acc, b.fmul(xv, wts[t]))
+                        # Products and sums are exact integers below 2**24: fused or not,
+                        # the same float32 value, so LLVM may fuse (llvm.fmuladd).
+                        acc = b.call(fmuladd, [xv, wts[t], acc])
                     iacc = b.fptosi(acc, ir.VectorType(I32, vw))
                     qv = requant_vec(b, iacc, bias, mult, out)
                     masked_store_i8(
