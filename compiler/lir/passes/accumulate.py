@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from compiler.graph.activations import NONE
 from compiler.graph.ops_quant import QMAX, QMIN
-from compiler.graph.types import ElemKind
+from compiler.graph.types import ElemKind, TensorType
 from compiler.lir.instructions import Kind, Trait, kind_for_graph_op
 from compiler.lir.ir import Instruction, LIRFunction, LValue
 from compiler.lir.passes.analysis import accesses, copied_to_output, is_activation, root_of
@@ -150,21 +150,35 @@ class SumPostOp(LIRPass):
             return
         assert isinstance(y, Instruction) and isinstance(r, Instruction) and y.type is not None
         with rw.at(add, "accumulate-into-operand"):
-            target = rw.create(
-                Kind.VIEW,
-                [(r, "in")],
-                {"offsets": (0,) * y.type.rank},
-                name=f"{y.name}.sum",
-                type=y.type,
-                meta={"node": p.meta.get("node", "")},
-                at=lir.index_of(p),
-                origin=[p, add],
-            )
-            rw.set_operand(p, 0, target, "inout")
+            _accumulate_into(lir, rw, add, p, y, r, y.type)
             rw.erase(add)
             for gone in dict.fromkeys(v for v in (y, z) if v is not r):
                 assert isinstance(gone, Instruction)
                 merge_into(lir, rw, gone, r, {id(v): accesses(lir, v) for v in (gone, r)})
+
+
+def _accumulate_into(
+    lir: LIRFunction,
+    rw: Rewriter,
+    add: Instruction,
+    p: Instruction,
+    y: Instruction,
+    target: Instruction,
+    t: TensorType,
+) -> Instruction:
+    """p's destination becomes `@inout` a whole view of `target` typed `t` (named %y.sum)."""
+    view = rw.create(
+        Kind.VIEW,
+        [(target, "in")],
+        {"offsets": (0,) * t.rank},
+        name=f"{y.name}.sum",
+        type=t,
+        meta={"node": p.meta.get("node", "")},
+        at=lir.index_of(p),
+        origin=[p, add],
+    )
+    rw.set_operand(p, 0, view, "inout")
+    return view
 
 
 def _whole_view(v: LValue, root: LValue) -> bool:
@@ -208,17 +222,7 @@ def _rewrite_int8(
     root_deallocs = [] if z is r or z is root else list(accesses(lir, root).deallocs)
     y_deallocs = [] if y is z else list(accesses(lir, y).deallocs)
     with rw.at(add, "accumulate-into-operand"):
-        target = rw.create(
-            Kind.VIEW,
-            [(root, "in")],
-            {"offsets": (0,) * z.type.rank},
-            name=f"{y.name}.sum",
-            type=z.type,
-            meta={"node": p.meta.get("node", "")},
-            at=lir.index_of(p),
-            origin=[p, add],
-        )
-        rw.set_operand(p, 0, target, "inout")
+        target = _accumulate_into(lir, rw, add, p, y, root, z.type)
         # The sum's parameters are the add's; the target's come along for the requantization.
         p.attrs = {
             **p.attrs,
