@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz import resources
 from glowviz.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_CODES,
     EXIT_IO,
     add_input_args,
+    add_plan_args,
     input_options,
 )
 
@@ -55,8 +55,7 @@ def _ide_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="glowviz", description="Open the glowviz IDE on MODEL.")
     p.add_argument("model", nargs="?", help=f"ONNX model (default: {DEFAULT_MODEL.name})")
     add_input_args(p)
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--allocator", default="lower-bound")
+    add_plan_args(p, disable=False)
     return p
 
 

@@ -7,11 +7,9 @@ import argparse
 from pathlib import Path
 
 from compiler.errors import CompilerError
-from compiler.memory.allocators import allocator_names
 from compiler.memory.report import human_bytes
 from compiler.pipeline import CompileOptions, compile_model
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, input_options
+from glowviz.cli.common import add_common_model_args, add_plan_args, input_options
 
 # Not offered yet: `--quantize PROFILE` (int8 bundles) arrives with the quantization issue,
 # which brings the profile format and the int8 pipeline it selects. Until then argparse
@@ -53,8 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help="also write PREFIX.weights.c: the weights as a C array, for targets without files",
     )
-    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
+    add_plan_args(p, disable=False)
     p.set_defaults(func=run)
     return p
 

@@ -45,6 +45,24 @@ def add_common_model_args(p: argparse.ArgumentParser) -> None:
     add_input_args(p)
 
 
+def add_plan_args(p: argparse.ArgumentParser, disable: bool = True) -> None:
+    """`--scheduler`, `--allocator` and (`disable`) the repeatable `--disable-pass`: the
+    choices every command that plans memory offers, spelled once."""
+    from compiler.memory.allocators import allocator_names
+    from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
+
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
+    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
+    if disable:
+        p.add_argument(
+            "--disable-pass",
+            action="append",
+            default=[],
+            metavar="PASS",
+            help="skip a graph or low-level pass (repeatable), e.g. buffer-sharing",
+        )
+
+
 def input_options(args: argparse.Namespace, model: Any = None) -> dict[str, Any]:
     """`CompileOptions` fields from `--input-shape` and `--const-input` (the values in the
     element type and shape `model`, default `args.model`, declares for each input)."""

@@ -9,8 +9,7 @@ from pathlib import Path
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, check_step_names, compile_model, ir_text
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, input_options
+from glowviz.cli.common import add_common_model_args, add_plan_args, input_options
 from glowviz.exports.render import atomic_write
 
 
@@ -34,15 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dump-dir", metavar="DIR", help="write the IR after every pass to DIR/NNN-stage-pass.ir"
     )
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--allocator", default="lower-bound")
-    p.add_argument(
-        "--disable-pass",
-        action="append",
-        default=[],
-        metavar="PASS",
-        help="skip a pass (repeatable)",
-    )
+    add_plan_args(p)
     p.add_argument("--hide-unchanged", action="store_true", help="omit passes that changed nothing")
     p.add_argument("--verify", action="store_true", help="run the verifier after every pass")
     p.set_defaults(func=run)

@@ -7,10 +7,8 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
-from compiler.memory.allocators import allocator_names
 from compiler.pipeline import CompileOptions
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, input_options
+from glowviz.cli.common import add_common_model_args, add_plan_args, input_options
 
 _EPILOG = """\
 views and formats:
@@ -118,15 +116,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-edge-labels", action="store_true", help="graph: no shapes on edges")
     p.add_argument("--title", default=None, help="figure / graph title (default: automatic)")
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument(
-        "--disable-pass",
-        action="append",
-        default=[],
-        metavar="PASS",
-        help="skip a pass (repeatable)",
-    )
+    add_plan_args(p)
     p.set_defaults(func=run)
     return p
 

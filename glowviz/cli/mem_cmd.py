@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from compiler.errors import CompilerError
-from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
 from compiler.pipeline import CompileOptions, CompileResult, compile_model
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import EXIT_CODES, add_common_model_args, input_options, non_negative_int
+from glowviz.cli.common import (
+    EXIT_CODES,
+    add_common_model_args,
+    add_plan_args,
+    input_options,
+    non_negative_int,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -31,17 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="also write the glowviz.memory/1 JSON report (with --per-pass: and its rows); "
         "the directory must exist",
     )
-    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
+    add_plan_args(p)
     p.add_argument(
         "--top", type=non_negative_int, default=15, help="buffers to list at the peak (default 15)"
-    )
-    p.add_argument(
-        "--disable-pass",
-        action="append",
-        default=[],
-        metavar="PASS",
-        help="skip a graph or low-level pass (repeatable), e.g. buffer-sharing",
     )
     p.add_argument(
         "--per-pass",
