@@ -205,7 +205,7 @@ def test_use_lists_follow_rewrites() -> None:
     add = fn.find("add")
     assert add is not None
     assert {(i.name, k) for i, k in a.users} == {("add", 0), ("r", 0), ("r", 1), ("v", 0), ("d", 0)}
-    b = fn.build("allocactivation", type=a.type, name="b")
+    b = Instruction("allocactivation", "b", type=a.type)
     fn.insert_before(add, b)
     assert b.index == 1 and add.index == 2
     relu = fn.find("r")
@@ -213,7 +213,7 @@ def test_use_lists_follow_rewrites() -> None:
     relu.set_operand(0, b)
     assert (relu, 0) in b.users and (relu, 0) not in a.users
     assert relu.mode(0) == "out"
-    fn.insert_after(fn.code[-1], fn.build("deallocactivation", [(b, "out")], name="db"))
+    fn.insert_after(fn.code[-1], Instruction("deallocactivation", "db", [(b, "out")]))
     # relu(a) now writes b; the view still reads a: fine, and it verifies.
     verify_lir(fn)
     assert print_lir(parse_lir(print_lir(fn))) == print_lir(fn)

@@ -138,24 +138,10 @@ def _sigmoid(b, xs, es, eo, at):
     return sigmoid(b, xs[0])
 
 
-@scalar("tanh")
-def _tanh(b, xs, es, eo, at):
-    _need_float(es)
-    x = xs[0]
-    return fast_tanh(b, x) if float_elem(x.type) == F32 else float_libm(b, "tanh", x)
-
-
 @scalar("exp")
 def _exp(b, xs, es, eo, at):
     _need_float(es)
     return fexp(b, xs[0])
-
-
-@scalar("log")
-def _log(b, xs, es, eo, at):
-    _need_float(es)
-    x = xs[0]
-    return fast_log(b, x) if float_elem(x.type) == F32 else float_libm(b, "log", x)
 
 
 @scalar("sqrt")
@@ -186,10 +172,20 @@ def _recip(b, xs, es, eo, at):
     return b.fdiv(like(xs[0], 1.0), xs[0])
 
 
-@scalar("erf")
-def _erf(b, xs, es, eo, at):
-    _need_float(es)
-    return fast_erf(b, xs[0]) if float_elem(xs[0].type) == F32 else float_libm(b, "erf", xs[0])
+def _fast_or_libm(name: str, fast: Any) -> Scalar:
+    """float32 lanes: our polynomial `fast`; other float kinds: libm's `name` in their own
+    precision."""
+
+    def fn(b, xs, es, eo, at):
+        _need_float(es)
+        x = xs[0]
+        return fast(b, x) if float_elem(x.type) == F32 else float_libm(b, name, x)
+
+    return fn
+
+
+for _name, _fast in (("tanh", fast_tanh), ("log", fast_log), ("erf", fast_erf)):
+    SCALAR[_name] = _fast_or_libm(_name, _fast)
 
 
 def _round_fn(name: str) -> Scalar:
