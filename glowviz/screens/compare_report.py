@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
+
+from glowviz import keymap
 
 
 class CompareReportScreen(ModalScreen[str | None]):
     """Asks for a glowviz.memory/1 JSON file, an .onnx model or a mem-diff spec
     (`model.onnx:scheduler=...,allocator=...,disable=PASS+PASS`); dismisses with it (or None)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="compare_report.cancel")]
+    BINDINGS = keymap.bindings("CompareReportScreen")
     DEFAULT_CSS = """
     CompareReportScreen { align: center middle; }
     CompareReportScreen > Vertical { width: 90; height: auto; border: thick $primary;

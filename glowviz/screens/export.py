@@ -10,10 +10,11 @@ from pathlib import Path
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
+
+from glowviz import keymap
 
 #: tab id -> the export view that draws it
 TAB_EXPORTS = {
@@ -53,7 +54,7 @@ def default_path(model: str, view: str, tag: str, fmt: str) -> str:
 
 
 class ExportScreen(ModalScreen[ExportRequest | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel")]
+    BINDINGS = keymap.bindings("ExportScreen")
     DEFAULT_CSS = """
     ExportScreen { align: center middle; }
     ExportScreen > Vertical { width: 84; max-width: 98%; height: auto;

@@ -6,12 +6,11 @@ from pathlib import Path
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 
-from glowviz import resources
+from glowviz import keymap, resources
 
 
 def sample_models() -> list[str]:
@@ -23,7 +22,7 @@ def sample_models() -> list[str]:
 
 
 class OpenModelScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="open.cancel")]
+    BINDINGS = keymap.bindings("OpenModelScreen")
     DEFAULT_CSS = """
     OpenModelScreen { align: center middle; }
     OpenModelScreen > Vertical { width: 80; height: auto; max-height: 80%;

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from glowviz import keymap
+
 
 class PromptScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
+    BINDINGS = keymap.bindings("PromptScreen")
     DEFAULT_CSS = """
     PromptScreen { align: center middle; }
     PromptScreen > Vertical { width: 80; max-width: 95%; height: auto;
