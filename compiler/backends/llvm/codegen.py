@@ -16,6 +16,7 @@ to raises `CodegenError`.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,6 +199,7 @@ def find_epilogues(
     else and is not an output; the last must not overlap the producer's operands."""
     code = [i for i in lir.code if i.kind not in NO_CODE]
     out = []
+    users: dict[int, list[Instruction]] = {}
     for pos, prod in enumerate(code):
         # A sum post-op producer adds to what its destination holds: a chain would read that
         # from its own last destination instead, so accumulating producers keep theirs.
@@ -206,7 +208,8 @@ def find_epilogues(
         src = prod.operands[0][0]
         known: dict[int, tuple] = {id(src): ("acc",)}
         chain: list[Instruction] = []
-        for nxt in code[pos + 1 :]:
+        for at in range(pos + 1, len(code)):
+            nxt = code[at]
             cur = chain[-1].operands[0][0] if chain else src
             if not any(v is cur for v, _ in nxt.operands[1:]):
                 break
@@ -216,22 +219,57 @@ def find_epilogues(
                 break
             chain.append(nxt)
             known[id(nxt.operands[0][0])] = ("step", len(chain) - 1)
-        # The longest prefix whose intermediate results nothing else reads.
-        while chain:
-            members = {id(prod), *(id(i) for i in chain)}
-            writers = [prod, *chain[:-1]]
-            last = chain[-1].operands[0][0]
-            # An in-place step's dest is the buffer the fused kernel writes last: not skipped.
-            skipped = [w for w in writers if not addr.same(w.operands[0][0], last)]
-            if all(
-                _skippable(w.operands[0][0]) and all(id(u) in members for u in _users(w))
-                for w in skipped
-            ) and not any(addr.overlap(last, v) for v, _ in prod.operands[1:]):
-                break
-            chain.pop()
+        del chain[_fusable_prefix(prod, chain, addr, users) :]
         if chain:
             out.append((prod, chain))
     return out
+
+
+def _fusable_prefix(
+    prod: Instruction,
+    chain: list[Instruction],
+    addr: Addresses,
+    users: dict[int, list[Instruction]],
+) -> int:
+    """The length of the longest prefix of `chain` whose intermediate results nothing outside
+    the fused kernel reads. Writer j (the producer, then each step but the last) may be left
+    unstored when its dest is an activation buffer read only by members up to the prefix's end
+    -- unless it is the buffer the prefix writes last (an in-place chain). One pass over the
+    prefixes with counts of the writers that block them (per address), and one walk of each
+    buffer's users: linear, where retrying every shorter prefix was quadratic on a chain that
+    buffer sharing merged into one buffer (every step's buffer had every step as a user)."""
+    place = {id(prod): 0, **{id(ins): k + 1 for k, ins in enumerate(chain)}}
+    # Per buffer root: whether only members use it, and the last member position that does.
+    reach: dict[int, tuple[bool, int]] = {}
+    blocking: Counter[tuple[int, int, int]] = Counter()
+    blocked = 0
+    unblocks: dict[int, list[tuple[int, int, int]]] = {}
+    best = 0
+    for k in range(1, len(chain) + 1):
+        for where in unblocks.pop(k, []):
+            blocking[where] -= 1
+            blocked -= 1
+        writer = prod if k == 1 else chain[k - 2]
+        dest = writer.operands[0][0]
+        root = id(view_root(dest)[0])
+        if root not in reach:
+            us = _users(writer, users)
+            inside = all(id(u) in place for u in us)
+            reach[root] = (inside, max((place[id(u)] for u in us if id(u) in place), default=0))
+        inside, last_use = reach[root]
+        where = addr.of(dest)
+        if not (_skippable(dest) and inside) or last_use > k:
+            blocking[where] += 1
+            blocked += 1
+        if _skippable(dest) and inside and last_use > k:
+            unblocks.setdefault(last_use, []).append(where)
+        last = chain[k - 1].operands[0][0]
+        lwhere = addr.of(last)
+        if blocked == blocking[lwhere] and not any(
+            addr.overlap(last, v) for v, _ in prod.operands[1:]
+        ):
+            best = k
+    return best
 
 
 def _chainable(
