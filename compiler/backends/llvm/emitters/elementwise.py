@@ -34,6 +34,7 @@ from compiler.backends.llvm.emitters.common import (
     compute_type,
     const,
     contiguous_strides,
+    divisor_or_one,
     fast_erf,
     fast_exp,
     fast_log,
@@ -48,7 +49,6 @@ from compiler.backends.llvm.emitters.common import (
     loop,
     loop_nest,
     round_to_odd_f32,
-    set_status,
     storage_type,
     store_elem,
     unsupported,
@@ -289,11 +289,8 @@ def _div(b, xs, es, eo, at):
     a, c = xs
     if _isf(es[0]):
         return b.fdiv(a, c)
-    zero = b.icmp_unsigned("==", c, _z(c))
-    with b.if_then(zero, likely=False):
-        set_status(b, STATUS_DIV_BY_ZERO)
+    safe = divisor_or_one(b, c, STATUS_DIV_BY_ZERO)
     one = const(c.type, 1)
-    safe = b.select(zero, one, c)
     if _unsigned(es[0]):
         return b.udiv(a, safe)
     minus_one = b.icmp_signed("==", safe, const(c.type, -1))
