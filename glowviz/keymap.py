@@ -41,6 +41,18 @@ def bindings(scope: str) -> list[BindingType]:
     ]
 
 
+def palette_rows(scope: str) -> list[tuple[str, str, str]]:
+    """(palette text, action, the key as the footer shows it and any hint) of the bindings of
+    `scope` that have a command-palette entry."""
+    rows = []
+    for row in _table()[scope].values():
+        if "palette" in row:
+            key = row.get("display") or row["keys"].split(",")[0]
+            hint = f"{key}: {row['hint']}" if "hint" in row else key
+            rows.append((row["palette"], row["action"], hint))
+    return rows
+
+
 def binding_ids() -> set[str]:
     """Every binding id the table defines."""
     return {bid for section in _table().values() for bid in section}
@@ -72,4 +84,4 @@ def user_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
     return keys, warnings
 
 
-__all__ = ["binding_ids", "bindings", "user_keymap"]
+__all__ = ["binding_ids", "bindings", "palette_rows", "user_keymap"]

@@ -22,7 +22,7 @@ from glowviz.cli.common import (
     EXIT_IO,
     add_input_args,
     add_plan_args,
-    input_options,
+    compile_options,
 )
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
@@ -147,12 +147,7 @@ def _open_ide(argv: list[str]) -> int:
             "the IDE needs an interactive terminal",
             hint="use 'glowviz compile MODEL' for headless output",
         )
-    from compiler.pipeline import CompileOptions
     from glowviz.ide_cmd import open_ide
 
-    options = CompileOptions(
-        **input_options(args, model),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-    )
+    options = compile_options(args, model)
     return open_ide(model, options)

@@ -1,5 +1,10 @@
-"""`glowviz bundle MODEL -o DIR`: an ahead-of-time bundle (object, header, weights) that a C
-program links and runs without Python, as Glow's -emit-bundle (compiler.backends.llvm.bundle)."""
+"""`glowviz bundle MODEL -o DIR` — AOT bundle: object file, C header and weights for C programs.
+
+Compile MODEL ahead of time (as Glow's -emit-bundle) into DIR/PREFIX.o (position-independent,
+one entry), DIR/PREFIX.h (regions, inputs, outputs, the entry's prototype) and
+DIR/PREFIX.weights.bin (the constant region). The application allocates the three regions,
+loads the weights and calls the entry, without Python; see examples/bundle/.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,8 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.memory.report import human_bytes
-from compiler.pipeline import CompileOptions, compile_model
-from glowviz.cli.common import add_common_model_args, add_plan_args, input_options
+from compiler.pipeline import compile_model
+from glowviz.cli.common import add_common_model_args, add_plan_args, command_parser, compile_options
 
 # Not offered yet: `--quantize PROFILE` (int8 bundles) arrives with the quantization issue,
 # which brings the profile format and the int8 pipeline it selects. Until then argparse
@@ -17,13 +22,10 @@ from glowviz.cli.common import add_common_model_args, add_plan_args, input_optio
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "bundle",
-        help="AOT bundle: object file, C header and weights, for any C program",
-        description="Compile MODEL ahead of time into DIR/PREFIX.o (position-independent, one "
-        "entry), DIR/PREFIX.h (regions, inputs, outputs, the entry's prototype) and "
-        "DIR/PREFIX.weights.bin (the constant region). The application allocates the "
-        "three regions, loads the weights and calls the entry; see examples/bundle/.",
+        __doc__,
         epilog="int8 bundles (--quantize PROFILE) come with quantization support.",
     )
     add_common_model_args(p)
@@ -63,11 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
-    options = CompileOptions(
-        **input_options(args),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-    )
+    options = compile_options(args)
     result = compile_model(args.model, options)
     bundle = build_bundle(
         result,

@@ -1,4 +1,8 @@
-"""`glowviz compile MODEL`: run the pipeline headless and print the table of stages."""
+"""`glowviz compile MODEL` — run the pipeline headless; print a table of stages.
+
+Run every stage and pass of the pipeline on MODEL and print one row per pass: stage, pass,
+changed, nodes/instructions before -> after, time.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,13 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
-from compiler.pipeline import CompileOptions, check_step_names, compile_model, ir_text
-from glowviz.cli.common import add_common_model_args, add_plan_args, input_options
+from compiler.pipeline import check_step_names, compile_model, ir_text
+from glowviz.cli.common import add_common_model_args, add_plan_args, command_parser, compile_options
 from glowviz.exports.render import atomic_write
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "compile",
-        help="run the pipeline headless; print a table of stages",
-        description="Run every stage and pass of the pipeline on MODEL and print "
-        "one row per pass: stage, pass, changed, nodes/instructions before -> "
-        "after, time.",
-    )
+    p = command_parser(sub, "compile", __doc__)
     add_common_model_args(p)
     p.add_argument(
         "--print-after",
@@ -40,14 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = CompileOptions(
-        **input_options(args),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-        verify=args.verify,
-        stop_after=args.stop_after,
-        disabled_passes=frozenset(args.disable_pass),
-    )
+    options = compile_options(args, verify=args.verify, stop_after=args.stop_after)
     # One check for the three options that name passes (each used to treat a typo its own way).
     if args.print_after and args.print_after != "all":
         check_step_names([args.print_after], "(--print-after)")

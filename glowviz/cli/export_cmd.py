@@ -1,4 +1,8 @@
-"""`glowviz export MODEL --view V --stage S --format F -o FILE`: the IDE's views as files."""
+"""`glowviz export MODEL --view V -o FILE` — write a view (graph, lir, memory, ...) to a file.
+
+Compile MODEL and write one of the IDE's views as DOT, SVG, PDF, PNG, JSON (or LIR text), for
+papers and CI. Files are written atomically.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,7 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
-from compiler.pipeline import CompileOptions
-from glowviz.cli.common import add_common_model_args, add_plan_args, input_options
+from glowviz.cli.common import add_common_model_args, add_plan_args, command_parser, compile_options
 
 _EPILOG = """\
 views and formats:
@@ -43,13 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from glowviz.exports.palette import theme_names
     from glowviz.exports.views import FORMATS, VIEWS
 
-    p = sub.add_parser(
-        "export",
-        help="export a view (graph, lir, schedule, lifetimes, memory) to a file",
-        description="Compile MODEL and write one of the IDE's views as DOT, SVG, PDF, PNG, JSON "
-        "(or LIR text), for papers and CI. Files are written atomically.",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        sub, "export", __doc__, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_common_model_args(p)
     p.add_argument("--view", required=True, choices=VIEWS)
@@ -157,12 +155,7 @@ def run(args: argparse.Namespace) -> int:
         from glowviz.exports.render import require_dot
 
         require_dot()  # fail before compiling
-    options = CompileOptions(
-        **input_options(args),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-        disabled_passes=frozenset(args.disable_pass),
-    )
+    options = compile_options(args)
     session = compile_session(args.model, options)
     data = render_view(
         session,

@@ -31,7 +31,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from glowviz.exports.palette import Palette, load_palette
+from glowviz.exports.palette import Palette, as_palette
 from glowviz.exports.structure import (
     Run,
     fold_repeats,
@@ -663,7 +663,7 @@ def drawing_dot(
     STAGE", sized for `width` (default one column, 3.3 in); `compact` draws no edge labels;
     `fit`: shrink the detail until the figure fits `width`, see `fitted_dot`."""
 
-    pal = theme if isinstance(theme, Palette) else load_palette(theme)
+    pal = as_palette(theme)
     label = title if title is not None else name + (f" — after {stage}" if stage else "")
     drawing = Drawing(
         name,

@@ -7,10 +7,10 @@ from pathlib import Path
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 
-from glowviz import keymap, resources
+from glowviz import resources
+from glowviz.screens.dialog import Dialog
 
 
 def sample_models() -> list[str]:
@@ -21,12 +21,9 @@ def sample_models() -> list[str]:
     )
 
 
-class OpenModelScreen(ModalScreen[str | None]):
-    BINDINGS = keymap.bindings("OpenModelScreen")
+class OpenModelScreen(Dialog[str]):
     DEFAULT_CSS = """
-    OpenModelScreen { align: center middle; }
-    OpenModelScreen > Vertical { width: 80; height: auto; max-height: 80%;
-                                 border: thick $primary; background: $surface; padding: 0 1; }
+    OpenModelScreen > Vertical { max-height: 80%; }
     OpenModelScreen OptionList { height: auto; max-height: 12; }
     """
 
@@ -44,6 +41,3 @@ class OpenModelScreen(ModalScreen[str | None]):
     @on(OptionList.OptionSelected, "#open-samples")
     def _pick(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(str(event.option.prompt))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
