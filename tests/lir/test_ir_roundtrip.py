@@ -13,6 +13,7 @@ from compiler.lir.instructions import all_instrs, get_instr
 from compiler.lir.ir import Instruction, view_root
 from compiler.lir.irgen import irgen
 from compiler.pipeline import CompileOptions, compile_model
+from tests.roundtrip import assert_round_trips
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
 SAMPLE_MODELS = sorted(p.name for p in SAMPLES.glob("*.onnx"))
@@ -290,9 +291,5 @@ def test_sample_model_irgen_round_trip(model: str) -> None:
     result = compile_model(SAMPLES / model, CompileOptions(low_level=False))
     lir = irgen(result.module)
     verify_lir(lir)
-    text = print_lir(lir)
-    assert print_lir(parse_lir(text)) == text
-    full = print_lir(lir, with_data=True)
-    back = parse_lir(full)
-    verify_lir(back)
-    assert print_lir(back, with_data=True) == full
+    assert_round_trips(lir)
+    assert_round_trips(lir, with_data=True)
