@@ -45,7 +45,7 @@ def palette_rows(scope: str) -> list[tuple[str, str, str]]:
     """(palette text, action, the key as the footer shows it and any hint) of the bindings of
     `scope` that have a command-palette entry."""
     rows = []
-    for row in _table()[scope].values():
+    for row in _table().get(scope, {}).values():
         if "palette" in row:
             key = row.get("display") or row["keys"].split(",")[0]
             hint = f"{key}: {row['hint']}" if "hint" in row else key
