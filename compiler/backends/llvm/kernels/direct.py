@@ -114,9 +114,8 @@ def depthwise_body(
                     v = strided_vector(b, gep(b, base, rin * wp + t * dw), vw, sw)
                     for i, r in outs:
                         acc[i] = fma(b, v, wb[r * S + t], acc[i])
-            for i in range(rows):
-                ptr = gep(b, out, b.add(b.mul(b.add(oh0, i64(i)), i64(OW)), ow0))
-                ep.store(b, acc[i], ptr, vw, valid)
+            first = gep(b, out, b.add(b.mul(oh0, i64(OW)), ow0))
+            ep.store_rows(b, [[a] for a in acc], first, OW, vw, [valid])
 
         copy_padded(b, gep(b, x, b.add(mul(b, n, s.C * H * W), mul(b, c, H * W))), xpad, s, vw)
         for m in range(mult):
@@ -235,10 +234,10 @@ def direct_vector_body(
                     acc = taps(c, acc)
             else:
                 acc = vector_loop(b, C, 1, acc, lambda c, _v, a: taps(c, a), "dvc")
-            for j in range(kb):
-                for v in range(nvec):
-                    ptr = gep(b, outs[j], b.add(b.mul(oh, i64(OW)), b.add(ow0, i64(v * vw))))
-                    ep.store(b, acc[j * nvec + v], ptr, vw, valid[v])
+            # outs[j] = outs[0] + j * OH * OW: one tile of kb rows of nvec vectors.
+            first = gep(b, outs[0], b.add(b.mul(oh, i64(OW)), ow0))
+            tile_rows = [acc[j * nvec : (j + 1) * nvec] for j in range(kb)]
+            ep.store_rows(b, tile_rows, first, OH * OW, vw, valid)
 
         wblk = gep(b, w, b.mul(b.udiv(k0, i64(kb_full)), i64(crs * kb_full)))
         kbias, outs = [], []

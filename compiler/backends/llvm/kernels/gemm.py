@@ -22,12 +22,14 @@ from compiler.backends.llvm.kernels.common import (
     F32,
     Activation,
     Int,
+    activate_rows,
     add,
     apply_activation,
     broadcast,
     fma,
     gep,
     i64,
+    is_light,
     load_vec,
     loop,
     mul,
@@ -224,12 +226,17 @@ def _micro_kernel(
     b.branch(header)
     b.position_at_end(end)
 
+    act = ops.activation if last is not False else None
+    light = is_light(act)
     for r in range(mr):
         for v in range(nvec):
             out = accs[r][v]
-            if ops.activation is not None and last is not False:
-                out = _cond(b, last, apply_activation(b, out, ops.activation), out)
+            if act is not None and light:
+                out = _cond(b, last, apply_activation(b, out, act), out)
             store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
+    if not light:
+        # After the K block that completes the tile, on the stored tile (Epilogue.store_rows).
+        _when(b, last, lambda: activate_rows(b, act, c_rows[0], ops.c_stride, mr, vw, valid))
 
 
 @dataclass(frozen=True)
