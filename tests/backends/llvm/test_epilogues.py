@@ -85,6 +85,8 @@ SILU_CONVS = [
     (300, 5, 7, 37, 1, 1, 1, ("gemm-1x1", "pixel-rows-gemm")),
     (3, 17, 21, 19, 3, 2, 1, ("direct-vector",)),
     (6, 11, 21, 6, 5, 1, 6, ("depthwise-direct",)),
+    (8, 7, 7, 16, 5, 1, 8, ("depthwise-direct",)),  # flat run over the padded rows
+    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: on the registers
 ]
 
 

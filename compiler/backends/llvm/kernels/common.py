@@ -281,6 +281,16 @@ def activate_rows(
             store_vec(b, apply_activation(b, load_vec(b, p, n, nv), act), p, n, nv)
 
 
+def activate_span(b: ir.IRBuilder, act: Activation, base: ir.Value, count: int, n: int) -> None:
+    """Apply ``act`` in place to ``count`` contiguous floats at ``base``, ``n`` lanes at a time
+    (the last vector masked)."""
+    full, rest = divmod(count, n)
+    if full:
+        activate_rows(b, act, base, n, full, n, [n])
+    if rest:
+        activate_rows(b, act, gep(b, base, full * n), 0, 1, n, [rest])
+
+
 def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
     """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector, or a
     ``LaneEpilogue``.
