@@ -328,10 +328,12 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
 }
 
 
-def _vector_model(name: str, nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
+def _vector_model(
+    name: str, nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto] | None = None
+) -> onnx.ModelProto:
     """A model over one 1x8 float input `x` and output `y` (graph-size benchmarks)."""
     io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("x", "y")]
-    graph = helper.make_graph(nodes, name, io[:1], io[1:])
+    graph = helper.make_graph(nodes, name, io[:1], io[1:], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = IR_VERSION
     return model
@@ -345,6 +347,16 @@ def build_chain(length: int = 3000) -> onnx.ModelProto:
         nodes.append(helper.make_node("Relu" if i % 2 else "Neg", [prev], [out], name=f"n{i}"))
         prev = out
     return _vector_model(f"chain{length}", nodes)
+
+
+def build_matmul_chain(length: int = 3000) -> onnx.ModelProto:
+    """A MatMul followed by a chain of `length` element-wise nodes (Neg first, so no Relu
+    fuses into it): the LLVM backend's epilogue finder runs the chain on the MatMul's lanes."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8], np.eye(8, dtype=np.float32).ravel())
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul")]
+    nodes += build_chain(length).graph.node
+    nodes[1].input[0] = "m"
+    return _vector_model(f"matmul_chain{length}", nodes, [w])
 
 
 def build_fanout(users: int = 2000) -> onnx.ModelProto:

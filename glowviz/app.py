@@ -9,11 +9,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
 
-from glowviz import themes
+from glowviz import keymap, themes
 from glowviz.screens.commands import GlowvizCommands
 from glowviz.screens.main import MainScreen
 from glowviz.session import CompileSession
@@ -22,11 +21,7 @@ from glowviz.session import CompileSession
 class GlowvizApp(App):
     TITLE = "glowviz"
     COMMANDS = App.COMMANDS | {GlowvizCommands}
-    BINDINGS = [
-        Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("ctrl+t", "cycle_theme", "Next theme", show=False, id="app.theme"),
-    ]
+    BINDINGS = keymap.bindings("GlowvizApp")
 
     def __init__(
         self,
@@ -48,6 +43,11 @@ class GlowvizApp(App):
             self.register_theme(textual_theme(spec))
 
     def on_mount(self) -> None:
+        rebound, warnings = keymap.user_keymap()
+        if rebound:
+            self.set_keymap(rebound)
+        for w in warnings:
+            self.notify(w, title="keymap", severity="warning")
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(MainScreen(self.session))
 

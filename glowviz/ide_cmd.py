@@ -2,19 +2,53 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileOptions
+
+#: How long quitting waits for worker threads to finish what they were doing (a pass, a view's
+#: data) before the process leaves them behind.
+QUIT_GRACE_S = 1.0
 
 
 def open_ide(model_path: str | None, options: CompileOptions | None = None) -> int:
     """Open the IDE on `model_path` (None: the default sample model). Returns the exit code."""
     from glowviz.app import GlowvizApp
 
-    GlowvizApp(model_path, options).run()
+    # Our own loop, not asyncio.run(): asyncio.run() joins the thread workers' executor before
+    # it returns, so a compile stuck in one long pass (a hostile model, an LLVM JIT of a huge
+    # module) kept the process at 99% CPU after `q` until it finished, if ever. Closing the
+    # loop shuts its executor down without waiting; what still runs is left behind below.
+    loop = asyncio.new_event_loop()
+    try:
+        GlowvizApp(model_path, options).run(loop=loop)
+    finally:
+        loop.close()
+    leave_stuck_workers(0)
     return 0
+
+
+def leave_stuck_workers(code: int, grace_s: float = QUIT_GRACE_S) -> None:
+    """After the IDE has quit (terminal restored): give worker threads `grace_s` to finish,
+    then end the process with `code` if any is still running. Python's own exit would join
+    them (the executor's exit hook), and a thread cannot be interrupted."""
+    deadline = time.monotonic() + grace_s
+    for t in _workers():
+        t.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in _workers()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _workers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,18 @@ def test_compile_stop_after_and_hide_unchanged(capsys):
     assert "unknown pass or stage 'no-such-pass' (--stop-after)" in capsys.readouterr().err
 
 
+def _unary_model(path: Path, op: str, shape: list, opset: int = 17) -> Path:
+    """A one-node float model `y = op(x)` of the given shape (dims may be names), saved at path."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    return path
+
+
 def _bad_models(tmp: Path) -> dict[str, Path]:
     garbage = tmp / "garbage.onnx"
     garbage.write_bytes(b"not a model at all\n")
@@ -61,14 +73,7 @@ def _bad_models(tmp: Path) -> dict[str, Path]:
     )
     unknown = tmp / "unknown_op.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), unknown)
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["a"], ["c"])],
-        "g",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4])],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, ["N", 4])],
-    )
-    symbolic = tmp / "symbolic.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), symbolic)
+    symbolic = _unary_model(tmp / "symbolic.onnx", "Relu", ["N", 4])
     return {
         "missing": tmp / "missing.onnx",
         "garbage": garbage,
@@ -209,14 +214,7 @@ def test_dump_dir_on_a_file_and_devices_as_models(tmp_path, capsys):
 
 def test_check_treats_nan_positions_as_data(tmp_path, capsys, recwarn):
     """log of negatives: NaN on both sides at the same places is a match, without warnings."""
-    graph = helper.make_graph(
-        [helper.make_node("Log", ["x"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
-    )
-    model = tmp_path / "log.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    model = _unary_model(tmp_path / "log.onnx", "Log", [2, 8])
     xs = tmp_path / "x.npz"
     np.savez(xs, x=np.array([[-1.0] * 8, [0.0, 1, 2, np.inf, -np.inf, np.nan, 3, 4]], np.float32))
     for executor in ("interpreter", "llvm"):
@@ -296,13 +294,6 @@ def test_bad_const_input_is_one_line(arg, message, tmp_path, capsys):
 
 
 def test_opset_upgrade_note_is_printed(tmp_path, capsys):
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["z"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 6])],
-    )
-    old = tmp_path / "old.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)]), old)
+    old = _unary_model(tmp_path / "old.onnx", "Relu", [2, 6], opset=6)
     assert cli("compile", old, "--stop-after", "import") == 0
     assert "note: upgraded from ONNX opset 6 to 7" in capsys.readouterr().out

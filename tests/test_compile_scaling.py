@@ -12,12 +12,13 @@ import numpy as np
 import onnx
 import pytest
 
+from compiler.backends.llvm.codegen import generate
 from compiler.executors import make_executor
 from compiler.pipeline import compile_model
 from tests.scaling import NODES_RATIO, assert_not_quadratic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from models import build_chain, build_fanout  # noqa: E402
+from models import build_chain, build_fanout, build_matmul_chain  # noqa: E402
 
 
 def _compile(model: onnx.ModelProto) -> None:
@@ -29,6 +30,24 @@ def _compile(model: onnx.ModelProto) -> None:
 def test_compile_time_is_not_quadratic(build, n: int) -> None:
     small, big = build(n), build(NODES_RATIO * n)
     assert_not_quadratic(lambda: small, lambda: big, _compile, build.__name__, repeats=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("build", "n"), [(build_chain, 750), (build_fanout, 500), (build_matmul_chain, 750)]
+)
+def test_llvm_code_generation_is_not_quadratic(build, n: int) -> None:
+    """The LLVM backend's code generator (chains of element-wise loops, and a MatMul's chain
+    fused as its epilogue, found over the plan) on the same graphs; LLVM's own O3 and JIT are
+    not ours to time."""
+    small, big = compile_model(build(n)), compile_model(build(NODES_RATIO * n))
+    assert_not_quadratic(
+        lambda: small,
+        lambda: big,
+        lambda r: generate(r.lir, r.plan),
+        f"codegen of {build.__name__}",
+        repeats=2,
+    )
 
 
 def test_long_chain_and_wide_fanout_compute_right() -> None:

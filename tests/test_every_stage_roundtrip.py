@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.graph import parse_module, print_module, verify_module
 from compiler.graph.ir import Module
-from compiler.lir import parse_lir, print_lir, verify_lir
 from compiler.pipeline import CompileOptions, compile_model
+from tests.roundtrip import assert_round_trips
 
 SAMPLES = sorted((Path(__file__).resolve().parents[1] / "sample_models").glob("*.onnx"))
 
@@ -22,17 +21,7 @@ def test_every_stage_verifies_and_round_trips(path: Path) -> None:
     kinds = set()
     for ev in result.events:
         where = f"{path.name} after {ev.stage}/{ev.pass_name}"
-        if isinstance(ev.ir, Module):
-            text = print_module(ev.ir)
-            back = parse_module(text)
-            verify_module(back)
-            assert print_module(back) == text, where
-            kinds.add("graph")
-        else:
-            text = print_lir(ev.ir)
-            back = parse_lir(text)
-            verify_lir(back)
-            assert print_lir(back) == text, where
-            kinds.add("lir")
+        assert_round_trips(ev.ir, where=where)
+        kinds.add("graph" if isinstance(ev.ir, Module) else "lir")
     assert kinds == {"graph", "lir"}
     assert len(result.events) >= 30

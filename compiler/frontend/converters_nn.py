@@ -9,6 +9,7 @@ transposed or scaled constant B folded at import; otherwise MatMul/Mul/Add.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,33 @@ def _conv_operands(ctx: NodeContext) -> tuple[Value, Value, int, list[int], list
     return x, w, nsp, kernel, strides, dilations
 
 
+def _bias(ctx: NodeContext, x: Value, k: int) -> Value:
+    """Input 2, or zeros for `k` output channels when the node has no bias."""
+    if ctx.has_input(2):
+        return ctx.inp(2)
+    return ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
+
+
+def _conv_1d_as_2d(
+    ctx: NodeContext,
+    op: str,
+    x: Value,
+    w: Value,
+    b: Value,
+    strides: list[int],
+    dilations: list[int],
+    attrs: dict[str, Any],
+) -> Value:
+    """A 1-D Conv/ConvTranspose as the 2-D op over a height-1 image (`attrs`: the 2-D pads,
+    group, ...), reshaped back to NxCxL."""
+    x2 = _lift_1d(ctx, x, "input2d")
+    w2 = reshape(ctx, w, (*w.type.shape[:2], 1, w.type.shape[2]), "filter2d")
+    attrs = {"strides": [1, strides[0]], "dilations": [1, dilations[0]], **attrs}
+    y = ctx.create(op, [x2, w2, b], attrs, suffix="conv2d" if op == "Conv" else "convt2d")
+    n, kk, _, l = y.type.shape
+    return reshape(ctx, y, (n, kk, l))
+
+
 @converter("Conv")
 def convert_conv(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs(
@@ -106,11 +134,7 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
     x, w, nsp, kernel, strides, dilations = _conv_operands(ctx)
     pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
     k = w.type.shape[0]
-    b = (
-        ctx.inp(2)
-        if ctx.has_input(2)
-        else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
-    )
+    b = _bias(ctx, x, k)
     group = int(ctx.attr("group", 1))
     if nsp == 3:
         return [conv3d(ctx, x, w, b, strides, pads, dilations, group)]
@@ -122,21 +146,8 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
                 {"strides": strides, "pads": pads, "dilations": dilations, "group": group},
             )
         ]
-    x2 = _lift_1d(ctx, x, "input2d")
-    w2 = reshape(ctx, w, (w.type.shape[0], w.type.shape[1], 1, kernel[0]), "filter2d")
-    y = ctx.create(
-        "Conv",
-        [x2, w2, b],
-        {
-            "strides": [1, strides[0]],
-            "pads": _to_2d(pads),
-            "dilations": [1, dilations[0]],
-            "group": group,
-        },
-        suffix="conv2d",
-    )
-    n, kk, _, l = y.type.shape
-    return [reshape(ctx, y, (n, kk, l))]
+    attrs = {"pads": _to_2d(pads), "group": group}
+    return [_conv_1d_as_2d(ctx, "Conv", x, w, b, strides, dilations, attrs)]
 
 
 @converter("ConvTranspose")
@@ -192,11 +203,7 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
     if any(p < 0 for p in begins + ends):
         raise ctx.unsupported(f"negative pads {begins + ends}")
     k = w.type.shape[1] * group
-    b = (
-        ctx.inp(2)
-        if ctx.has_input(2)
-        else ctx.constant(np.zeros((k,), x.type.np_dtype), suffix="bias")
-    )
+    b = _bias(ctx, x, k)
     if nsp == 3:
         return [conv_transpose3d(ctx, x, w, b, strides, begins, ends, dilations, out_pad, group)]
     if nsp == 2:
@@ -213,22 +220,8 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
                 },
             )
         ]
-    x2 = _lift_1d(ctx, x, "input2d")
-    w2 = reshape(ctx, w, (w.type.shape[0], w.type.shape[1], 1, kernel[0]), "filter2d")
-    y = ctx.create(
-        "ConvTranspose",
-        [x2, w2, b],
-        {
-            "strides": [1, strides[0]],
-            "pads": [0, begins[0], 0, ends[0]],
-            "dilations": [1, dilations[0]],
-            "group": group,
-            "output_padding": [0, out_pad[0]],
-        },
-        suffix="convt2d",
-    )
-    n, kk, _, l = y.type.shape
-    return [reshape(ctx, y, (n, kk, l))]
+    attrs = {"pads": [0, begins[0], 0, ends[0]], "group": group, "output_padding": [0, out_pad[0]]}
+    return [_conv_1d_as_2d(ctx, "ConvTranspose", x, w, b, strides, dilations, attrs)]
 
 
 def _pool_out(size: int, k: int, s: int, p0: int, p1: int, d: int, ceil: int) -> tuple[int, int]:

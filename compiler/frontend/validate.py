@@ -389,15 +389,16 @@ def _check_positive_attr(key: str, low: int) -> Any:
 
 
 def _check_int_divisor(ctx: NodeContext) -> None:
-    """A constant integer divisor holding 0 fails on every input (ONNX Runtime: at run time);
-    saying so at compile time names the node."""
+    """A constant integer divisor holding 0 (Div, Mod) fails on every input (ONNX Runtime: at
+    run time, or when it folds the node); saying so at compile time names the node."""
     d = ctx.const(1)
     if d is None or d.dtype.kind not in "iub" or d.all():
         return
     where = "" if d.ndim == 0 else f" at index {tuple(int(i) for i in np.argwhere(d == 0)[0])}"
     raise ctx_invalid(
         ctx,
-        f"integer division by zero: the constant divisor {ctx.node.input[1]!r} is 0{where}",
+        f"integer {'modulo' if ctx.node.op_type == 'Mod' else 'division'} by zero: "
+        f"the constant divisor {ctx.node.input[1]!r} is 0{where}",
     )
 
 
@@ -423,7 +424,8 @@ for _op in (
 ):
     _RULES.setdefault(_op, []).append(_check_axes)
 _RULES.setdefault("Transpose", []).append(_check_perm)
-_RULES.setdefault("Div", []).append(_check_int_divisor)
+for _op in ("Div", "Mod"):
+    _RULES.setdefault(_op, []).append(_check_int_divisor)
 _RULES.setdefault("LRN", []).append(_check_positive_attr("size", 1))
 
 

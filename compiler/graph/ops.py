@@ -23,6 +23,23 @@ REQUIRED: Any = object()
 #: Trait of ops whose kernel can add its result to the destination instead of storing it (a
 #: sum post-op: the low-level IR's `@inout` dest, see compiler/lir/passes/accumulate.py).
 ACCUMULATE = "accumulate"
+#: Trait of ops that sum many terms: a float16 node computes in float32 (as onnxruntime does).
+WIDE_ACCUMULATOR = "wide-accumulator"
+#: Every trait an op may have (`register` refuses others, so a misspelt trait fails at import).
+TRAITS = frozenset(
+    {
+        "pure",
+        "elementwise",
+        "unary",
+        "binary",
+        "commutative",
+        "inplace",
+        "view",
+        "side_effect",
+        ACCUMULATE,
+        WIDE_ACCUMULATOR,
+    }
+)
 
 #: Attribute kinds: how a value is normalised and printed.
 ATTR_KINDS = ("int", "float", "str", "ints", "floats")
@@ -60,9 +77,7 @@ class OpDef:
     operands: tuple[str, ...]
     infer: InferFn
     attrs: dict[str, Attr] = field(default_factory=dict)
-    #: elementwise, pure, inplace, unary, binary, commutative, view, side_effect;
-    #: accumulates: sums many terms, so float16 computes it in float32 (as onnxruntime does).
-    traits: frozenset[str] = frozenset()
+    traits: frozenset[str] = frozenset()  # a subset of TRAITS
     category: str = "other"
     doc: str = ""
     variadic: bool = False  # the last operand may repeat (>= 1 times)
@@ -122,6 +137,7 @@ _OPS: dict[str, OpDef] = {}
 def register(op: OpDef) -> OpDef:
     assert op.name not in _OPS, op.name
     assert op.category in CATEGORIES, f"{op.name}: unknown category '{op.category}'"
+    assert op.traits <= TRAITS, f"{op.name}: unknown traits {sorted(op.traits - TRAITS)}"
     _OPS[op.name] = op
     return op
 
@@ -635,7 +651,7 @@ register(
             "group": Attr("int", 1),
             **_ACT,
         },
-        frozenset({"pure", ACCUMULATE, "accumulates"}),
+        frozenset({"pure", ACCUMULATE, WIDE_ACCUMULATOR}),
         "conv",
         "2-D convolution, NCHW input, KCRS filter",
     )
@@ -652,7 +668,7 @@ register(
             "group": Attr("int", 1),
             "output_padding": Attr("ints", (0, 0)),
         },
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "conv",
         "2-D transposed convolution, NCHW, filter C x K/g x R x S",
     )
@@ -663,7 +679,7 @@ register(
         ("input", "scale", "bias", "mean", "var"),
         _batchnorm,
         {"epsilon": Attr("float", 1e-5)},
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "norm",
         "inference batch normalisation over channel axis 1",
     )
@@ -674,7 +690,7 @@ register(
         ("input", "scale", "bias"),
         _layernorm,
         {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5)},
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "norm",
         "normalise over dims axis.. then scale and shift",
     )
@@ -690,7 +706,7 @@ register(
             "beta": Attr("float", 0.75),
             "bias": Attr("float", 1.0),
         },
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "norm",
         "local response normalisation across channels",
     )
@@ -724,7 +740,7 @@ register(
             "ceil_mode": Attr("int", 0),
             "count_include_pad": Attr("int", 0),
         },
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "pool",
         "2-D average pooling, NCHW",
     )
@@ -734,7 +750,7 @@ register(
         "GlobalAvgPool",
         ("input",),
         _global_pool,
-        traits=frozenset({"pure", "accumulates"}),
+        traits=frozenset({"pure", WIDE_ACCUMULATOR}),
         category="pool",
         doc="mean over all spatial dims (kept as 1)",
     )
@@ -887,7 +903,7 @@ register(
         "MatMul",
         ("lhs", "rhs"),
         _matmul,
-        traits=frozenset({"pure", ACCUMULATE, "accumulates"}),
+        traits=frozenset({"pure", ACCUMULATE, WIDE_ACCUMULATOR}),
         category="matmul",
         doc="matrix product with broadcast batch dims (rank >= 2)",
     )
@@ -898,7 +914,7 @@ register(
         ("input", "weights", "bias"),
         _fused(_fully_connected),
         dict(_ACT),
-        frozenset({"pure", ACCUMULATE, "accumulates"}),
+        frozenset({"pure", ACCUMULATE, WIDE_ACCUMULATOR}),
         "matmul",
         "x[M,K] @ w[K,N] + b[N]",
     )
@@ -933,7 +949,7 @@ for _name in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
             ("input",),
             _reduce,
             {"axes": Attr("ints"), "keepdims": Attr("int", 1)},
-            frozenset({"pure"} | ({"accumulates"} if _name in _SUMS else set())),
+            frozenset({"pure"} | ({WIDE_ACCUMULATOR} if _name in _SUMS else set())),
             "reduction",
             f"{_name[6:].lower()} over axes (axes non-empty)",
         )

@@ -14,6 +14,7 @@ from typing import Any
 from compiler.errors import ShapeError
 from compiler.graph.ops import (
     _ELEM,
+    WIDE_ACCUMULATOR,
     Attr,
     OpDef,
     _axis,
@@ -340,7 +341,7 @@ for _name, _what in (("CumSum", "sum"), ("CumProd", "product")):
             ("input",),
             _cumsum,
             {"axis": Attr("int"), "exclusive": Attr("int", 0), "reverse": Attr("int", 0)},
-            frozenset({"pure", "accumulates"}),
+            frozenset({"pure", WIDE_ACCUMULATOR}),
             "reduction",
             f"running {_what} along axis (exclusive: without the element itself; reverse: "
             "from the end)",
@@ -434,7 +435,7 @@ register(
         ("inputs",),
         _einsum,
         {"equation": Attr("str")},
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "matmul",
         "Einstein summation",
         variadic=True,
@@ -446,7 +447,7 @@ register(
         ("input", "scale", "bias"),
         _group_norm,
         {"num_groups": Attr("int"), "epsilon": Attr("float", 1e-5)},
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "norm",
         "normalise each group of channels (with the spatial dims), then per-channel scale, shift",
     )
@@ -457,7 +458,7 @@ register(
         ("input", "scale"),
         _rms_norm,
         {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5)},
-        frozenset({"pure", "accumulates"}),
+        frozenset({"pure", WIDE_ACCUMULATOR}),
         "norm",
         "x / sqrt(mean(x^2 over dims axis..) + epsilon) * scale",
     )

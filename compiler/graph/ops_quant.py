@@ -20,6 +20,7 @@ from typing import Any
 from compiler.errors import ShapeError
 from compiler.graph.ops import (
     ACCUMULATE,
+    WIDE_ACCUMULATOR,
     Attr,
     OpDef,
     _conv,
@@ -195,7 +196,7 @@ def _qglobal_pool(types: list[TensorType], attrs: dict[str, Any]) -> list[Tensor
     return [qtype(x.shape[:2] + (1,) * (x.rank - 2), attrs)]
 
 
-_PURE = frozenset({"pure", "quantized"})
+_PURE = frozenset({"pure"})
 
 register(
     OpDef(
@@ -256,7 +257,7 @@ register(
         "IntMatMul",
         ("lhs", "rhs"),
         _int_matmul,
-        traits=_PURE | {"accumulates"},
+        traits=_PURE | {WIDE_ACCUMULATOR},
         category="matmul",
         doc="int32 sums of (a - offset_a) (b - offset_b) products (ONNX MatMulInteger)",
     )
@@ -272,7 +273,7 @@ register(
             "dilations": Attr("ints", (1, 1)),
             "group": Attr("int", 1),
         },
-        _PURE | {"accumulates"},
+        _PURE | {WIDE_ACCUMULATOR},
         "conv",
         "int32 sums of (x - offset_x) (w - offset_w) over each window (ONNX ConvInteger)",
     )
@@ -304,7 +305,7 @@ register(
             "sum_offset": Attr("int", 0, "offset of the value accumulated into (@inout)"),
             **_QPARAMS,
         },
-        _PURE | {"accumulates", ACCUMULATE},
+        _PURE | {WIDE_ACCUMULATOR, ACCUMULATE},
         "conv",
         "int8 2-D convolution, NCHW; per-channel filter scales; int32 bias; requantized "
         "(with the accumulated value's real value added first when its destination is @inout)",
@@ -316,7 +317,7 @@ register(
         ("input", "weights", "bias", "weight_scales"),
         _qfc,
         dict(_QPARAMS),
-        _PURE | {"accumulates"},
+        _PURE | {WIDE_ACCUMULATOR},
         "matmul",
         "int8 x[M,K] @ w[K,N] + b[N]; per-column weight scales; requantized",
     )
@@ -327,7 +328,7 @@ register(
         ("lhs", "rhs"),
         _qmatmul,
         dict(_QPARAMS),
-        _PURE | {"accumulates"},
+        _PURE | {WIDE_ACCUMULATOR},
         "matmul",
         "int8 matrix product of two quantized tensors (batch dims broadcast); requantized",
     )
@@ -357,7 +358,7 @@ register(
             "count_include_pad": Attr("int", 0),
             **_QPARAMS,
         },
-        _PURE | {"accumulates"},
+        _PURE | {WIDE_ACCUMULATOR},
         "pool",
         "int8 2-D average pooling, NCHW; requantized",
     )
@@ -368,7 +369,7 @@ register(
         ("input",),
         _qglobal_pool,
         dict(_QPARAMS),
-        _PURE | {"accumulates"},
+        _PURE | {WIDE_ACCUMULATOR},
         "pool",
         "int8 mean over all spatial dims; requantized",
     )

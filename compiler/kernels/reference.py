@@ -9,7 +9,7 @@ a view): callers must not write into them.
 
 Semantic choices (see docs in the report / tests): float32 tensors are computed in float32 (as
 onnxruntime does), float64 in float64, float16 in float32 rounded once per op (ops that
-sum many terms, trait "accumulates", and unary math; numpy's binary ops round once already) except where onnxruntime accumulates in double (LayerNorm) or where float64
+sum many terms, trait "wide-accumulator", and unary math; numpy's binary ops round once already) except where onnxruntime accumulates in double (LayerNorm) or where float64
 costs nothing and is more exact (Erf, Gelu, Resize coefficients); integer Div truncates toward
 zero; integer Pow with negative exponents goes through float64 and truncates.
 """
@@ -24,7 +24,7 @@ import numpy as np
 
 from compiler.errors import ExecutionError
 from compiler.graph.activations import NONE, get_activation
-from compiler.graph.ops import all_ops
+from compiler.graph.ops import WIDE_ACCUMULATOR, all_ops
 from compiler.graph.types import ElemKind, TensorType
 from compiler.kernels.reference_extra import EXTRA_KERNELS
 from compiler.kernels.reference_nn import NN_KERNELS, erf
@@ -482,7 +482,7 @@ def _float16_in_float32(fn: Kernel) -> Kernel:
 # would round every partial sum to float16); unary math is rounded once, not per step of its
 # formula. (The typed kernels of the quantized ops take integers only.)
 for _name, _op in all_ops().items():
-    if _op.traits & {"accumulates", "unary"} and _name in KERNELS:
+    if _op.traits & {WIDE_ACCUMULATOR, "unary"} and _name in KERNELS:
         KERNELS[_name] = _float16_in_float32(KERNELS[_name])
 
 

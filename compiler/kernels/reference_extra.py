@@ -39,8 +39,11 @@ def normalize_indices(idx: np.ndarray, n: int | np.ndarray, what: str) -> np.nda
 @_k("Mod")
 def mod(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     a, b = ins
+    if a.dtype.kind in "iub" and np.any(b == 0):
+        # ONNX Runtime: "Integer modulo by zero" (numpy would give 0).
+        raise ExecutionError("integer modulo by zero")
     with np.errstate(all="ignore"):
-        # Integer division by zero gives 0 (numpy's answer, and the LLVM kernels').
+        # INT_MIN % -1 is 0 (numpy warns of an overflow there); float x % 0 is NaN.
         return [np.fmod(a, b) if attrs["fmod"] else np.mod(a, b)]
 
 

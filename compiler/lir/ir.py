@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from math import isqrt
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -41,6 +41,14 @@ class LValue(Used["Instruction"]):
         compute instructions (never operands) have none."""
         assert self.type is not None, self.name
         return self.type
+
+
+class WeightFields(TypedDict, total=False):
+    """WeightVar's optional fields, as `LFunction.add_weight` forwards them."""
+
+    role: str | None
+    data: np.ndarray | None
+    digest: str | None
 
 
 class WeightVar(LValue):
@@ -263,6 +271,15 @@ class LIRFunction:
     def __contains__(self, name: str) -> bool:
         return name in self._values
 
+    def _claim_name(self, name: str, exact: bool) -> str:
+        """`name` itself when `exact` (an error if taken), else a fresh variant of it."""
+        if not exact:
+            return self.unique_name(name)
+        if name in self._names:
+            raise ValueError(f"name '%{name}' is already used")
+        self._names.add(name)
+        return name
+
     # -- weights --------------------------------------------------------------------------------
     def add_weight(
         self,
@@ -270,18 +287,13 @@ class LIRFunction:
         type: TensorType,
         mutability: str = "constant",
         *,
-        role: str | None = None,
-        data: np.ndarray | None = None,
-        digest: str | None = None,
         exact_name: bool = False,
+        **fields: Unpack[WeightFields],
     ) -> WeightVar:
-        if exact_name:
-            if name in self._names:
-                raise ValueError(f"name '%{name}' is already used")
-            self._names.add(name)
-        else:
-            name = self.unique_name(name)
-        w = WeightVar(name, type, mutability, role=role, data=data, digest=digest)
+        """A new weight (`fields`: WeightVar's role, data and digest) named `name`, made unique
+        unless `exact_name`."""
+        name = self._claim_name(name, exact_name)
+        w = WeightVar(name, type, mutability, **fields)
         self.weights[name] = w
         self._values[name] = w
         return w
@@ -310,14 +322,7 @@ class LIRFunction:
 
         `origin` names what it was made from (recorded as provenance, and in `meta["origin"]`).
         """
-        base = str(name or kind)
-        if exact_name:
-            if base in self._names:
-                raise ValueError(f"name '%{base}' is already used")
-            self._names.add(base)
-            iname = base
-        else:
-            iname = self.unique_name(base)
+        iname = self._claim_name(str(name or kind), exact_name)
         instr = Instruction(kind, iname, operands, attrs, type, meta)
         if origin:
             instr.meta["origin"] = tuple(o if isinstance(o, str) else o.name for o in origin)
@@ -345,19 +350,6 @@ class LIRFunction:
 
     def insert_after(self, anchor: Instruction, instr: Instruction) -> Instruction:
         return self.insert(self.index_of(anchor) + 1, instr)
-
-    def build(
-        self,
-        kind: str,
-        operands: Sequence[Operand] = (),
-        attrs: dict[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        type: TensorType | None = None,
-        meta: dict[str, Any] | None = None,
-    ) -> Instruction:
-        """Build an instruction with a fresh unique name, not yet placed (see `insert_*`)."""
-        return Instruction(kind, self.unique_name(name or kind), operands, attrs, type, meta)
 
     def erase(self, instr: Instruction, *, force: bool = False) -> None:
         """Remove an instruction; its operands' use lists are updated.

@@ -6,7 +6,7 @@ from compiler.memory.allocators import Interval, allocate, allocator_names
 from compiler.memory.liveness import BufferLiveness, compute_liveness
 from compiler.memory.plan import BufferPlacement, MemoryPlan, check_plan, plan_memory
 from compiler.memory.regions import ALIGNMENT, REGIONS, align
-from compiler.memory.report import MemoryReport, ReportBuffer, format_report, memory_report
+from compiler.memory.report import MemoryReport, ReportBuffer, format_report
 
 __all__ = [
     "ALIGNMENT",
@@ -23,6 +23,5 @@ __all__ = [
     "check_plan",
     "compute_liveness",
     "format_report",
-    "memory_report",
     "plan_memory",
 ]

@@ -413,18 +413,6 @@ def _category_of(lir: LIRFunction | None, instruction: str) -> str:
     return ins.idef.category if ins is not None else "other"
 
 
-def memory_report(
-    plan: MemoryPlan,
-    lir: LIRFunction | None = None,
-    model: str = "",
-    scheduler: str = "",
-    allocator: str | None = None,
-    schedule: Schedule | None = None,
-) -> dict[str, Any]:
-    """The `glowviz.memory/1` JSON of a plan (`MemoryReport.from_plan(...).to_json()`)."""
-    return MemoryReport.from_plan(plan, lir, model, scheduler, allocator, schedule).to_json()
-
-
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
@@ -514,5 +502,4 @@ __all__ = [
     "ReportError",
     "format_report",
     "human_bytes",
-    "memory_report",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Constant, Node, Value
+from compiler.passes.batchnorm_folding import foldable_conv, replace_by_conv
 from compiler.passes.rewriter import (
     PatternPass,
     Rewriter,
@@ -108,15 +109,8 @@ def fold_into_conv(node: Node, rw: Rewriter) -> bool:
     if pair is None:
         return False
     x, c = pair
-    conv = producer(x)
-    if (
-        conv is None
-        or conv.op != "Conv"
-        or conv.attrs["activation"] != "none"
-        or not single_use(x)
-        or node.result.type != x.type
-        or not x.type.elem.is_float
-    ):
+    conv = foldable_conv(x)
+    if conv is None or node.result.type != x.type:
         return False
     w, b = const_data(conv.operands[1]), const_data(conv.operands[2])
     vec = _channel_vector(c, x.type.shape)
@@ -132,15 +126,7 @@ def fold_into_conv(node: Node, rw: Rewriter) -> bool:
         new_w = wv
         new_b = rw.constant(f"{bv.name}_shifted", b + vec, like=bv.type)
         suffix = "add"
-    new = rw.create(
-        "Conv",
-        [conv.operands[0], new_w, new_b],
-        dict(conv.attrs),
-        name=f"{conv.name}_{suffix}",
-        origin=[conv, node],
-    )
-    rw.replace_node(node, new)
-    return True
+    return replace_by_conv(rw, node, conv, new_w, new_b, suffix)
 
 
 PATTERNS = graph_patterns(

@@ -47,7 +47,7 @@ from compiler.backends.contract import INTERPRETER, LLVM, Backend
 from compiler.errors import CompilerError
 from compiler.graph.activations import NONE, get_activation
 from compiler.graph.ir import Function, Node, Value
-from compiler.graph.ops import all_ops, get_op
+from compiler.graph.ops import WIDE_ACCUMULATOR, all_ops, get_op
 from compiler.graph.types import ElemKind
 from compiler.lir.instructions import NOT_COMPUTE
 from compiler.passes.manager import GraphPass
@@ -413,8 +413,8 @@ assert set(LOWERINGS) <= set(all_ops()), sorted(set(LOWERINGS) - set(all_ops()))
 
 
 def _computes_wide(node: Node) -> bool:
-    """The reference kernel computes this float16 node in float32 (trait "accumulates")."""
-    return node.results[0].type.elem == ElemKind.F16 and "accumulates" in get_op(node.op).traits
+    """The reference kernel computes this float16 node in float32 (trait "wide-accumulator")."""
+    return node.results[0].type.elem == ElemKind.F16 and WIDE_ACCUMULATOR in get_op(node.op).traits
 
 
 def _float_result(node: Node) -> bool:

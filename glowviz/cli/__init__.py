@@ -15,16 +15,15 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
 from glowviz import resources
 from glowviz.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_CODES,
     EXIT_IO,
     add_input_args,
+    add_plan_args,
     add_quantize_args,
-    input_options,
-    quantize_options,
+    compile_options,
 )
 
 #: Subcommand modules, in the order `glowviz --help` lists them.
@@ -67,8 +66,7 @@ def _ide_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="glowviz", description="Open the glowviz IDE on MODEL.")
     p.add_argument("model", nargs="?", help=f"ONNX model (default: {DEFAULT_MODEL.name})")
     add_input_args(p)
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--allocator", default="lower-bound")
+    add_plan_args(p, disable=False)
     add_quantize_args(p)
     return p
 
@@ -161,13 +159,7 @@ def _open_ide(argv: list[str]) -> int:
             "the IDE needs an interactive terminal",
             hint="use 'glowviz compile MODEL' for headless output",
         )
-    from compiler.pipeline import CompileOptions
     from glowviz.ide_cmd import open_ide
 
-    options = CompileOptions(
-        **input_options(args, model),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-        quantize=quantize_options(args),
-    )
+    options = compile_options(args, model)
     return open_ide(model, options)

@@ -1,6 +1,9 @@
-"""`glowviz bench MODEL`: latency of the LLVM executor vs onnxruntime (1 thread, all graph
-optimizations) on the same inputs, alternating in one process; GFLOP/s and % of the single-core
-FMA peak; compile time cold (fresh cache) and cached; optional per-instruction profile.
+"""`glowviz bench MODEL` — latency vs onnxruntime, GFLOP/s, compile times, profile.
+
+Run MODEL with the LLVM executor and onnxruntime (one thread, ORT_ENABLE_ALL) on the same
+inputs, alternating in one process, and report medians, the ratio, GFLOP/s and % of the
+single-core FMA peak, and compile times cold (fresh cache) and cached; optionally a
+per-instruction profile.
 """
 
 from __future__ import annotations
@@ -18,20 +21,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compiler.errors import CompilerError
-from glowviz.cli.common import add_common_model_args, input_options, positive_int, quantize_options
+from glowviz.cli.common import (
+    add_common_model_args,
+    command_parser,
+    input_options,
+    positive_int,
+    quantize_options,
+)
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="latency vs onnxruntime, GFLOP/s, compile times, profile",
-        description="Run MODEL with the LLVM executor and onnxruntime (one thread, "
-        "ORT_ENABLE_ALL) on the same inputs, alternating, and report medians, "
-        "the ratio, GFLOP/s and compile times.",
-    )
+    p = command_parser(sub, "bench", __doc__)
     add_common_model_args(p)
     p.add_argument("--executor", default="llvm", help="executor to time (default: llvm)")
     p.add_argument(

@@ -1,5 +1,10 @@
-"""`glowviz bundle MODEL -o DIR`: an ahead-of-time bundle (object, header, weights) that a C
-program links and runs without Python, as Glow's -emit-bundle (compiler.backends.llvm.bundle)."""
+"""`glowviz bundle MODEL -o DIR` — AOT bundle: object file, C header and weights for C programs.
+
+Compile MODEL ahead of time (as Glow's -emit-bundle) into DIR/PREFIX.o (position-independent,
+one entry), DIR/PREFIX.h (regions, inputs, outputs, the entry's prototype) and
+DIR/PREFIX.weights.bin (the constant region). The application allocates the three regions,
+loads the weights and calls the entry, without Python; see examples/bundle/.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +12,16 @@ import argparse
 from pathlib import Path
 
 from compiler.errors import CompilerError
-from compiler.memory.allocators import allocator_names
 from compiler.memory.report import human_bytes
-from compiler.pipeline import CompileOptions, compile_model
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, input_options, quantize_options
+from compiler.pipeline import compile_model
+from glowviz.cli.common import add_common_model_args, add_plan_args, command_parser, compile_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "bundle",
-        help="AOT bundle: object file, C header and weights, for any C program",
-        description="Compile MODEL ahead of time into DIR/PREFIX.o (position-independent, one "
-        "entry), DIR/PREFIX.h (regions, inputs, outputs, the entry's prototype) and "
-        "DIR/PREFIX.weights.bin (the constant region). The application allocates the "
-        "three regions, loads the weights and calls the entry; see examples/bundle/.",
+        __doc__,
         epilog="--quantize PROFILE (from `glowviz profile`) bundles the int8 model: inputs and "
         "outputs stay float, the int8 kernels are the target's (VNNI, AVX2 or plain code).",
     )
@@ -50,8 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help="also write PREFIX.weights.c: the weights as a C array, for targets without files",
     )
-    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
+    add_plan_args(p, disable=False)
     p.set_defaults(func=run)
     return p
 
@@ -63,12 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not Path(args.model).exists():
         raise CompilerError(f"model file not found: {args.model}")
-    options = CompileOptions(
-        **input_options(args),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-        quantize=quantize_options(args),
-    )
+    options = compile_options(args)
     result = compile_model(args.model, options)
     bundle = build_bundle(
         result,

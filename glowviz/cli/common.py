@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compiler.quantization import CALIBRATIONS, SCHEMAS, QuantizeOptions
 from glowviz.core.const_inputs import fit_const_inputs, parse_const_input_args
 from glowviz.core.shapes import parse_shape_args
+
+if TYPE_CHECKING:
+    from compiler.pipeline import CompileOptions
 
 #: Exit codes of every subcommand (CI relies on them; `glowviz --help` lists them).
 EXIT_OK = 0  # done; no regression
@@ -22,6 +25,14 @@ EXIT_CODES = (
     f"{EXIT_BAD_INPUT} bad input (missing or bad model or report, unknown pass, bad option or "
     f"output directory), {EXIT_IO} output failed (closed stdout, disk full), 130 interrupted."
 )
+
+
+def command_parser(sub: Any, name: str, doc: str | None, **kw: Any) -> argparse.ArgumentParser:
+    """The subparser of command `name`, documented by its module's docstring: the text after
+    the dash of the first line is the one-line help, the paragraphs after it the description."""
+    first, _, rest = (doc or "").strip().partition("\n")
+    summary = first.split(" — ", 1)[-1].rstrip(".")
+    return sub.add_parser(name, help=summary, description=rest.strip() or summary, **kw)
 
 
 def add_input_args(p: argparse.ArgumentParser) -> None:
@@ -47,6 +58,24 @@ def add_common_model_args(p: argparse.ArgumentParser) -> None:
     add_quantize_args(p)
 
 
+def add_plan_args(p: argparse.ArgumentParser, disable: bool = True) -> None:
+    """`--scheduler`, `--allocator` and (`disable`) the repeatable `--disable-pass`: the
+    choices every command that plans memory offers, spelled once."""
+    from compiler.memory.allocators import allocator_names
+    from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
+
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
+    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
+    if disable:
+        p.add_argument(
+            "--disable-pass",
+            action="append",
+            default=[],
+            metavar="PASS",
+            help="skip a graph or low-level pass (repeatable), e.g. buffer-sharing",
+        )
+
+
 def input_options(args: argparse.Namespace, model: Any = None) -> dict[str, Any]:
     """`CompileOptions` fields from `--input-shape` and `--const-input` (the values in the
     element type and shape `model`, default `args.model`, declares for each input)."""
@@ -57,6 +86,19 @@ def input_options(args: argparse.Namespace, model: Any = None) -> dict[str, Any]
 
         consts = fit_const_inputs(load_model(model or args.model, check=False), raw)
     return {"input_shapes": parse_shape_args(args.input_shape), "const_inputs": consts}
+
+
+def compile_options(args: argparse.Namespace, model: Any = None, **extra: Any) -> CompileOptions:
+    """The CompileOptions of a command's arguments: shapes and constant inputs, and the
+    `add_plan_args` choices it offers (`extra`: other fields)."""
+    from compiler.pipeline import CompileOptions
+
+    plan: dict[str, Any] = {"scheduler": args.scheduler, "allocator": args.allocator}
+    if getattr(args, "disable_pass", None) is not None:
+        plan["disabled_passes"] = frozenset(args.disable_pass)
+    if "quantize" not in extra:  # --quantize PROFILE where the command offers it
+        plan["quantize"] = quantize_options(args)
+    return CompileOptions(**input_options(args, model), **plan, **extra)
 
 
 def _bounded(kind: type, low: float, what: str):  # type: ignore[no-untyped-def]

@@ -1,4 +1,8 @@
-"""`glowviz compile MODEL`: run the pipeline headless and print the table of stages."""
+"""`glowviz compile MODEL` — run the pipeline headless; print a table of stages.
+
+Run every stage and pass of the pipeline on MODEL and print one row per pass: stage, pass,
+changed, nodes/instructions before -> after, time.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,13 @@ from pathlib import Path
 
 from compiler.errors import CompilerError
 from compiler.passes.manager import PassEvent
-from compiler.pipeline import CompileOptions, check_step_names, compile_model, ir_text
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, input_options, quantize_options
+from compiler.pipeline import check_step_names, compile_model, ir_text
+from glowviz.cli.common import add_common_model_args, add_plan_args, command_parser, compile_options
 from glowviz.exports.render import atomic_write
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "compile",
-        help="run the pipeline headless; print a table of stages",
-        description="Run every stage and pass of the pipeline on MODEL and print "
-        "one row per pass: stage, pass, changed, nodes/instructions before -> "
-        "after, time.",
-    )
+    p = command_parser(sub, "compile", __doc__)
     add_common_model_args(p)
     p.add_argument(
         "--print-after",
@@ -34,30 +31,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dump-dir", metavar="DIR", help="write the IR after every pass to DIR/NNN-stage-pass.ir"
     )
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--allocator", default="lower-bound")
-    p.add_argument(
-        "--disable-pass",
-        action="append",
-        default=[],
-        metavar="PASS",
-        help="skip a pass (repeatable)",
-    )
+    add_plan_args(p)
     p.add_argument("--hide-unchanged", action="store_true", help="omit passes that changed nothing")
     p.add_argument("--verify", action="store_true", help="run the verifier after every pass")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    options = CompileOptions(
-        **input_options(args),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-        verify=args.verify,
-        stop_after=args.stop_after,
-        disabled_passes=frozenset(args.disable_pass),
-        quantize=quantize_options(args),
-    )
+    options = compile_options(args, verify=args.verify, stop_after=args.stop_after)
     # One check for the three options that name passes (each used to treat a typo its own way).
     if args.print_after and args.print_after != "all":
         check_step_names([args.print_after], "(--print-after)")

@@ -1,4 +1,8 @@
-"""`glowviz export MODEL --view V --stage S --format F -o FILE`: the IDE's views as files."""
+"""`glowviz export MODEL --view V -o FILE` — write a view (graph, lir, memory, ...) to a file.
+
+Compile MODEL and write one of the IDE's views as DOT, SVG, PDF, PNG, JSON (or LIR text), for
+papers and CI. Files are written atomically.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,7 @@ import sys
 from pathlib import Path
 
 from compiler.errors import CompilerError
-from compiler.memory.allocators import allocator_names
-from compiler.pipeline import CompileOptions
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
-from glowviz.cli.common import add_common_model_args, input_options, quantize_options
+from glowviz.cli.common import add_common_model_args, add_plan_args, command_parser, compile_options
 
 _EPILOG = """\
 views and formats:
@@ -45,13 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from glowviz.exports.palette import theme_names
     from glowviz.exports.views import FORMATS, VIEWS
 
-    p = sub.add_parser(
-        "export",
-        help="export a view (graph, lir, schedule, lifetimes, memory) to a file",
-        description="Compile MODEL and write one of the IDE's views as DOT, SVG, PDF, PNG, JSON "
-        "(or LIR text), for papers and CI. Files are written atomically.",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        sub, "export", __doc__, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_common_model_args(p)
     p.add_argument("--view", required=True, choices=VIEWS)
@@ -118,15 +114,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-edge-labels", action="store_true", help="graph: no shapes on edges")
     p.add_argument("--title", default=None, help="figure / graph title (default: automatic)")
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
-    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument(
-        "--disable-pass",
-        action="append",
-        default=[],
-        metavar="PASS",
-        help="skip a pass (repeatable)",
-    )
+    add_plan_args(p)
     p.set_defaults(func=run)
     return p
 
@@ -167,13 +155,7 @@ def run(args: argparse.Namespace) -> int:
         from glowviz.exports.render import require_dot
 
         require_dot()  # fail before compiling
-    options = CompileOptions(
-        **input_options(args),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-        disabled_passes=frozenset(args.disable_pass),
-        quantize=quantize_options(args),
-    )
+    options = compile_options(args)
     session = compile_session(args.model, options)
     data = render_view(
         session,

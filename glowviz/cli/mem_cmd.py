@@ -1,4 +1,9 @@
-"""`glowviz mem MODEL`: the memory report (text, and `glowviz.memory/1` JSON with --json)."""
+"""`glowviz mem MODEL` — memory report: regions, peak, lower bound, buffers.
+
+Compile MODEL and report where every byte lives: the three regions, the activation peak
+against its lower bound, and the buffers live at the peak with the reason each was placed
+where it is (text, and the glowviz.memory/1 JSON with --json).
+"""
 
 from __future__ import annotations
 
@@ -8,28 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from compiler.errors import CompilerError
-from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport, format_report
-from compiler.pipeline import CompileOptions, CompileResult, compile_model
-from compiler.scheduling import DEFAULT_SCHEDULER, SCHEDULERS
+from compiler.pipeline import CompileResult, compile_model
 from glowviz.cli.common import (
     EXIT_CODES,
     add_common_model_args,
-    input_options,
+    add_plan_args,
+    command_parser,
+    compile_options,
     non_negative_int,
-    quantize_options,
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "mem",
-        help="memory report: regions, peak, lower bound, buffers",
-        description="Compile MODEL and report where every byte lives: the three "
-        "regions, the activation peak against its lower bound, and the buffers "
-        "live at the peak with the reason each was placed where it is.",
-        epilog=EXIT_CODES,
-    )
+    p = command_parser(sub, "mem", __doc__, epilog=EXIT_CODES)
     add_common_model_args(p)  # MODEL may also be a bundle header (NAME.h): its plan
     p.add_argument(
         "--json",
@@ -37,17 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="also write the glowviz.memory/1 JSON report (with --per-pass: and its rows); "
         "the directory must exist",
     )
-    p.add_argument("--allocator", default="lower-bound", choices=allocator_names())
-    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, choices=list(SCHEDULERS))
+    add_plan_args(p)
     p.add_argument(
         "--top", type=non_negative_int, default=15, help="buffers to list at the peak (default 15)"
-    )
-    p.add_argument(
-        "--disable-pass",
-        action="append",
-        default=[],
-        metavar="PASS",
-        help="skip a graph or low-level pass (repeatable), e.g. buffer-sharing",
     )
     p.add_argument(
         "--per-pass",
@@ -90,13 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise CompilerError("--changes-only selects rows of the --per-pass table; add --per-pass")
     if args.model.endswith(".h"):
         return run_header(args)
-    options = CompileOptions(
-        **input_options(args),
-        scheduler=args.scheduler,
-        allocator=args.allocator,
-        disabled_passes=frozenset(args.disable_pass),
-        quantize=quantize_options(args),
-    )
+    options = compile_options(args)
     rows = None
     schedulers: list[dict[str, Any]] = []
     if args.per_pass:

@@ -1,4 +1,9 @@
-"""`glowviz mem-diff OLD NEW [--fail-above PCT] [--json]`: memory regression check for CI."""
+"""`glowviz mem-diff OLD NEW` — compare two memory reports (or models/configurations).
+
+Compare the memory plans of OLD and NEW: peak and lower-bound deltas, buffers that grew,
+shrank, appeared or vanished, lifetimes that got longer, and what is live at each peak; a
+memory regression check for CI (--fail-above PCT).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import argparse
 import json
 import sys
 
-from glowviz.cli.common import non_negative_int
+from glowviz.cli.common import command_parser, non_negative_int
 from glowviz.core.shapes import parse_shape_args
 
 _EPILOG = """\
@@ -32,12 +37,10 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "mem-diff",
-        help="compare two memory reports (or models/configurations)",
-        description="Compare the memory plans of OLD and NEW: peak and lower-bound "
-        "deltas, buffers that grew, shrank, appeared or vanished, lifetimes that "
-        "got longer, and what is live at each peak.",
+        __doc__,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,4 +1,8 @@
-"""`glowviz run MODEL`: compile, execute on given or random inputs, optionally check vs onnxruntime."""
+"""`glowviz run MODEL` — execute a model; --check compares with onnxruntime.
+
+Compile MODEL, run it on inputs from an .npz file (or random ones), print a summary of every
+output, optionally save them and compare them with onnxruntime.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from compiler.graph.types import TensorType
 from compiler.pipeline import CompileOptions, compile_model
 from glowviz.cli.common import (
     add_common_model_args,
+    command_parser,
     input_options,
     non_negative_float,
     non_negative_int,
@@ -26,13 +31,7 @@ from glowviz.cli.common import (
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     kinds = sorted(set(EXECUTORS) | {"llvm"})
-    p = sub.add_parser(
-        "run",
-        help="execute a model; --check compares with onnxruntime",
-        description="Compile MODEL, run it on inputs from an .npz file (or random "
-        "ones), print a summary of every output, optionally save them and compare "
-        "them with onnxruntime.",
-    )
+    p = command_parser(sub, "run", __doc__)
     add_common_model_args(p)
     p.add_argument(
         "--executor",

@@ -124,21 +124,26 @@ def _delta(old: int, new: int) -> dict[str, Any]:
     return {"old": old, "new": new, "delta": new - old, "pct": pct}
 
 
+#: What the JSON diff says about each side's report.
+_SIDE_FIELDS = (
+    "source",
+    "model",
+    "scheduler",
+    "allocator",
+    "top_buffer",
+    "peak_bytes",
+    "lower_bound_bytes",
+    "no_reuse_bytes",
+    "peak_instruction",
+)
+
+
 def _side(report: MemoryReport) -> dict[str, Any]:
-    return {
-        "source": report.source,
-        "model": report.model,
-        "scheduler": report.scheduler,
-        "allocator": report.allocator,
-        "config": dict(report.config),
-        "top_buffer": report.top_buffer,
-        "peak_bytes": report.peak_bytes,
-        "lower_bound_bytes": report.lower_bound_bytes,
-        "no_reuse_bytes": report.no_reuse_bytes,
-        "peak_instruction": report.peak_instruction,
-        "live_at_peak": list(report.live_at_peak),
-        "buffers": len(report.buffers),
-    }
+    side = {k: getattr(report, k) for k in _SIDE_FIELDS}
+    side["config"] = dict(report.config)
+    side["live_at_peak"] = list(report.live_at_peak)
+    side["buffers"] = len(report.buffers)
+    return side
 
 
 #: How buffers are matched when their names differ, in order (each only when unique).
@@ -173,13 +178,7 @@ def match_buffers(
 
 
 def _buf(b: ReportBuffer) -> dict[str, Any]:
-    return {
-        "name": b.name,
-        "size": b.size,
-        "first": b.first,
-        "last": b.last,
-        "producer": b.producer,
-    }
+    return {k: getattr(b, k) for k in ("name", "size", "first", "last", "producer")}
 
 
 def diff_reports(

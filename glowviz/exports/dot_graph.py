@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from compiler.graph.ir import Constant, Module, Placeholder, Result, Value
 from compiler.graph.printer import INLINE_LIMIT, format_attr, format_constant_data
-from glowviz.exports.drawing import Box, drawing_dot, human_text, structural_sig
-from glowviz.exports.palette import Palette, load_palette
+from glowviz.exports.drawing import Box, DotOptions, drawing_dot, human_text, structural_sig
 
 
 def _shape(t: Any) -> str:
@@ -226,41 +225,13 @@ def graph_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
 
 
 def graph_to_dot(
-    module: Module | dict[str, Any],
-    *,
-    theme: str | Palette | None = None,
-    compact: bool = False,
-    edge_labels: bool = True,
-    title: str | None = None,
-    width: str | float | None = None,
-    detail: str = "auto",
-    focus: set[str] | None = None,
-    highlight: set[str] | None = None,
-    notes: Sequence[str] = (),
-    fit: bool = True,
+    module: Module | dict[str, Any], *, compact: bool = False, **options: Unpack[DotOptions]
 ) -> str:
-    """DOT text of a graph-IR module (or of `graph_data(module)`), sized for `width` (default
-    one column, 3.3 in); `compact` leaves weights and attributes out of the boxes."""
+    """DOT text of a graph-IR module (or of `graph_data(module)`); `compact` leaves weights and
+    attributes out of the boxes."""
     data = module if isinstance(module, dict) else graph_data(module)
-    pal = theme if isinstance(theme, Palette) else load_palette(theme)
-    label = (
-        title
-        if title is not None
-        else (data["module"] + (f" — after {data['stage']}" if data.get("stage") else ""))
-    )
-    return drawing_dot(
-        data["module"],
-        label,
-        graph_boxes(data, details=not compact),
-        pal,
-        detail=detail,
-        width=width,
-        edge_labels=edge_labels and not compact,
-        focus=focus,
-        highlight=highlight,
-        notes=notes,
-        fit=fit,
-    )
+    boxes = graph_boxes(data, details=not compact)
+    return drawing_dot(data["module"], data.get("stage"), boxes, compact=compact, **options)
 
 
 __all__ = [

@@ -9,13 +9,11 @@ view.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from compiler.lir.instructions import Kind
 from glowviz.exports.dot_graph import attr_lines, dims_text, io_box
-from glowviz.exports.drawing import Box, drawing_dot, structural_sig
-from glowviz.exports.palette import Palette, load_palette
+from glowviz.exports.drawing import Box, DotOptions, drawing_dot, structural_sig
 
 
 def _default_attrs(ins: Any) -> list[str]:
@@ -154,41 +152,12 @@ def lir_boxes(data: dict[str, Any], *, details: bool = True) -> list[Box]:
     return boxes
 
 
-def lir_to_dot(
-    fn: Any,
-    *,
-    theme: str | Palette | None = None,
-    compact: bool = False,
-    title: str | None = None,
-    edge_labels: bool = True,
-    width: str | float | None = None,
-    detail: str = "auto",
-    focus: set[str] | None = None,
-    highlight: set[str] | None = None,
-    notes: Sequence[str] = (),
-    fit: bool = True,
-) -> str:
-    """DOT text of a low-level function (or of `lir_data(fn)`), sized for `width`."""
+def lir_to_dot(fn: Any, *, compact: bool = False, **options: Unpack[DotOptions]) -> str:
+    """DOT text of a low-level function (or of `lir_data(fn)`); `compact` leaves operand
+    details out of the boxes."""
     data = fn if isinstance(fn, dict) else lir_data(fn)
-    pal = theme if isinstance(theme, Palette) else load_palette(theme)
-    label = (
-        title
-        if title is not None
-        else ("@" + data["function"] + (f" — after {data['stage']}" if data.get("stage") else ""))
-    )
-    return drawing_dot(
-        "@" + data["function"],
-        label,
-        lir_boxes(data, details=not compact),
-        pal,
-        detail=detail,
-        width=width,
-        edge_labels=edge_labels and not compact,
-        focus=focus,
-        highlight=highlight,
-        notes=notes,
-        fit=fit,
-    )
+    boxes = lir_boxes(data, details=not compact)
+    return drawing_dot("@" + data["function"], data.get("stage"), boxes, compact=compact, **options)
 
 
 __all__ = ["lir_boxes", "lir_data", "lir_text", "lir_to_dot"]

@@ -27,11 +27,11 @@ import re
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
-from glowviz.exports.palette import Palette
+from glowviz.exports.palette import Palette, as_palette
 from glowviz.exports.structure import (
     Run,
     fold_repeats,
@@ -629,29 +629,49 @@ def fitted_dot(d: Drawing, pal: Palette) -> str:
     return fallback or dot
 
 
+class DotOptions(TypedDict, total=False):
+    """The options every graph and LIR export takes (see `drawing_dot`)."""
+
+    theme: str | Palette | None
+    title: str | None
+    edge_labels: bool
+    width: str | float | None
+    detail: str
+    focus: set[str] | None
+    highlight: set[str] | None
+    notes: Sequence[str]
+    fit: bool
+
+
 def drawing_dot(
     name: str,
-    label: str,
+    stage: str | None,
     boxes: list[Box],
-    pal: Palette,
     *,
-    detail: str,
-    width: str | float | None,
-    edge_labels: bool,
-    focus: set[str] | None,
-    highlight: set[str] | None,
-    notes: Sequence[str],
-    fit: bool,
+    compact: bool = False,
+    theme: str | Palette | None = None,
+    title: str | None = None,
+    edge_labels: bool = True,
+    width: str | float | None = None,
+    detail: str = "auto",
+    focus: set[str] | None = None,
+    highlight: set[str] | None = None,
+    notes: Sequence[str] = (),
+    fit: bool = True,
 ) -> str:
-    """DOT text of `boxes` with the options every graph and LIR export takes (`fit`: shrink
-    the detail until the figure fits `width`, see `fitted_dot`)."""
+    """DOT text of `boxes` (the IR `name` after `stage`), titled `title` or "NAME — after
+    STAGE", sized for `width` (default one column, 3.3 in); `compact` draws no edge labels;
+    `fit`: shrink the detail until the figure fits `width`, see `fitted_dot`."""
+
+    pal = as_palette(theme)
+    label = title if title is not None else name + (f" — after {stage}" if stage else "")
     drawing = Drawing(
         name,
         label,
         boxes,
         detail=detail,
         width_in=parse_width(width),
-        edge_labels=edge_labels,
+        edge_labels=edge_labels and not compact,
         focus=focus,
         highlight=set(highlight or ()),
         notes=list(notes),
@@ -661,6 +681,7 @@ def drawing_dot(
 
 __all__ = [
     "drawing_dot",
+    "DotOptions",
     "COLUMN_WIDTH_IN",
     "DETAILS",
     "MIN_FONT_PT",

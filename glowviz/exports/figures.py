@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from compiler.graph.ops import CATEGORIES
 from compiler.memory.report import human_bytes
 from glowviz.exports.drawing import MIN_FONT_PT, WIDE_WIDTH_IN, parse_width
-from glowviz.exports.palette import Palette, load_palette
+from glowviz.exports.palette import Palette, as_palette
 
 FIGURE_FORMATS = ("svg", "pdf", "png")
 PNG_DPI = 200
@@ -65,6 +65,26 @@ def _unit(max_bytes: float) -> tuple[float, str]:
 
 def _width(width: str | float | None, wide: bool) -> float:
     return WIDE_WIDTH_IN if width is None and wide else parse_width(width)
+
+
+class FigureOptions(TypedDict, total=False):
+    """What every chart figure takes: the theme (name or Palette), `wide` (two columns), a
+    title, and an explicit width ('3.3in', '7in' or inches) that overrides `wide`."""
+
+    theme: str | Palette | None
+    wide: bool
+    title: str | None
+    width: str | float | None
+
+
+def _options(o: FigureOptions) -> tuple[Palette, float, str | None]:
+    """(palette, width in inches, title) of a figure's options."""
+    return as_palette(o.get("theme")), _width(o.get("width"), o.get("wide", False)), o.get("title")
+
+
+def _leader(pal: Palette) -> dict[str, Any]:
+    """The thin line from a buffer's label to its bar or rectangle."""
+    return {"arrowstyle": "-", "color": pal.muted, "lw": 0.4, "shrinkA": 0, "shrinkB": 0}
 
 
 def _renderer(fig: Figure) -> Any:
@@ -227,18 +247,10 @@ def _keep_inside(fig: Figure, ax: Any, top_px: float) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def schedule_figure(
-    data: dict[str, Any],
-    *,
-    theme: str | Palette | None = None,
-    wide: bool = False,
-    title: str | None = None,
-    width: str | float | None = None,
-) -> Figure:
+def schedule_figure(data: dict[str, Any], **options: Unpack[FigureOptions]) -> Figure:
     """Live activation bytes at every instruction, one line per scheduler (each planned through
     the same low-level pipeline), with the planned arena (the peak) and the lower bound."""
-    pal = theme if isinstance(theme, Palette) else load_palette(theme)
-    width_in = _width(width, wide)
+    pal, width_in, title = _options(options)
     fig, ax, st = _new_figure(pal, width_in, 2.4 if width_in < 5 else 2.8)
     series = data["series"]
     curves = [s.get("instruction_live_bytes") or [] for s in series]
@@ -307,19 +319,11 @@ def _peak_lines(ax: Any, pal: Palette, peak: int, lb: int, div: float, handles: 
         )
 
 
-def lifetimes_figure(
-    data: dict[str, Any],
-    *,
-    theme: str | Palette | None = None,
-    wide: bool = False,
-    title: str | None = None,
-    width: str | float | None = None,
-) -> Figure:
+def lifetimes_figure(data: dict[str, Any], **options: Unpack[FigureOptions]) -> Figure:
     """One horizontal bar per activation buffer over [first, last]: colour by the category of
     the op that produced it, thickness by size; the largest buffers named whatever the count;
     the peak instruction marked and the buffers live there outlined."""
-    pal = theme if isinstance(theme, Palette) else load_palette(theme)
-    width_in = _width(width, wide)
+    pal, width_in, title = _options(options)
     bufs = sorted(data["buffers"], key=lambda b: (b["first"], b["last"], b["name"]))
     n_rows = len(bufs)
     named = n_rows <= NAMED_ROWS
@@ -397,13 +401,7 @@ def lifetimes_figure(
                     annotation_clip=False,
                     # legible where a label crosses other buffers' bars
                     bbox={"boxstyle": "square,pad=0.05", "fc": pal.background, "ec": "none"},
-                    arrowprops={
-                        "arrowstyle": "-",
-                        "color": pal.muted,
-                        "lw": 0.4,
-                        "shrinkA": 0,
-                        "shrinkB": 0,
-                    },
+                    arrowprops=_leader(pal),
                 )
         handles.append(
             Line2D([], [], color="none", label=f"{n_rows} buffers; the {len(order)} largest named")
@@ -415,21 +413,13 @@ def lifetimes_figure(
     return fig
 
 
-def memory_figure(
-    data: dict[str, Any],
-    *,
-    theme: str | Palette | None = None,
-    wide: bool = False,
-    title: str | None = None,
-    width: str | float | None = None,
-) -> Figure:
+def memory_figure(data: dict[str, Any], **options: Unpack[FigureOptions]) -> Figure:
     """The memory map: each buffer a rectangle [first, last] x [offset, offset + size] (tiny
     ones drawn at a minimum height); the arena (peak) and the lower bound as horizontal lines;
     the instruction where the arena's top is reached as a vertical one; the buffers live there
     outlined and labelled with name and size. Aliases (concat slices, accumulation targets:
     `alias_of`) are hatched outlines inside the buffer whose bytes they share."""
-    pal = theme if isinstance(theme, Palette) else load_palette(theme)
-    width_in = _width(width, wide)
+    pal, width_in, title = _options(options)
     fig, ax, st = _new_figure(pal, width_in, 2.8 if width_in < 5 else 3.2)
     every = sorted(data["buffers"], key=lambda b: (b["first"], b["offset"], b["name"]))
     bufs = [b for b in every if not b.get("alias_of")]
@@ -535,13 +525,7 @@ def _label_live(
             color=pal.foreground,
             family=pal.font,
             annotation_clip=False,
-            arrowprops={
-                "arrowstyle": "-",
-                "color": pal.muted,
-                "lw": 0.4,
-                "shrinkA": 0,
-                "shrinkB": 0,
-            },
+            arrowprops=_leader(pal),
         )
     if more > 0:
         ax.annotate(

@@ -71,6 +71,11 @@ def theme_names() -> list[str]:
     return sorted(themes.load_themes())
 
 
+def as_palette(theme: str | Palette | None) -> Palette:
+    """`theme` itself when it is a Palette, else the palette of the theme it names."""
+    return theme if isinstance(theme, Palette) else load_palette(theme)
+
+
 def load_palette(name: str | None = None) -> Palette:
     """The palette of theme `name` (default: paper), from its theme file."""
     name = themes.short_name(name or DEFAULT_THEME)
@@ -125,6 +130,7 @@ def palette_of(spec: themes.ThemeSpec) -> Palette:
 __all__ = [
     "DEFAULT_THEME",
     "Palette",
+    "as_palette",
     "contrast_ratio",
     "load_palette",
     "luminance",

@@ -142,25 +142,28 @@ def resolve_stage(stages: list[StageRecord], name: str, *, want: str | None = No
 # ---------------------------------------------------------------------------------------------
 
 
+#: The IR views: what a stage of the other IR is, and what to ask for instead.
+_WRONG_IR = {
+    "graph": (
+        "holds low-level IR, not a graph",
+        "use --view lir, or a graph stage such as 'post-lower-opt' or 'final'",
+    ),
+    "lir": (
+        "is a graph stage, not low-level IR",
+        "use --view graph, or a low-level stage such as 'irgen', 'lir-opt' or 'final'",
+    ),
+}
+
+
 def view_data(session: CompileSession, view: str, stage: str = "final") -> tuple[Any, Stage]:
     """(the view's data, the stage it shows). For graph/lir the data is the IR object."""
     from glowviz.exports.json_export import memory_data, schedule_data
 
-    if view == "graph":
-        st = resolve_stage(session.stages, stage, want="graph")
-        if st.ir_kind != "graph":
-            raise ExportError(
-                f"stage '{stage}' ({st.label}) holds low-level IR, not a graph",
-                hint="use --view lir, or a graph stage such as 'post-lower-opt' or 'final'",
-            )
-        return st.ir, st
-    if view == "lir":
-        st = resolve_stage(session.stages, stage, want="lir")
-        if st.ir_kind != "lir":
-            raise ExportError(
-                f"stage '{stage}' ({st.label}) is a graph stage, not low-level IR",
-                hint="use --view graph, or a low-level stage such as 'irgen', 'lir-opt' or 'final'",
-            )
+    if view in _WRONG_IR:
+        st = resolve_stage(session.stages, stage, want=view)
+        if st.ir_kind != view:
+            what, hint = _WRONG_IR[view]
+            raise ExportError(f"stage '{stage}' ({st.label}) {what}", hint=hint)
         return st.ir, st
     st = resolve_stage(session.stages, stage)
     report = session.memory_report(st.index)

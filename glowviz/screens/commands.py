@@ -7,7 +7,10 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, cast
 
+from textual.actions import parse as parse_action
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from glowviz import keymap
 
 if TYPE_CHECKING:  # the app imports this module; only its type is needed here
     from glowviz.app import GlowvizApp
@@ -31,10 +34,14 @@ def _debug_mode(screen, mode: str) -> None:
 
 
 def _view_action(screen, tab: str, action: str) -> None:
-    """Show a view, then run one of its actions (as its key would)."""
+    """Show a view, then run one of its actions as its key would (`action` as keymap.toml
+    writes it, `rewrite(1)`, or a method name)."""
     screen.action_show_view(tab)
     screen.refresh_active_view()
-    getattr(screen.view(tab), action)()
+    _, name, params = parse_action(action)
+    view = screen.view(tab)
+    method = getattr(view, f"action_{name}", None) or getattr(view, name)
+    method(*params)
 
 
 def _add_theme_file(app) -> None:
@@ -54,12 +61,6 @@ def _add_theme_file(app) -> None:
     )
 
 
-def _memory_compare_report(screen) -> None:
-    screen.action_show_view("memory")
-    screen.refresh_active_view()
-    screen.view("memory").action_open_report()
-
-
 def entries(app) -> Iterator[Entry]:
     """(text, callback, help) for every palette command of the current state."""
     screen = _main(app)
@@ -74,8 +75,6 @@ def entries(app) -> Iterator[Entry]:
     yield ("Previous stage", partial(screen.action_step_stage, -1), "p or [")
     yield ("Toggle hide unchanged passes", screen.action_toggle_unchanged, "u")
     yield ("Hide/show the pipeline pane", screen.action_toggle_pipeline, "ctrl+b (more room)")
-    yield ("Diff: pin/unpin the current stage as base", screen.view("diff").action_pin_base, "a")
-    yield ("Diff: toggle full text / context", screen.view("diff").action_toggle_full, "f")
     yield ("Open model…", screen.action_open_model, "ctrl+o")
     yield ("Recompile", partial(screen.start_compile, None), "compile the model again")
     yield ("Help: key bindings", app.action_help, "?")
@@ -87,91 +86,24 @@ def entries(app) -> Iterator[Entry]:
         app.action_export_view,
         "ctrl+e: choose format, theme and path (glowviz.exports)",
     )
-    yield (
-        "Graph: whole graph / node list",
-        partial(_view_action, screen, "graph", "action_toggle_whole"),
-        "w",
-    )
-    yield (
-        "Graph: fold repeated blocks on/off",
-        partial(_view_action, screen, "graph", "action_toggle_fold"),
-        "f in the whole graph",
-    )
-    yield ("Diff: next rewrite", partial(_view_action, screen, "diff", "action_rewrite_next"), "→")
-    yield (
-        "Diff: previous rewrite",
-        partial(_view_action, screen, "diff", "action_rewrite_prev"),
-        "←",
-    )
-    yield (
-        "Memory: sort the buffers (size, program order, padding waste)",
-        partial(_view_action, screen, "memory", "action_cycle_sort"),
-        "s",
-    )
-    yield (
-        "Memory: buffers live at the peak / all",
-        partial(_view_action, screen, "memory", "action_toggle_live"),
-        "l",
-    )
-    yield (
-        "Memory: focus the timeline across passes",
-        partial(_view_action, screen, "memory", "action_focus_timeline"),
-        "t",
-    )
-    yield (
-        "Memory: focus the map (zoom +/-, arrows)",
-        partial(_view_action, screen, "memory", "action_focus_map"),
-        "m",
-    )
-    dbg = screen.view("debugger")
+    # Every view binding that has a palette entry in keymap.toml, under the view's title.
+    for tab_id, title, cls in VIEWS:
+        for text, action, key in keymap.palette_rows(cls.__name__):
+            yield (f"{title}: {text}", partial(_view_action, screen, tab_id, action), key)
     for label, act in (
-        ("step", dbg.action_step),
-        ("next", dbg.action_next),
-        ("continue", dbg.action_cont),
-        ("restart", dbg.action_restart),
-        ("run to first divergence (LLVM vs interpreter)", dbg.action_divergence),
-        ("toggle breakpoint on selected instruction", dbg.action_toggle_breakpoint),
-        (
-            "set the tolerance (rtol, atol, ulps)…",
-            partial(_view_action, screen, "debugger", "action_set_tolerance"),
-        ),
         (
             "compare per instruction / accumulated (toggle)",
             partial(_view_action, screen, "debugger", "toggle_resync"),
-        ),
-        ("watch a buffer (print)…", partial(_view_action, screen, "debugger", "action_watch")),
-        (
-            "pick the 2-D slice (axes, offsets)…",
-            partial(_view_action, screen, "debugger", "action_pick_slice"),
-        ),
-        (
-            "move the slice to the worst element",
-            partial(_view_action, screen, "debugger", "action_slice_worst"),
         ),
         ("show values (LLVM vs interpreter)", partial(_debug_mode, screen, "values")),
         ("show LLVM IR of the selected instruction", partial(_debug_mode, screen, "llvm")),
         ("show assembly of the selected instruction", partial(_debug_mode, screen, "asm")),
     ):
         yield (f"Debugger: {label}", act, "")
-    if session.quantized:
-        quant = screen.view("quant")
-        for label, act, keys in (
-            ("mark the selected node float (what-if)", quant.action_toggle_float, "f"),
-            ("clear the what-if float marks", quant.action_reset_float, "r"),
-            ("go to the first node under the threshold", quant.action_first_below, "j"),
-            ("raise the SQNR threshold by 5 dB", partial(quant.action_threshold, 5), "+"),
-            ("lower the SQNR threshold by 5 dB", partial(quant.action_threshold, -5), "-"),
-        ):
-            yield (f"Quant: {label}", act, keys)
     from compiler.memory.allocators import allocator_names
     from compiler.scheduling import SCHEDULERS
 
     mem = screen.view("memory")
-    yield (
-        "Memory: compare with report…",
-        partial(_memory_compare_report, screen),
-        "o: a glowviz.memory/1 JSON, an .onnx model or model.onnx:key=value,... side by side",
-    )
     for a in allocator_names():
         yield (f"Memory: compare with allocator {a}", partial(mem.compare, allocator=a), "")
     for s in SCHEDULERS:

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from glowviz.screens.dialog import Dialog
 
-class CompareReportScreen(ModalScreen[str | None]):
+
+class CompareReportScreen(Dialog[str]):
     """Asks for a glowviz.memory/1 JSON file, an .onnx model or a mem-diff spec
     (`model.onnx:scheduler=...,allocator=...,disable=PASS+PASS`); dismisses with it (or None)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="compare_report.cancel")]
-    DEFAULT_CSS = """
-    CompareReportScreen { align: center middle; }
-    CompareReportScreen > Vertical { width: 90; height: auto; border: thick $primary;
-                                     background: $surface; padding: 0 1; }
-    CompareReportScreen .hint { color: $text-muted; }
-    """
+    DEFAULT_CSS = "CompareReportScreen > Vertical { width: 90; }"
 
     def __init__(self, value: str = "") -> None:
         super().__init__()
@@ -46,6 +40,3 @@ class CompareReportScreen(ModalScreen[str | None]):
     def _submit(self, event: Input.Submitted) -> None:
         if event.value.strip():
             self.dismiss(event.value.strip())
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
+
+from glowviz.screens.dialog import Dialog
 
 #: tab id -> the export view that draws it
 TAB_EXPORTS = {
@@ -52,12 +52,9 @@ def default_path(model: str, view: str, tag: str, fmt: str) -> str:
     return str(Path("glowviz-exports") / f"{Path(model).stem}-{view}-{tag}.{fmt}")
 
 
-class ExportScreen(ModalScreen[ExportRequest | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel")]
+class ExportScreen(Dialog[ExportRequest]):
     DEFAULT_CSS = """
-    ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 84; max-width: 98%; height: auto;
-                              border: thick $primary; background: $surface; padding: 0 1; }
+    ExportScreen > Vertical { width: 84; max-width: 98%; }
     ExportScreen Horizontal { height: auto; }
     ExportScreen Select { width: 1fr; }
     ExportScreen Label.field { width: 8; padding: 1 0 0 0; }
@@ -137,7 +134,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
         self.dismiss(ExportRequest(self.view, self.fmt, self.theme_name, path, self.stage))
 
     @on(Button.Pressed, "#export-cancel")
-    def action_cancel(self) -> None:
+    def _cancel(self) -> None:
         self.dismiss(None)
 
 

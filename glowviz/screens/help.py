@@ -11,6 +11,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from glowviz import keymap
+
 
 def key_display(app, key: str, binding: Binding) -> str:
     """How the footer shows a key (`?`, `/`, `+`, `ctrl+o`), never its name (`question_mark`)."""
@@ -78,7 +80,7 @@ def binding_groups(app) -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
+    BINDINGS = keymap.bindings("HelpScreen")
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 90; height: 90%; border: thick $primary;

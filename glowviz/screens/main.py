@@ -18,6 +18,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, ProgressBar, TabbedContent, TabPane
 
+from glowviz import keymap
 from glowviz.session import CompileSession, StageRecord
 from glowviz.widgets.debugger_view import DebuggerView
 from glowviz.widgets.diff_view import DiffView
@@ -59,19 +60,8 @@ class MainScreen(Screen):
         *sorted(str(p) for p in _WIDGETS.glob("*.tcss")),
     ]
     BINDINGS = [
-        Binding("n", "step_stage(1)", "Next stage", id="stage.next"),
-        Binding("p", "step_stage(-1)", "Prev stage", id="stage.prev"),
-        Binding(
-            "right_square_bracket", "step_stage(1)", "Next stage", show=False, id="stage.next2"
-        ),
-        Binding(
-            "left_square_bracket", "step_stage(-1)", "Prev stage", show=False, id="stage.prev2"
-        ),
-        Binding("u", "toggle_unchanged", "Hide unchanged", show=False, id="stage.hide_unchanged"),
-        Binding("ctrl+f", "focus_filter", "Filter passes", show=False, id="stage.filter"),
-        Binding("ctrl+o", "open_model", "Open model", show=False, id="app.open"),
-        Binding("ctrl+e", "export", "Export", show=False, id="app.export"),
-        Binding("ctrl+b", "toggle_pipeline", "Hide/show pipeline", show=False, id="app.pipeline"),
+        *keymap.bindings("MainScreen"),
+        # 1..N show the views, in the order of VIEWS.
         *[
             Binding(str(k + 1), f"show_view('{v[0]}')", v[1], show=False, id=f"view.{v[0]}")
             for k, v in enumerate(VIEWS)

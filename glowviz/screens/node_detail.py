@@ -6,10 +6,11 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from glowviz import keymap
 
 
 def detail_renderable(d: dict) -> Table:
@@ -38,7 +39,7 @@ def detail_renderable(d: dict) -> Table:
 
 
 class NodeDetailScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close", id="node.close")]
+    BINDINGS = keymap.bindings("NodeDetailScreen")
     DEFAULT_CSS = """
     NodeDetailScreen { align: center middle; }
     NodeDetailScreen > VerticalScroll { width: 100; max-height: 80%; height: auto;

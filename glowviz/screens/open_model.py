@@ -6,12 +6,11 @@ from pathlib import Path
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 
 from glowviz import resources
+from glowviz.screens.dialog import Dialog
 
 
 def sample_models() -> list[str]:
@@ -22,12 +21,9 @@ def sample_models() -> list[str]:
     )
 
 
-class OpenModelScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="open.cancel")]
+class OpenModelScreen(Dialog[str]):
     DEFAULT_CSS = """
-    OpenModelScreen { align: center middle; }
-    OpenModelScreen > Vertical { width: 80; height: auto; max-height: 80%;
-                                 border: thick $primary; background: $surface; padding: 0 1; }
+    OpenModelScreen > Vertical { max-height: 80%; }
     OpenModelScreen OptionList { height: auto; max-height: 12; }
     """
 
@@ -45,6 +41,3 @@ class OpenModelScreen(ModalScreen[str | None]):
     @on(OptionList.OptionSelected, "#open-samples")
     def _pick(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(str(event.option.prompt))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

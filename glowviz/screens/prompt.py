@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from glowviz.screens.dialog import Dialog
 
-class PromptScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
-    DEFAULT_CSS = """
-    PromptScreen { align: center middle; }
-    PromptScreen > Vertical { width: 80; max-width: 95%; height: auto;
-                              border: thick $primary; background: $surface; padding: 0 1; }
-    PromptScreen .hint { color: $text-muted; }
-    """
 
+class PromptScreen(Dialog[str]):
     def __init__(self, title: str, value: str = "", hint: str = "") -> None:
         super().__init__()
         self.title_text, self.value, self.hint = title, value, hint
@@ -36,6 +28,3 @@ class PromptScreen(ModalScreen[str | None]):
     @on(Input.Submitted, "#prompt-input")
     def _submit(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

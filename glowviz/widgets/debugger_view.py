@@ -20,13 +20,12 @@ from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import Static
 
 from compiler.lir.instructions import MARKER_KINDS
+from glowviz import keymap
 from glowviz.session import (
     CompileSession,
     Debugger,
@@ -53,35 +52,8 @@ SLICE_ROWS = 8
 
 
 class DebuggerView(StageView):
-    BINDINGS = [
-        Binding("s", "step", "Step", id="debug.step"),
-        Binding("n", "next", "Next", id="debug.next"),
-        Binding("c", "cont", "Continue", id="debug.continue"),
-        Binding("b", "toggle_breakpoint", "Breakpoint", id="debug.breakpoint"),
-        Binding("d", "divergence", "To divergence", id="debug.divergence"),
-        Binding("p", "watch", "Print/watch", id="debug.watch"),
-        Binding("i", "cycle_mode", "Values/IR/asm", show=False, id="debug.code"),
-        Binding("v", "pick_slice", "Slice", show=False, id="debug.slice"),
-        Binding("W", "slice_worst", "Slice at worst", show=False, id="debug.worst"),
-        Binding("T", "set_tolerance", "Tolerance", show=False, id="debug.tolerance"),
-        Binding("r", "restart", "Restart", show=False, id="debug.restart"),
-        Binding(
-            "right_square_bracket",
-            "screen.step_stage(1)",
-            "Stage",
-            key_display="]",
-            show=False,
-            id="debug.stage_next",
-        ),
-        Binding(
-            "left_square_bracket",
-            "screen.step_stage(-1)",
-            "Stage",
-            key_display="[",
-            show=False,
-            id="debug.stage_prev",
-        ),
-    ]
+    CLEARED = ("debug-status", "debug-operands")
+    BINDINGS = keymap.bindings("DebuggerView")
 
     class Prompt(Message):
         """Ask the screen for a line of text; `callback(text)` gets the answer."""
@@ -132,12 +104,6 @@ class DebuggerView(StageView):
         super().reset()
         self.dbg, self._marks = None, {}
         self.slice_name = self.slice_axes = self.slice_index = None
-        self.query_one(VirtualTable).clear()
-        self.query_one("#debug-status", Static).update("")
-        self.query_one("#debug-operands", Static).update("")
-
-    def focus_target(self) -> Widget | None:
-        return self.query_one(VirtualTable)
 
     def show(self, session: CompileSession, index: int | None = None) -> None:
         if session is self.session and self.dbg is not None:

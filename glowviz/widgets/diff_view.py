@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from glowviz import keymap
 from glowviz.diff import GraphDiff, Rewrite, SideBySideRow, inline_changes
 from glowviz.session import CompileSession
 from glowviz.widgets.stage_view import StageView
@@ -32,18 +32,8 @@ class RewriteStrip(Static, can_focus=True):
 
 
 class DiffView(StageView):
-    BINDINGS = [
-        Binding("left", "rewrite(-1)", "Prev rewrite", key_display="←", id="diff.prev_rewrite"),
-        Binding("right", "rewrite(1)", "Next rewrite", key_display="→", id="diff.next_rewrite"),
-        Binding("up", "screen.step_stage(-1)", "Prev pass", show=False, id="diff.prev_pass"),
-        Binding("down", "screen.step_stage(1)", "Next pass", show=False, id="diff.next_pass"),
-        Binding("pagedown,j", "scroll_ir(1)", "Scroll IR", show=False, id="diff.scroll_down"),
-        Binding("pageup,k", "scroll_ir(-1)", "Scroll IR up", show=False, id="diff.scroll_up"),
-        Binding("shift+right", "shift_ir(16)", "Shift right", show=False, id="diff.shift_r"),
-        Binding("shift+left", "shift_ir(-16)", "Shift left", show=False, id="diff.shift_l"),
-        Binding("f", "toggle_full", "Full/context", id="diff.full"),
-        Binding("a", "pin_base", "Pin base", show=False, id="diff.pin"),
-    ]
+    CLEARED = ("diff-summary", "diff-rewrite")
+    BINDINGS = keymap.bindings("DiffView")
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -64,9 +54,6 @@ class DiffView(StageView):
     def reset(self) -> None:
         super().reset()
         self.current, self.pair, self.rewrites, self.rewrite = None, None, [], 0
-        self.query_one("#diff-summary", Static).update("")
-        self.query_one("#diff-rewrite", Static).update("")
-        self.query_one(VirtualTable).clear()
 
     def focus_target(self) -> Widget | None:
         return self.query_one(RewriteStrip)

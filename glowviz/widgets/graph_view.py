@@ -15,13 +15,12 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from glowviz import themes
+from glowviz import keymap, themes
 from glowviz.session import CompileSession
 from glowviz.widgets.graph_canvas import GraphCanvas, minimap
 from glowviz.widgets.graph_fold import LEVELS, Folded, fold_graph
@@ -44,17 +43,8 @@ FOLD_ABOVE = 80
 
 
 class GraphView(StageView):
-    BINDINGS = [
-        Binding("slash", "search", "Search", key_display="/", id="graph.search"),
-        Binding("w", "toggle_whole", "Whole graph", id="graph.whole"),
-        Binding("plus,equals_sign", "zoom(1)", "Zoom/wider", key_display="+", id="graph.plus"),
-        Binding("minus", "zoom(-1)", "Zoom out/narrower", key_display="-", id="graph.minus"),
-        Binding("f", "toggle_fold", "Fold repeats", show=False, id="graph.fold"),
-        Binding("e", "expand_group", "Open group", show=False, id="graph.expand"),
-        Binding("j", "walk(1)", "Next node", show=False, id="graph.next_node"),
-        Binding("k", "walk(-1)", "Prev node", show=False, id="graph.prev_node"),
-        Binding("c", "centre", "Centre", show=False, id="graph.centre"),
-    ]
+    CLEARED = ("graph-info", "graph-neigh", "graph-minimap")
+    BINDINGS = keymap.bindings("GraphView")
 
     class NodeOpened(Message):
         def __init__(self, name: str) -> None:
@@ -109,11 +99,7 @@ class GraphView(StageView):
         self.rows, self._shown_session, self.selected_node = [], None, None
         self.folded, self.drawing, self._layout_key = None, None, None
         self.expanded = set()
-        self.query_one("#graph-table", NodeList).clear()
-        self.query_one("#graph-info", Static).update("")
-        self.query_one("#graph-neigh", Static).update("")
         self.query_one(GraphCanvas).set_drawing(None)
-        self.query_one("#graph-minimap", Static).update("")
 
     def focus_target(self) -> Widget | None:
         return self.query_one(GraphCanvas) if self.whole else self.query_one(NodeList)

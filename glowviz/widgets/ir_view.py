@@ -11,11 +11,11 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static, TextArea
 from textual.widgets.text_area import TextAreaTheme
 
+from glowviz import keymap
 from glowviz.session import CompileSession
 from glowviz.widgets.stage_view import StageView
 
@@ -74,10 +74,7 @@ class IRTextArea(TextArea):
     (`g` or Enter) and back (Backspace): its own bindings, because TextArea's own Backspace
     (delete left) would otherwise swallow the key even when read-only."""
 
-    BINDINGS = [
-        Binding("g,enter", "goto_definition", "Go to def", show=False),
-        Binding("backspace", "go_back", "Back", show=False),
-    ]
+    BINDINGS = keymap.bindings("IRTextArea")
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -179,11 +176,8 @@ def word_at(line: str, col: int) -> str | None:
 
 
 class IRView(StageView):
-    BINDINGS = [
-        Binding("g", "goto_definition", "Go to def", id="ir.goto"),
-        Binding("enter", "goto_definition", "Go to def", show=False, id="ir.goto2"),
-        Binding("backspace", "go_back", "Back", id="ir.back"),
-    ]
+    CLEARED = ("ir-info",)
+    BINDINGS = keymap.bindings("IRView")
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -197,7 +191,6 @@ class IRView(StageView):
         super().reset()
         self.text = ""
         self.query_one(IRTextArea).load_text("")
-        self.query_one("#ir-info", Static).update("")
 
     def focus_target(self) -> Widget | None:
         return self.query_one(IRTextArea)

@@ -9,13 +9,10 @@ from collections.abc import Callable
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import Static
 
 from compiler.memory.report import MemoryReport, ReportBuffer
-from glowviz import themes
+from glowviz import keymap, themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour, span_bar
 from glowviz.widgets.stage_view import StageView
@@ -62,12 +59,8 @@ def load_plan(
 
 
 class LifetimesView(StageView):
-    BINDINGS = [Binding("o", "cycle_sort", "Sort", id="lifetimes.sort")]
-
-    class BufferSelected(Message):
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
+    CLEARED = ("lifetimes-info", "lifetimes-detail")
+    BINDINGS = keymap.bindings("LifetimesView")
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -85,12 +78,6 @@ class LifetimesView(StageView):
     def reset(self) -> None:
         super().reset()
         self.report, self.buffers, self.n = None, (), 0
-        self.query_one("#lifetimes-info", Static).update("")
-        self.query_one("#lifetimes-detail", Static).update("")
-        self.query_one(VirtualTable).clear()
-
-    def focus_target(self) -> Widget | None:
-        return self.query_one(VirtualTable)
 
     def show(self, session: CompileSession, index: int) -> None:
         self.session, self.index = session, index
@@ -182,7 +169,6 @@ class LifetimesView(StageView):
             return
         self.selected = event.key
         self._card(event.key)
-        self.post_message(self.BufferSelected(event.key))
 
     def _card(self, name: str | None) -> None:
         b = self.report.buffer(name) if self.report is not None and name else None

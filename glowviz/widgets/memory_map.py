@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
 from compiler.memory.report import MemoryReport, ReportBuffer
+from glowviz import keymap
 from glowviz.session import fmt_bytes
 from glowviz.widgets.bars import colour
 
@@ -109,18 +109,7 @@ def draw_map(
 class MemoryMap(Widget, can_focus=True):
     """The map of one plan, with a keyboard cursor, zoom and pan (see the module docstring)."""
 
-    BINDINGS = [
-        Binding("left", "move(-1, 0)", "Left", show=False),
-        Binding("right", "move(1, 0)", "Right", show=False),
-        Binding("up", "move(0, -1)", "Up", show=False),
-        Binding("down", "move(0, 1)", "Down", show=False),
-        Binding("shift+left", "move(-8, 0)", "Left x8", show=False),
-        Binding("shift+right", "move(8, 0)", "Right x8", show=False),
-        Binding("plus,equals_sign", "zoom(0.5)", "Zoom in", key_display="+", id="map.zoom_in"),
-        Binding("minus", "zoom(2)", "Zoom out", key_display="-", id="map.zoom_out"),
-        Binding("0", "zoom_reset", "Whole map", show=False, id="map.zoom_reset"),
-        Binding("enter", "select", "Select buffer", show=False),
-    ]
+    BINDINGS = keymap.bindings("MemoryMap")
 
     class BufferUnderCursor(Message):
         """The cursor moved onto another buffer (None: free space)."""

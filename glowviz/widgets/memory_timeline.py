@@ -10,22 +10,16 @@ from typing import Any
 
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
+from glowviz import keymap
 from glowviz.session import fmt_bytes
 from glowviz.widgets.bars import SPARKS
 
 
 class MemoryTimeline(Widget, can_focus=True):
-    BINDINGS = [
-        Binding("left", "move(-1)", "Prev point", show=False),
-        Binding("right", "move(1)", "Next point", show=False),
-        Binding("home", "move_to(0)", "First point", show=False),
-        Binding("end", "move_to(-1)", "Last point", show=False),
-        Binding("enter", "choose", "Go to pass", id="timeline.go"),
-    ]
+    BINDINGS = keymap.bindings("MemoryTimeline")
 
     class PassChosen(Message):
         """Go to the pass of a timeline point (a stage index)."""

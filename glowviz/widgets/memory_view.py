@@ -20,7 +20,6 @@ from typing import Any
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
@@ -29,7 +28,7 @@ from textual.widgets import DataTable, Static
 from compiler.memory.allocators import allocator_names
 from compiler.memory.report import MemoryReport
 from compiler.scheduling import SCHEDULERS
-from glowviz import themes
+from glowviz import keymap, themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour
 from glowviz.widgets.lifetimes_view import buffer_card, load_plan, report_label
@@ -72,21 +71,8 @@ def certificate_text(report: MemoryReport, st: Styles) -> Text:
 
 
 class MemoryView(StageView):
-    BINDINGS = [
-        Binding("s", "cycle_sort", "Sort", id="memory.sort"),
-        Binding("l", "toggle_live", "Peak/all", id="memory.live"),
-        Binding("t", "focus_timeline", "Timeline", show=False, id="memory.timeline"),
-        Binding("m", "focus_map", "Map", show=False, id="memory.map"),
-        Binding("A", "cycle_allocator", "Compare allocator", show=False, id="memory.allocator"),
-        Binding("S", "cycle_scheduler", "Compare scheduler", show=False, id="memory.scheduler"),
-        Binding("o", "open_report", "Compare with report", show=False, id="memory.open_report"),
-        Binding("x", "close_compare", "Close comparison", show=False, id="memory.close_compare"),
-    ]
-
-    class BufferSelected(Message):
-        def __init__(self, name: str) -> None:
-            super().__init__()
-            self.name = name
+    CLEARED = ("memory-figures", "memory-detail", "memory-table-title")
+    BINDINGS = keymap.bindings("MemoryView")
 
     class ReportRequested(Message):
         """Ask the screen for a second report to compare with (`last`: the previous answer);
@@ -168,10 +154,6 @@ class MemoryView(StageView):
         self.timeline_rows, self._timeline_session = None, None
         self.query_one(MemoryTimeline).clear()
         self.query_one(MemoryMap).set_report(None, self._palette())
-        self.query_one("#memory-figures", Static).update("")
-        self.query_one("#memory-detail", Static).update("")
-        self.query_one("#memory-table-title", Static).update("")
-        self.query_one("#memory-table", VirtualTable).clear()
 
     def focus_target(self) -> Widget | None:
         return self.query_one("#memory-table", VirtualTable)
@@ -333,7 +315,6 @@ class MemoryView(StageView):
         self.selected = event.key
         self._card(event.key)
         self.query_one(MemoryMap).focus_buffer(event.key)
-        self.post_message(self.BufferSelected(event.key))
 
     @on(MemoryMap.BufferUnderCursor)
     def _under_cursor(self, event: MemoryMap.BufferUnderCursor) -> None:

@@ -17,12 +17,11 @@ import numpy as np
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from glowviz import themes
+from glowviz import keymap, themes
 from glowviz.session import CompileSession
 from glowviz.session.quant import FLOAT_BAND, Histogram, QuantAnalysis, band
 from glowviz.widgets.graph_layout import LayoutError, render_neighbourhood
@@ -84,13 +83,7 @@ def histogram_text(h: Histogram, colour: str, width: int = HIST_WIDTH) -> Text:
 
 
 class QuantView(StageView):
-    BINDINGS = [
-        Binding("f", "toggle_float", "Mark float (what-if)", id="quant.float"),
-        Binding("r", "reset_float", "Reset what-if", show=False, id="quant.reset"),
-        Binding("j", "first_below", "First under threshold", id="quant.first"),
-        Binding("plus", "threshold(5)", "Threshold +5 dB", show=False, id="quant.threshold_up"),
-        Binding("minus", "threshold(-5)", "Threshold -5 dB", show=False, id="quant.threshold_dn"),
-    ]
+    BINDINGS = keymap.bindings("QuantView")
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)

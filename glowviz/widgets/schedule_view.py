@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widget import Widget
 from textual.widgets import Static
 
 from compiler.scheduling import Schedule
@@ -23,6 +22,8 @@ from glowviz.widgets.virtual_table import Column, VirtualTable
 
 
 class ScheduleView(StageView):
+    CLEARED = ("schedule-info", "schedule-curve")
+
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         #: What is drawn: the primary order first, then the one beside it.
@@ -36,12 +37,6 @@ class ScheduleView(StageView):
     def reset(self) -> None:
         super().reset()
         self.schedules = []
-        self.query_one("#schedule-info", Static).update("")
-        self.query_one("#schedule-curve", Static).update("")
-        self.query_one(VirtualTable).clear()
-
-    def focus_target(self) -> Widget | None:
-        return self.query_one(VirtualTable)
 
     def show(self, session: CompileSession, index: int) -> None:
         self.session, self.index = session, index

@@ -10,12 +10,17 @@ from typing import Any
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widget import Widget
+from textual.widgets import Static
 
 from glowviz.session import CompileSession
+from glowviz.widgets.virtual_table import VirtualTable
 
 
 class StageView(Vertical):
     """A view of the selected stage."""
+
+    #: Ids of the Statics a new compile blanks (`reset` also clears every table of the view).
+    CLEARED: tuple[str, ...] = ()
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -29,10 +34,16 @@ class StageView(Vertical):
     def reset(self) -> None:
         """A new compile starts: forget the old one's data (nothing of it may stay drawn)."""
         self.session, self.index, self._want = None, None, None
+        for wid in self.CLEARED:
+            self.query_one(f"#{wid}", Static).update("")
+        for table in self.query(VirtualTable):
+            table.clear()
 
     def focus_target(self) -> Widget | None:
-        """The widget that takes the keys when the view is shown (None: the first focusable)."""
-        return None
+        """The widget that takes the keys when the view is shown: by default the view's first
+        table (None: the first focusable widget)."""
+        tables = self.query(VirtualTable)
+        return tables.first() if tables else None
 
     def stage_label(self, session: CompileSession, index: int) -> Text:
         """`stage 12 graph-opt/cse` — every view's header names the stage it shows."""

@@ -18,11 +18,12 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from glowviz import keymap
 
 Cell = str | Text
 
@@ -43,15 +44,7 @@ class VirtualTable(ScrollView, can_focus=True):
     CURSOR_CLASS = "virtual-table--cursor"
     COMPONENT_CLASSES = {"virtual-table--header", "virtual-table--cursor"}
 
-    BINDINGS = [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home", "first", "First", show=False),
-        Binding("end", "last", "Last", show=False),
-        Binding("enter", "select_cursor", "Select", show=False),
-    ]
+    BINDINGS = keymap.bindings("VirtualTable")
 
     class _RowMessage(Message):
         def __init__(self, table: VirtualTable, cursor_row: int, key: str | None) -> None:

@@ -1,8 +1,10 @@
-"""Integer Div never traps (issue 11 item 4): both executors, one call and stepping.
+"""Integer Div and Mod never trap (issue 11 item 4): both executors, one call and stepping.
 
-A zero divisor is an ExecutionError, as ONNX Runtime reports it ("Integer division by zero");
-a constant zero divisor is refused when the model is imported; INT_MIN / -1 wraps to INT_MIN,
-numpy's answer (ONNX Runtime itself dies of SIGFPE there, so numpy is the reference).
+A zero divisor is an ExecutionError, as ONNX Runtime reports it ("Integer division by zero",
+"Integer modulo by zero", for Mod with fmod 0 and 1 and every integer type); a constant zero
+divisor is refused when the model is imported; INT_MIN / -1 wraps to INT_MIN, numpy's answer
+(ONNX Runtime itself dies of SIGFPE there, so numpy is the reference); INT_MIN % -1 is 0, as in
+ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ from compiler.executors import make_executor
 from compiler.pipeline import compile_model
 
 EXECUTORS = ("interpreter", "llvm")
-DTYPES = {np.int32: TensorProto.INT32, np.int64: TensorProto.INT64}
+DTYPES = {
+    np.int32: TensorProto.INT32,
+    np.int64: TensorProto.INT64,
+    np.uint8: TensorProto.UINT8,
+    np.int8: TensorProto.INT8,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -26,8 +33,10 @@ def _cache(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "llvm-cache"))
 
 
-def _div_model(dt: type, n: int, divisor: np.ndarray | None = None) -> onnx.ModelProto:
-    """y = a / b; b is an initializer when `divisor` is given, else a graph input."""
+def _div_model(
+    dt: type, n: int, divisor: np.ndarray | None = None, op: str = "Div", **attrs: int
+) -> onnx.ModelProto:
+    """y = a / b (or `op`); b is an initializer when `divisor` is given, else a graph input."""
     et = DTYPES[dt]
     ins = [helper.make_tensor_value_info("a", et, [n])]
     inits = []
@@ -36,7 +45,7 @@ def _div_model(dt: type, n: int, divisor: np.ndarray | None = None) -> onnx.Mode
     else:
         inits.append(numpy_helper.from_array(divisor.astype(dt), "b"))
     g = helper.make_graph(
-        [helper.make_node("Div", ["a", "b"], ["y"], name="div")],
+        [helper.make_node(op, ["a", "b"], ["y"], name=op.lower(), **attrs)],
         "g",
         ins,
         [helper.make_tensor_value_info("y", et, [n])],
@@ -53,7 +62,7 @@ def _truncating_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("dt", [np.int32, np.int64])
 def test_int_min_by_minus_one_wraps_and_signs_truncate(executor: str, dt: type) -> None:
     lo = np.iinfo(dt).min
     a = np.array([lo, lo, 7, -7, 7, -7, lo + 1, 0, 5], dt)
@@ -100,3 +109,70 @@ def test_constant_float_zero_divisor_is_not_refused() -> None:
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     out = make_executor(compile_model(m), "llvm").run({"a": np.array([1, -1], np.float32)})
     np.testing.assert_array_equal(out["y"], [np.inf, -np.inf])
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4  # its own report of the error is the exception we check
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dt", list(DTYPES))
+def test_mod_signs_and_int_min_by_minus_one_equal_onnxruntime(
+    executor: str, fmod: int, dt: type
+) -> None:
+    info = np.iinfo(dt)
+    if info.min < 0:
+        a = np.array([info.min, info.min, 7, -7, 7, -7, info.max, 0, 5], dt)
+        b = np.array([-1, 3, 2, 2, -2, -2, -1, -3, 7], dt)
+    else:
+        a = np.array([info.max, 7, 0, 5, 200], dt)
+        b = np.array([1, 2, 3, 7, 9], dt)
+    m = _div_model(dt, len(a), op="Mod", fmod=fmod)
+    got = make_executor(compile_model(m), executor).run({"a": a, "b": b})["y"]
+    np.testing.assert_array_equal(got, _ort(m, {"a": a, "b": b}))
+    assert got.dtype == np.dtype(dt)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dt", [np.int64, np.uint8])
+def test_mod_by_zero_is_an_error_as_in_onnxruntime(executor: str, fmod: int, dt: type) -> None:
+    m = _div_model(dt, 3, op="Mod", fmod=fmod)
+    feeds = {"a": np.array([5, 6, 7], dt), "b": np.array([2, 0, 3], dt)}
+    with pytest.raises(Exception, match="modulo by zero"):
+        _ort(m, feeds)
+    ex = make_executor(compile_model(m), executor)
+    with pytest.raises(ExecutionError, match="integer modulo by zero"):
+        ex.run(feeds)
+    got = ex.run({"a": feeds["a"], "b": np.array([2, 4, 3], dt)})["y"]
+    np.testing.assert_array_equal(got, [1, 2, 1])
+
+
+def test_stepping_names_the_mod_instruction() -> None:
+    ex = LLVMExecutor(*_lir_and_plan(compile_model(_div_model(np.int32, 3, op="Mod"))))
+    ex.reset({"a": np.ones(3, np.int32), "b": np.array([1, 0, 1], np.int32)})
+    with pytest.raises(ExecutionError, match=r"integer modulo by zero in %\S+ \(mod\)"):
+        while not ex.done:
+            ex.step()
+
+
+def test_constant_zero_mod_divisor_is_refused_at_compile_time() -> None:
+    with pytest.raises(InvalidModelError, match="node 'mod'.*integer modulo by zero.*'b' is 0"):
+        compile_model(_div_model(np.int32, 3, np.array([3, 0, 1]), op="Mod", fmod=1))
+
+
+def test_float_mod_by_zero_is_nan_as_in_onnxruntime() -> None:
+    m = _div_model(np.int32, 3, op="Mod", fmod=1)
+    for v in (*m.graph.input, *m.graph.output):
+        v.type.tensor_type.elem_type = TensorProto.FLOAT
+    feeds = {"a": np.array([7, -7, 5], np.float32), "b": np.array([0, 0, 2], np.float32)}
+    want = _ort(m, feeds)
+    for executor in EXECUTORS:
+        got = make_executor(compile_model(m), executor).run(feeds)["y"]
+        np.testing.assert_array_equal(got, want)

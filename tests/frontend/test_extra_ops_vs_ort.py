@@ -346,19 +346,23 @@ CONV3D = list(itertools.product([1, 2], [0, 1], [1, 2], [1, 2], [1, 3]))
 
 @pytest.mark.parametrize("stride, pad, dilation, group, kd", CONV3D)
 def test_conv3d(stride: int, pad: int, dilation: int, group: int, kd: int) -> None:
-    x = _values(np.float32, (2, 4, 6, 5, 7))
-    w = _values(np.float32, (6, 4 // group, kd, 3, 2))
-    b = _values(np.float32, (6,))
-    node = helper.make_node(
+    _check_conv3d(
         "Conv",
-        ["x", "w", "b"],
-        ["y"],
+        (2, 4, 6, 5, 7),
+        (6, 4 // group, kd, 3, 2),
         strides=[stride, 1, stride],
         pads=[pad, 1, 0, pad + 1, 0, pad],
         dilations=[dilation, dilation, 1],
         group=group,
     )
-    check_paths(model_of([node], {"x": x}, ["y"], 13, {"w": w, "b": b}), {"x": x}, 1e-4, 1e-4)
+
+
+def _check_conv3d(op: str, x_shape: tuple[int, ...], w_shape: tuple[int, ...], **attrs) -> None:
+    """`op` (Conv or ConvTranspose) with 6 output channels and a bias, against onnxruntime."""
+    x = _values(np.float32, x_shape)
+    consts = {"w": _values(np.float32, w_shape), "b": _values(np.float32, (6,))}
+    node = helper.make_node(op, ["x", "w", "b"], ["y"], **attrs)
+    check_paths(model_of([node], {"x": x}, ["y"], 13, consts), {"x": x}, 1e-4, 1e-4)
 
 
 # onnxruntime wants output_padding smaller than the stride: those combinations are left out.
@@ -371,20 +375,16 @@ CONVT3D = [
 def test_conv_transpose3d(
     stride: int, pad: int, dilation: int, group: int, kd: int, outpad: int
 ) -> None:
-    x = _values(np.float32, (1, 4, 3, 4, 5))
-    w = _values(np.float32, (4, 6 // group, kd, 2, 3))
-    b = _values(np.float32, (6,))
-    node = helper.make_node(
+    _check_conv3d(
         "ConvTranspose",
-        ["x", "w", "b"],
-        ["y"],
+        (1, 4, 3, 4, 5),
+        (4, 6 // group, kd, 2, 3),
         strides=[stride, 2, 1],
         pads=[pad, 0, 1, 0, pad, 1],
         dilations=[dilation, 1, 1],
         output_padding=[outpad, 0, 0],
         group=group,
     )
-    check_paths(model_of([node], {"x": x}, ["y"], 13, {"w": w, "b": b}), {"x": x}, 1e-4, 1e-4)
 
 
 # -- MaxPool's Indices -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ from compiler.backends.interpreter.graph_interpreter import run_graph
 from compiler.errors import CompilerError, ShapeError, UnsupportedError
 from compiler.frontend import import_onnx
 from compiler.graph import parse_module, print_module, verify_module
+from sample_models.generate import MODELS as SAMPLE_BUILDERS
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_models"
@@ -23,15 +24,8 @@ I64 = TensorProto.INT64
 
 # -- sample and exported models -------------------------------------------------------------------
 
-SAMPLE_NAMES = [
-    "mlp",
-    "mlp_opset9",
-    "lenet",
-    "resnet_small",
-    "mobilenet_small",
-    "transformer_block",
-    "unet_small",
-]
+#: Every committed sample model (tests/test_sample_models_onnxruntime.py guards the list).
+SAMPLE_NAMES = list(SAMPLE_BUILDERS)
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)

@@ -64,29 +64,37 @@ def test_raw_data_length_must_match_shape(delta: int) -> None:
     assert "initializer 'b'" in msg and f"holds {64 + delta} bytes" in msg and "needs 64" in msg
 
 
-def test_typed_field_count_must_match_shape() -> None:
+def _typed(field: str, values: list[float], keep_raw: bool = False) -> onnx.TensorProto:
+    """The 4x4 weights with `values` in the typed `field`, their raw_data cleared or kept."""
     b = _weights()
-    b.ClearField("raw_data")
-    b.float_data.extend([1.0] * 17)
-    assert "float_data holds 17 values" in _refusal(_matmul_model(b))
-    b.ClearField("float_data")
-    assert "holds no data" in _refusal(_matmul_model(b))
+    if not keep_raw:
+        b.ClearField("raw_data")
+    getattr(b, field).extend(values)
+    return b
 
 
-def test_data_in_the_wrong_field_or_twice() -> None:
+def _dims(*dims: int) -> onnx.TensorProto:
     b = _weights()
-    b.int64_data.extend([1] * 16)
-    assert "both raw_data and int64_data" in _refusal(_matmul_model(b))
-    b.ClearField("raw_data")
-    assert "stored in int64_data" in _refusal(_matmul_model(b))
+    b.dims[:] = dims
+    return b
 
 
-def test_negative_and_huge_initializer_dims() -> None:
-    b = _weights()
-    b.dims[:] = [4, -4]
-    assert "dim 1 is -4" in _refusal(_matmul_model(b))
-    b.dims[:] = [1 << 40, 4]
-    assert "above the largest supported dim" in _refusal(_matmul_model(b))
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        (_typed("float_data", [1.0] * 17), "float_data holds 17 values"),
+        (_typed("float_data", []), "holds no data"),
+        (_typed("int64_data", [1] * 16, keep_raw=True), "both raw_data and int64_data"),
+        (_typed("int64_data", [1] * 16), "stored in int64_data"),
+        (_dims(4, -4), "dim 1 is -4"),
+        (_dims(1 << 40, 4), "above the largest supported dim"),
+    ],
+    ids=["count", "no-data", "twice", "wrong-field", "negative-dim", "huge-dim"],
+)
+def test_initializer_data_must_match_its_type_and_shape(
+    weights: onnx.TensorProto, message: str
+) -> None:
+    assert message in _refusal(_matmul_model(weights))
 
 
 def test_scalar_or_bool_where_a_matrix_is_expected() -> None:

@@ -21,13 +21,15 @@ SIZE = (160, 50)
 
 
 def _write_report_without_buffer_sharing(path: Path) -> dict:
-    from compiler.memory.report import memory_report
+    from compiler.memory.report import MemoryReport
     from compiler.pipeline import CompileOptions, compile_model
     from glowviz.cli.mem_cmd import write_json
 
     opts = CompileOptions(disabled_passes=frozenset({"buffer-sharing"}))
     result = compile_model(str(MODEL), opts)
-    report = memory_report(result.plan, result.lir, str(MODEL), opts.scheduler, opts.allocator)
+    report = MemoryReport.from_plan(
+        result.plan, result.lir, str(MODEL), opts.scheduler, opts.allocator
+    ).to_json()
     write_json(path, report)
     return report
 

@@ -11,6 +11,7 @@ import pytest
 from compiler.errors import ParseError, ShapeError, VerifyError
 from compiler.graph import Module, parse_module, print_module, verify_module
 from compiler.graph.types import ElemKind, TensorType, broadcast_shapes, f32
+from tests.roundtrip import assert_round_trips
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -46,12 +47,8 @@ def test_types_text_and_sizes():
 def test_round_trip_and_verify():
     m = small_module()
     verify_module(m)
-    text = print_module(m)
-    assert print_module(parse_module(text)) == text
-    full = print_module(m, with_data=True)
-    m2 = parse_module(full)
-    verify_module(m2)
-    assert print_module(m2, with_data=True) == full
+    assert_round_trips(m)
+    m2 = assert_round_trips(m, with_data=True)
     np.testing.assert_array_equal(m2.constants["w"].data, m.constants["w"].data)
 
 

@@ -7,8 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 
 from compiler.backends.interpreter.graph_interpreter import run_graph
-from compiler.graph import parse_module, print_module, verify_module
+from compiler.graph import print_module
 from tests.graph_strategies import GraphCase, graphs
+from tests.roundtrip import assert_round_trips
 
 
 @settings(max_examples=60)
@@ -16,15 +17,10 @@ from tests.graph_strategies import GraphCase, graphs
 def test_text_round_trip(case: GraphCase) -> None:
     m = case.module
     text = print_module(m)
-    back = parse_module(text)
-    verify_module(back)
-    assert print_module(back) == text
+    assert_round_trips(m)
     assert print_module(m.clone()) == text
 
-    full = print_module(m, with_data=True)
-    back = parse_module(full)
-    verify_module(back)
-    assert print_module(back, with_data=True) == full
+    back = assert_round_trips(m, with_data=True)
     for name, c in m.constants.items():
         np.testing.assert_array_equal(back.constants[name].data, c.data)
     want, got = run_graph(m, case.inputs), run_graph(back, case.inputs)

@@ -146,23 +146,18 @@ def test_erf_precision():
     assert np.isnan(erf(np.array([np.nan, 0.3]))[0])
 
 
-def test_clip():
-    x = rnd(4, 6) * 5
-    check(
-        "Clip",
-        [x],
-        {"min": -1.0, "max": 2.5},
-        onnx_attrs={},
-        consts={"lo": np.float32(-1.0), "hi": np.float32(2.5)},
-    )
-    xi = RNG.integers(-10, 10, (5,)).astype(np.int64)
-    check(
-        "Clip",
-        [xi],
-        {"min": -3.0, "max": 4.0},
-        onnx_attrs={},
-        consts={"lo": np.int64(-3), "hi": np.int64(4)},
-    )
+@pytest.mark.parametrize(
+    "x,lo,hi",
+    [
+        (rnd(4, 6) * 5, np.float32(-1.0), np.float32(2.5)),
+        (RNG.integers(-10, 10, (5,)).astype(np.int64), np.int64(-3), np.int64(4)),
+    ],
+    ids=["f32", "i64"],
+)
+def test_clip(x, lo, hi):
+    # ours takes the bounds as attributes, ONNX as the (typed) inputs min and max.
+    consts = {"lo": lo, "hi": hi}
+    check("Clip", [x], {"min": float(lo), "max": float(hi)}, onnx_attrs={}, consts=consts)
 
 
 BIN_SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 5), (3, 1)), ((1,), (2, 2)), ((), (3,))]

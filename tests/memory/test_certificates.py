@@ -30,7 +30,7 @@ from compiler.backends.interpreter.arena import run_lir
 from compiler.backends.interpreter.graph_interpreter import run_graph
 from compiler.memory import allocator_names, check_plan
 from compiler.memory.plan import plan_memory
-from compiler.memory.report import memory_report
+from compiler.memory.report import MemoryReport
 from compiler.pipeline import CompileOptions, compile_model
 from compiler.scheduling import SCHEDULERS
 
@@ -89,7 +89,9 @@ def _check_report(res, allocator: str) -> dict:
     )
     assert check_plan(plan) == []
     rep = json.loads(
-        json.dumps(memory_report(plan, res.lir, "m.onnx", "s", allocator, res.schedule))
+        json.dumps(
+            MemoryReport.from_plan(plan, res.lir, "m.onnx", "s", allocator, res.schedule).to_json()
+        )
     )
     assert not _pairs_that_overlap(rep["buffers"])
     by_name = {b["name"]: b for b in rep["buffers"]}

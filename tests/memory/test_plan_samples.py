@@ -11,7 +11,7 @@ import pytest
 
 from compiler.lir.pipeline import DEFAULT_LIR_PASSES
 from compiler.memory.plan import check_plan, plan_memory
-from compiler.memory.report import SCHEMA, MemoryReport, format_report, memory_report
+from compiler.memory.report import SCHEMA, MemoryReport, format_report
 from compiler.passes.manager import PassEvent
 from compiler.pipeline import CompileOptions, compile_model
 from glowviz.exports.render import ExportError
@@ -80,7 +80,9 @@ def test_arena_matches_graph_interpreter(path: Path) -> None:
 
 def test_report_schema() -> None:
     res = _compile(SAMPLES[0])
-    rep = memory_report(res.plan, res.lir, str(SAMPLES[0]), "child-mem-size", "lower-bound")
+    rep = MemoryReport.from_plan(
+        res.plan, res.lir, str(SAMPLES[0]), "child-mem-size", "lower-bound"
+    ).to_json()
     rep = json.loads(json.dumps(rep))
     assert rep["schema"] == SCHEMA == "glowviz.memory/1"
     for key, typ in [

@@ -1,13 +1,56 @@
-"""Helpers of the pass tests: parse IR text, fill elided constants with random data, run a pass
-with the verifier, and execute a module before/after to compare numerics."""
+"""Helpers of the pass tests: write a test module's IR text from what the test is about, parse
+it with random data for elided constants, run passes with the verifier, compare numerics before
+and after through the reference kernels, and assert the rewrite with CHECK lines."""
 
 from __future__ import annotations
+
+import dataclasses
+import textwrap
 
 import numpy as np
 
 from compiler.graph import Module, parse_module, print_module, verify_module
 from compiler.graph.ir import Constant, Placeholder
 from compiler.passes.manager import GraphPass
+from tests.filecheck import check
+
+_DECLARATIONS = ("placeholder", "constant")
+
+
+def module_ir(src: str) -> str:
+    """The text of a test module: `module @m` holding the `placeholder`/`constant` lines of `src`
+    and one `func @main` holding the other lines. A constant declared without data
+    (`constant %w : f32<4x3x3x3>`) is elided: `load` fills it with random data. A pass test
+    writes only the graph it is about; every test module has the same frame, as in MLIR tests."""
+    decls, body = [], []
+    for line in textwrap.dedent(src).strip().splitlines():
+        line = line.strip()
+        if line.startswith("constant ") and "=" not in line:
+            line += f" = elided<{line.split()[1][1:]}>"
+        if line:
+            (decls if line.split(" ", 1)[0] in _DECLARATIONS else body).append(line)
+    inner = "".join(f"  {d}\n" for d in decls) + "  func @main {\n"
+    return "module @m {\n" + inner + "".join(f"    {b}\n" for b in body) + "  }\n}\n"
+
+
+def after_conv(nodes: str) -> str:
+    """A module whose padded 3x3 Conv `%conv_3` (3 -> 4 channels, 8x8, random weights) is read
+    by `nodes`, which may use random BatchNorm parameters %gamma, %beta, %mean and %var: the
+    folding, fusion and pipeline tests start from it."""
+    return module_ir(
+        """
+    placeholder %x : f32<1x3x8x8>
+    placeholder %out : f32<1x4x8x8> output
+    constant %w : f32<4x3x3x3>
+    constant %b : f32<4>
+    constant %gamma : f32<4>
+    constant %beta : f32<4>
+    constant %mean : f32<4>
+    constant %var : f32<4>
+    %conv_3 = Conv(%x, %w, %b) {pads = [1, 1, 1, 1]} : f32<1x4x8x8>
+    """
+        + nodes
+    )
 
 
 def load(text: str, seed: int = 0) -> Module:
@@ -103,3 +146,29 @@ def check_pass(
     if numerics:
         assert_same_numerics(before, after)
     return after, changed
+
+
+@dataclasses.dataclass(frozen=True)
+class Rewritten:
+    """A module after the passes of `assert_rewrites`/`assert_unchanged`, to check its text."""
+
+    module: Module
+
+    def check(self, checks: str) -> Module:
+        """Assert the module's text satisfies the CHECK lines; returns the module."""
+        check(text(self.module), checks)
+        return self.module
+
+
+def assert_rewrites(src: str, *passes: GraphPass, numerics: bool = True) -> Rewritten:
+    """The passes change `src`, keeping its numerics (see `check_pass`)."""
+    m, changed = check_pass(src, *passes, numerics=numerics)
+    assert changed, f"no pass changed the module:\n{text(m)}"
+    return Rewritten(m)
+
+
+def assert_unchanged(src: str, *passes: GraphPass) -> Rewritten:
+    """The passes leave `src` alone: a must-not-fire case."""
+    m, changed = check_pass(src, *passes)
+    assert not changed, f"a pass changed the module:\n{text(m)}"
+    return Rewritten(m)

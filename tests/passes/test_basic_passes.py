@@ -2,42 +2,33 @@
 
 from __future__ import annotations
 
-from pass_helpers import check_pass, load, run, text
+from pass_helpers import assert_rewrites, assert_unchanged, check_pass, load, module_ir, run, text
 
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.cse import CommonSubexpressionElimination
 from compiler.passes.dce import DeadCodeElimination
 from tests.filecheck import check
 
-DCE_SRC = """
-module @m {
-  placeholder %x : f32<2x3>
-  placeholder %out : f32<2x3> output
-  constant %c : f32<3> = dense<[1.0, 2.0, 3.0]>
-  constant %unused : f32<1> = dense<[5.0]>
-  func @main {
+DCE_SRC = module_ir("""
+    placeholder %x : f32<2x3>
+    placeholder %out : f32<2x3> output
+    constant %c : f32<3> = dense<[1.0, 2.0, 3.0]>
+    constant %unused : f32<1> = dense<[5.0]>
     %dead = Add(%x, %c) : f32<2x3>
     %dead2 = Exp(%dead) : f32<2x3>
     %live = Relu(%x) : f32<2x3>
     Save(%live, %out)
-  }
-}
-"""
+""")
 
 
 def test_dce_removes_dead_chain_and_constants() -> None:
-    m, changed = check_pass(DCE_SRC, DeadCodeElimination())
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(DCE_SRC, DeadCodeElimination()).check("""
     CHECK-NOT: constant %c
     CHECK-NOT: constant %unused
     CHECK: %live = Relu(%x)
     CHECK-NEXT: Save(%live, %out)
     CHECK-NOT: Add
-    """,
-    )
+    """)
 
 
 def test_dce_keeps_everything_live() -> None:
@@ -46,18 +37,16 @@ def test_dce_keeps_everything_live() -> None:
         .replace("%live = Relu(%x)", "%live = Relu(%dead)")
         .replace("constant %unused : f32<1> = dense<[5.0]>\n", "")
     )
-    m, changed = check_pass(src, DeadCodeElimination())
-    assert not changed
-    check(text(m), "CHECK: %dead = Add\nCHECK: %live = Relu(%dead)")
+    assert_unchanged(src, DeadCodeElimination()).check(
+        "CHECK: %dead = Add\nCHECK: %live = Relu(%dead)"
+    )
 
 
-CSE_SRC = """
-module @m {
-  placeholder %x : f32<2x3>
-  placeholder %out : f32<2x3> output
-  constant %c1 : f32<3> = dense<[1.0, 2.0, 3.0]>
-  constant %c2 : f32<3> = dense<[1.0, 2.0, 3.0]>
-  func @main {
+CSE_SRC = module_ir("""
+    placeholder %x : f32<2x3>
+    placeholder %out : f32<2x3> output
+    constant %c1 : f32<3> = dense<[1.0, 2.0, 3.0]>
+    constant %c2 : f32<3> = dense<[1.0, 2.0, 3.0]>
     %a = Add(%x, %c1) : f32<2x3>
     %b = Add(%c2, %x) : f32<2x3>
     %ea = Exp(%a) : f32<2x3>
@@ -67,17 +56,11 @@ module @m {
     %l2 = LeakyRelu(%s) {alpha = 0.2} : f32<2x3>
     %r = Sub(%l1, %l2) : f32<2x3>
     Save(%r, %out)
-  }
-}
-"""
+""")
 
 
 def test_cse_merges_equal_nodes_and_constants_but_not_different_attrs() -> None:
-    m, changed = check_pass(CSE_SRC, CommonSubexpressionElimination(), DeadCodeElimination())
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(CSE_SRC, CommonSubexpressionElimination(), DeadCodeElimination()).check("""
     CHECK-NOT: constant %c2
     CHECK: %a = Add(%x, %c1)
     CHECK-NOT: %b = Add
@@ -87,8 +70,7 @@ def test_cse_merges_equal_nodes_and_constants_but_not_different_attrs() -> None:
     CHECK-DAG: %l1 = LeakyRelu(%s) {alpha = 0.1}
     CHECK-DAG: %l2 = LeakyRelu(%s) {alpha = 0.2}
     CHECK: %r = Sub(%l1, %l2)
-    """,
-    )
+    """)
 
 
 def test_cse_keeps_non_commutative_operand_order() -> None:
@@ -97,56 +79,41 @@ def test_cse_keeps_non_commutative_operand_order() -> None:
     check(text(m), "CHECK: %a = Sub(%x, %c1)\nCHECK: %b = Sub(%c1, %x)\nCHECK: %eb = Exp(%b)")
 
 
-CF_SRC = """
-module @m {
-  placeholder %x : f32<2x3>
-  placeholder %out : f32<2x3> output
-  constant %c : f32<3> = dense<[1.0, 2.0, 3.0]>
-  constant %d : f32<3> = dense<[0.5, 0.5, 0.5]>
-  func @main {
+CF_SRC = module_ir("""
+    placeholder %x : f32<2x3>
+    placeholder %out : f32<2x3> output
+    constant %c : f32<3> = dense<[1.0, 2.0, 3.0]>
+    constant %d : f32<3> = dense<[0.5, 0.5, 0.5]>
     %k = Mul(%c, %d) : f32<3>
     %k2 = Exp(%k) : f32<3>
     %y = Add(%x, %k2) : f32<2x3>
     Save(%y, %out)
-  }
-}
-"""
+""")
 
 
 def test_constant_folding_folds_chains() -> None:
-    m, changed = check_pass(CF_SRC, ConstantFolding(), DeadCodeElimination())
-    assert changed
-    check(
-        text(m),
-        """
+    m = assert_rewrites(CF_SRC, ConstantFolding(), DeadCodeElimination()).check("""
     CHECK-NOT: constant %c :
     CHECK: constant %k2_folded : f32<3> = dense<[1.64872
     CHECK: %y = Add(%x, %k2_folded)
     CHECK-NOT: Mul
-    """,
-    )
+    """)
     assert len(m.main) == 2
 
 
 def test_constant_folding_does_not_fold_non_constants_or_huge_results() -> None:
-    m, changed = check_pass(
-        CF_SRC.replace("Mul(%c, %d)", "Mul(%c, %d)"), ConstantFolding(max_elements=2)
-    )
     # %k has 3 elements > 2 but does not grow the operands (3 <= 3 + 3): still folded.
-    assert changed
-    src = """
-module @m {
-  placeholder %x : f32<2x3>
-  placeholder %out : f32<64x3> output
-  constant %c : f32<1x3> = dense<[1.0, 2.0, 3.0]>
-  func @main {
+    assert check_pass(CF_SRC, ConstantFolding(max_elements=2))[1]
+    m = load(
+        module_ir("""
+    placeholder %x : f32<2x3>
+    placeholder %out : f32<64x3> output
+    constant %c : f32<1x3> = dense<[1.0, 2.0, 3.0]>
     %big = Tile(%c) {repeats = [64, 1]} : f32<64x3>
     %y = Relu(%x) : f32<2x3>
     Save(%big, %out)
-  }
-}
-"""
-    m = load(src)
+""")
+    )
     assert not run(m, ConstantFolding(max_elements=100))
     check(text(m), "CHECK: %big = Tile(%c)\nCHECK: %y = Relu(%x)")
     assert run(m, ConstantFolding())

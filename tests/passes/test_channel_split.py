@@ -7,38 +7,30 @@ tests/memory/test_certificates.py."""
 from __future__ import annotations
 
 import pytest
-from pass_helpers import check_pass, text
+from pass_helpers import assert_rewrites, check_pass, module_ir, text
 
 from compiler.passes.channel_split import ChannelSplit
 from compiler.pipeline import CompileOptions, compile_model
-from tests.filecheck import check
 
 # A stem: conv 3->16 at 32x32 (64 KiB) read only by a 2x2/2 max-pool (16 KiB): the pool's step
-# (80 KiB) is the widest of every order; split, each half's step needs 32 + 16 KiB.
-STEM = """
-module @m {
-  placeholder %x : f32<1x3x32x32>
-  placeholder %out : f32<1x8x16x16> output
-  constant %w : f32<16x3x3x3> = elided<w>
-  constant %b : f32<16> = elided<b>
-  constant %w2 : f32<8x16x1x1> = elided<w2>
-  constant %b2 : f32<8> = elided<b2>
-  func @main {
+# (80 KiB) is the widest of every order; split, each half's step needs 32 + 16 KiB. (Constants
+# are declared where they are read; `module_ir` moves them to module scope.)
+STEM = module_ir("""
+    placeholder %x : f32<1x3x32x32>
+    placeholder %out : f32<1x8x16x16> output
+    constant %w : f32<16x3x3x3>
+    constant %b : f32<16>
     %c = Conv(%x, %w, %b) {pads = [1, 1, 1, 1], activation = "relu"} : f32<1x16x32x32>
     %p = MaxPool(%c) {kernel = [2, 2], strides = [2, 2]} : f32<1x16x16x16>
+    constant %w2 : f32<8x16x1x1>
+    constant %b2 : f32<8>
     %y = Conv(%p, %w2, %b2) : f32<1x8x16x16>
     Save(%y, %out)
-  }
-}
-"""
+""")
 
 
 def test_the_widest_conv_pool_pair_is_split_in_channel_halves() -> None:
-    m, changed = check_pass(STEM, ChannelSplit())
-    assert changed
-    check(
-        text(m),
-        """
+    m = assert_rewrites(STEM, ChannelSplit()).check("""
     CHECK: constant %w_c0 : f32<8x3x3x3>
     CHECK: %c_c0 = Conv(%x, %w_c0, %b_c0) {{.*}}activation = "relu"
     CHECK-NEXT: %p_c0 = MaxPool(%c_c0)
@@ -46,8 +38,7 @@ def test_the_widest_conv_pool_pair_is_split_in_channel_halves() -> None:
     CHECK-NEXT: %p_c8 = MaxPool(%c_c8)
     CHECK-NEXT: %p_cat = Concat(%p_c0, %p_c8) {axis = 1} : f32<1x16x16x16>
     CHECK-NEXT: %y = Conv(%p_cat, %w2, %b2)
-    """,
-    )
+    """)
     assert "constant %w :" not in text(m)  # the whole filter went with the whole conv
 
 
@@ -60,15 +51,10 @@ def test_a_depthwise_conv_reads_its_half_too() -> None:
         "  constant %dw : f32<16x1x3x3> = elided<dw>\n"
         "  constant %db : f32<16> = elided<db>\n  func @main",
     )
-    m, changed = check_pass(src, ChannelSplit())
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(src, ChannelSplit()).check("""
     CHECK: %p_c0 = Conv(%c_c0, %dw_c0, %db_c0) {{.*}}group = 8
     CHECK: %p_cat = Concat(%p_c0, %p_c8) {axis = 1}
-    """,
-    )
+    """)
 
 
 @pytest.mark.parametrize(

@@ -3,52 +3,35 @@
 from __future__ import annotations
 
 import pytest
-from pass_helpers import check_pass, text
+from pass_helpers import (
+    after_conv,
+    assert_rewrites,
+    assert_unchanged,
+    check_pass,
+    module_ir,
+    text,
+)
 
 from compiler.passes.batchnorm_folding import BatchNormFolding
 from compiler.passes.fusion import ActivationFusion
 from compiler.passes.pad_merge import PadMerging
 from tests.filecheck import check
 
-CONV_HEAD = """
-module @m {
-  placeholder %x : f32<1x3x8x8>
-  placeholder %out : f32<1x4x8x8> output
-  constant %w : f32<4x3x3x3> = elided<w>
-  constant %b : f32<4> = elided<b>
-  constant %gamma : f32<4> = elided<g>
-  constant %beta : f32<4> = elided<be>
-  constant %mean : f32<4> = elided<m>
-  constant %var : f32<4> = elided<v>
-  func @main {
-    %conv_3 = Conv(%x, %w, %b) {pads = [1, 1, 1, 1]} : f32<1x4x8x8>
-"""
-
-BN_SRC = (
-    CONV_HEAD
-    + """
+BN_SRC = after_conv("""
     %bn = BatchNorm(%conv_3, %gamma, %beta, %mean, %var) {epsilon = 0.001} : f32<1x4x8x8>
     Save(%bn, %out)
-  }
-}
-"""
-)
+""")
 
 
 def test_batchnorm_folds_into_conv() -> None:
-    m, changed = check_pass(BN_SRC, BatchNormFolding())
-    assert changed
-    check(
-        text(m),
-        """
+    m = assert_rewrites(BN_SRC, BatchNormFolding()).check("""
     CHECK-NOT: constant %gamma
     CHECK: constant %w_bn : f32<4x3x3x3>
     CHECK: constant %b_bn : f32<4>
     CHECK: %conv_3_bn = Conv(%x, %w_bn, %b_bn) {strides = [1, 1], pads = [1, 1, 1, 1]
     CHECK-NEXT: Save(%conv_3_bn, %out)
     CHECK-NOT: BatchNorm
-    """,
-    )
+    """)
     journal = m.main.journal
     assert any(
         r.kind == "create" and r.node == "conv_3_bn" and r.sources == ("conv_3", "bn")
@@ -60,17 +43,16 @@ def test_batchnorm_not_folded_when_conv_has_two_users() -> None:
     src = BN_SRC.replace(
         "Save(%bn, %out)", "%sum = Add(%bn, %conv_3) : f32<1x4x8x8>\n    Save(%sum, %out)"
     )
-    m, changed = check_pass(src, BatchNormFolding())
-    assert not changed
-    check(text(m), "CHECK: %conv_3 = Conv\nCHECK: %bn = BatchNorm(%conv_3")
+    assert_unchanged(src, BatchNormFolding()).check(
+        "CHECK: %conv_3 = Conv\nCHECK: %bn = BatchNorm(%conv_3"
+    )
 
 
 def test_batchnorm_not_folded_with_non_constant_params() -> None:
     src = BN_SRC.replace(
         "placeholder %out", "placeholder %g2 : f32<4>\n  placeholder %out"
     ).replace("BatchNorm(%conv_3, %gamma", "BatchNorm(%conv_3, %g2")
-    m, changed = check_pass(src, BatchNormFolding())
-    assert not changed
+    assert_unchanged(src, BatchNormFolding())
 
 
 @pytest.mark.parametrize(
@@ -84,98 +66,64 @@ def test_batchnorm_not_folded_with_non_constant_params() -> None:
     ],
 )
 def test_activation_fusion_into_conv(act: str, attrs: str, fused: str) -> None:
-    src = (
-        CONV_HEAD
-        + f"""
-    %relu_3 = {act}(%conv_3){attrs} : f32<1x4x8x8>
-    Save(%relu_3, %out)
-  }}
-}}
-"""
-    )
-    m, changed = check_pass(src, ActivationFusion())
-    assert changed
     name = "conv_3_" + fused.split('"')[1]
-    check(
-        text(m),
-        f"""
+    m = assert_rewrites(
+        after_conv(f"%relu_3 = {act}(%conv_3){attrs} : f32<1x4x8x8>\nSave(%relu_3, %out)"),
+        ActivationFusion(),
+    ).check(f"""
     CHECK: %{name} = Conv(%x, %w, %b) {{{{.*}}}}{fused}
     CHECK-NEXT: Save(%{name}, %out)
     CHECK-NOT: {act}(
-    """,
-    )
+    """)
     creates = [r for r in m.main.journal if r.kind == "create"]
     assert [(r.node, r.op, r.sources) for r in creates] == [(name, "Conv", ("conv_3", "relu_3"))]
     assert m.main.find(name).meta["origin"] == ("conv_3", "relu_3")
 
 
 def test_activation_fusion_not_when_conv_used_twice() -> None:
-    src = (
-        CONV_HEAD
-        + """
+    src = after_conv("""
     %relu_3 = Relu(%conv_3) : f32<1x4x8x8>
     %sum = Add(%relu_3, %conv_3) : f32<1x4x8x8>
     Save(%sum, %out)
-  }
-}
-"""
+""")
+    assert_unchanged(src, ActivationFusion()).check(
+        "CHECK: %conv_3 = Conv\nCHECK: %relu_3 = Relu(%conv_3)"
     )
-    m, changed = check_pass(src, ActivationFusion())
-    assert not changed
-    check(text(m), "CHECK: %conv_3 = Conv\nCHECK: %relu_3 = Relu(%conv_3)")
 
 
 def test_activation_fusion_into_fully_connected_and_not_twice() -> None:
-    src = """
-module @m {
-  placeholder %x : f32<2x5>
-  placeholder %out : f32<2x3> output
-  constant %w : f32<5x3> = elided<w>
-  constant %b : f32<3> = elided<b>
-  func @main {
+    src = module_ir("""
+    placeholder %x : f32<2x5>
+    placeholder %out : f32<2x3> output
+    constant %w : f32<5x3>
+    constant %b : f32<3>
     %fc = FullyConnected(%x, %w, %b) : f32<2x3>
     %r = Relu(%fc) : f32<2x3>
     %t = Tanh(%r) : f32<2x3>
     Save(%t, %out)
-  }
-}
-"""
-    m, changed = check_pass(src, ActivationFusion())
-    assert changed
-    check(
-        text(m),
-        """
+""")
+    assert_rewrites(src, ActivationFusion()).check("""
     CHECK: %fc_relu = FullyConnected(%x, %w, %b) {activation = "relu", act_args = []}
     CHECK-NEXT: %t = Tanh(%fc_relu)
-    """,
-    )
+    """)
 
 
-PAD_SRC = """
-module @m {
-  placeholder %x : f32<1x3x8x8>
-  placeholder %out : f32<1x4x8x8> output
-  constant %w : f32<4x3x3x3> = elided<w>
-  constant %b : f32<4> = elided<b>
-  func @main {
+PAD_SRC = module_ir("""
+    placeholder %x : f32<1x3x8x8>
+    placeholder %out : f32<1x4x8x8> output
+    constant %w : f32<4x3x3x3>
+    constant %b : f32<4>
     %p = Pad(%x) {pads = [0, 0, 1, 1, 0, 0, 1, 1], mode = "constant", value = 0.0} : f32<1x3x10x10>
     %conv = Conv(%p, %w, %b) : f32<1x4x8x8>
     Save(%conv, %out)
-  }
-}
-"""
+""")
 
 
 def test_pad_merges_into_conv() -> None:
-    m, changed = check_pass(PAD_SRC, PadMerging())
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(PAD_SRC, PadMerging()).check("""
     CHECK-NOT: Pad(
     CHECK: %conv_1 = Conv(%x, %w, %b) {strides = [1, 1], pads = [1, 1, 1, 1]
-    """,
-    )
+    """)
 
 
 @pytest.mark.parametrize(
@@ -192,22 +140,17 @@ def test_pad_not_merged_into_conv(change: tuple[str, str]) -> None:
         src = src.replace("f32<1x3x10x10>", "f32<1x4x10x10>").replace(
             "f32<4x3x3x3>", "f32<4x4x3x3>"
         )
-    m, changed = check_pass(src, PadMerging())
-    assert not changed
+    assert_unchanged(src, PadMerging())
 
 
-POOL_SRC = """
-module @m {
-  placeholder %x : f32<1x2x6x6>
-  placeholder %out : f32<1x2x3x3> output
-  func @main {
+POOL_SRC = module_ir("""
+    placeholder %x : f32<1x2x6x6>
+    placeholder %out : f32<1x2x3x3> output
     %r = Relu(%x) : f32<1x2x6x6>
     %p = Pad(%r) {pads = [0, 0, 1, 1, 0, 0, 1, 1], value = VALUE} : f32<1x2x8x8>
     %pool = POOL(%p) {kernel = [3, 3], strides = [2, 2]EXTRA} : f32<1x2x3x3>
     Save(%pool, %out)
-  }
-}
-"""
+""")
 
 
 @pytest.mark.parametrize(
@@ -232,5 +175,4 @@ def test_pad_merging_into_pools(pool: str, value: str, extra: str, merged: bool)
 def test_zero_pad_not_merged_into_maxpool_of_signed_input() -> None:
     src = POOL_SRC.replace("POOL", "MaxPool").replace("VALUE", "0.0").replace("EXTRA", "")
     src = src.replace("%r = Relu(%x)", "%r = Neg(%x)")
-    m, changed = check_pass(src, PadMerging())
-    assert not changed
+    assert_unchanged(src, PadMerging())

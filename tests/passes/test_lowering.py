@@ -5,7 +5,7 @@ the CPU policy keeps exactly what the LLVM backend's contract says it runs."""
 from __future__ import annotations
 
 import pytest
-from pass_helpers import check_pass, text
+from pass_helpers import assert_rewrites, assert_unchanged, check_pass, module_ir, text
 
 from compiler.graph.types import ElemKind
 from compiler.passes.lowering import (
@@ -17,17 +17,15 @@ from compiler.passes.lowering import (
 from tests.filecheck import check
 
 
-def unary_module(op: str, attrs: str = "", shape: str = "2x3x4x5") -> str:
-    return f"""
-module @m {{
-  placeholder %x : f32<{shape}>
-  placeholder %out : f32<{shape}> output
-  func @main {{
-    %n = {op}(%x){attrs} : f32<{shape}>
+def unary_module(op: str, attrs: str = "", shape: str = "2x3x4x5", out: str = "") -> str:
+    """`%n = op(%x)` of an f32 tensor of `shape` (result shape `out`, by default the same)."""
+    out = out or shape
+    return module_ir(f"""
+    placeholder %x : f32<{shape}>
+    placeholder %out : f32<{out}> output
+    %n = {op}(%x){attrs} : f32<{out}>
     Save(%n, %out)
-  }}
-}}
-"""
+    """)
 
 
 @pytest.mark.parametrize(
@@ -48,26 +46,17 @@ module @m {{
     ],
 )
 def test_unary_lowerings(op: str, attrs: str, expect: list[str]) -> None:
-    src = unary_module(op, attrs)
-    if op.startswith("Global"):
-        src = src.replace("%n = " + op + "(%x) : f32<2x3x4x5>", f"%n = {op}(%x) : f32<2x3x1x1>")
-        src = src.replace("%out : f32<2x3x4x5>", "%out : f32<2x3x1x1>")
-    m, changed = check_pass(src, Lower("lower-all"))
-    assert changed
-    body = text(m)
-    check(body, "\n".join(f"CHECK: {e}" for e in expect) + f"\nCHECK-NOT: = {op}(")
+    src = unary_module(op, attrs, out="2x3x1x1" if op.startswith("Global") else "")
+    checks = "\n".join(f"CHECK: {e}" for e in expect) + f"\nCHECK-NOT: = {op}("
+    m = assert_rewrites(src, Lower("lower-all")).check(checks)
     assert all(r.sources == ("n",) for r in m.main.journal if r.kind == "create")
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 def test_softmax_kept_by_cpu_lowered_by_lower_all(op: str) -> None:
     src = unary_module(op, " {axis = 1}")
-    m, changed = check_pass(src, Lower())
-    assert not changed
-    m, changed = check_pass(src, Lower("lower-all"))
-    assert changed
-    check(
-        text(m),
+    assert_unchanged(src, Lower())
+    assert_rewrites(src, Lower("lower-all")).check(
         """
     CHECK: ReduceMax(%x) {axes = [1], keepdims = 1}
     CHECK: Exp(
@@ -77,33 +66,24 @@ def test_softmax_kept_by_cpu_lowered_by_lower_all(op: str) -> None:
     )
 
 
-FC_SRC = """
-module @m {
-  placeholder %x : f32<2x5>
-  placeholder %out : f32<2x3> output
-  constant %w : f32<5x3> = elided<w>
-  constant %b : f32<3> = elided<b>
-  func @main {
+FC_SRC = module_ir("""
+    placeholder %x : f32<2x5>
+    placeholder %out : f32<2x3> output
+    constant %w : f32<5x3>
+    constant %b : f32<3>
     %fc = FullyConnected(%x, %w, %b) {activation = "clip", act_args = [-0.5, 0.5]} : f32<2x3>
     Save(%fc, %out)
-  }
-}
-"""
+""")
 
 
 def test_fully_connected_lowers_to_matmul_add_and_activation() -> None:
-    m, changed = check_pass(FC_SRC, Lower("lower-all"))
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(FC_SRC, Lower("lower-all")).check("""
     CHECK: %fc_matmul = MatMul(%x, %w) : f32<2x3>
     CHECK-NEXT: %fc_bias = Add(%fc_matmul, %b) : f32<2x3>
     CHECK-NEXT: Max(%fc_bias,
     CHECK-NEXT: Min(
     CHECK-NOT: Clip
-    """,
-    )
+    """)
 
 
 def test_fully_connected_zero_bias_drops_add() -> None:
@@ -114,131 +94,98 @@ def test_fully_connected_zero_bias_drops_add() -> None:
     check(text(m), "CHECK: %fc_matmul = MatMul(%x, %w)\nCHECK-NOT: Add(")
 
 
-BN_SRC = """
-module @m {
-  placeholder %x : f32<2x3x4x4>
-  placeholder %out : f32<2x3x4x4> output
-  PARAMS
-  func @main {
+def bn_module(params: str) -> str:
+    """A BatchNorm over 3 channels whose parameters are declared by `params`."""
+    return module_ir(
+        params
+        + """
+    placeholder %x : f32<2x3x4x4>
+    placeholder %out : f32<2x3x4x4> output
     %bn = BatchNorm(%x, %gamma, %beta, %mean, %var) {epsilon = 0.01} : f32<2x3x4x4>
     Save(%bn, %out)
-  }
-}
-"""
+    """
+    )
 
 
 def test_batchnorm_lowering_with_constant_parameters() -> None:
-    params = "\n  ".join(
+    params = "\n".join(
         f"constant %{n} : f32<3> = elided<{n}>" for n in ("gamma", "beta", "mean", "var")
     )
-    m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower("lower-all"))
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(bn_module(params), Lower("lower-all")).check("""
     CHECK: constant %bn_scale : f32<1x3x1x1>
     CHECK: constant %bn_shift : f32<1x3x1x1>
     CHECK: %bn_mul = Mul(%x, %bn_scale)
     CHECK-NEXT: %bn_add = Add(%bn_mul, %bn_shift)
-    """,
-    )
+    """)
 
 
 def test_batchnorm_lowering_with_placeholder_parameters() -> None:
-    params = "\n  ".join(
+    params = "\n".join(
         [f"placeholder %{n} : f32<3>" for n in ("gamma", "beta", "mean")]
         + ["constant %var : f32<3> = elided<v>"]
     )
-    m, changed = check_pass(BN_SRC.replace("PARAMS", params), Lower("lower-all"))
-    assert changed
-    check(text(m), "CHECK: Sub(%x, %bn_mean_r)\nCHECK: Sqrt(\nCHECK: Div(\nCHECK-NOT: BatchNorm")
+    assert_rewrites(bn_module(params), Lower("lower-all")).check(
+        "CHECK: Sub(%x, %bn_mean_r)\nCHECK: Sqrt(\nCHECK: Div(\nCHECK-NOT: BatchNorm"
+    )
 
 
-LN_SRC = """
-module @m {
-  placeholder %x : f32<2x3x8>
-  placeholder %out : f32<2x3x8> output
-  constant %s : f32<8> = elided<s>
-  constant %b : f32<8> = elided<b>
-  func @main {
+LN_SRC = module_ir("""
+    placeholder %x : f32<2x3x8>
+    placeholder %out : f32<2x3x8> output
+    constant %s : f32<8>
+    constant %b : f32<8>
     %ln = LayerNorm(%x, %s, %b) {axis = -1, epsilon = 0.001} : f32<2x3x8>
     Save(%ln, %out)
-  }
-}
-"""
+""")
 
 
 def test_layernorm_lowering() -> None:
-    m, changed = check_pass(LN_SRC, Lower("lower-all"))
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(LN_SRC, Lower("lower-all")).check("""
     CHECK: %ln_mean = ReduceMean(%x) {axes = [2], keepdims = 1}
     CHECK: %ln_centered = Sub(%x, %ln_mean)
     CHECK: %ln_var = ReduceMean(%ln_sq)
     CHECK: Sqrt(%ln_var_eps)
     CHECK: %ln_normed = Div(%ln_centered,
     CHECK: %ln_shifted = Add(%ln_scaled, %b)
-    """,
-    )
+    """)
 
 
 def test_tile_and_prelu_lowering() -> None:
-    src = """
-module @m {
-  placeholder %x : f32<2x3>
-  placeholder %out : f32<4x9> output
-  constant %slope : f32<3> = elided<s>
-  func @main {
+    src = module_ir("""
+    placeholder %x : f32<2x3>
+    placeholder %out : f32<4x9> output
+    constant %slope : f32<3>
     %p = PRelu(%x, %slope) : f32<2x3>
     %t = Tile(%p) {repeats = [2, 3]} : f32<4x9>
     Save(%t, %out)
-  }
-}
-"""
-    m, changed = check_pass(src, Lower("lower-all"))
-    assert changed
-    check(
-        text(m),
-        """
+""")
+    assert_rewrites(src, Lower("lower-all")).check("""
     CHECK: %p_scaled = Mul(%x, %slope)
     CHECK: Where(%p_less, %p_scaled, %x)
     CHECK: %t_tile0 = Concat(%p_where, %p_where) {axis = 0}
     CHECK: %t_tile1 = Concat(%t_tile0, %t_tile0, %t_tile0) {axis = 1}
-    """,
-    )
+    """)
 
 
-CONV_SRC = """
-module @m {
-  placeholder %x : f32<1x4x6x6>
-  placeholder %out : f32<1x6x4x4> output
-  constant %w : f32<6x2x3x3> = elided<w>
-  constant %b : f32<6> = elided<b>
-  func @main {
+CONV_SRC = module_ir("""
+    placeholder %x : f32<1x4x6x6>
+    placeholder %out : f32<1x6x4x4> output
+    constant %w : f32<6x2x3x3>
+    constant %b : f32<6>
     %conv = Conv(%x, %w, %b) {group = 2, activation = "ACT"} : f32<1x6x4x4>
     Save(%conv, %out)
-  }
-}
-"""
+""")
 
 
 def test_grouped_conv_kept_by_cpu_split_by_lower_all() -> None:
-    m, changed = check_pass(CONV_SRC.replace("ACT", "relu"), Lower())
-    assert not changed
-    m, changed = check_pass(CONV_SRC.replace("ACT", "relu"), Lower("lower-all"))
-    assert changed
-    check(
-        text(m),
-        """
+    assert_unchanged(CONV_SRC.replace("ACT", "relu"), Lower())
+    assert_rewrites(CONV_SRC.replace("ACT", "relu"), Lower("lower-all")).check("""
     CHECK-DAG: %conv_split#0, %conv_split#1 = Split(%x) {axis = 1, splits = [2, 2]}
     CHECK-DAG: Split(%w) {axis = 0, splits = [3, 3]}
     CHECK: %conv_g0 = Conv(%conv_split#0, %conv_wsplit#0, %conv_bsplit#0) {{.*}}group = 1, activation = "relu"
     CHECK: %conv_g1 = Conv(%conv_split#1
     CHECK: %conv_concat = Concat(%conv_g0, %conv_g1) {axis = 1}
-    """,
-    )
+    """)
 
 
 def test_depthwise_conv_kept_even_by_lower_all() -> None:
@@ -248,20 +195,14 @@ def test_depthwise_conv_kept_even_by_lower_all() -> None:
         .replace("group = 2", "group = 4")
         .replace("1x6x4x4", "1x4x4x4")
     )
-    m, changed = check_pass(src.replace("ACT", "none"), Lower("lower-all"))
-    assert not changed
+    assert_unchanged(src.replace("ACT", "none"), Lower("lower-all"))
 
 
 def test_unsupported_fused_activation_is_split_off() -> None:
-    m, changed = check_pass(CONV_SRC.replace("ACT", "sigmoid"), Lower())
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(CONV_SRC.replace("ACT", "sigmoid"), Lower()).check("""
     CHECK: %conv_base = Conv(%x, %w, %b) {{.*}}activation = "none"
     CHECK-NEXT: %conv_sigmoid = Sigmoid(%conv_base)
-    """,
-    )
+    """)
 
 
 def test_cpu_policy_keeps_primitives() -> None:
@@ -332,40 +273,28 @@ def test_kept_by_cpu_and_interpreter_lowered_by_lower_all(op: str, attrs: str) -
 
 
 def test_cpu_keeps_layernorm_of_float32_only() -> None:
-    m, changed = check_pass(LN_SRC, Lower())
-    assert not changed
+    assert_unchanged(LN_SRC, Lower())
     # The LLVM layer-norm kernel is float32 only: a float16 one runs in float32 between Casts
     # (the backend contract's float fallback; its numerics are float16's, so the float32
     # tolerance of check_pass does not apply) ...
-    m, changed = check_pass(LN_SRC.replace("f32<", "f16<"), Lower(), numerics=False)
-    assert changed
-    check(
-        text(m),
-        """
+    assert_rewrites(LN_SRC.replace("f32<", "f16<"), Lower(), numerics=False).check("""
     CHECK: %ln_in0_f32 = Cast(%x) {to = "f32"} : f32<2x3x8>
     CHECK: %ln_f32 = LayerNorm(%ln_in0_f32, %ln_in1_f32, %ln_in2_f32)
     CHECK-SAME: : f32<2x3x8>
     CHECK-NEXT: %ln_out0 = Cast(%ln_f32) {to = "f16"} : f16<2x3x8>
-    """,
-    )
+    """)
     # ... and a float64 one is lowered, so it computes in float64.
-    m, changed = check_pass(LN_SRC.replace("f32<", "f64<"), Lower(), numerics=False)
-    assert changed
-    check(text(m), "CHECK: ReduceMean(%x)\nCHECK-NOT: LayerNorm(\nCHECK-NOT: f32<")
+    assert_rewrites(LN_SRC.replace("f32<", "f64<"), Lower(), numerics=False).check(
+        "CHECK: ReduceMean(%x)\nCHECK-NOT: LayerNorm(\nCHECK-NOT: f32<"
+    )
 
 
 def test_cpu_keeps_fully_connected_with_a_kernel_activation() -> None:
-    m, changed = check_pass(FC_SRC, Lower())
-    assert not changed
-    m, changed = check_pass(FC_SRC.replace('"clip", act_args = [-0.5, 0.5]', '"tanh"'), Lower())
-    assert changed
-    check(
-        text(m),
-        """
+    assert_unchanged(FC_SRC, Lower())
+    assert_rewrites(FC_SRC.replace('"clip", act_args = [-0.5, 0.5]', '"tanh"'), Lower()).check("""
     CHECK: %fc_base = FullyConnected(%x, %w, %b) {activation = "none", act_args = []}
     CHECK-NEXT: %fc_tanh = Tanh(%fc_base)
-    """,
-    )
+    """)
 
 
 def test_activation_fusion_after_lowering_respects_the_backend() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from pass_helpers import load
+from pass_helpers import load, module_ir
 
 from compiler.errors import CompilerError, PassError
 from compiler.graph.ir import Module
@@ -14,19 +14,15 @@ from compiler.lir.parser import parse_lir
 from compiler.passes.manager import PassEvent, PipelineContext, StopPipeline, run_passes
 from compiler.passes.registry import PASSES, get_pass, registered_passes
 
-GRAPH = """
-module @m {
-  placeholder %x : f32<4>
-  placeholder %out : f32<4> output
-  func @main {
+GRAPH = module_ir("""
+    placeholder %x : f32<4>
+    placeholder %out : f32<4> output
     %a = Relu(%x) : f32<4>
     %dead = Neg(%x) : f32<4>
     %b = Neg(%a) : f32<4>
     %c = Neg(%b) : f32<4>
     Save(%c, %out)
-  }
-}
-"""
+""")
 
 LIR = """function @main
 declare {

@@ -6,7 +6,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from pass_helpers import assert_same_numerics, execute, load, run
+from pass_helpers import after_conv, assert_same_numerics, execute, load, run
 
 from compiler.frontend import import_onnx, load_model
 from compiler.graph import Module, verify_module
@@ -62,24 +62,11 @@ def test_sample_models_keep_their_numerics(model: str, policy: str) -> None:
 
 
 def test_pipeline_through_the_pass_manager_records_provenance() -> None:
-    src = """
-module @m {
-  placeholder %x : f32<1x3x8x8>
-  placeholder %out : f32<1x4x8x8> output
-  constant %w : f32<4x3x3x3> = elided<w>
-  constant %b : f32<4> = elided<b>
-  constant %gamma : f32<4> = elided<g>
-  constant %beta : f32<4> = elided<be>
-  constant %mean : f32<4> = elided<m>
-  constant %var : f32<4> = elided<v>
-  func @main {
-    %conv_3 = Conv(%x, %w, %b) {pads = [1, 1, 1, 1]} : f32<1x4x8x8>
+    src = after_conv("""
     %bn = BatchNorm(%conv_3, %gamma, %beta, %mean, %var) : f32<1x4x8x8>
     %relu_3 = Relu(%bn) : f32<1x4x8x8>
     Save(%relu_3, %out)
-  }
-}
-"""
+""")
     m = load(src)
     before = m.clone()
     ctx = PipelineContext(verify=True, keep_events=True)

@@ -8,7 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
-from pass_helpers import load, text
+from pass_helpers import load, module_ir, text
 
 from compiler.errors import CompilerError, PassError
 from compiler.graph import Module, verify_module
@@ -23,16 +23,13 @@ from compiler.passes.rewriter import (
 )
 from tests.filecheck import check
 
-RELU = """
-module @m {
-  placeholder %x : f32<4>
-  placeholder %out : f32<4> output
-  func @main {
-    %a = Relu(%x) : f32<4>
-    Save(%a, %out)
-  }
-}
-"""
+
+def chain(*ops: str) -> Module:
+    """%x -> ops[0] -> ops[1] ... -> %out over f32<4>, the nodes named %a, %b, %c, ..."""
+    names = "abcdefgh"[: len(ops)]
+    nodes = [f"%{n} = {op}(%{p}) : f32<4>" for n, p, op in zip(names, "x" + names, ops)]
+    ios = ["placeholder %x : f32<4>", "placeholder %out : f32<4> output"]
+    return load(module_ir("\n".join([*ios, *nodes, f"Save(%{names[-1]}, %out)"])))
 
 
 def neg_neg(node: Node, rw: Rewriter) -> bool:
@@ -45,20 +42,7 @@ def neg_neg(node: Node, rw: Rewriter) -> bool:
 
 
 def test_fixed_point_and_dead_cleanup() -> None:
-    m = load("""
-module @m {
-  placeholder %x : f32<4>
-  placeholder %out : f32<4> output
-  func @main {
-    %a = Neg(%x) : f32<4>
-    %b = Neg(%a) : f32<4>
-    %c = Neg(%b) : f32<4>
-    %d = Neg(%c) : f32<4>
-    %e = Exp(%d) : f32<4>
-    Save(%e, %out)
-  }
-}
-""")
+    m = chain("Neg", "Neg", "Neg", "Neg", "Exp")
     assert apply_patterns(m.main, {"Neg": [neg_neg]})
     verify_module(m)
     check(text(m), "CHECK-NOT: Neg\nCHECK: %e = Exp(%x)")
@@ -68,7 +52,7 @@ module @m {
 
 
 def test_created_nodes_record_origin() -> None:
-    m = load(RELU)
+    m = chain("Relu")
 
     def relu_to_max(node: Node, rw: Rewriter) -> bool:
         zero = rw.constant("zero", np.zeros(1, np.float32))
@@ -83,7 +67,7 @@ def test_created_nodes_record_origin() -> None:
 
 
 def test_non_converging_patterns_are_reported() -> None:
-    m = load(RELU)
+    m = chain("Relu")
 
     def flip(node: Node, rw: Rewriter) -> bool:
         other = "Abs" if node.op == "Relu" else "Relu"
@@ -123,7 +107,7 @@ def test_visits_are_linear_in_graph_size() -> None:
 
 
 def test_created_nodes_come_from_the_matched_node_by_default() -> None:
-    m = load(RELU)
+    m = chain("Relu")
 
     def relu_to_max(node: Node, rw: Rewriter) -> bool:
         zero = rw.constant("zero", np.zeros(1, np.float32))
@@ -140,20 +124,7 @@ def test_created_nodes_come_from_the_matched_node_by_default() -> None:
 
 
 def test_each_fired_pattern_is_one_numbered_rewrite() -> None:
-    m = load("""
-module @m {
-  placeholder %x : f32<4>
-  placeholder %out : f32<4> output
-  func @main {
-    %a = Neg(%x) : f32<4>
-    %b = Neg(%a) : f32<4>
-    %c = Exp(%b) : f32<4>
-    %d = Neg(%c) : f32<4>
-    %e = Neg(%d) : f32<4>
-    Save(%e, %out)
-  }
-}
-""")
+    m = chain("Neg", "Neg", "Exp", "Neg", "Neg")
     assert apply_patterns(m.main, {"Neg": [neg_neg]})
     assert [(r.kind, r.node, r.rule, r.rewrite) for r in m.main.journal] == [
         ("replace", "b", "neg_neg", 1),

@@ -142,7 +142,7 @@ def _common_defs() -> str:
 /* Return codes of a bundle entry. */
 #define GLOWVIZ_BUNDLE_OK {ENTRY_OK}
 #define GLOWVIZ_BUNDLE_EALIGN {ENTRY_EALIGN} /* a region base is not <NAME>_MEM_ALIGN-aligned */
-#define GLOWVIZ_BUNDLE_EDIVZERO {ENTRY_EDIVZERO} /* an integer Div met a zero divisor */
+#define GLOWVIZ_BUNDLE_EDIVZERO {ENTRY_EDIVZERO} /* an integer Div or Mod met a zero divisor */
 
 /* glowviz_tensor_info.elem_kind */
 {elems}

@@ -16,6 +16,7 @@ to raises `CodegenError`.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,10 +102,17 @@ class Addresses:
         return self.of(a) == self.of(b)
 
 
-def _users(ins: Instruction) -> list[Instruction]:
-    """Non-marker instructions that use the buffer `ins` writes (through views too)."""
+def _users(
+    ins: Instruction, cache: dict[int, list[Instruction]] | None = None
+) -> list[Instruction]:
+    """Non-marker instructions that use the buffer `ins` writes (through views too); `cache`
+    keeps them per buffer (a chain merged into one buffer asks once, not once per step)."""
     dest = ins.operands[0][0]
     root, _ = view_root(dest)
+    if cache is not None:
+        if id(root) not in cache:
+            cache[id(root)] = _users(ins)
+        return cache[id(root)]
     out = []
     seen = set()
     stack = [root]
@@ -130,32 +138,44 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
     code = [i for i in lir.code if i.kind not in NO_CODE]
     chains: list[tuple[list[Instruction], list[bool]]] = []
     cur: list[Instruction] = []
+    # What the chain reads (its steps' @in operands, each value once) and the (read, dest)
+    # pairs already found safe: linear in the chain, where rechecking every step's operands
+    # for every new step was quadratic (a 3000-step chain, a value read 2000 times).
+    reads: dict[int, LValue] = {}
+    safe: set[tuple[int, tuple[int, int, int]]] = set()
+    users: dict[int, list[Instruction]] = {}
 
     def flush() -> None:
         nonlocal cur
         if len(cur) > 1:
             keep = []
             for j, ins in enumerate(cur[:-1]):
-                others = [u for u in _users(ins) if u is not cur[j + 1] and u is not ins]
+                others = any(u is not cur[j + 1] and u is not ins for u in _users(ins, users))
                 out_v = ins.operands[0][0]
                 keep.append(
-                    bool(others)
+                    others
                     or getattr(out_v, "role", None) == "output"
                     or not isinstance(view_root(out_v)[0], Instruction)
                 )
             keep.append(True)
             chains.append((cur, keep))
         cur = []
+        reads.clear()
+        safe.clear()
+
+    def start(ins: Instruction) -> None:
+        cur.append(ins)
+        reads.update((id(v), v) for v, _ in ins.operands[1:])
 
     for ins in code:
         if not is_elementwise(ins):
             flush()
             continue
-        if cur and _chainable(cur, ins, addr):
-            cur.append(ins)
+        if cur and _chainable(cur[-1], reads, safe, ins, addr):
+            start(ins)
         else:
             flush()
-            cur = [ins]
+            start(ins)
     flush()
     return chains
 
@@ -179,6 +199,7 @@ def find_epilogues(
     else and is not an output; the last must not overlap the producer's operands."""
     code = [i for i in lir.code if i.kind not in NO_CODE]
     out = []
+    users: dict[int, list[Instruction]] = {}
     for pos, prod in enumerate(code):
         # A sum post-op producer adds to what its destination holds: a chain would read that
         # from its own last destination instead, so accumulating producers keep theirs.
@@ -187,7 +208,8 @@ def find_epilogues(
         src = prod.operands[0][0]
         known: dict[int, tuple] = {id(src): ("acc",)}
         chain: list[Instruction] = []
-        for nxt in code[pos + 1 :]:
+        for at in range(pos + 1, len(code)):
+            nxt = code[at]
             cur = chain[-1].operands[0][0] if chain else src
             if not any(v is cur for v, _ in nxt.operands[1:]):
                 break
@@ -197,26 +219,67 @@ def find_epilogues(
                 break
             chain.append(nxt)
             known[id(nxt.operands[0][0])] = ("step", len(chain) - 1)
-        # The longest prefix whose intermediate results nothing else reads.
-        while chain:
-            members = {id(prod), *(id(i) for i in chain)}
-            writers = [prod, *chain[:-1]]
-            last = chain[-1].operands[0][0]
-            # An in-place step's dest is the buffer the fused kernel writes last: not skipped.
-            skipped = [w for w in writers if not addr.same(w.operands[0][0], last)]
-            if all(
-                _skippable(w.operands[0][0]) and all(id(u) in members for u in _users(w))
-                for w in skipped
-            ) and not any(addr.overlap(last, v) for v, _ in prod.operands[1:]):
-                break
-            chain.pop()
+        del chain[_fusable_prefix(prod, chain, addr, users) :]
         if chain:
             out.append((prod, chain))
     return out
 
 
-def _chainable(cur: list[Instruction], nxt: Instruction, addr: Addresses) -> bool:
-    prev = cur[-1]
+def _fusable_prefix(
+    prod: Instruction,
+    chain: list[Instruction],
+    addr: Addresses,
+    users: dict[int, list[Instruction]],
+) -> int:
+    """The length of the longest prefix of `chain` whose intermediate results nothing outside
+    the fused kernel reads. Writer j (the producer, then each step but the last) may be left
+    unstored when its dest is an activation buffer read only by members up to the prefix's end
+    -- unless it is the buffer the prefix writes last (an in-place chain). One pass over the
+    prefixes with counts of the writers that block them (per address), and one walk of each
+    buffer's users: linear, where retrying every shorter prefix was quadratic on a chain that
+    buffer sharing merged into one buffer (every step's buffer had every step as a user)."""
+    place = {id(prod): 0, **{id(ins): k + 1 for k, ins in enumerate(chain)}}
+    # Per buffer root: whether only members use it, and the last member position that does.
+    reach: dict[int, tuple[bool, int]] = {}
+    blocking: Counter[tuple[int, int, int]] = Counter()
+    blocked = 0
+    unblocks: dict[int, list[tuple[int, int, int]]] = {}
+    best = 0
+    for k in range(1, len(chain) + 1):
+        for where in unblocks.pop(k, []):
+            blocking[where] -= 1
+            blocked -= 1
+        writer = prod if k == 1 else chain[k - 2]
+        dest = writer.operands[0][0]
+        root = id(view_root(dest)[0])
+        if root not in reach:
+            us = _users(writer, users)
+            inside = all(id(u) in place for u in us)
+            reach[root] = (inside, max((place[id(u)] for u in us if id(u) in place), default=0))
+        inside, last_use = reach[root]
+        where = addr.of(dest)
+        if not (_skippable(dest) and inside) or last_use > k:
+            blocking[where] += 1
+            blocked += 1
+        if _skippable(dest) and inside and last_use > k:
+            unblocks.setdefault(last_use, []).append(where)
+        last = chain[k - 1].operands[0][0]
+        lwhere = addr.of(last)
+        if blocked == blocking[lwhere] and not any(
+            addr.overlap(last, v) for v, _ in prod.operands[1:]
+        ):
+            best = k
+    return best
+
+
+def _chainable(
+    prev: Instruction,
+    reads: dict[int, LValue],
+    safe: set[tuple[int, tuple[int, int, int]]],
+    nxt: Instruction,
+    addr: Addresses,
+) -> bool:
+    """Whether `nxt` extends the chain ending in `prev` that reads `reads`."""
     pdest = prev.operands[0][0]
     ndest = nxt.operands[0][0]
     if tuple(pdest.type_.shape) != tuple(ndest.type_.shape):
@@ -225,13 +288,16 @@ def _chainable(cur: list[Instruction], nxt: Instruction, addr: Addresses) -> boo
         return False
     # Writes of the fused loop must not clobber data an earlier step still reads at a later
     # element: only an exact in-place overlap (same address, same shape, no broadcast) is safe.
-    for ins in (*cur, nxt):
-        for v, _ in ins.operands[1:]:
-            if v is pdest:
-                continue
-            for w in (ndest,):
-                if addr.overlap(v, w) and not (addr.same(v, w) and v.type_.shape == w.type_.shape):
-                    return False
+    # Safe pairs are kept by the dest's address: a chain merged into one buffer, or
+    # ping-ponging between two, checks each read once or twice in all.
+    where = addr.of(ndest)
+    for v in (*reads.values(), *(v for v, _ in nxt.operands[1:])):
+        if v is pdest or (id(v), where) in safe:
+            continue
+        w = ndest
+        if addr.overlap(v, w) and not (addr.same(v, w) and v.type_.shape == w.type_.shape):
+            return False
+        safe.add((id(v), where))
     return True
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from compiler.backends.interpreter.arena import ArenaInterpreter, StepInfo
 from compiler.backends.llvm.codegen import Addresses, Program, generate
-from compiler.backends.llvm.emitters.common import LIBM, STATUS_DIV_BY_ZERO, STATUS_GLOBAL
+from compiler.backends.llvm.emitters.common import LIBM, STATUS_GLOBAL, STATUS_MESSAGES
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
 from compiler.backends.llvm.kernels.parallel import LIBC
 from compiler.errors import ExecutionError
@@ -134,7 +134,7 @@ class LLVMExecutor(ArenaInterpreter):
         if self._status is None or not self._status.value:
             return
         code, self._status.value = self._status.value, 0
-        what = "integer division by zero" if code == STATUS_DIV_BY_ZERO else f"status {code}"
+        what = STATUS_MESSAGES.get(code, f"status {code}")
         raise ExecutionError(what + where)
 
     def step(self) -> StepInfo:

@@ -284,14 +284,15 @@ def test_awkward_names_and_no_constants(tmp_path: Path) -> None:
         np.testing.assert_array_equal(got["out/1"], -(x * 2))
 
 
-def test_entry_reports_integer_division_by_zero(tmp_path: Path) -> None:
-    """A bundle's integer Div never traps: a zero divisor makes the entry return
+@pytest.mark.parametrize(("op", "want"), [("Div", [7, 2, -2, -(2**31)]), ("Mod", [0, 2, 3, 0])])
+def test_entry_reports_integer_division_by_zero(tmp_path: Path, op: str, want: list[int]) -> None:
+    """A bundle's integer Div and Mod never trap: a zero divisor makes the entry return
     GLOWVIZ_BUNDLE_EDIVZERO, and the next call with good divisors returns OK again."""
     import onnx
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        [helper.make_node("Div", ["a", "b"], ["y"])],
+        [helper.make_node(op, ["a", "b"], ["y"])],
         "idiv",
         [helper.make_tensor_value_info(n, TensorProto.INT32, [4]) for n in ("a", "b")],
         [helper.make_tensor_value_info("y", TensorProto.INT32, [4])],
@@ -324,6 +325,6 @@ def test_entry_reports_integer_division_by_zero(tmp_path: Path) -> None:
         return rc, mutable[offset["y"] : offset["y"] + 16].view(np.int32).copy()
 
     assert run([7, 8, 9, -(2**31)], [1, 0, 3, -1])[0] == 2
-    rc, y = run([7, 8, 9, -(2**31)], [1, 2, 3, -1])
+    rc, y = run([7, 8, -9, -(2**31)], [1, 3, 4, -1])
     assert rc == 0
-    np.testing.assert_array_equal(y, [7, 4, 3, -(2**31)])
+    np.testing.assert_array_equal(y, want)

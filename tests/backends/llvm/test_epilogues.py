@@ -47,11 +47,11 @@ def _infer(model):
     return onnx.shape_inference.infer_shapes(model)
 
 
-def _run(model, shape):
+def _run(model, shape, strategy=None):
     lir, plan = _lir_and_plan(compile_model(model))
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     feed = {lir.inputs()[0].name: x}
-    ex = LLVMExecutor(lir, plan)
+    ex = LLVMExecutor(lir, plan, conv_strategy=strategy)
     got = ex.run(feed)
     want = ArenaInterpreter(lir, plan).run(feed)
     for k in want:
@@ -75,6 +75,50 @@ def test_silu_runs_in_the_conv_epilogue():
     ]
     strategies, _ = _run(_conv_model(tail), (1, 5, 13, 19))
     assert _fused(strategies) == 3  # conv, sigmoid, mul
+
+
+SILU_CONVS = [
+    # C, H, W, K, kernel, stride, group, strategies: big register tiles (GEMM 8x32, direct
+    # 8x2 / 16x1), whose heavy epilogue runs on the stored tile after the last K block (C*R*S
+    # over the 256 of one K block), and the depthwise tile's few registers
+    (40, 9, 13, 20, 3, 1, 1, ("pixel-rows-gemm", "padded-shift-gemm", "implicit-gemm")),
+    (300, 5, 7, 37, 1, 1, 1, ("gemm-1x1", "pixel-rows-gemm")),
+    (3, 17, 21, 19, 3, 2, 1, ("direct-vector",)),
+    (6, 11, 21, 6, 5, 1, 6, ("depthwise-direct",)),
+    (8, 7, 7, 16, 5, 1, 8, ("depthwise-direct",)),  # flat run over the padded rows
+    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: on the registers
+]
+
+
+@pytest.mark.parametrize("case", SILU_CONVS, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}-k{c[4]}")
+def test_silu_epilogue_of_every_tile_form(case):
+    C, H, W, K, k, stride, group, strategies = case
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((K, C // group, k, k)) / np.sqrt(C * k * k // group) * 3).astype(
+        np.float32
+    )
+    nodes = [
+        helper.make_node(
+            "Conv", ["x", "w", "b"], ["c"], pads=[k // 2] * 4, strides=[stride] * 2, group=group
+        ),
+        helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["c", "s"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(rng.standard_normal(K).astype(np.float32), "b"),
+        ],
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    for strategy in strategies:
+        strategies_run, _ = _run(model, (1, C, H, W), strategy)
+        assert strategies_run[1].startswith(strategy), strategies_run
+        assert _fused(strategies_run) == 3
 
 
 def test_hardswish_and_scalar_constants_run_in_the_epilogue():

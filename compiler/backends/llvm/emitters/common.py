@@ -278,10 +278,16 @@ def call_libm(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(fn, list(args))
 
 
-#: The module global generated code sets instead of trapping (integer division by zero), read
-#: and cleared by the executors after each call: ONNX Runtime reports the same case as an error.
+#: The module global generated code sets instead of trapping (integer division or modulo by
+#: zero), read and cleared by the executors after each call: ONNX Runtime reports the same cases
+#: as errors. The codes and what the executors say for them:
 STATUS_GLOBAL = "glowviz_status"
 STATUS_DIV_BY_ZERO = 1
+STATUS_MOD_BY_ZERO = 2
+STATUS_MESSAGES = {
+    STATUS_DIV_BY_ZERO: "integer division by zero",
+    STATUS_MOD_BY_ZERO: "integer modulo by zero",
+}
 
 
 def set_status(b: ir.IRBuilder, code: int) -> None:
@@ -293,6 +299,15 @@ def set_status(b: ir.IRBuilder, code: int) -> None:
         gv.initializer = ir.Constant(I32, 0)
         gv.align = 4
     b.store(ir.Constant(I32, code), gv)
+
+
+def divisor_or_one(b: ir.IRBuilder, d: ir.Value, code: int) -> ir.Value:
+    """Integer divisor `d`, or 1 where it is 0 after recording `code` in the status: LLVM's
+    division by zero is undefined (a SIGFPE on x86), the executor raises the status instead."""
+    zero = b.icmp_unsigned("==", d, const(d.type, 0))
+    with b.if_then(zero, likely=False):
+        set_status(b, code)
+    return b.select(zero, const(d.type, 1), d)
 
 
 def is_nan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

@@ -34,6 +34,7 @@ from compiler.backends.llvm.emitters.common import (
     compute_type,
     const,
     contiguous_strides,
+    divisor_or_one,
     fast_erf,
     fast_exp,
     fast_log,
@@ -48,7 +49,6 @@ from compiler.backends.llvm.emitters.common import (
     loop,
     loop_nest,
     round_to_odd_f32,
-    set_status,
     storage_type,
     store_elem,
     unsupported,
@@ -138,24 +138,10 @@ def _sigmoid(b, xs, es, eo, at):
     return sigmoid(b, xs[0])
 
 
-@scalar("tanh")
-def _tanh(b, xs, es, eo, at):
-    _need_float(es)
-    x = xs[0]
-    return fast_tanh(b, x) if float_elem(x.type) == F32 else float_libm(b, "tanh", x)
-
-
 @scalar("exp")
 def _exp(b, xs, es, eo, at):
     _need_float(es)
     return fexp(b, xs[0])
-
-
-@scalar("log")
-def _log(b, xs, es, eo, at):
-    _need_float(es)
-    x = xs[0]
-    return fast_log(b, x) if float_elem(x.type) == F32 else float_libm(b, "log", x)
 
 
 @scalar("sqrt")
@@ -186,10 +172,20 @@ def _recip(b, xs, es, eo, at):
     return b.fdiv(like(xs[0], 1.0), xs[0])
 
 
-@scalar("erf")
-def _erf(b, xs, es, eo, at):
-    _need_float(es)
-    return fast_erf(b, xs[0]) if float_elem(xs[0].type) == F32 else float_libm(b, "erf", xs[0])
+def _fast_or_libm(name: str, fast: Any) -> Scalar:
+    """float32 lanes: our polynomial `fast`; other float kinds: libm's `name` in their own
+    precision."""
+
+    def fn(b, xs, es, eo, at):
+        _need_float(es)
+        x = xs[0]
+        return fast(b, x) if float_elem(x.type) == F32 else float_libm(b, name, x)
+
+    return fn
+
+
+for _name, _fast in (("tanh", fast_tanh), ("log", fast_log), ("erf", fast_erf)):
+    SCALAR[_name] = _fast_or_libm(_name, _fast)
 
 
 def _round_fn(name: str) -> Scalar:
@@ -293,11 +289,8 @@ def _div(b, xs, es, eo, at):
     a, c = xs
     if _isf(es[0]):
         return b.fdiv(a, c)
-    zero = b.icmp_unsigned("==", c, _z(c))
-    with b.if_then(zero, likely=False):
-        set_status(b, STATUS_DIV_BY_ZERO)
+    safe = divisor_or_one(b, c, STATUS_DIV_BY_ZERO)
     one = const(c.type, 1)
-    safe = b.select(zero, one, c)
     if _unsigned(es[0]):
         return b.udiv(a, safe)
     minus_one = b.icmp_signed("==", safe, const(c.type, -1))

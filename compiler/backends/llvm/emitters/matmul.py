@@ -80,6 +80,43 @@ def _gemm(
     return ctx.sink.adopt(key, fn)
 
 
+def _dense_gemm(
+    ctx: EmitContext,
+    a: Any,
+    bm: Any,
+    c: Any,
+    M: int,
+    N: int,
+    K: int,
+    *,
+    activation: Any,
+    accumulate: bool,
+    bias: Any = None,
+) -> Emitted:
+    """One GEMM call C[M,N] = A[M,K] @ B[K,N] (+ a row `bias`) over contiguous operands. A
+    constant B is packed once at compile time into a blob; otherwise it is read in place."""
+    data = ctx.constant_data(bm)
+    name = _gemm(
+        ctx,
+        M,
+        N,
+        K,
+        a_stride=K,
+        b_stride=N,
+        c_stride=N,
+        packed=data is not None,
+        bias=None if bias is None else "row",
+        activation=activation,
+        accumulate=accumulate,
+    )
+    if data is None:
+        b_arg = Arg(value=bm)
+    else:
+        b_arg = Arg(blob=ctx.sink.blob(pack_b_constant(data.reshape(K, N)), key=("packB", bm.name)))
+    args = [Arg(value=a), b_arg, Arg(value=c)] + ([] if bias is None else [Arg(value=bias)])
+    return Emitted([Call(name, args)], "gemm" if data is None else "gemm-packed")
+
+
 @register("matmul", elems=F32_ONLY, accumulates=True)
 def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
     _, a, bm = (v for v, _ in ins.operands)
@@ -96,37 +133,7 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
     bsz = math.prod(out_batch)
     if math.prod(b_batch) == 1 and (a_batch == out_batch or math.prod(out_batch) == 1):
         Mf = M * bsz
-        data = ctx.constant_data(bm)
-        if data is not None:
-            blob = ctx.sink.blob(pack_b_constant(data.reshape(K, N)), key=("packB", bm.name))
-            name = _gemm(
-                ctx,
-                Mf,
-                N,
-                K,
-                a_stride=K,
-                b_stride=N,
-                c_stride=N,
-                packed=True,
-                activation=act,
-                accumulate=acc,
-            )
-            return Emitted(
-                [Call(name, [Arg(value=a), Arg(blob=blob), Arg(value=c)])], "gemm-packed"
-            )
-        name = _gemm(
-            ctx,
-            Mf,
-            N,
-            K,
-            a_stride=K,
-            b_stride=N,
-            c_stride=N,
-            packed=False,
-            activation=act,
-            accumulate=acc,
-        )
-        return Emitted([Call(name, [Arg(value=a), Arg(value=bm), Arg(value=c)])], "gemm")
+        return _dense_gemm(ctx, a, bm, c, Mf, N, K, activation=act, accumulate=acc)
     # General batched case: one GEMM per output matrix, operands by broadcast batch strides.
     inner = _gemm(
         ctx,
@@ -175,39 +182,9 @@ def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
     N = w.type.shape[1]
     act, act_args = ins.attrs.get("activation", "none"), ins.attrs.get("act_args", ())
     kact = ctx.with_epilogue(kernel_activation(act, act_args))
-    data = ctx.constant_data(w)
-    if data is not None:
-        blob = ctx.sink.blob(pack_b_constant(data), key=("packB", w.name))
-        name = _gemm(
-            ctx,
-            M,
-            N,
-            K,
-            a_stride=K,
-            b_stride=N,
-            c_stride=N,
-            packed=True,
-            bias="row",
-            activation=kact,
-            accumulate=ins.accumulates,
-        )
-        calls = [Call(name, [Arg(value=x), Arg(blob=blob), Arg(value=c), Arg(value=bias)])]
-    else:
-        name = _gemm(
-            ctx,
-            M,
-            N,
-            K,
-            a_stride=K,
-            b_stride=N,
-            c_stride=N,
-            packed=False,
-            bias="row",
-            activation=kact,
-            accumulate=ins.accumulates,
-        )
-        calls = [Call(name, [Arg(value=x), Arg(value=w), Arg(value=c), Arg(value=bias)])]
-    return Emitted(calls, "gemm-packed" if data is not None else "gemm")
+    return _dense_gemm(
+        ctx, x, w, c, M, N, K, activation=kact, accumulate=ins.accumulates, bias=bias
+    )
 
 
 __all__ = ["emit_fc", "emit_matmul_instr"]

@@ -10,9 +10,11 @@ from llvmlite import ir
 from compiler.backends.llvm.emitters.common import (
     F16,
     I8,
+    STATUS_MOD_BY_ZERO,
     call_intr,
     compute_type,
     const,
+    divisor_or_one,
     float_libm,
     is_nan,
     storage_type,
@@ -40,14 +42,13 @@ def _mod(b, xs, es, eo, at):
     if isf:
         r = b.frem(a, d)  # C fmod: the sign of a
     elif elem.is_unsigned:
-        # x % 0 is undefined behaviour in LLVM (a trap on x86): numpy's answer is 0.
-        zero = _is_zero(b, d, False)
-        r = b.select(zero, const(a.type, 0), b.urem(a, b.select(zero, const(d.type, 1), d)))
-        return r
+        # A zero divisor is an error, as in ONNX Runtime ("Integer modulo by zero").
+        return b.urem(a, divisor_or_one(b, d, STATUS_MOD_BY_ZERO))
     else:
-        # Divisors 0 and -1 (INT_MIN % -1 traps too) both give 0.
-        bad = b.or_(_is_zero(b, d, False), b.icmp_signed("==", d, const(d.type, -1)))
-        r = b.select(bad, const(a.type, 0), b.srem(a, b.select(bad, const(d.type, 1), d)))
+        # x % -1 is 0, which srem would trap on for INT_MIN: take -1 out of the division.
+        safe = divisor_or_one(b, d, STATUS_MOD_BY_ZERO)
+        minus_one = b.icmp_signed("==", safe, const(d.type, -1))
+        r = b.srem(a, b.select(minus_one, const(d.type, 1), safe))
     if at["fmod"]:
         return r
     # Python / numpy mod: the sign of the divisor. A non-zero remainder of the other sign gets

@@ -223,6 +223,73 @@ class Epilogue:
         else:
             b.store(v, ptr)
 
+    def store_rows(
+        self,
+        b: ir.IRBuilder,
+        vals: Sequence[Sequence[ir.Value]],
+        base: ir.Value,
+        stride: Int,
+        n: int,
+        valid: Sequence[int],
+    ) -> None:
+        """Store a register tile: ``vals[r][v]`` (``n`` lanes, ``valid[v]`` of them real) at
+        ``base + r * stride + v * n``, through the epilogue.
+
+        A light activation runs on the registers. A heavy one (an element-wise chain, sigmoid,
+        tanh...) runs afterwards, row by row, on what was just stored (still in L1): applied to
+        every register of a big tile at once it keeps the whole tile and the polynomials'
+        temporaries live together, and the tile spills (an 8x32 GEMM tile with a fused SiLU ran
+        slower than the conv and a separate SiLU loop). Small tiles keep it in registers."""
+        light = is_light(self.activation) or sum(map(len, vals)) <= IN_REGISTERS
+        for r, row in enumerate(vals):
+            for v, x in enumerate(row):
+                ptr = gep(b, base, add(b, mul(b, stride, r), v * n))
+                if light:
+                    self.store(b, x, ptr, n, valid[v])
+                else:
+                    Epilogue(None, self.accumulate).store(b, x, ptr, n, valid[v])
+        if not light:
+            activate_rows(b, self.activation, base, stride, len(vals), n, valid)
+
+
+#: Tiles of up to this many vectors run even a heavy activation on their registers (a
+#: depthwise tile's 4 rows: storing and reloading them cost more than it saved).
+IN_REGISTERS = 4
+
+
+def is_light(act: Activation) -> bool:
+    """Whether an activation costs a compare-select or two (None, relu, clip): the kernels
+    apply those on the registers of a whole tile."""
+    return act is None or act == "relu" or (isinstance(act, tuple) and act[0] == "clip")
+
+
+def activate_rows(
+    b: ir.IRBuilder,
+    act: Activation,
+    base: ir.Value,
+    stride: Int,
+    rows: int,
+    n: int,
+    valid: Sequence[int],
+) -> None:
+    """Apply ``act`` in place to ``rows`` x ``len(valid)`` vectors at ``base + r * stride +
+    v * n``, one row per loop iteration (see ``Epilogue.store_rows``)."""
+    with loop(b, 0, rows, 1, "act") as r:
+        row = gep(b, base, b.mul(r, i64(stride)))
+        for v, nv in enumerate(valid):
+            p = gep(b, row, v * n)
+            store_vec(b, apply_activation(b, load_vec(b, p, n, nv), act), p, n, nv)
+
+
+def activate_span(b: ir.IRBuilder, act: Activation, base: ir.Value, count: int, n: int) -> None:
+    """Apply ``act`` in place to ``count`` contiguous floats at ``base``, ``n`` lanes at a time
+    (the last vector masked)."""
+    full, rest = divmod(count, n)
+    if full:
+        activate_rows(b, act, base, n, full, n, [n])
+    if rest:
+        activate_rows(b, act, gep(b, base, full * n), 0, 1, n, [rest])
+
 
 def apply_activation(b: ir.IRBuilder, v: ir.Value, act: Activation) -> ir.Value:
     """``None``, ``'relu'`` or ``('clip', lo, hi)`` on a float or float vector, or a

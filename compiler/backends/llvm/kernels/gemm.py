@@ -22,12 +22,14 @@ from compiler.backends.llvm.kernels.common import (
     F32,
     Activation,
     Int,
+    activate_rows,
     add,
     apply_activation,
     broadcast,
     fma,
     gep,
     i64,
+    is_light,
     load_vec,
     loop,
     mul,
@@ -35,6 +37,7 @@ from compiler.backends.llvm.kernels.common import (
     smin,
     splat,
     store_vec,
+    vec,
 )
 from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, scratch_ptr, work_chunks
 
@@ -192,7 +195,59 @@ def _micro_kernel(
             row.append(val)
         init.append(row)
 
-    # k loop with the accumulators as phis so they live in registers.
+    # With few accumulators (a tail tile of 1-3 rows, a GEMV) the FMAs of one chain wait for
+    # each other: run several sets of partial sums over interleaved k and add them at the end.
+    sets = max(1, min(4, -(-INDEPENDENT_CHAINS // (mr * nvec))))
+    if sets == 1:
+        _, (accs,) = _k_loop(b, ops, i0, jp, mr, valid, vw, pc, kend, [init])
+    else:
+        zeros = [[zero] * nvec for _ in range(mr)]
+        k, parts = _k_loop(b, ops, i0, jp, mr, valid, vw, pc, kend, [init] + [zeros] * (sets - 1))
+        _, (rest,) = _k_loop(b, ops, i0, jp, mr, valid, vw, k, kend, [parts[0]], step=1)
+        parts[0] = rest
+        while len(parts) > 1:  # pairwise: ((s0 + s1) + (s2 + s3))
+            parts = [
+                [[b.fadd(x, y) for x, y in zip(rx, ry)] for rx, ry in zip(px, py)]
+                for px, py in zip(parts[::2], parts[1::2])
+            ] + ([parts[-1]] if len(parts) % 2 else [])
+        accs = parts[0]
+
+    act = ops.activation if last is not False else None
+    light = is_light(act)
+    for r in range(mr):
+        for v in range(nvec):
+            out = accs[r][v]
+            if act is not None and light:
+                out = _cond(b, last, apply_activation(b, out, act), out)
+            store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
+    if not light:
+        # After the K block that completes the tile, on the stored tile (Epilogue.store_rows).
+        _when(b, last, lambda: activate_rows(b, act, c_rows[0], ops.c_stride, mr, vw, valid))
+
+
+#: Independent FMA chains a register tile wants (FMA latency x FMA pipes: 4 x 2 on current
+#: x86 cores); tiles with fewer accumulators split k into partial sums to get there.
+INDEPENDENT_CHAINS = 8
+
+
+def _k_loop(
+    b: ir.IRBuilder,
+    ops: GemmOperands,
+    i0: Int,
+    jp: Int,
+    mr: int,
+    valid: list[int],
+    vw: int,
+    k0: Int,
+    kend: Int,
+    sets: list[list[list[ir.Value]]],
+    step: int | None = None,
+) -> tuple[ir.Value, list[list[list[ir.Value]]]]:
+    """``for (k = k0; k + step <= kend; k += step)`` set u of accumulators += A[:, k + u] x
+    B[k + u] (``step`` defaults to the number of sets), the accumulators as phis so they live
+    in registers. Returns the k the loop stopped at and the final sets."""
+    step = step or len(sets)
+    nvec = len(valid)
     pre = b.block
     header = b.append_basic_block("uk.hdr")
     body = b.append_basic_block("uk.body")
@@ -200,36 +255,36 @@ def _micro_kernel(
     b.branch(header)
     b.position_at_end(header)
     k = b.phi(i64(0).type, "k")
-    k.add_incoming(i64(pc), pre)
-    accs = []
-    for r in range(mr):
-        row = []
-        for v in range(nvec):
-            p = b.phi(init[r][v].type, f"acc{r}_{v}")
-            p.add_incoming(init[r][v], pre)
-            row.append(p)
-        accs.append(row)
-    b.cbranch(b.icmp_signed("<", k, i64(kend)), body, end)
+    k.add_incoming(i64(k0), pre)
+    phis = []
+    for init in sets:
+        rows = []
+        for r in range(mr):
+            row = []
+            for v in range(nvec):
+                p = b.phi(init[r][v].type, f"acc{r}_{v}")
+                p.add_incoming(init[r][v], pre)
+                row.append(p)
+            rows.append(row)
+        phis.append(rows)
+    limit = kend - (step - 1) if isinstance(kend, int) else b.sub(kend, i64(step - 1))
+    b.cbranch(b.icmp_signed("<", k, i64(limit)), body, end)
     b.position_at_end(body)
-    bptr = ops.b_addr(b, jp, k)
-    if ops.b_exact:
-        bvecs = [load_vec(b, gep(b, bptr, v * vw), vw, valid[v]) for v in range(nvec)]
-    else:
-        bvecs = [b.load(gep(b, bptr, v * vw), typ=init[0][0].type, align=4) for v in range(nvec)]
-    for r in range(mr):
-        a = broadcast(b, b.load(ops.a_addr(b, i0, r, k), typ=F32, align=4), vw)
-        for v in range(nvec):
-            accs[r][v].add_incoming(fma(b, a, bvecs[v], accs[r][v]), body)
-    k.add_incoming(b.add(k, i64(1)), body)
+    for u, accs in enumerate(phis):
+        kk = add(b, k, u)
+        bptr = ops.b_addr(b, jp, kk)
+        if ops.b_exact:
+            bvecs = [load_vec(b, gep(b, bptr, v * vw), vw, valid[v]) for v in range(nvec)]
+        else:
+            bvecs = [b.load(gep(b, bptr, v * vw), typ=vec(vw), align=4) for v in range(nvec)]
+        for r in range(mr):
+            a = broadcast(b, b.load(ops.a_addr(b, i0, r, kk), typ=F32, align=4), vw)
+            for v in range(nvec):
+                accs[r][v].add_incoming(fma(b, a, bvecs[v], accs[r][v]), body)
+    k.add_incoming(b.add(k, i64(step)), body)
     b.branch(header)
     b.position_at_end(end)
-
-    for r in range(mr):
-        for v in range(nvec):
-            out = accs[r][v]
-            if ops.activation is not None and last is not False:
-                out = _cond(b, last, apply_activation(b, out, ops.activation), out)
-            store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
+    return k, phis
 
 
 @dataclass(frozen=True)
