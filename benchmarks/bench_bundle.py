@@ -1,7 +1,9 @@
 """AOT bundles vs the in-process LLVM executor vs onnxruntime (one thread) on the sample models:
 object and weights sizes, the three regions, and latency per call of examples/bundle.
 
-Run: ``python benchmarks/bench_bundle.py [--only lenet mlp ...] [--repeat 2000]``. Bundles and
+Run: ``python benchmarks/bench_bundle.py [--only lenet mlp ...] [--repeat 2000] [--int8]``
+(`--int8`: also the int8 bundles, `glowviz bundle --quantize` with a profile of 8 random
+inputs, against the int8 LLVM executor; onnxruntime stays fp32). Bundles and
 example programs go to benchmarks/out/bundle/ (not committed). Latencies are medians per call
 measured in this same run: the C example's over --repeat calls (inputs copied in before each,
 as `executor.run` does), the other two `glowviz bench`'s.
@@ -32,21 +34,40 @@ MODELS = ["lenet", "mlp", "mobilenet_small", "resnet_small"]
 REPEAT = {"mlp": 20000, "lenet": 5000, "mobilenet_small": 2000, "resnet_small": 300}
 
 
-def measure(name: str, out: Path, repeat: int | None) -> dict:
+def _profile(model: Path, path: Path) -> Path:
+    """A quantization profile of `model` from 8 random inputs (as the bundle tests make)."""
+    from compiler.quantize import model_input_types, profile_model, random_samples
+
+    samples = random_samples(model_input_types(str(model)), 8, seed=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profile_model(str(model), samples, executor="graph").save(path)
+    return path
+
+
+def measure(name: str, out: Path, repeat: int | None, int8: bool = False) -> dict:
     from compiler.backends.llvm.bundle_header import read_header_report
+    from compiler.quantization import QuantizeOptions
 
     model = ROOT / "sample_models" / f"{name}.onnx"
-    bdir = out / name
-    if glowviz(["bundle", str(model), "-o", str(bdir)]) != 0:
+    bdir = out / (f"{name}_int8" if int8 else name)
+    args = ["bundle", str(model), "-o", str(bdir)]
+    quantize = None
+    if int8:
+        profile = _profile(model, bdir / f"{name}.profile.json")
+        args += ["--quantize", str(profile)]
+        quantize = QuantizeOptions(profile)
+    if glowviz(args) != 0:
         raise SystemExit(f"glowviz bundle failed on {name}")
     report = read_header_report((bdir / f"{name}.h").read_text())["bundle"]
     program = build_example(bdir, name)
     inputs = save_inputs(bdir, sample_inputs(name))
     reps = repeat or REPEAT[name]
     _, bundle_us = run_example(program, inputs, weights=bdir / f"{name}.weights.bin", repeat=reps)
-    inproc = bench_model(model, reps=max(20, reps // 10), with_compile_times=False)
+    inproc = bench_model(
+        model, reps=max(20, reps // 10), with_compile_times=False, quantize=quantize
+    )
     return {
-        "name": name,
+        "name": f"{name} int8" if int8 else name,
         "object": report["object"],
         "weights": (bdir / f"{name}.weights.bin").stat().st_size,
         "regions": report["regions"],
@@ -77,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help=f"models (default: {MODELS})")
     ap.add_argument("--repeat", type=int, default=None, help="bundle calls to time per model")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "bundle")
+    ap.add_argument("--int8", action="store_true", help="also the int8 (--quantize) bundles")
     args = ap.parse_args(argv)
     rows = [measure(n, args.out, args.repeat) for n in args.only or MODELS]
+    if args.int8:
+        rows += [measure(n, args.out, args.repeat, int8=True) for n in args.only or MODELS]
     print_table(rows)
     return 0
 
