@@ -15,13 +15,7 @@ from compiler.lir.printer import print_lir
 from compiler.lir.verifier import verify_lir
 from compiler.passes.registry import get_pass
 from tests.filecheck import check
-
-
-def function_head(declarations: str) -> str:
-    """The text of `function @main` up to its code, declaring the weights of `declarations`."""
-    weights = "".join(f"  {line.strip()}\n" for line in declarations.splitlines() if line.strip())
-    return f"function @main\ndeclare {{\n{weights}}}\ncode {{\n"
-
+from tests.lir_text import function_head
 
 #: The default test function's declarations: one input %x, one output %y.
 HEAD = function_head("""

@@ -11,7 +11,8 @@ from compiler.lir.printer import print_lir
 from compiler.lir.verifier import verify_lir
 from compiler.passes.registry import get_pass
 from tests.filecheck import check
-from tests.lir.passes.lir_cases import function_head, run_pass
+from tests.lir.passes.lir_cases import run_pass
+from tests.lir_text import function_head
 
 CONV_HEAD = function_head("""
   %x = weight mutable input : f32<1x4x4x4>
