@@ -31,31 +31,14 @@ class Net(GraphBuilder):
         )
 
     # -- layers ---------------------------------------------------------------------------------
-    def conv(
-        self,
-        x: str,
-        cin: int,
-        cout: int,
-        k: int,
-        stride: int = 1,
-        pad: int | None = None,
-        group: int = 1,
-        bias: bool = True,
-    ) -> str:
-        pad = k // 2 if pad is None else pad
-        w = self.const("w", self.weight((cout, cin // group, k, k), cin // group * k * k))
-        ins = [x, w]
-        if bias:
-            ins.append(self.const("b", np.zeros(cout, np.float32)))
-        return self.op(
-            "Conv",
-            ins,
-            "conv",
-            kernel_shape=[k, k],
-            strides=[stride, stride],
-            pads=[pad] * 4,
-            group=group,
-        )
+    # conv is GraphBuilder's, with these weights (He in float32) and zero biases, named w and b.
+    CONV_NAMES = ("w", "b")
+
+    def conv_weight(self, shape: Sequence[int], fan_in: int) -> np.ndarray:
+        return self.weight(shape, fan_in)
+
+    def conv_bias(self, cout: int) -> np.ndarray:
+        return np.zeros(cout, np.float32)
 
     def bn(self, x: str, c: int) -> str:
         scale = self.const("gamma", (1.0 + 0.1 * self.rng.standard_normal(c)).astype(np.float32))

@@ -58,6 +58,15 @@ class GraphBuilder:
 
     # Layers ------------------------------------------------------------------------------
 
+    #: Name prefixes of a conv layer's weight and bias initializers.
+    CONV_NAMES = ("conv.weight", "conv.bias")
+
+    def conv_weight(self, shape: Sequence[int], fan_in: int) -> np.ndarray:
+        return self.he(shape, fan_in)
+
+    def conv_bias(self, cout: int) -> np.ndarray:
+        return self.normal((cout,), 0.05)
+
     def conv(
         self,
         x: str,
@@ -65,15 +74,18 @@ class GraphBuilder:
         cout: int,
         k: int,
         stride: int = 1,
+        pad: int | None = None,
         group: int = 1,
         bias: bool = True,
-        pad: int | None = None,
     ) -> str:
+        """A k x k Conv ("same" padding unless `pad`); subclasses choose the initial weights and
+        the initializers' names (the benchmark models' Net)."""
         pad = k // 2 if pad is None else pad
-        w = self.const("conv.weight", self.he((cout, cin // group, k, k), (cin // group) * k * k))
+        fan_in = (cin // group) * k * k
+        w = self.const(self.CONV_NAMES[0], self.conv_weight((cout, cin // group, k, k), fan_in))
         inputs = [x, w]
         if bias:
-            inputs.append(self.const("conv.bias", self.normal((cout,), 0.05)))
+            inputs.append(self.const(self.CONV_NAMES[1], self.conv_bias(cout)))
         attrs = dict(kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
         if group != 1:
             attrs["group"] = group
@@ -223,7 +235,7 @@ def build_mobilenet_small() -> onnx.ModelProto:
         return b.op("Clip", [v, lo, hi])
 
     def conv_bn(v: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1) -> str:
-        return b.batchnorm(b.conv(v, cin, cout, k, stride, group, bias=False), cout)
+        return b.batchnorm(b.conv(v, cin, cout, k, stride, group=group, bias=False), cout)
 
     x = relu6(conv_bn("input", 3, 16, 3, stride=2))
     cin = 16

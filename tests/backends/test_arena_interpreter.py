@@ -18,6 +18,7 @@ from compiler.lir import parse_lir, verify_lir
 from compiler.lir.irgen import irgen
 from compiler.memory.plan import plan_memory
 from compiler.pipeline import CompileOptions, compile_model
+from tests.lir_text import lir_text
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
 
@@ -172,22 +173,17 @@ def test_wrong_plan_gives_wrong_numbers() -> None:
 
 
 def test_in_place_elementwise_output_aliasing_input() -> None:
-    text = """\
-function @main
-declare {
+    text = lir_text("""
   %x = weight mutable input : f32<2x3>
   %out = weight mutable output : f32<2x3>
   %c = weight const : f32<3> = dense<[1.0, 2.0, 3.0]>
-}
-code {
   0 %a = allocactivation : f32<2x3>
   1 %e = exp @out %a, @in %x
   2 %add = add @out %a, @in %a, @in %c
   3 %m = mul @out %a, @in %a, @in %a
   4 %cp = copy @out %out, @in %a
   5 %d = deallocactivation @out %a
-}
-"""
+""")
     lir = parse_lir(text)
     verify_lir(lir)
     x = np.arange(6, dtype=np.float32).reshape(2, 3) / 10
@@ -197,22 +193,17 @@ code {
 
 
 def test_insert_extract_and_views() -> None:
-    text = """\
-function @main
-declare {
+    text = lir_text("""
   %x = weight mutable input : f32<2x3>
   %out = weight mutable output : f32<2x4>
   %row = weight mutable output : f32<6>
-}
-code {
   0 %cat = allocactivation : f32<2x6>
   1 %i0 = inserttensor @inout %cat, @in %x {offsets = [0, 0], count = 2, axis = 1}
   2 %e = extracttensor @out %out, @in %cat {offsets = [0, 1]}
   3 %v = tensorview @in %cat {offsets = [1, 0]} : f32<6>
   4 %c = copy @out %row, @in %v
   5 %d = deallocactivation @out %cat
-}
-"""
+""")
     lir = parse_lir(text)
     verify_lir(lir)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -13,7 +13,7 @@ from compiler.graph.ir import Module
 from compiler.graph.types import f32
 from compiler.lir.ir import LIRFunction
 from compiler.memory.plan import BufferPlacement, MemoryPlan
-from compiler.passes.manager import PassEvent
+from compiler.passes.manager import PassEvent, ir_kind, ir_size
 from compiler.pipeline import CompileOptions, CompileResult
 from compiler.scheduling import Schedule
 from glowviz.session import SteppingExecutor
@@ -226,17 +226,28 @@ class FakeReference(FakeExecutor):
         return float(k) + (0.5 if k == 7 else 0.0)
 
 
-def _import_event(m: Module) -> PassEvent:
+def _event(
+    index: int,
+    stage: str,
+    name: str,
+    ir: Module | LIRFunction,
+    before: int,
+    time_ms: float,
+    changed: bool = True,
+    provenance: list | None = None,
+) -> PassEvent:
+    """What the real runner reports after a pass: a snapshot of the IR, its kind and size."""
     return PassEvent(
-        index=0,
-        stage="import",
-        pass_name="import-onnx",
-        ir_kind="graph",
-        ir=m.clone(),
-        changed=True,
-        time_ms=0.5,
-        count_before=0,
-        count_after=m.node_count(),
+        index=index,
+        stage=stage,
+        pass_name=name,
+        ir_kind=ir_kind(ir),
+        ir=ir.clone(),
+        changed=changed,
+        time_ms=time_ms,
+        count_before=before,
+        count_after=ir_size(ir),
+        provenance=provenance or [],
     )
 
 
@@ -245,42 +256,18 @@ def fake_compile(model: Any, options: Any, observer: Any = None, **_: Any) -> Co
 
     m = build_module()
     idx = 0
-    observer(_import_event(m))
+    observer(_event(0, "import", "import-onnx", m, 0, 0.5))
     for stage, name, fn in PASSES:
         idx += 1
         before = m.node_count()
         m.main.journal.clear()
         t0 = time.perf_counter()
         changed = fn(m)
-        observer(
-            PassEvent(
-                index=idx,
-                stage=stage,
-                pass_name=name,
-                ir_kind="graph",
-                ir=m.clone(),
-                changed=changed,
-                time_ms=0.1 + 0 * (time.perf_counter() - t0),
-                count_before=before,
-                count_after=m.node_count(),
-                provenance=list(m.main.journal),
-            )
-        )
+        time_ms = 0.1 + 0 * (time.perf_counter() - t0)
+        observer(_event(idx, stage, name, m, before, time_ms, changed, list(m.main.journal)))
     sched, lir, plan = fake_low_level(m)
     idx += 1
-    observer(
-        PassEvent(
-            index=idx,
-            stage="irgen",
-            pass_name="irgen",
-            ir_kind="lir",
-            ir=lir.clone(),
-            changed=True,
-            time_ms=0.2,
-            count_before=m.node_count(),
-            count_after=len(lir),
-        )
-    )
+    observer(_event(idx, "irgen", "irgen", lir, m.node_count(), 0.2))
     options = options or CompileOptions()
     return CompileResult(m, str(model), options, sched, lir, plan, time_ms=1.0)
 
@@ -289,7 +276,7 @@ def fake_failing_compile(model: Any, options: Any, observer: Any = None, **_: An
     from compiler.errors import PassError
 
     m = build_module()
-    observer(_import_event(m))
+    observer(_event(0, "import", "import-onnx", m, 0, 0.5))
     raise PassError(
         "cannot fold BatchNorm with a non-constant scale", pass_name="fold-batchnorm", node="bn1"
     )

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ide_helpers import ROOT, ready, run_async, settle
+from ide_helpers import ROOT
+from pilot_helpers import ide, main_screen, ready, run_async, settle
 
 from glowviz.app import GlowvizApp
-from glowviz.screens.main import MainScreen
 
-SIZE = (160, 50)
 REGRESSIONS = Path(__file__).resolve().parents[1] / "fuzz" / "regressions"
 
 #: A few of each refused class (bad data, bad attribute, bad dim, memory, integer semantics),
@@ -28,34 +27,28 @@ HOSTILE = {
 }
 
 
-def _main(app) -> MainScreen:
-    return next(s for s in app.screen_stack if isinstance(s, MainScreen))
-
-
 @run_async
 async def test_hostile_models_open_with_their_error_and_the_ide_goes_on():
-    app = GlowvizApp(str(REGRESSIONS / "raw_data_short.onnx"))
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide(GlowvizApp(str(REGRESSIONS / "raw_data_short.onnx"))) as (app, pilot, main):
         for name, says in HOSTILE.items():
             app.open_model(str(REGRESSIONS / f"{name}.onnx"))
             await ready(app, pilot)
-            pane = _main(app).query_one("#error-pane")
+            pane = main_screen(app).query_one("#error-pane")
             assert not pane.has_class("hidden"), name
             assert says in str(pane.render()), (name, str(pane.render()))
             assert app.session.error is not None and "\n" not in app.session.error.headline()
         app.open_model(str(ROOT / "sample_models" / "mlp.onnx"))
         await ready(app, pilot)
-        assert app.session.error is None and _main(app).query_one("#error-pane").has_class("hidden")
+        assert app.session.error is None and main_screen(app).query_one("#error-pane").has_class(
+            "hidden"
+        )
 
 
 @run_async
 async def test_integer_division_by_zero_while_debugging_stops_the_debugger_only():
-    app = GlowvizApp(str(REGRESSIONS / "int_div_by_runtime_zero.onnx"))
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    model = str(REGRESSIONS / "int_div_by_runtime_zero.onnx")
+    async with ide(GlowvizApp(model)) as (app, pilot, main):
         assert app.session.error is None, app.session.error.headline()
-        main = _main(app)
         await pilot.press("7")
         await settle(app, pilot)
         await pilot.click("#debug-table")

@@ -6,26 +6,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
+from ide_helpers import ROOT, make_fake_session
+from pilot_helpers import ide, main_screen, open_debugger, ready, run_async, settle, show, until
 from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp
 from glowviz.screens.main import VIEWS, MainScreen
 from glowviz.widgets.virtual_table import VirtualTable
 
-SIZE = (160, 50)
-
-
-def _main(app) -> MainScreen:
-    return next(s for s in app.screen_stack if isinstance(s, MainScreen))
-
 
 @run_async
 async def test_every_view_renders():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide() as (app, pilot, main):
         assert "7 stages" in app.sub_title
         for k, (tab, _title, _cls) in enumerate(VIEWS):
             await pilot.press(str(k + 1))
@@ -42,9 +34,7 @@ async def test_every_view_renders():
         # never more than two of the graph's 1 KiB activations at once in the node list's order
         assert scheds[0].kind == "program order" and scheds[0].peak_bytes == 2048
         # a low-level stage shows the schedule the compile used (the fake plan's, 2 KiB)
-        main.goto_stage(6)
-        await pilot.press("4")
-        await settle(app, pilot)
+        await show(app, pilot, 6, "schedule")
         await until(pilot, lambda: main.view("schedule").index == 6)
         await until(pilot, lambda: main.view("schedule").schedules[0].kind != "program order")
         assert main.view("schedule").schedules[0].peak_bytes == 2048
@@ -55,10 +45,7 @@ async def test_every_view_renders():
 
 @run_async
 async def test_step_passes_with_n_and_p_and_views_follow():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide() as (app, pilot, main):
         start = main.index
         assert start == 5  # the last graph stage is selected after compiling
         await pilot.press("p")
@@ -78,14 +65,8 @@ async def test_step_passes_with_n_and_p_and_views_follow():
 
 @run_async
 async def test_open_a_diff():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
-        main.goto_stage(1)
-        await pilot.press("2")
-        await pilot.pause()
-        view = main.view("diff")
+    async with ide() as (app, pilot, main):
+        view = await show(app, pilot, 1, "diff")
         assert view.pair == (0, 1)
         assert "conv1 + bn1 -> conv1_bn (Conv)  [fold-batchnorm]" in view.current.provenance
         table = view.query_one("#diff-table", VirtualTable)
@@ -99,13 +80,8 @@ async def test_open_a_diff():
 
 @run_async
 async def test_graph_search_detail_and_neighbourhood():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
-        main.goto_stage(0)
-        await pilot.press("1")
-        await pilot.pause()
+    async with ide() as (app, pilot, main):
+        await show(app, pilot, 0, "graph")
         await pilot.click("#graph-table")
         await pilot.press("slash", *"relu2", "enter")
         await pilot.pause()
@@ -128,10 +104,7 @@ async def test_graph_search_detail_and_neighbourhood():
 
 @run_async
 async def test_ir_goto_definition():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide() as (app, pilot, main):
         await pilot.press("3")
         await pilot.pause()
         ir = main.view("ir")
@@ -144,10 +117,7 @@ async def test_ir_goto_definition():
 
 @run_async
 async def test_select_a_buffer():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide() as (app, pilot, main):
         main.goto_stage(6)  # the final plan (the fake one); graph stages are planned for real
         main.goto_buffer("relu1_res")
         await settle(app, pilot)
@@ -167,10 +137,7 @@ async def test_select_a_buffer():
 
 @run_async
 async def test_breakpoint_and_continue():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide() as (app, pilot, main):
         await pilot.press("7")
         await pilot.pause()
         await pilot.click("#debug-table")
@@ -202,9 +169,7 @@ async def test_breakpoint_and_continue():
 
 @run_async
 async def test_switch_theme_is_remembered(_config_dir):
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         assert app.theme == "glowviz-dark"
         app.set_glowviz_theme("paper")
         await pilot.pause()
@@ -222,9 +187,7 @@ async def test_switch_theme_is_remembered(_config_dir):
 async def test_palette_and_help():
     from glowviz.screens.commands import entries
 
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         texts = [e[0] for e in entries(app)]
         for prefix in (
             "Go to pass:",
@@ -244,7 +207,7 @@ async def test_palette_and_help():
         await pilot.pause(0.3)
         await pilot.press("enter")
         await pilot.pause()
-        main = _main(app)
+        main = main_screen(app)
         assert main.query_one(TabbedContent).active == "graph"
         assert main.view("graph").selected_node == "conv2_relu"
         await pilot.press("question_mark")
@@ -260,10 +223,7 @@ async def test_palette_and_help():
 
 @run_async
 async def test_error_pane_on_failing_compile():
-    app = GlowvizApp(session=make_fake_session(failing=True))
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide(failing=True) as (app, pilot, main):
         pane = main.query_one("#error-pane")
         assert not pane.has_class("hidden")
         text = str(pane.render())
@@ -278,21 +238,15 @@ async def test_error_pane_on_failing_compile():
 async def test_bad_model_file_opens_with_error(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"garbage")
-    app = GlowvizApp(str(bad))
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        assert not _main(app).query_one("#error-pane").has_class("hidden")
+    async with ide(GlowvizApp(str(bad))) as (app, pilot, main):
+        assert not main.query_one("#error-pane").has_class("hidden")
         app.open_model(str(ROOT / "sample_models" / "mlp.onnx"))  # and it keeps working
-        await ready(app, pilot)
-        assert _main(app).session.model_name == "mlp.onnx"
+        assert (await ready(app, pilot)).session.model_name == "mlp.onnx"
 
 
 @run_async
 async def test_real_default_model():
-    app = GlowvizApp(None)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide(GlowvizApp(None)) as (app, pilot, main):
         assert app.session.model_name == "resnet_small.onnx"
         assert app.session.error is None, app.session.error.headline()
         for k in range(len(VIEWS)):
@@ -313,10 +267,7 @@ async def test_memory_and_schedule_views_show_aliases_certificate_and_every_sche
     """The default model's residual convs accumulate in place: the Memory view lists those
     aliases (hatched in the map), says why ("accumulates into ...") and shows the certificate;
     the Schedule view puts optimal, child-mem-size and topological side by side."""
-    app = GlowvizApp(None)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide(GlowvizApp(None)) as (app, pilot, main):
         rep = app.session.memory_report()
         alias = next(b for b in rep.buffers if b.alias_of)
         main.goto_stage(len(app.session.stages) - 1)  # the views follow the stage: the final plan
@@ -343,23 +294,10 @@ async def test_memory_and_schedule_views_show_aliases_certificate_and_every_sche
 # -- the debugger: LLVM, the interpreter in lock-step, code views, divergence -----------------
 
 
-async def _debugger(app, pilot):
-    main = _main(app)
-    await pilot.press("7")
-    await pilot.pause()
-    await settle(app, pilot)
-    await pilot.click("#debug-table")
-    view = main.view("debugger")
-    assert view.dbg is not None and view.dbg.available
-    return view
-
-
 @run_async
 async def test_run_to_first_divergence_fake():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        view = await _debugger(app, pilot)
+    async with ide() as (app, pilot, main):
+        view = await open_debugger(app, pilot)
         dbg = view.dbg
         await pilot.press("n")  # the allocactivation, then the conv that writes its buffer
         assert dbg.last_index == 1
@@ -382,10 +320,8 @@ async def test_run_to_first_divergence_fake():
 
 @run_async
 async def test_code_views_cycle_fake():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        view = await _debugger(app, pilot)
+    async with ide() as (app, pilot, main):
+        view = await open_debugger(app, pilot)
         view.query_one("#debug-table", VirtualTable).move_cursor(1)
         await pilot.press("i")
         await settle(app, pilot)
@@ -407,11 +343,9 @@ async def test_llvm_debugger_on_the_default_model():
     selected instruction, run to first divergence, a breakpoint on an op kind."""
     from glowviz.screens.commands import entries
 
-    app = GlowvizApp(None)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide(GlowvizApp(None)) as (app, pilot, main):
         assert app.session.error is None, app.session.error.headline()
-        view = await _debugger(app, pilot)
+        view = await open_debugger(app, pilot)
         dbg = view.dbg
         assert dbg.executor_name == "llvm" and dbg.fallback_error is None
         assert dbg.reference is not None and dbg.reference.name == "interpreter"
@@ -484,10 +418,7 @@ async def test_resnet50_shaped_model_stage_switching(tmp_path):
     from models import write_model
 
     path = write_model("resnet50", tmp_path, image=64, classes=10)
-    app = GlowvizApp(str(path))
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide(GlowvizApp(str(path))) as (app, pilot, main):
         assert app.session.error is None, app.session.error.headline()
         assert len(app.session.stages) > 10
         assert sum(r["op"] == "Conv" for r in app.session.graph_nodes(0)) == 53
@@ -502,9 +433,7 @@ async def test_resnet50_shaped_model_stage_switching(tmp_path):
             await pilot.pause()
             assert main.index == before - 1, tab
         graph = main.view("graph")
-        main.goto_stage(0)
-        await pilot.press("1")
-        await pilot.pause()
+        await show(app, pilot, 0, "graph")
         assert graph.index == 0 and len(graph.rows) > 300
         assert main.view("debugger").dbg is not None
 
@@ -521,9 +450,7 @@ async def test_specialized_model_shows_its_notes(tmp_path):
 
     path = reshape_by_input_model(tmp_path / "reshape.onnx")
     options = CompileOptions(const_inputs={"shape": np.array([3, 4])})
-    app = GlowvizApp(str(path), options)
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(app, pilot)
+    async with ide(GlowvizApp(str(path), options)) as (app, pilot, main):
         assert app.session.error is None, app.session.error.headline()
         assert app.session.notes == ["input 'shape' specialized to [3, 4]"]
         label = main.query_one("#pipeline-notes", Label)

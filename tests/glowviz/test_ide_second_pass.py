@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 from fake_pipeline import fake_compile
-from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
+from ide_helpers import ROOT, make_fake_session
+from pilot_helpers import ide, main_screen, open_debugger, ready, run_async, settle, show, until
 from textual.widgets import DataTable, Input, TabbedContent
 
 from glowviz.app import GlowvizApp
-from glowviz.screens.main import MainScreen
 from glowviz.session import CompileSession
 
 SIZE = (160, 50)
@@ -33,27 +33,12 @@ def _plain(widget) -> str:
     return console.export_text()
 
 
-def _main(app) -> MainScreen:
-    return next(s for s in app.screen_stack if isinstance(s, MainScreen))
-
-
-async def _show(app, pilot, stage: int, key: str):
-    main = _main(app)
-    main.goto_stage(stage)
-    await pilot.press(key)
-    await settle(app, pilot)
-    return main
-
-
 # -- item 1: every view follows the selected stage ---------------------------------------------
 @run_async
 async def test_memory_lifetimes_and_schedule_follow_the_stage():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         session = app.session
-        main = await _show(app, pilot, 1, "6")
-        mem = main.view("memory")
+        mem = await show(app, pilot, 1, "memory")
         await until(pilot, lambda: mem.report is not None and mem.index == 1)
         # stage 1 (after fold-batchnorm, relu not yet fused) is planned from its own graph:
         # relu2 still has its own buffer, which the final plan does not
@@ -87,11 +72,8 @@ async def test_memory_lifetimes_and_schedule_follow_the_stage():
 async def test_memory_timeline_across_passes_jumps_to_a_pass():
     from glowviz.exports.per_pass import per_pass_memory
 
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = await _show(app, pilot, 6, "6")
-        mem = main.view("memory")
+    async with ide() as (app, pilot, main):
+        mem = await show(app, pilot, 6, "memory")
         await until(pilot, lambda: mem.timeline_rows is not None)
         # the same series `glowviz mem --per-pass` prints
         rows = per_pass_memory(app.session)
@@ -111,11 +93,8 @@ async def test_memory_timeline_across_passes_jumps_to_a_pass():
 # -- item 2: each rewrite is a step ------------------------------------------------------------
 @run_async
 async def test_rewrites_step_and_inline_changes():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = await _show(app, pilot, 3, "2")  # fuse-activations
-        view = main.view("diff")
+    async with ide() as (app, pilot, main):
+        view = await show(app, pilot, 3, "diff")  # fuse-activations
         assert view.rewrites, "the pass's rewrites are listed"
         head = str(main.query_one("#diff-rewrite").render())
         assert "consumed" in head and "conv2" in head and "conv2_relu" in head
@@ -137,11 +116,8 @@ async def test_rewrites_step_and_inline_changes():
 # -- item 3: the whole graph -------------------------------------------------------------------
 @run_async
 async def test_whole_graph_pan_zoom_and_marks():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = await _show(app, pilot, 1, "1")
-        graph = main.view("graph")
+    async with ide() as (app, pilot, main):
+        graph = await show(app, pilot, 1, "graph")
         await pilot.press("w")
         await settle(app, pilot)
         await until(pilot, lambda: graph.drawing is not None)
@@ -163,22 +139,12 @@ async def test_whole_graph_pan_zoom_and_marks():
 
 
 # -- item 4: the debugger's tolerance, slice and watches ---------------------------------------
-async def _debugger(app, pilot):
-    main = _main(app)
-    await pilot.press("7")
-    await settle(app, pilot)
-    view = main.view("debugger")
-    await until(pilot, lambda: view.dbg is not None and view.dbg.available)
-    view.query_one("#debug-table").focus()
-    return view
 
 
 @run_async
 async def test_debugger_tolerance_slice_and_watch_from_prompts():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        view = await _debugger(app, pilot)
+    async with ide() as (app, pilot, main):
+        view = await open_debugger(app, pilot)
         dbg = view.dbg
         # the fake reference is off by 0.5 at instruction 7: with atol 1 it is no divergence
         await pilot.press("T")
@@ -221,11 +187,8 @@ async def test_debugger_tolerance_slice_and_watch_from_prompts():
 # -- item 5: the memory map ---------------------------------------------------------------------
 @run_async
 async def test_memory_map_zoom_pan_and_buffer_card():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = await _show(app, pilot, 6, "6")
-        mem = main.view("memory")
+    async with ide() as (app, pilot, main):
+        mem = await show(app, pilot, 6, "memory")
         await until(pilot, lambda: mem.report is not None and mem.index == 6)
         await pilot.press("m")
         await pilot.pause()
@@ -253,10 +216,8 @@ async def test_memory_map_zoom_pan_and_buffer_card():
 # -- item 6: export asks for a path, a format and a theme --------------------------------------
 @run_async
 async def test_export_dialog_writes_where_asked(tmp_path):
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        await _show(app, pilot, 1, "1")
+    async with ide() as (app, pilot, main):
+        await show(app, pilot, 1, "graph")
         await pilot.press("ctrl+e")
         await pilot.pause()
         assert type(app.screen).__name__ == "ExportScreen"
@@ -285,7 +246,7 @@ def _fits(app, table, count_width: int) -> None:
     (cells padded by one each side, the vertical scrollbar beside them)."""
     cols = {str(c.key.value): c for c in table.columns.values()}
     assert cols["count"].width >= count_width
-    pane = _main(app).query_one("PipelinePane")
+    pane = main_screen(app).query_one("PipelinePane")
     used = sum(c.width + 2 for c in cols.values()) + 2
     assert used <= pane.content_size.width, (used, pane.content_size.width)
 
@@ -295,10 +256,8 @@ async def test_pipeline_counts_and_times_keep_all_digits():
     s = CompileSession(
         str(ROOT / "sample_models" / "resnet_small.onnx"), None, compile_fn=_big_counts_compile
     )
-    app = GlowvizApp(session=s)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(app, pilot)
-        table = _main(app).query_one("#pipeline-table", DataTable)
+    async with ide(GlowvizApp(session=s), size=(100, 30)) as (app, pilot, main):
+        table = main_screen(app).query_one("#pipeline-table", DataTable)
         row = " ".join(str(c) for c in table.get_row_at(1))
         assert "495→2018" in row
         _fits(app, table, len("495→2018"))
@@ -312,11 +271,8 @@ async def test_pipeline_counts_and_times_keep_all_digits():
 
 @run_async
 async def test_ir_backspace_goes_back_after_a_jump():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = await _show(app, pilot, 1, "3")
-        ir = main.view("ir")
+    async with ide() as (app, pilot, main):
+        ir = await show(app, pilot, 1, "ir")
         ta = ir.query_one("IRTextArea")
         ta.focus()
         lines = ir.text.splitlines()
@@ -348,7 +304,7 @@ async def test_position_kept_when_the_compile_finishes():
     model = str(ROOT / "sample_models" / "resnet_small.onnx")
     app = GlowvizApp(session=CompileSession(model, None, compile_fn=_gated_compile(gate)))
     async with app.run_test(size=SIZE) as pilot:
-        main = _main(app)
+        main = main_screen(app)
         await until(pilot, lambda: len(main.query_one("PipelinePane").records) >= 3)
         main.goto_stage(1)
         await pilot.press("3")  # the IR view of stage 1, while the compile runs
@@ -363,11 +319,8 @@ async def test_position_kept_when_the_compile_finishes():
 
 @run_async
 async def test_graph_tab_never_keeps_an_old_drawing():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = await _show(app, pilot, 1, "1")
-        graph = main.view("graph")
+    async with ide() as (app, pilot, main):
+        graph = await show(app, pilot, 1, "graph")
         assert graph.rows
         main.goto_stage(6)  # a low-level stage: no graph
         await settle(app, pilot)
@@ -385,10 +338,7 @@ async def test_graph_tab_never_keeps_an_old_drawing():
 
 @run_async
 async def test_escape_leaves_the_pass_filter():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide() as (app, pilot, main):
         await pilot.press("ctrl+f", "e")  # cse, lower-cpu, fuse-activations, ...
         await pilot.pause()
         assert main.query_one("#pipeline-filter", Input).value == "e"
@@ -404,11 +354,8 @@ async def test_escape_leaves_the_pass_filter():
 
 @run_async
 async def test_debugger_bindings_are_consistent_and_shown():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
-        view = await _debugger(app, pilot)
+    async with ide() as (app, pilot, main):
+        view = await open_debugger(app, pilot)
         start_stage, pc = main.index, view.dbg.pc
         await pilot.press("n")  # the debugger's next instruction, not the next stage
         assert view.dbg.pc > pc and main.index == start_stage
@@ -425,9 +372,7 @@ async def test_debugger_bindings_are_consistent_and_shown():
 async def test_theme_command_offers_only_glowviz_themes_and_user_files(tmp_path, _config_dir):
     from glowviz.screens.commands import ThemeCommands
 
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         provider = ThemeCommands(app.screen)
         names = [n for n, _cb in provider._commands()]
         assert set(names) == set(app.glowviz_theme_names())
@@ -445,9 +390,7 @@ async def test_theme_command_offers_only_glowviz_themes_and_user_files(tmp_path,
 async def test_help_shows_keys_as_typed():
     from glowviz.screens.help import binding_groups
 
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         keys = " ".join(k for _, rows in binding_groups(app) for k, _ in rows)
         for raw in ("question_mark", "slash", "plus", "minus", "left_square_bracket"):
             assert raw not in keys
@@ -462,13 +405,11 @@ async def test_statistics_and_header_do_not_run_together():
     from glowviz.widgets.debugger_view import stats_text
     from glowviz.widgets.styles import styles
 
-    app = GlowvizApp(session=make_fake_session(), theme="paper")
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide(GlowvizApp(session=make_fake_session(), theme="paper")) as (app, pilot, main):
         st = styles(app)
         text = stats_text(array_stats(np.array([1.0, 1.1, np.nan], np.float32)), st).plain
         assert "nan" in text and not any(c.isdigit() for c in text.split("nan")[0][-1:])
-        figs = str(_main(app).query_one("#memory-figures").render())
+        figs = str(main_screen(app).query_one("#memory-figures").render())
         assert "KiBlower" not in figs
         # the paper theme's styles name no ANSI yellow/cyan (unreadable on white)
         for v in dataclasses.asdict(st).values():
@@ -478,19 +419,13 @@ async def test_statistics_and_header_do_not_run_together():
 # -- item 8: 100x30 ------------------------------------------------------------------------------
 @run_async
 async def test_100x30_is_first_class():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ready(app, pilot)
-        main = _main(app)
+    async with ide(size=(100, 30)) as (app, pilot, main):
         assert main.has_class("-narrow") and main.has_class("-short")
         table = main.query_one("#pipeline-table", DataTable)
         labels = [str(c.label) for c in table.columns.values()]
         assert "count" in labels
         _fits(app, table, len("53→53"))
-        main.goto_stage(6)
-        await pilot.press("6")
-        await settle(app, pilot)
-        mem = main.view("memory")
+        mem = await show(app, pilot, 6, "memory")
         await until(pilot, lambda: mem.report is not None and mem.index == 6)
         mem.action_toggle_live()  # all three buffers
         await pilot.pause()
@@ -544,11 +479,9 @@ async def test_resnet50_shaped_run_to_divergence(tmp_path):
     from models import write_model
 
     path = write_model("resnet50", tmp_path, image=32, classes=10)
-    app = GlowvizApp(str(path))
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+    async with ide(GlowvizApp(str(path))) as (app, pilot, main):
         assert app.session.error is None, app.session.error.headline()
-        view = await _debugger(app, pilot)
+        view = await open_debugger(app, pilot)
         dbg = view.dbg
         assert dbg.executor_name == "llvm" and dbg.reference is not None
         await pilot.press("d")

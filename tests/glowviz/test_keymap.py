@@ -9,7 +9,7 @@ import pkgutil
 import re
 
 import pytest
-from ide_helpers import make_fake_session, ready, run_async, until
+from pilot_helpers import ide, run_async, until
 
 import glowviz
 from glowviz import keymap
@@ -63,8 +63,6 @@ async def test_a_user_keymap_rebinds_the_help_key(tmp_path, monkeypatch: pytest.
     f = tmp_path / "keymap.toml"
     f.write_text('[keys]\n"app.help" = "f1"\n')
     monkeypatch.setenv("GLOWVIZ_KEYMAP", str(f))
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=(160, 50)) as pilot:
-        await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))

@@ -3,10 +3,12 @@ moves with keys and the mouse, and it posts RowHighlighted / RowSelected."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+from pilot_helpers import run_async
 from textual import on
 from textual.app import App, ComposeResult
 
@@ -15,14 +17,6 @@ from glowviz.widgets.node_list import NodeList
 CSS = Path(__file__).resolve().parents[2] / "glowviz" / "widgets" / "node_list.tcss"
 N = 500
 HEIGHT = 12  # the list: a header line and 11 rows
-
-
-def run_async(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def make_rows(n: int = N) -> list[tuple[str, str, str, str, str]]:
@@ -79,16 +73,22 @@ class ListApp(App):
         self.selected.append(event.key)
 
 
+@contextlib.asynccontextmanager
+async def list_app(rows=None) -> AsyncIterator[tuple[ListApp, Any, RecordingList]]:
+    """A ListApp of `rows` (N by default) under Pilot, drawn once: the app, the pilot, its list."""
+    app = ListApp(rows)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        yield app, pilot, app.query_one(RecordingList)
+
+
 def line_text(lst: NodeList, y: int) -> str:
     return lst.render_line(y).text
 
 
 @run_async
 async def test_renders_only_the_visible_rows():
-    app = ListApp()
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        lst = app.query_one(RecordingList)
+    async with list_app() as (app, pilot, lst):
         assert lst.row_count == N
         assert lst.virtual_size.height == N + 1  # the header line and the rows
         assert lst.drawn and max(lst.drawn) < HEIGHT  # nothing below the fold was drawn
@@ -107,10 +107,7 @@ async def test_renders_only_the_visible_rows():
 @run_async
 async def test_columns_fit_the_longest_cell_up_to_a_cap():
     rows = make_rows(3) + [("io", "x" * 100, "f32<2>", "a, b", "")]
-    app = ListApp(rows)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        lst = app.query_one(NodeList)
+    async with list_app(rows) as (app, pilot, lst):
         assert lst.widths[0] == len("activation")
         assert lst.widths[1] == NodeList.MAX_WIDTHS[1]
         assert lst.widths[2] == len("f32<1x64x56x56>")
@@ -121,10 +118,7 @@ async def test_columns_fit_the_longest_cell_up_to_a_cap():
 
 @run_async
 async def test_cursor_keys_scroll_and_highlight_messages():
-    app = ListApp()
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        lst = app.query_one(NodeList)
+    async with list_app() as (app, pilot, lst):
         page = HEIGHT - 1
         assert lst.cursor_row == 0
         app.highlighted.clear()
@@ -160,10 +154,7 @@ async def test_cursor_keys_scroll_and_highlight_messages():
 
 @run_async
 async def test_mouse_moves_the_cursor_then_selects():
-    app = ListApp()
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        lst = app.query_one(NodeList)
+    async with list_app() as (app, pilot, lst):
         await pilot.click(NodeList, offset=(5, 3))  # line 3: the third row
         await pilot.pause()
         assert lst.cursor_row == 2 and app.highlighted[-1] == "node2" and not app.selected
@@ -177,10 +168,7 @@ async def test_mouse_moves_the_cursor_then_selects():
 
 @run_async
 async def test_set_rows_keeps_or_resets_the_cursor():
-    app = ListApp()
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        lst = app.query_one(NodeList)
+    async with list_app() as (app, pilot, lst):
         lst.move_cursor(300)
         await pilot.pause()
         app.highlighted.clear()

@@ -243,6 +243,9 @@ EXECUTOR_CASES = [
     ("stride1", dict(C=4, H=9, W=9, K=8, k=3, pads=(1, 0, 2, 1), act="Sigmoid")),
     ("pointwise", dict(C=8, H=3, W=4, K=8, k=1)),
     ("depthwise", dict(C=6, H=5, W=7, K=6, k=3, stride=2, pads=(1, 1, 1, 1), group=6, act="Relu")),
+    # 5x5 stride 2: depthwise reads the padded copy split into column phases
+    ("depthwise-5x5s2", dict(C=6, H=11, W=13, K=12, k=5, stride=2, pads=(2, 1, 2, 2), group=6)),
+    ("depthwise-5x5s2-odd", dict(C=4, H=9, W=36, K=4, k=5, stride=2, pads=(1, 2, 0, 1), group=4)),
     ("dilated-grouped", dict(C=4, H=5, W=5, K=6, k=3, stride=2, pads=(2, 1, 0, 1), dil=2, group=2)),
     ("runtime-filter", dict(C=4, H=6, W=5, K=6, k=3, pads=(1, 1, 1, 1), group=2, runtime_w=True)),
 ]

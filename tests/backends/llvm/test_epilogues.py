@@ -87,6 +87,7 @@ SILU_CONVS = [
     (6, 11, 21, 6, 5, 1, 6, ("depthwise-direct",)),
     (8, 7, 7, 16, 5, 1, 8, ("depthwise-direct",)),  # flat run over the padded rows
     (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: on the registers
+    (8, 30, 30, 8, 5, 2, 8, ("depthwise-direct",)),  # column phases, then the plane pass
 ]
 
 

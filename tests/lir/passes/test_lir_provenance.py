@@ -4,27 +4,17 @@ a pass that never mentions provenance still leaves a complete journal."""
 from __future__ import annotations
 
 from compiler.lir.ir import Instruction, LIRFunction
-from compiler.lir.parser import parse_lir
 from compiler.lir.passes.base import LIRPass
 from compiler.lir.printer import print_lir
-from compiler.lir.verifier import verify_lir
 from compiler.passes.manager import PipelineContext, run_passes
 from compiler.passes.registry import get_pass
 from compiler.passes.rewriter import Rewriter, apply_patterns, lir_patterns
 from tests.filecheck import check
-
-HEAD = """function @main
-declare {
-  %x = weight mutable input : f32<2x8>
-  %y = weight mutable output : f32<2x8>
-}
-code {
-"""
+from tests.lir.passes.lir_cases import case, lir_function
 
 
 def lir(code: str) -> LIRFunction:
-    f = parse_lir(HEAD + code + "}\n")
-    verify_lir(f)
+    f = lir_function(code)
     assert not f.journal  # parsing is not a pass's change
     return f
 
@@ -66,15 +56,7 @@ def test_a_pass_that_never_records_still_leaves_its_rewrites_in_the_journal() ->
 
 
 def test_buffer_sharing_is_journaled_by_the_rewriter() -> None:
-    f = lir("""
-  %a = allocactivation : f32<2x8>
-  %r = relu @out %a, @in %x
-  %b = allocactivation : f32<2x8>
-  %s = sigmoid @out %b, @in %a
-  %a.d = deallocactivation @out %a
-  %c = copy @out %y, @in %b
-  %b.d = deallocactivation @out %b
-""")
+    f = lir(case("buffer-sharing-reuses-dying-input").code)
     assert get_pass("buffer-sharing")().apply(f)
     assert records(f) == [
         ("erase", "a.d", "deallocactivation", ()),
@@ -112,14 +94,6 @@ def test_moves_and_in_place_changes_are_journaled() -> None:
 
 
 def test_each_rewrite_of_a_pass_gets_its_own_index() -> None:
-    f = lir("""
-  %a = allocactivation : f32<2x8>
-  %dead = relu @out %a, @in %x
-  %b = allocactivation : f32<2x8>
-  %unread = sigmoid @out %b, @in %x
-  %a.d = deallocactivation @out %a
-  %b.d = deallocactivation @out %b
-  %w = tanh @out %y, @in %x
-""")
+    f = lir(case("dse-removes-unread-and-overwritten-stores").code)
     assert get_pass("dead-store-elimination")().apply(f)
     assert [(r.node, r.rewrite) for r in f.journal] == [("unread", 1), ("dead", 2)]

@@ -11,17 +11,16 @@ from compiler.lir.printer import print_lir
 from compiler.lir.verifier import verify_lir
 from compiler.passes.registry import get_pass
 from tests.filecheck import check
+from tests.lir.passes.lir_cases import run_pass
+from tests.lir_text import function_head
 
-CONV_HEAD = """function @main
-declare {
+CONV_HEAD = function_head("""
   %x = weight mutable input : f32<1x4x4x4>
   %y = weight mutable output : f32<1x4x4x4>
   %y2 = weight mutable output : f32<1x4x4x4>
   %w = weight const : f32<4x4x1x1> = elided<00000000000000aa>
   %b = weight const : f32<4> = elided<00000000000000bb>
-}
-code {
-"""
+""")
 
 #: r = relu(x); a = sigmoid(x); t = conv(a); z = t + r; y = -z  (r dies at the add)
 RESIDUAL = """
@@ -46,16 +45,10 @@ def _write_y2(code: str) -> str:
     return code if "%y2" in code else code + "  %y2w = relu @out %y2, @in %x\n"
 
 
-def run(name: str, code: str, *, changed: bool, meta: dict | None = None) -> str:
-    lir = parse_lir(CONV_HEAD + _write_y2(code) + "}\n")
-    lir.meta.update(meta or {})
-    verify_lir(lir)
-    did = get_pass(name)().run(lir)
-    verify_lir(lir)
-    text = print_lir(lir)
-    assert did is changed, f"{name} changed={did}\n{text}"
-    assert print_lir(parse_lir(text)) == text  # the new forms round-trip
-    return text
+def run(
+    name: str, code: str, *, changed: bool, meta: dict | None = None, head: str = CONV_HEAD
+) -> str:
+    return run_pass(name, _write_y2(code), changed=changed, head=head, meta=meta)
 
 
 # -- sum-post-op ------------------------------------------------------------------------------
@@ -132,14 +125,11 @@ def test_verifier_allows_inout_dest_only_where_it_can_accumulate() -> None:
 
 # -- zero-copy-concat -------------------------------------------------------------------------
 
-CAT_HEAD = """function @main
-declare {
+CAT_HEAD = function_head("""
   %x = weight mutable input : f32<1x2x4x4>
   %y = weight mutable output : f32<1x6x4x4>
   %y2 = weight mutable output : f32<1x2x4x4>
-}
-code {
-"""
+""")
 
 #: cat = concat(relu(x), sigmoid(x)); then cat2 = concat(cat, neg(x)); y = tanh(cat2)
 CONCATS = """
@@ -164,16 +154,8 @@ CONCATS = """
 """
 
 
-def run_cat(code: str, *, changed: bool, meta: dict | None = None) -> str:
-    lir = parse_lir(CAT_HEAD + _write_y2(code) + "}\n")
-    lir.meta.update(meta or {})
-    verify_lir(lir)
-    did = get_pass("zero-copy-concat")().run(lir)
-    verify_lir(lir)
-    text = print_lir(lir)
-    assert did is changed, f"changed={did}\n{text}"
-    assert print_lir(parse_lir(text)) == text
-    return text
+def run_cat(code: str, *, changed: bool) -> str:
+    return run("zero-copy-concat", code, changed=changed, head=CAT_HEAD)
 
 
 def test_concat_inputs_write_their_slices_nested_for_chains() -> None:

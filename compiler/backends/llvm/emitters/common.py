@@ -318,12 +318,28 @@ def fselect_lt(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.fcmp_ordered("<", x, y)
 
 
+#: The float32 exp polynomial's argument range (outside: overflow, or results below the
+#: smallest normal float).
+EXP_HI, EXP_LO = 88.3762626647949, -87.3365447505531
+
+
 def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """float32 exp (Cephes polynomial, ~1 ulp) that the loop vectoriser can widen."""
     assert float_elem(x.type) == F32
-    hi, lo = 88.3762626647949, -87.3365447505531
+    hi, lo = EXP_HI, EXP_LO
     xc = b.select(b.fcmp_ordered(">", x, like(x, hi)), like(x, hi), x)
     xc = b.select(b.fcmp_ordered("<", xc, like(x, lo)), like(x, lo), xc)
+    y = exp_in_range(b, xc)
+    y = b.select(b.fcmp_ordered(">", x, like(x, 88.72283935546875)), like(x, math.inf), y)
+    # Below the clamp numpy gives denormals (< 1.2e-38); flush them to 0.
+    y = b.select(b.fcmp_ordered("<", x, like(x, lo)), like(x, 0.0), y)
+    return b.select(is_nan(b, x), x, y)
+
+
+def exp_in_range(b: ir.IRBuilder, xc: ir.Value) -> ir.Value:
+    """exp of a float32 ``xc`` already within [EXP_LO, EXP_HI]: Cody-Waite reduction by ln 2,
+    Cephes' polynomial, the power of two put in the exponent bits."""
+    x = xc
     fx = call_intr(b, "floor", mul_add(b, xc, like(x, 1.44269504088896341), like(x, 0.5)))
     r = mul_add(b, fx, like(x, -0.693359375), xc)
     r = mul_add(b, fx, like(x, 2.12194440e-4), r)
@@ -334,11 +350,7 @@ def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     p = b.fadd(mul_add(b, p, z, r), like(x, 1.0))
     n = b.fptosi(fx, int_like(x))
     pow2 = b.bitcast(b.shl(b.add(n, ilike(x, 127)), ilike(x, 23)), x.type)
-    y = b.fmul(p, pow2)
-    y = b.select(b.fcmp_ordered(">", x, like(x, 88.72283935546875)), like(x, math.inf), y)
-    # Below the clamp numpy gives denormals (< 1.2e-38); flush them to 0.
-    y = b.select(b.fcmp_ordered("<", x, like(x, lo)), like(x, 0.0), y)
-    return b.select(is_nan(b, x), x, y)
+    return b.fmul(p, pow2)
 
 
 def fast_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:

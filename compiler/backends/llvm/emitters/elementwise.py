@@ -17,6 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.backends.llvm.emitters.common import (
+    EXP_LO,
     F16,
     F32,
     F64,
@@ -35,6 +36,7 @@ from compiler.backends.llvm.emitters.common import (
     const,
     contiguous_strides,
     divisor_or_one,
+    exp_in_range,
     fast_erf,
     fast_exp,
     fast_log,
@@ -125,11 +127,23 @@ def _relu(b, xs, es, eo, at):
 
 
 def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|): one division per element."""
-    ax = call_intr(b, "fabs", x)
-    e = fexp(b, b.fneg(ax))
+    """1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|): one division per element.
+
+    In float32, exp's argument is never positive: its overflow clamp and infinity branch go,
+    one compare both clamps the argument from below and flushes e to 0 there, and NaN is
+    handled once at the end (~20% fewer instructions; EfficientNet runs one per activation).
+    """
     one = like(x, 1.0)
-    return b.fdiv(b.select(b.fcmp_ordered(">=", x, like(x, 0.0)), one, e), b.fadd(one, e))
+    pos = b.fcmp_ordered(">=", x, like(x, 0.0))
+    if float_elem(x.type) != F32:
+        e = fexp(b, b.fneg(call_intr(b, "fabs", x)))
+        return b.fdiv(b.select(pos, one, e), b.fadd(one, e))
+    a = b.fneg(call_intr(b, "fabs", x))
+    under = b.fcmp_ordered("<", a, like(x, EXP_LO))
+    e = exp_in_range(b, b.select(under, like(x, EXP_LO), a))
+    e = b.select(under, like(x, 0.0), e)
+    s = b.fdiv(b.select(pos, one, e), b.fadd(one, e))
+    return b.select(is_nan(b, x), x, s)
 
 
 @scalar("sigmoid")
