@@ -6,6 +6,7 @@ push screens, widgets post messages, only the app and the screens reach down int
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from textual.app import App, SystemCommand
@@ -16,6 +17,9 @@ from glowviz import keymap, themes
 from glowviz.screens.commands import GlowvizCommands
 from glowviz.screens.main import MainScreen
 from glowviz.session import CompileSession
+
+#: After SIGHUP/SIGTERM, how long the orderly shutdown may take before the process just ends.
+HANGUP_GRACE_S = 3.0
 
 
 class GlowvizApp(App):
@@ -43,6 +47,7 @@ class GlowvizApp(App):
             self.register_theme(textual_theme(spec))
 
     def on_mount(self) -> None:
+        self._exit_on_hangup()
         rebound, warnings = keymap.user_keymap()
         if rebound:
             self.set_keymap(rebound)
@@ -50,6 +55,35 @@ class GlowvizApp(App):
             self.notify(w, title="keymap", severity="warning")
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(MainScreen(self.session))
+
+    def _exit_on_hangup(self) -> None:
+        """SIGHUP (the terminal went away: a closed window, `tmux kill-session`) and SIGTERM
+        quit the IDE like `q`. Without this the process outlived its terminal, spinning on the
+        dead tty at ~20% CPU: the CLI's handler raises from inside Textual's loop, which
+        swallows it."""
+        import asyncio
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for name in ("SIGHUP", "SIGTERM"):
+            sig = getattr(signal, name, None)
+            if sig is None:
+                continue
+            try:
+                loop.add_signal_handler(sig, partial(self._terminated, 128 + int(sig)))
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+
+    def _terminated(self, code: int) -> None:
+        """Quit; and since the terminal may be gone and a worker stuck, make sure the process
+        ends within HANGUP_GRACE_S even if the orderly shutdown blocks."""
+        import os
+        import threading
+
+        watchdog = threading.Timer(HANGUP_GRACE_S, os._exit, (code,))
+        watchdog.daemon = True
+        watchdog.start()
+        self.exit(return_code=code)
 
     # -- themes -------------------------------------------------------------------------------
     def search_themes(self) -> None:

@@ -26,12 +26,27 @@ def open_ide(model_path: str | None, options: CompileOptions | None = None) -> i
     # module) kept the process at 99% CPU after `q` until it finished, if ever. Closing the
     # loop shuts its executor down without waiting; what still runs is left behind below.
     loop = asyncio.new_event_loop()
+    app = GlowvizApp(model_path, options)
     try:
-        GlowvizApp(model_path, options).run(loop=loop)
+        app.run(loop=loop)
+    except BaseException as e:
+        # Ctrl-C, or SIGHUP/SIGTERM before the app's own handlers were up (the CLI's handler
+        # raised it inside the loop): a worker may be waiting on the dead loop
+        # (call_from_thread) and would keep the process alive forever.
+        leave_stuck_workers(_exit_code(e))
+        raise
     finally:
         loop.close()
-    leave_stuck_workers(0)
-    return 0
+    code = app.return_code or 0  # 128 + N after signal N (SIGHUP, SIGTERM), as a shell reports
+    leave_stuck_workers(code)
+    return code
+
+
+def _exit_code(e: BaseException) -> int:
+    if isinstance(e, KeyboardInterrupt):
+        return 130
+    signum = e.args[0] if e.args else None
+    return 128 + signum if isinstance(signum, int) else 1
 
 
 def leave_stuck_workers(code: int, grace_s: float = QUIT_GRACE_S) -> None:

@@ -1,5 +1,4 @@
-"""Fixtures of the IDE tests: a fake-pipeline session (stable), a private config dir. Driving
-the app under Pilot: pilot_helpers.py."""
+"""Fixtures of the IDE tests: a fake-pipeline session (stable), a private config dir."""
 
 from __future__ import annotations
 
@@ -38,3 +37,57 @@ def make_fake_session(failing: bool = False) -> CompileSession:
 @pytest.fixture
 def fake_session() -> CompileSession:
     return make_fake_session()
+
+
+def run_async(fn):
+    """Run an async test with asyncio.run (no pytest-asyncio needed)."""
+    import asyncio
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+async def settle(app, pilot) -> None:
+    """Wait until no worker is pending or running and the UI has handled what they posted.
+
+    No time limit of its own: pytest-timeout bounds every test. A worker that failed fails the
+    test (Textual exits the app and `wait` raises); a cancelled one (superseded by a newer
+    exclusive worker) is simply done."""
+    from textual.worker import WorkerCancelled, WorkerState
+
+    busy_states = (WorkerState.PENDING, WorkerState.RUNNING)
+    while True:
+        busy = [w for w in app.workers if w.state in busy_states]
+        if not busy:
+            await pilot.pause()
+            if not any(w.state in busy_states for w in app.workers):
+                return
+            continue
+        for w in busy:
+            if w.state == WorkerState.RUNNING:
+                try:
+                    await w.wait()
+                except WorkerCancelled:
+                    pass
+        await pilot.pause()
+
+
+async def ready(app, pilot):
+    """Wait for the compile to finish and the workspace to settle; returns the MainScreen."""
+    from glowviz.screens.main import MainScreen
+
+    while not (app.session.done and isinstance(app.screen, MainScreen)):
+        await pilot.pause(0.05)
+    await settle(app, pilot)
+    return next(s for s in app.screen_stack if isinstance(s, MainScreen))
+
+
+async def until(pilot, condition) -> None:
+    """Let the app run until `condition()` holds (things Textual does after a refresh, such as
+    moving the focus). No time limit of its own: pytest-timeout bounds every test."""
+    while not condition():
+        await pilot.pause(0.02)

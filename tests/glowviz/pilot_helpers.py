@@ -1,7 +1,6 @@
-"""Driving the IDE under Textual's Pilot: run an async test, wait for workers and the compile
-(no time limits of their own: pytest-timeout bounds every test), and `ide`, the app on the fake
-pipeline opened and settled, with the steps many tests share (show a stage's view, open the
-debugger)."""
+"""Steps the IDE tests share, on top of ide_helpers.py's waits: `ide` runs the app (by default
+on the fake pipeline) under Pilot until its compile is done, `show` selects a stage's view,
+`open_debugger` opens the debugger once it is available."""
 
 from __future__ import annotations
 
@@ -9,55 +8,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ide_helpers import make_fake_session
+from ide_helpers import make_fake_session, ready, settle, until
 
 from glowviz.app import GlowvizApp
 from glowviz.screens.main import VIEWS, MainScreen
-
-
-def run_async(fn):
-    """Run an async test with asyncio.run (no pytest-asyncio needed)."""
-    import asyncio
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
-
-
-async def settle(app, pilot) -> None:
-    """Wait until no worker is pending or running and the UI has handled what they posted.
-
-    No time limit of its own: pytest-timeout bounds every test. A worker that failed fails the
-    test (Textual exits the app and `wait` raises); a cancelled one (superseded by a newer
-    exclusive worker) is simply done."""
-    from textual.worker import WorkerCancelled, WorkerState
-
-    busy_states = (WorkerState.PENDING, WorkerState.RUNNING)
-    while True:
-        busy = [w for w in app.workers if w.state in busy_states]
-        if not busy:
-            await pilot.pause()
-            if not any(w.state in busy_states for w in app.workers):
-                return
-            continue
-        for w in busy:
-            if w.state == WorkerState.RUNNING:
-                try:
-                    await w.wait()
-                except WorkerCancelled:
-                    pass
-        await pilot.pause()
-
-
-async def ready(app, pilot) -> MainScreen:
-    """Wait for the compile to finish and the workspace to settle; returns the MainScreen."""
-    while not (app.session.done and isinstance(app.screen, MainScreen)):
-        await pilot.pause(0.05)
-    await settle(app, pilot)
-    return main_screen(app)
 
 
 def main_screen(app) -> MainScreen:
@@ -96,10 +50,3 @@ async def ide(
         app = GlowvizApp(session=make_fake_session(failing))
     async with app.run_test(size=size) as pilot:
         yield app, pilot, await ready(app, pilot)
-
-
-async def until(pilot, condition) -> None:
-    """Let the app run until `condition()` holds (things Textual does after a refresh, such as
-    moving the focus). No time limit of its own: pytest-timeout bounds every test."""
-    while not condition():
-        await pilot.pause(0.02)

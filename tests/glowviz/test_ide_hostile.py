@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ide_helpers import ROOT
-from pilot_helpers import ide, main_screen, ready, run_async, settle
+from ide_helpers import ROOT, ready, run_async, settle
+from pilot_helpers import ide, main_screen
 
 from glowviz.app import GlowvizApp
 

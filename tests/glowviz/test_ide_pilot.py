@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from ide_helpers import ROOT, make_fake_session
-from pilot_helpers import ide, main_screen, open_debugger, ready, run_async, settle, show, until
+from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
+from pilot_helpers import ide, main_screen, open_debugger, show
 from textual.widgets import DataTable, TabbedContent
 
 from glowviz.app import GlowvizApp

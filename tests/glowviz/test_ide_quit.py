@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from ide_helpers import ROOT
 
 #: The child: the IDE's own entry, with dead-code elimination spinning forever (a pass stuck
@@ -89,3 +90,54 @@ def test_quit_while_a_pass_hangs_ends_the_process(tmp_path: Path) -> None:
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
+
+
+def _wait_exit(pid: int, seconds: float) -> int | None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.1)
+    return None
+
+
+@pytest.mark.parametrize("when", ["starting", "compiling"])
+def test_the_ide_ends_when_its_terminal_hangs_up(tmp_path: Path, when: str) -> None:
+    """A closed window or `tmux kill-session` (SIGHUP): the IDE must not outlive its terminal,
+    neither while Textual starts (before the app's own signal handlers are up) nor with a
+    compile worker stuck in a pass. It used to stay behind, blocked or spinning on the dead tty."""
+    spinning = tmp_path / "spinning"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(ROOT)
+        env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
+        os.execve(
+            sys.executable,
+            [sys.executable, "-c", CHILD, str(spinning), "sample_models/mlp.onnx"],
+            env,
+        )
+    out = bytearray()
+    try:
+        deadline = time.monotonic() + 120
+        if when == "starting":  # the first bytes Textual writes: the app is not mounted yet
+            while not out:
+                assert time.monotonic() < deadline, "the IDE never wrote to its terminal"
+                _drain(fd, 0.05, out)
+        else:
+            while not spinning.exists():
+                assert time.monotonic() < deadline, "the IDE never reached the hanging pass"
+                _drain(fd, 0.2, out)
+        os.close(fd)  # the terminal goes away: the kernel hangs up the child's session
+        fd = -1
+        code = _wait_exit(pid, EXIT_WITHIN_S)
+        assert code is not None, f"still running {EXIT_WITHIN_S} s after its terminal hung up"
+        assert code != 0
+    finally:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        if fd >= 0:
+            os.close(fd)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from fake_pipeline import fake_compile
-from ide_helpers import ROOT, make_fake_session
-from pilot_helpers import ide, main_screen, open_debugger, ready, run_async, settle, show, until
+from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
+from pilot_helpers import ide, main_screen, open_debugger, show
 from textual.widgets import DataTable, Input, TabbedContent
 
 from glowviz.app import GlowvizApp

@@ -9,7 +9,8 @@ import pkgutil
 import re
 
 import pytest
-from pilot_helpers import ide, run_async, until
+from ide_helpers import run_async, until
+from pilot_helpers import ide
 
 import glowviz
 from glowviz import keymap

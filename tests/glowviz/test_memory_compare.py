@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pilot_helpers import ready, run_async, settle
+from ide_helpers import ready, run_async, settle
 from rich.style import Style
 from textual.widgets import DataTable, TabbedContent
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from pilot_helpers import run_async
+from ide_helpers import run_async
 from textual import on
 from textual.app import App, ComposeResult
 

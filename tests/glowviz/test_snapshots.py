@@ -3,8 +3,7 @@ accept a deliberate change)."""
 
 from __future__ import annotations
 
-from ide_helpers import make_fake_session
-from pilot_helpers import settle
+from ide_helpers import make_fake_session, settle
 
 from glowviz.app import GlowvizApp
 
