@@ -38,6 +38,7 @@ FAMILIES: dict[str, bool] = {
     "lraspp_mobilenet_v3": False,
     "fpn_resnet18": True,
     "vit": False,
+    "swin": False,
     "bert": False,
     "distilbert": False,
     "gpt2": False,

@@ -31,7 +31,13 @@ _TV_LIB.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
 
 import torchvision  # noqa: E402
 import transformers  # noqa: E402
-from torchvision.models import convnext, efficientnet, segmentation, vgg  # noqa: E402
+from torchvision.models import (  # noqa: E402
+    convnext,
+    efficientnet,
+    segmentation,
+    swin_transformer,
+    vgg,
+)
 from torchvision.models.detection import backbone_utils  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -276,6 +282,15 @@ FAMILIES = [
             hidden_dim=32,
             mlp_dim=64,
             num_classes=10,
+        ),
+        _img(32),
+    ),
+    # Swin: shifted windows (torch.roll), relative position bias; its exports add Mod and
+    # ScatterND on shape arithmetic.
+    Family(
+        "swin",
+        lambda: swin_transformer.SwinTransformer(
+            [4, 4], 16, [2, 2], [2, 2], [4, 4], num_classes=10
         ),
         _img(32),
     ),
