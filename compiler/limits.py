@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from compiler.errors import CompilerError, ResourceLimitError
+import numpy as np
+
+from compiler.errors import CompilerError, ExecutionError, ResourceLimitError
 
 KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -93,6 +97,31 @@ def check_fold(what: str, nbytes: int, limit: int) -> None:
         )
 
 
+@contextmanager
+def out_of_memory_is_an_error(what: str) -> Iterator[None]:
+    """Run time allocations (the arena, copies of outputs) that a plan under max_memory still
+    cannot get on this machine (a ulimit, other processes): numpy's MemoryError becomes one
+    ExecutionError saying what was being allocated."""
+    try:
+        yield
+    except MemoryError:
+        raise ExecutionError(f"out of memory {what}") from None
+
+
+def ensure_headroom(what: str, nbytes: int) -> None:
+    """Refuse `what` unless `nbytes` of address space can still be had. For work that cannot
+    fail cleanly (LLVM aborts the process when its own allocations fail): a reservation that
+    touches no page, released at once."""
+    try:
+        probe = np.empty(nbytes, np.uint8)
+    except MemoryError:
+        raise ResourceLimitError(
+            f"{what} needs about {format_size(nbytes)} of memory, which this process cannot get",
+            hint="free memory, raise the process's limit (ulimit -v), or plan a smaller model",
+        ) from None
+    del probe
+
+
 __all__ = [
     "DEFAULT_FOLD_LIMIT",
     "DEFAULT_MAX_MEMORY",
@@ -103,6 +132,8 @@ __all__ = [
     "TIB",
     "check_fold",
     "check_memory",
+    "ensure_headroom",
     "format_size",
+    "out_of_memory_is_an_error",
     "parse_size",
 ]

@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mutants", type=int, help="number of mutants of the sample models")
     p.add_argument("--graphs", type=int, help="number of random valid graphs")
     p.add_argument("--subprocess", type=int, help="CLI runs repeated as real subprocesses")
+    p.add_argument(
+        "--start", type=int, default=0, help="first mutant and graph number (resume a run)"
+    )
+    p.add_argument(
+        "--cases", metavar="IDS", help="only these cases of the run, e.g. mut-2026-83,gen-11-5"
+    )
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per command")
     p.add_argument("--mem", type=float, default=3.0, help="GiB of address space per case")
@@ -68,9 +74,20 @@ def main(argv: list[str] | None = None) -> int:
     if save:
         save.mkdir(parents=True, exist_ok=True)
 
+    only: dict[str, set[int]] | None = None
+    if args.cases:
+        only = {"gen": set(), "mut": set()}
+        for cid in args.cases.split(","):
+            kind, _seed, num = cid.strip().split("-")
+            only[kind].add(int(num))
+
     def cases():
-        yield from graph_cases(args.seed, sizes["graphs"])
-        yield from mutant_cases(args.seed, sizes["mutants"])
+        yield from graph_cases(
+            args.seed, sizes["graphs"], start=args.start, only=only and only["gen"]
+        )
+        yield from mutant_cases(
+            args.seed, sizes["mutants"], start=args.start, only=only and only["mut"]
+        )
 
     n = 0
     for case, outcomes in run_cases(cases(), st, jobs=args.jobs):

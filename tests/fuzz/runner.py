@@ -20,6 +20,7 @@ import os
 import queue
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,8 +193,18 @@ class Worker:
         env.pop("PYTEST_XDIST_WORKER", None)
         self.log.seek(0)
         self.log.truncate()
+        # The case files' folder is ours to remove: a worker killed on a hang cannot.
+        self.tmp = tempfile.mkdtemp(prefix="glowviz-fuzz-")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fuzz.worker", str(c_r), str(c_w), str(self.mem_limit)],
+            [
+                sys.executable,
+                "-m",
+                "tests.fuzz.worker",
+                str(c_r),
+                str(c_w),
+                str(self.mem_limit),
+                self.tmp,
+            ],
             cwd=ROOT,
             pass_fds=(c_r, c_w),
             stdin=subprocess.DEVNULL,
@@ -241,6 +252,7 @@ class Worker:
                 except OSError:
                     pass
             self.proc = None
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def close(self) -> None:
         self.stop()
@@ -460,13 +472,19 @@ def sample_bytes() -> dict[str, bytes]:
     return {n: (SAMPLES / f"{n}.onnx").read_bytes() for n in SAMPLE_NAMES}
 
 
-def mutant_cases(seed: int, count: int, *, slow: bool = True) -> Iterator[Case]:
-    """`count` mutants of the sample models; `slow=False` skips those marked mutator.SLOW."""
+def mutant_cases(
+    seed: int, count: int, *, slow: bool = True, start: int = 0, only: set[int] | None = None
+) -> Iterator[Case]:
+    """`count` mutants of the sample models from number `start` (each is seeded by its number:
+    a run cut short resumes where it stopped); `slow=False` skips those marked mutator.SLOW;
+    `only`: just these numbers."""
     from .mutator import SLOW, mutate
 
     samples = sample_bytes()
     names = sorted(samples)
-    for i in range(count):
+    for i in range(start, start + count):
+        if only is not None and i not in only:
+            continue
         s = seed * 1_000_003 + i
         base = names[s % len(names)]
         data, fam, desc = mutate(samples[base], s)
@@ -476,10 +494,14 @@ def mutant_cases(seed: int, count: int, *, slow: bool = True) -> Iterator[Case]:
         yield Case(f"mut-{seed}-{i}", "mutant", fam, f"{base}: {desc}", data, seed=i)
 
 
-def graph_cases(seed: int, count: int) -> Iterator[Case]:
+def graph_cases(
+    seed: int, count: int, *, start: int = 0, only: set[int] | None = None
+) -> Iterator[Case]:
     from .graphgen import random_graph
 
-    for i in range(count):
+    for i in range(start, start + count):
+        if only is not None and i not in only:
+            continue
         s = seed * 1_000_003 + i
         model, feeds, desc = random_graph(s)
         yield Case(

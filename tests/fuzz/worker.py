@@ -25,7 +25,6 @@ import resource
 import signal
 import struct
 import sys
-import tempfile
 import traceback
 import warnings
 from pathlib import Path
@@ -160,14 +159,20 @@ def task_check(req: dict[str, Any], tmp: Path) -> dict[str, Any]:
         ours_l = llvm.run(feeds)
     except CompilerError as e:  # what `run --executor llvm` would refuse too
         return {"cls": "refusal", "cause": type(e).__name__, "detail": f"llvm: {e}"}
-    again_l = llvm.run(feeds)
-    again_i = interp.run(feeds)
-    # stepping: the IDE debugger's path (compiler/backends/llvm/executor.py per-instruction entries)
-    ex = llvm.executor
-    ex.reset(llvm._inputs(feeds))
-    while not ex.done:
-        ex.step()
-    stepped = ex.outputs()
+    try:
+        again_l = llvm.run(feeds)
+        again_i = interp.run(feeds)
+        # stepping: the IDE debugger's path (the LLVM executor's per-instruction entries)
+        ex = llvm.executor
+        ex.reset(llvm._inputs(feeds))
+        while not ex.done:
+            ex.step()
+        stepped = ex.outputs()
+    except CompilerError as e:
+        # Both executors and their outputs are alive now: under the case's memory cap a run
+        # that fits alone may not fit a second time (an ExecutionError saying out of memory),
+        # which is the refusal the first run would have given.
+        return {"cls": "refusal", "cause": type(e).__name__, "detail": f"second run: {e}"}
     problems: list[tuple[str, str]] = []
     wrong_outputs: list[str] = []
     ref64: dict[str, np.ndarray] | None = None
@@ -227,7 +232,7 @@ def task_check(req: dict[str, Any], tmp: Path) -> dict[str, Any]:
 TASKS = {"cli": task_cli, "check": task_check}
 
 
-def serve(rfd: int, wfd: int, mem_limit: int) -> None:
+def serve(rfd: int, wfd: int, mem_limit: int, tmp_dir: str) -> None:
     faulthandler.enable(file=sys.stderr, all_threads=False)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
     os.environ.setdefault("GLOWVIZ_NO_DISK_CACHE", "1")
@@ -240,25 +245,25 @@ def serve(rfd: int, wfd: int, mem_limit: int) -> None:
 
     build_parser()
     _cap_memory(mem_limit)
-    with tempfile.TemporaryDirectory(prefix="glowviz-fuzz-") as d:
-        tmp = Path(d)
-        write_msg(wfd, {"ready": os.getpid()})
-        while True:
-            req = read_msg(rfd)
-            if req is None:
-                return
-            print(f"=== case {req.get('id')}", file=sys.stderr, flush=True)
-            try:
-                reply = TASKS[req["task"]](req, tmp)
-            except MemoryError:
-                reply = {"cls": "memory", "error": traceback.format_exc()}
-            except BaseException:  # noqa: BLE001
-                reply = {"cls": "traceback", "error": traceback.format_exc()}
-            finally:
-                with contextlib.suppress(Exception):
-                    _forget_jit()
-            write_msg(wfd, reply)
+    # tmp_dir is the runner's: it removes it, also after killing this process on a hang
+    tmp = Path(tmp_dir)
+    write_msg(wfd, {"ready": os.getpid()})
+    while True:
+        req = read_msg(rfd)
+        if req is None:
+            return
+        print(f"=== case {req.get('id')}", file=sys.stderr, flush=True)
+        try:
+            reply = TASKS[req["task"]](req, tmp)
+        except MemoryError:
+            reply = {"cls": "memory", "error": traceback.format_exc()}
+        except BaseException:  # noqa: BLE001
+            reply = {"cls": "traceback", "error": traceback.format_exc()}
+        finally:
+            with contextlib.suppress(Exception):
+                _forget_jit()
+        write_msg(wfd, reply)
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

@@ -18,6 +18,7 @@ import numpy as np
 
 from compiler.errors import CompilerError, ExecutionError
 from compiler.graph.activations import NONE
+from compiler.limits import format_size, out_of_memory_is_an_error
 from compiler.lir.instructions import Kind
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.lir.printer import format_instruction
@@ -96,15 +97,8 @@ class ArenaInterpreter:
             self.region_base[r] = total
             total += align(int(sizes.get(r, 0)), self.alignment)
         self.region_end = {r: self.region_base[r] + int(sizes.get(r, 0)) for r in REGIONS}
-        try:
+        with out_of_memory_is_an_error(f"for the {format_size(total)} arena of the memory plan"):
             self._raw = np.zeros(total + self.alignment, dtype=np.uint8)
-        except MemoryError:
-            from compiler.limits import format_size
-
-            raise ExecutionError(
-                f"cannot allocate the {format_size(total)} arena the memory plan needs: "
-                "out of memory"
-            ) from None
         shift = (-self._raw.ctypes.data) % self.alignment
         #: The arena: one aligned byte buffer holding all three regions.
         self.arena: np.ndarray = self._raw[shift : shift + total]
@@ -288,7 +282,8 @@ class ArenaInterpreter:
         self._view(v, writable=True)[...] = data
 
     def outputs(self) -> dict[str, np.ndarray]:
-        return {w.name: self.read(w.name) for w in self.lir.outputs()}
+        with out_of_memory_is_an_error("copying the outputs"):
+            return {w.name: self.read(w.name) for w in self.lir.outputs()}
 
     def _execute(self, ins: Instruction, ops: list[np.ndarray]) -> None:
         kind = ins.kind

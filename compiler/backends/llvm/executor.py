@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compiler.backends.interpreter.arena import ArenaInterpreter, StepInfo
+from compiler.backends.interpreter.arena import ArenaInterpreter, NaivePlan, StepInfo
 from compiler.backends.llvm.codegen import Addresses, Program, generate
 from compiler.backends.llvm.emitters.common import LIBM, STATUS_GLOBAL, STATUS_MESSAGES
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
 from compiler.backends.llvm.kernels.parallel import LIBC
 from compiler.errors import ExecutionError
 from compiler.graph.ir import Module
+from compiler.limits import out_of_memory_is_an_error
 from compiler.lir.ir import LIRFunction
 from compiler.memory.regions import ArenaLayout
 from compiler.runtime import check_inputs, lir_io_specs, lowered
@@ -66,16 +67,19 @@ class LLVMExecutor(ArenaInterpreter):
         conv_strategy: str | None = None,
         threads: int = 1,
     ) -> None:
-        super().__init__(lir, plan, check_plan=check_plan)
-        #: Threads the parallel loops of the kernels run on (results do not depend on it).
-        self.threads = max(1, int(threads))
+        plan = plan if plan is not None else NaivePlan(lir)
+        # Code first, the arena after: LLVM aborts the process when its own allocations fail
+        # (the JIT's section memory), while numpy's arena allocation fails cleanly.
         t0 = time.perf_counter()
-        self.program: Program = generate(lir, self.plan, fuse=fuse, conv_strategy=conv_strategy)
-        self.program_addresses = Addresses(self.plan)
+        self.program: Program = generate(lir, plan, fuse=fuse, conv_strategy=conv_strategy)
         t1 = time.perf_counter()
         ensure_libm_symbols()
         self.compiled: CompiledModule = (engine or default_engine()).compile(self.program.module)
         t2 = time.perf_counter()
+        super().__init__(lir, plan, check_plan=check_plan)
+        #: Threads the parallel loops of the kernels run on (results do not depend on it).
+        self.threads = max(1, int(threads))
+        self.program_addresses = Addresses(self.plan)
         self.timings = {
             "codegen_s": t1 - t0,
             "jit_s": t2 - t1,
@@ -83,7 +87,8 @@ class LLVMExecutor(ArenaInterpreter):
         }
         # The extended constant region: the plan's constants, then the packed blobs.
         csize = max(self.program.constant_size, 64)
-        raw = np.empty(csize + 64, dtype=np.uint8)
+        with out_of_memory_is_an_error("for the constant region and packed weights"):
+            raw = np.empty(csize + 64, dtype=np.uint8)
         shift = (-raw.ctypes.data) % 64
         self._const_raw = raw
         self.constants = raw[shift : shift + csize]
@@ -169,7 +174,7 @@ class LLVMExecutor(ArenaInterpreter):
             self._run_all(*self._args)
             self.pc = len(self.lir.code)
             self._check_status()
-            return {n: v.copy() for n, v in self._fast_out}
+            return self._copy_outputs()
         return super().run(until=until, breakpoints=breakpoints)
 
     def run_fast(self, inputs: Any) -> dict[str, np.ndarray] | None:
@@ -192,7 +197,11 @@ class LLVMExecutor(ArenaInterpreter):
         self.pc = len(self.lir.code)
         if self._status is not None and self._status.value:
             self._check_status()
-        return {n: v.copy() for n, v in self._fast_out}
+        return self._copy_outputs()
+
+    def _copy_outputs(self) -> dict[str, np.ndarray]:
+        with out_of_memory_is_an_error("copying the outputs"):
+            return {n: v.copy() for n, v in self._fast_out}
 
     def run_all(self) -> None:
         """Run the whole program on the inputs already in the arena."""
