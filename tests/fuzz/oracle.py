@@ -28,6 +28,11 @@ class Comparison:
     note: str = ""
 
 
+#: Elements compared at a time: float64 copies of a whole large output (a Tile or Expand to
+#: hundreds of MiB) ran the oracle itself out of memory under the case's cap.
+CHUNK = 1 << 20
+
+
 def compare(ours: np.ndarray, ref: np.ndarray, rtol: float = RTOL) -> Comparison:
     """`ours` matches `ref`: same shape, NaN at the same places, finite values within
     rtol (plus a small absolute slack scaled by ref's magnitude), infinities equal."""
@@ -36,6 +41,26 @@ def compare(ours: np.ndarray, ref: np.ndarray, rtol: float = RTOL) -> Comparison
         return Comparison(False, note=f"shape {list(ours.shape)} vs {list(ref.shape)}")
     if ours.size == 0:
         return Comparison(True)
+    a, b = ours.reshape(-1), ref.reshape(-1)
+    parts = range(0, a.size, CHUNK)
+    scale = max(_finite_max(b[i : i + CHUNK]) for i in parts)
+    out = Comparison(True)
+    for i in parts:
+        c = _compare(a[i : i + CHUNK], b[i : i + CHUNK], rtol, scale)
+        if not c.ok and out.ok:
+            out = Comparison(False, note=c.note)
+        out.max_abs, out.max_rel = max(out.max_abs, c.max_abs), max(out.max_rel, c.max_rel)
+    return out
+
+
+def _finite_max(b: np.ndarray) -> float:
+    if b.dtype == np.bool_ or b.dtype.kind in "iu":
+        return 0.0
+    f = np.abs(b[np.isfinite(b)].astype(np.float64))
+    return float(f.max()) if f.size else 0.0
+
+
+def _compare(ours: np.ndarray, ref: np.ndarray, rtol: float, scale: float) -> Comparison:
     if ours.dtype == np.bool_ or ref.dtype == np.bool_ or ref.dtype.kind in "iu":
         bad = int(np.sum(ours.astype(np.float64) != ref.astype(np.float64)))
         return Comparison(bad == 0, float(bad), 0.0, f"{bad} elements differ" if bad else "")
@@ -53,7 +78,6 @@ def compare(ours: np.ndarray, ref: np.ndarray, rtol: float = RTOL) -> Comparison
     if not fin.any():
         return Comparison(True)
     a, b = a[fin], b[fin]
-    scale = float(np.abs(b).max())
     diff = np.abs(a - b)
     tol = rtol * np.abs(b) + ATOL_SCALE * max(scale, 1e-6)
     rel = diff / np.maximum(np.abs(b), 1e-30)

@@ -301,15 +301,31 @@ class Settings:
     commands: tuple[str, ...] = tuple(COMMANDS)
 
 
+#: Refusals that depend on how much memory the worker has left.
+MEMORY_REFUSALS = ("out of memory", "does not fit in memory", "which this process cannot get")
+
+
+def _memory_refusal(status: str, reply: Any) -> bool:
+    return (
+        status == "reply"
+        and reply.get("exit") == 2
+        and any(m in reply.get("stderr", "") for m in MEMORY_REFUSALS)
+    )
+
+
 def run_case(worker: Worker, case: Case, st: Settings) -> list[Outcome]:
     outcomes: list[Outcome] = []
     runs = False
     for cmd in st.commands:
         t0 = time.perf_counter()
-        status, reply, dump = worker.request(
-            {"task": "cli", "id": f"{case.id} {cmd}", "argv": COMMANDS[cmd], "model": case.model},
-            st.timeout,
-        )
+        req = {"task": "cli", "id": f"{case.id} {cmd}", "argv": COMMANDS[cmd], "model": case.model}
+        status, reply, dump = worker.request(req, st.timeout)
+        if _memory_refusal(status, reply) and worker.served > 1:
+            # What earlier cases left in this worker's heap counts against the cap too (a long
+            # run saw eight cases in a row refused "does not fit in memory"): decide in a
+            # fresh worker, so no refusal hides what the case itself does.
+            worker.stop()
+            status, reply, dump = worker.request(req, st.timeout)
         dt = time.perf_counter() - t0
         if status == "hang":
             cls, cause, detail = classify_cli(None, "", timed_out=True, dump=dump)
