@@ -28,9 +28,11 @@ BUGS: dict[str, str] = {
     "llvm-jit-slow": "LLVM's O3 + MCJIT on a model with a 2000-user value (transformer_block, "
     "mlp_opset9) or a 1-bit-flipped resnet_small passed the 30 s wall cap in the long run of "
     "seed 11 on a machine at load ~20 on 2 cores; LLVM's own time, not ours (codegen is "
-    "linear: tests/test_compile_scaling.py) - re-measure on a quiet machine",
+    "linear: tests/test_compile_scaling.py) - re-measure on a quiet machine; again in "
+    "target.optimize on unet_small with input dim 3 = 100000 (mutant 1824 of seed 11, load ~11)",
     "interpreter-slow": "the numpy interpreter takes > 30 s on a 100000-pixel-wide input "
-    "(reference conv_transpose): a time-cap artifact more than a loop",
+    "(reference conv_transpose; conv on unet_small with input dim 3 = 100000, mutant 1824 of "
+    "seed 11): a time-cap artifact more than a loop",
 }
 
 
