@@ -145,3 +145,37 @@ def test_input_tensor_above_max_memory_is_refused_after_import() -> None:
     model = onnx.load(LENET)
     with pytest.raises(ResourceLimitError, match="input 'input'"):
         compile_model(model, CompileOptions(max_memory=1 * KIB))
+
+
+_MLP = str(Path(__file__).resolve().parents[1] / "sample_models" / "mlp.onnx")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compile"],
+        ["run"],
+        ["mem"],
+        ["bench", "--reps", "1", "--vs", "none"],
+        ["export", "--view", "graph", "--format", "dot", "-o", "{tmp}/g.dot"],
+        ["bundle", "-o", "{tmp}/b"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_max_memory_on_every_compiling_command(argv: list[str], tmp_path: Path, capsys) -> None:
+    """`--max-memory SIZE` (issue 11 Build 2): one line naming the limit and exit 2."""
+    from glowviz.cli import main
+
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main([args[0], _MLP, *args[1:], "--max-memory", "1KiB"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "above the memory limit of 1.0 KiB" in err, err
+
+
+def test_max_memory_refuses_an_unreadable_size(capsys) -> None:
+    from glowviz.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["compile", _MLP, "--max-memory", "8 parsecs"])
+    assert e.value.code == 2
+    assert "cannot read the size '8 parsecs'" in capsys.readouterr().err

@@ -152,8 +152,10 @@ def _compile(
     kind: str,
     threads: int = 1,
     quantize: Any = None,
+    max_memory: int | None = None,
 ) -> tuple[Any, Any, float]:
     from compiler.executors import LOW_LEVEL_EXECUTORS, make_executor
+    from compiler.limits import DEFAULT_MAX_MEMORY
     from compiler.pipeline import CompileOptions, compile_model
 
     t0 = time.perf_counter()
@@ -163,6 +165,7 @@ def _compile(
         low_level=kind in LOW_LEVEL_EXECUTORS,
         threads=threads,
         quantize=quantize,
+        max_memory=DEFAULT_MAX_MEMORY if max_memory is None else max_memory,
     )
     result = compile_model(proto, options)
     t1 = time.perf_counter()
@@ -236,6 +239,7 @@ def bench_model(
     *,
     input_shapes: dict | None = None,
     const_inputs: dict | None = None,
+    max_memory: int | None = None,
     batch: int | None = None,
     kind: str = "llvm",
     vs: str = "onnxruntime",
@@ -256,7 +260,9 @@ def bench_model(
     res: dict[str, Any] = {"model": str(model) if isinstance(model, str | Path) else "<proto>"}
     consts = const_inputs or {}
     res["threads"] = threads
-    result, executor, t_front = _compile(proto, input_shapes or {}, consts, kind, threads, quantize)
+    result, executor, t_front = _compile(
+        proto, input_shapes or {}, consts, kind, threads, quantize, max_memory
+    )
     res["frontend_s"] = t_front
     lir = result.lir
     if lir is not None:

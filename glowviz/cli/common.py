@@ -36,7 +36,15 @@ def command_parser(sub: Any, name: str, doc: str | None, **kw: Any) -> argparse.
 
 
 def add_input_args(p: argparse.ArgumentParser) -> None:
-    """`--input-shape` and `--const-input` (the IDE's parser takes them too)."""
+    """`--input-shape`, `--const-input` and `--max-memory`: every command that compiles
+    takes them (the IDE's parser too)."""
+    p.add_argument(
+        "--max-memory",
+        type=memory_size,
+        metavar="SIZE",
+        help="refuse models whose memory plan or any tensor needs more than SIZE "
+        "(default 8GiB; e.g. 512MiB, 16GiB)",
+    )
     p.add_argument(
         "--input-shape",
         action="append",
@@ -85,7 +93,13 @@ def input_options(args: argparse.Namespace, model: Any = None) -> dict[str, Any]
         from compiler.frontend import load_model
 
         consts = fit_const_inputs(load_model(model or args.model, check=False), raw)
-    return {"input_shapes": parse_shape_args(args.input_shape), "const_inputs": consts}
+    out: dict[str, Any] = {
+        "input_shapes": parse_shape_args(args.input_shape),
+        "const_inputs": consts,
+    }
+    if getattr(args, "max_memory", None) is not None:
+        out["max_memory"] = args.max_memory
+    return out
 
 
 def compile_options(args: argparse.Namespace, model: Any = None, **extra: Any) -> CompileOptions:
@@ -153,6 +167,17 @@ def quantize_options(args: argparse.Namespace) -> QuantizeOptions | None:
     )
 
 
+def memory_size(text: str) -> int:
+    """argparse type of `--max-memory`: `8GiB`, `512MiB`, `4096` (compiler.limits)."""
+    from compiler.errors import CompilerError
+    from compiler.limits import parse_size
+
+    try:
+        return parse_size(text)
+    except CompilerError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
 #: argparse types: an integer >= 1, an integer >= 0, a finite float >= 0.
 positive_int = _bounded(int, 1, "a positive integer")
 non_negative_int = _bounded(int, 0, "a non-negative integer")
@@ -169,6 +194,7 @@ __all__ = [
     "add_input_args",
     "add_quantize_args",
     "input_options",
+    "memory_size",
     "non_negative_float",
     "non_negative_int",
     "positive_int",
