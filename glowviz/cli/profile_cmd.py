@@ -1,5 +1,9 @@
-"""`glowviz profile MODEL --inputs CAL.npz -o PROFILE.json`: the int8 quantization profile
-(Glow's -dump-profile): every activation's range and histogram on calibration inputs."""
+"""`glowviz profile MODEL -o PROFILE.json` — int8 quantization profile of every tensor.
+
+Run MODEL on calibration inputs with a profile point on every activation (Glow's
+-dump-profile) and write each tensor's range and histogram, keyed by a hash of the graph (a
+profile of another graph is refused). Use it with --quantize PROFILE.json.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +14,13 @@ from compiler.errors import CompilerError
 from compiler.pipeline import CompileOptions
 from compiler.quantization.profile import DEFAULT_BINS
 from compiler.quantize import load_samples, model_input_types, profile_model, random_samples
+from glowviz.cli.common import command_parser
 from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "profile",
-        help="int8 quantization profile: ranges and histograms of every tensor",
-        description="Run MODEL on calibration inputs with a profile point on every activation "
-        "and write each tensor's range and histogram, keyed by a hash of the graph (a profile "
-        "of another graph is refused). Use it with --quantize PROFILE.json.",
-    )
+    p = command_parser(sub, "profile", __doc__)
     p.add_argument("model", help="path to an ONNX model")
     p.add_argument(
         "--input-shape",

@@ -1,6 +1,10 @@
-"""`glowviz quant-report MODEL --profile P`: how much precision int8 keeps, node by node (SQNR
-against the float model, local and propagated), the first node below a threshold, and, with
---target-sqnr, the nodes to keep in float to reach it."""
+"""`glowviz quant-report MODEL` — per-node SQNR of int8 against float; the float fallback search.
+
+Quantize MODEL with a profile and compare every quantized node's result with the float
+model's on evaluation inputs: local SQNR (the node fed the float model's values) and
+propagated SQNR (the quantized model as it runs), in dB; the first node below a threshold;
+and, with --target-sqnr, the nodes to keep in float to reach it.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +14,14 @@ import math
 
 from compiler.pipeline import CompileOptions
 from compiler.quantize import QuantReport, fallback_search, quant_report
-from glowviz.cli.common import add_quantize_args, quantize_options
+from glowviz.cli.common import add_quantize_args, command_parser, quantize_options
 from glowviz.cli.profile_cmd import samples_for
 from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "quant-report",
-        help="per-node SQNR of the int8 model against float; the float fallback search",
-        description="Quantize MODEL with a profile and compare every quantized node's result "
-        "with the float model's on evaluation inputs: local SQNR (the node fed the float "
-        "model's values) and propagated SQNR (the quantized model as it runs), in dB.",
-    )
+    p = command_parser(sub, "quant-report", __doc__)
     p.add_argument("model", help="path to an ONNX model")
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224")
     add_quantize_args(p, required=True)
