@@ -169,6 +169,7 @@ def gemm_body(
                 c_stride=npix,
                 b_pack=None if direct else b_pack,
                 b_exact=direct,
+                a_packed=True,
                 bias_col=vals[3] if bg is not None else None,
                 accumulate=ep.accumulate,
                 activation=ep.activation,
@@ -478,6 +479,7 @@ def padded_shift_body(
             bias_col=v[3] if has_bias else None,
             activation=None if ep.accumulate else ep.activation,
             b_exact=True,
+            a_packed=True,
         )
 
     def chunk(n0: ir.Value, ncols: int) -> None:

@@ -20,6 +20,7 @@ from llvmlite import ir
 import compiler.backends.llvm.target as target
 from compiler.backends.llvm.kernels.common import (
     F32,
+    I32,
     Activation,
     Int,
     activate_rows,
@@ -29,6 +30,7 @@ from compiler.backends.llvm.kernels.common import (
     fma,
     gep,
     i64,
+    intrinsic,
     is_light,
     load_vec,
     loop,
@@ -136,6 +138,8 @@ class GemmOperands:
     #: B is read in place (not from zero-padded panels): the last panel's lanes past N must
     #: not be loaded.
     b_exact: bool = False
+    #: A is constant packed weights (``panel_a``): prefetched ahead like packed B.
+    a_packed: bool = False
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -198,11 +202,30 @@ def _micro_kernel(
     # With few accumulators (a tail tile of 1-3 rows, a GEMV) the FMAs of one chain wait for
     # each other: run several sets of partial sums over interleaved k and add them at the end.
     sets = max(1, min(4, -(-INDEPENDENT_CHAINS // (mr * nvec))))
+    # Packed constant B (the weights): prefetched; B packed at run time is in cache already.
+    ahead = PREFETCH_B_BYTES // (4 * cfg.nr) if ops.b_pack is None and not ops.b_exact else 0
+    ahead_a = PREFETCH_A_BYTES // (4 * mr) if ops.a_packed and PREFETCH_A_BYTES else 0
     if sets == 1:
-        _, (accs,) = _k_loop(b, ops, i0, jp, mr, valid, vw, pc, kend, [init])
+        _, (accs,) = _k_loop(
+            b, ops, i0, jp, mr, valid, vw, pc, kend, [init], prefetch_rows=ahead, prefetch_a=ahead_a
+        )
     else:
         zeros = [[zero] * nvec for _ in range(mr)]
-        k, parts = _k_loop(b, ops, i0, jp, mr, valid, vw, pc, kend, [init] + [zeros] * (sets - 1))
+        init_sets = [init] + [zeros] * (sets - 1)
+        k, parts = _k_loop(
+            b,
+            ops,
+            i0,
+            jp,
+            mr,
+            valid,
+            vw,
+            pc,
+            kend,
+            init_sets,
+            prefetch_rows=ahead,
+            prefetch_a=ahead_a,
+        )
         _, (rest,) = _k_loop(b, ops, i0, jp, mr, valid, vw, k, kend, [parts[0]], step=1)
         parts[0] = rest
         while len(parts) > 1:  # pairwise: ((s0 + s1) + (s2 + s3))
@@ -230,6 +253,30 @@ def _micro_kernel(
 INDEPENDENT_CHAINS = 8
 
 
+#: How far ahead the k loop prefetches packed constant B (weights): a layer's weights come
+#: from L3 or memory and the hardware streams restart at every 4 KB page of a panel block;
+#: one page ahead made MNASNet and EfficientNet-B0 ~5% faster (1 KB ahead: ~1%).
+PREFETCH_B_BYTES = 4096
+PREFETCH_A_BYTES = 4096
+
+
+def _prefetch_b(
+    b: ir.IRBuilder, ops: GemmOperands, jp: Int, k: Int, floats: int, rows: int
+) -> None:
+    """Prefetch (into L1) the ``floats`` of packed B ``rows`` rows after row ``k``: one
+    prefetch per 64-byte line (past the end of B it is a no-op, prefetches never fault)."""
+    ahead = ops.b_addr(b, jp, add(b, k, rows))
+    for off in range(0, floats, 16):
+        _prefetch(b, gep(b, ahead, off))
+
+
+def _prefetch(b: ir.IRBuilder, ptr: ir.Value) -> None:
+    """Prefetch the line at ``ptr`` into L1 for reading."""
+    fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32])
+    fn = intrinsic(b.module, "llvm.prefetch.p0", fnty)
+    b.call(fn, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+
+
 def _k_loop(
     b: ir.IRBuilder,
     ops: GemmOperands,
@@ -242,10 +289,13 @@ def _k_loop(
     kend: Int,
     sets: list[list[list[ir.Value]]],
     step: int | None = None,
+    prefetch_rows: int = 0,
+    prefetch_a: int = 0,
 ) -> tuple[ir.Value, list[list[list[ir.Value]]]]:
     """``for (k = k0; k + step <= kend; k += step)`` set u of accumulators += A[:, k + u] x
     B[k + u] (``step`` defaults to the number of sets), the accumulators as phis so they live
-    in registers. Returns the k the loop stopped at and the final sets."""
+    in registers; B prefetched ``prefetch_rows`` ahead. Returns the k the loop stopped at and
+    the final sets."""
     step = step or len(sets)
     nvec = len(valid)
     pre = b.block
@@ -273,6 +323,10 @@ def _k_loop(
     for u, accs in enumerate(phis):
         kk = add(b, k, u)
         bptr = ops.b_addr(b, jp, kk)
+        if u == 0 and prefetch_rows:
+            _prefetch_b(b, ops, jp, kk, vw * nvec, prefetch_rows)
+        if u == 0 and prefetch_a:
+            _prefetch(b, ops.a_addr(b, i0, 0, add(b, kk, prefetch_a)))
         if ops.b_exact:
             bvecs = [load_vec(b, gep(b, bptr, v * vw), vw, valid[v]) for v in range(nvec)]
         else:
