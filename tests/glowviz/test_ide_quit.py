@@ -36,6 +36,21 @@ sys.exit(main([sys.argv[2]]))
 EXIT_WITHIN_S = 15.0
 
 
+def _start_ide(spinning: Path) -> tuple[int, int]:
+    """(pid, terminal fd) of the IDE on the MLP sample in a new pseudo-terminal; `spinning`
+    appears when the compile worker is stuck in the pass."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec at once (nothing of pytest's state may run here)
+        os.chdir(ROOT)
+        env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
+        os.execve(
+            sys.executable,
+            [sys.executable, "-c", CHILD, str(spinning), "sample_models/mlp.onnx"],
+            env,
+        )
+    return pid, fd
+
+
 def _drain(fd: int, seconds: float, out: bytearray) -> bool:
     """Read the child's terminal output for `seconds`; False once the terminal is closed."""
     end = time.monotonic() + seconds
@@ -54,15 +69,7 @@ def _drain(fd: int, seconds: float, out: bytearray) -> bool:
 
 def test_quit_while_a_pass_hangs_ends_the_process(tmp_path: Path) -> None:
     spinning = tmp_path / "spinning"
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: exec at once (nothing of pytest's state may run here)
-        os.chdir(ROOT)
-        env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
-        os.execve(
-            sys.executable,
-            [sys.executable, "-c", CHILD, str(spinning), "sample_models/mlp.onnx"],
-            env,
-        )
+    pid, fd = _start_ide(spinning)
     out = bytearray()
     try:
         deadline = time.monotonic() + 120
@@ -108,15 +115,7 @@ def test_the_ide_ends_when_its_terminal_hangs_up(tmp_path: Path, when: str) -> N
     neither while Textual starts (before the app's own signal handlers are up) nor with a
     compile worker stuck in a pass. It used to stay behind, blocked or spinning on the dead tty."""
     spinning = tmp_path / "spinning"
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(ROOT)
-        env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
-        os.execve(
-            sys.executable,
-            [sys.executable, "-c", CHILD, str(spinning), "sample_models/mlp.onnx"],
-            env,
-        )
+    pid, fd = _start_ide(spinning)
     out = bytearray()
     try:
         deadline = time.monotonic() + 120

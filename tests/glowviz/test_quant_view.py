@@ -5,11 +5,15 @@ session data it draws (glowviz.session.quant) against compiler.quantize's own re
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import pytest
-from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
+from ide_helpers import ROOT, make_fake_session, run_async, settle, until
+from pilot_helpers import ide
 from textual.widgets import DataTable, Static
 
 from compiler.graph.types import ElemKind
@@ -34,9 +38,21 @@ def lenet_options() -> CompileOptions:
     return CompileOptions(quantize=QuantizeOptions(profile))
 
 
-def _quant_view(app):
-    main = next(s for s in app.screen_stack if isinstance(s, MainScreen))
-    return main, main.view("quant")
+@contextlib.asynccontextmanager
+async def _quant_ide(
+    session: CompileSession, analysed: bool = True
+) -> AsyncIterator[tuple[GlowvizApp, Any, MainScreen, Any]]:
+    """The IDE on `session` with the Quant view shown (and, if `analysed`, its analysis drawn):
+    yields the app, the pilot, the main screen and the view."""
+    async with ide(GlowvizApp(session=session), SIZE) as (app, pilot, main):
+        view = main.view("quant")
+        await pilot.press("8")
+        await pilot.pause()
+        await settle(app, pilot)
+        if analysed:
+            await until(pilot, lambda: view.analysis is not None)
+            await settle(app, pilot)
+        yield app, pilot, main, view
 
 
 def _plain(w: Static) -> str:
@@ -46,15 +62,7 @@ def _plain(w: Static) -> str:
 @run_async
 async def test_quant_view_table_histogram_graph_and_what_if(lenet_options) -> None:
     session = CompileSession(LENET, lenet_options)
-    app = GlowvizApp(session=session)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main, view = _quant_view(app)
-        await pilot.press("8")
-        await pilot.pause()
-        await settle(app, pilot)
-        await until(pilot, lambda: view.analysis is not None)
-        await settle(app, pilot)
+    async with _quant_ide(session) as (app, pilot, main, view):
         report = session.quant().report()
         table = view.query_one("#quant-table", DataTable)
         assert table.row_count == len(report.nodes) > 3
@@ -119,13 +127,7 @@ async def test_quant_view_table_histogram_graph_and_what_if(lenet_options) -> No
 @run_async
 async def test_quant_view_jumps_to_the_first_node_under_the_threshold(lenet_options) -> None:
     session = CompileSession(LENET, lenet_options)
-    app = GlowvizApp(session=session)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main, view = _quant_view(app)
-        await pilot.press("8")
-        await settle(app, pilot)
-        await until(pilot, lambda: view.analysis is not None)
+    async with _quant_ide(session) as (app, pilot, main, view):
         report = session.quant().report()
         # "+" raises the threshold by 5 dB: past the best node, every node is under it
         best = max(n.propagated for n in report.nodes if math.isfinite(n.propagated))
@@ -143,12 +145,7 @@ async def test_quant_view_jumps_to_the_first_node_under_the_threshold(lenet_opti
 
 @run_async
 async def test_quant_view_without_quantize_says_how() -> None:
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        _, view = _quant_view(app)
-        await pilot.press("8")
-        await settle(app, pilot)
+    async with _quant_ide(make_fake_session(), analysed=False) as (_, _, _, view):
         assert "--quantize PROFILE.json" in _plain(view.query_one("#quant-info", Static))
 
 
