@@ -22,6 +22,16 @@ from compiler.graph.ir import Constant, Value
 from compiler.graph.types import broadcast_shapes
 
 _AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+#: The attributes of every sliding-window op (pools, convolutions), with the values allowed.
+WINDOW_ATTRS: dict[str, Any] = {
+    "auto_pad": _AUTO_PAD,
+    "dilations": None,
+    "kernel_shape": None,
+    "pads": None,
+    "strides": None,
+}
+#: Conv's (and QLinearConv's, ConvInteger's).
+CONV_ATTRS: dict[str, Any] = {**WINDOW_ATTRS, "group": None}
 
 
 def _ints(ctx: NodeContext, key: str, n: int, default: int) -> list[int]:
@@ -121,16 +131,7 @@ def _conv_1d_as_2d(
 
 @converter("Conv")
 def convert_conv(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "dilations": None,
-            "group": None,
-            "kernel_shape": None,
-            "pads": None,
-            "strides": None,
-        }
-    )
+    ctx.check_attrs(CONV_ATTRS)
     x, w, nsp, kernel, strides, dilations = _conv_operands(ctx)
     pads = _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations)
     k = w.type.shape[0]
@@ -152,18 +153,7 @@ def convert_conv(ctx: NodeContext) -> list[Value | None]:
 
 @converter("ConvTranspose")
 def convert_conv_transpose(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "dilations": None,
-            "group": None,
-            "kernel_shape": None,
-            "output_padding": None,
-            "output_shape": None,
-            "pads": None,
-            "strides": None,
-        }
-    )
+    ctx.check_attrs({**CONV_ATTRS, "output_padding": None, "output_shape": None})
     x, w, nsp, kernel, strides, dilations = _conv_operands(ctx)
     out_pad = _ints(ctx, "output_padding", nsp, 0)
     group = int(ctx.attr("group", 1))
@@ -239,14 +229,7 @@ def _pool_out(size: int, k: int, s: int, p0: int, p1: int, d: int, ceil: int) ->
 @converter("MaxPool", "AveragePool")
 def convert_pool(ctx: NodeContext) -> list[Value | None]:
     is_max = ctx.op_type == "MaxPool"
-    allowed = {
-        "auto_pad": _AUTO_PAD,
-        "ceil_mode": (0, 1),
-        "kernel_shape": None,
-        "pads": None,
-        "strides": None,
-        "dilations": None,
-    }
+    allowed = {**WINDOW_ATTRS, "ceil_mode": (0, 1)}
     if is_max:
         allowed["storage_order"] = (0, 1)
     else:
@@ -457,17 +440,7 @@ def _avg_pool_by_conv(
 @converter("LpPool")
 def convert_lp_pool(ctx: NodeContext) -> list[Value | None]:
     """(sum over each window of |x|^p)^(1/p): window sums of |x|^p by depthwise convolutions."""
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "ceil_mode": (0, 1),
-            "dilations": None,
-            "kernel_shape": None,
-            "p": None,
-            "pads": None,
-            "strides": None,
-        }
-    )
+    ctx.check_attrs({**WINDOW_ATTRS, "ceil_mode": (0, 1), "p": None})
     x = ctx.inp(0)
     check_elem(ctx, x, FLOAT_ONLY)
     nsp = x.type.rank - 2

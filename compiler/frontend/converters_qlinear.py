@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from compiler.frontend.converters_nn import _AUTO_PAD, _ints, _window_pads
+from compiler.frontend.converters_nn import CONV_ATTRS, _ints, _window_pads
 from compiler.frontend.onnx_importer import NodeContext
 from compiler.frontend.registry import converter
 from compiler.graph.ir import Constant, Value
@@ -223,16 +223,7 @@ def _weights(
 
 @converter("QLinearConv")
 def convert_qlinear_conv(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "dilations": None,
-            "group": None,
-            "kernel_shape": None,
-            "pads": None,
-            "strides": None,
-        }
-    )
+    ctx.check_attrs(CONV_ATTRS)
     x_scale, x_off, _ = _scalar_params(ctx, 1, 2, "x")
     x = _check_quantized(ctx, ctx.inp(0), x_scale, x_off, "x")
     w_arr = ctx.require_const(3, "w")
@@ -320,16 +311,7 @@ def _int_operand(ctx: NodeContext, i: int, i_zp: int, what: str) -> Value:
 
 @converter("ConvInteger")
 def convert_conv_integer(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(
-        {
-            "auto_pad": _AUTO_PAD,
-            "dilations": None,
-            "group": None,
-            "kernel_shape": None,
-            "pads": None,
-            "strides": None,
-        }
-    )
+    ctx.check_attrs(CONV_ATTRS)
     x, w = _int_operand(ctx, 0, 2, "x"), _int_operand(ctx, 1, 3, "w")
     if x.type.rank != 4 or w.type.rank != 4:
         raise ctx.unsupported(f"{x.type.rank - 2}-D convolution (2-D only)")
