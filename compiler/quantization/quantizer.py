@@ -191,18 +191,28 @@ def _weights(q: Quantizer, w: np.ndarray, axis: int, n: int) -> tuple[np.ndarray
     return wq, np.repeat(s, n)
 
 
-@builder("Conv", targets=("QConv",))
-def quantize_conv(q: Quantizer, node: Node) -> bool:
+def _weighted(q: Quantizer, node: Node) -> tuple[Value, np.ndarray, np.ndarray, Any, str] | None:
+    """(quantized input, weights, bias, output params, activation) of a Conv or
+    FullyConnected the int8 kernels can run: constant weights and bias, an activation folded
+    into the output range (none, relu, clip), a profiled output and a quantized input."""
     x, w, b = node.operands
     wdata, bdata = const_data(w), const_data(b)
     act = node.attrs["activation"]
     out = q.params(node.result)
     if wdata is None or bdata is None or act not in (NONE, "relu", "clip") or out is None:
-        return False
-    k = w.type.shape[0]
+        return None
     qx = q.qvalue(x)
-    if qx is None:
+    return None if qx is None else (qx, wdata, bdata, out, act)
+
+
+@builder("Conv", targets=("QConv",))
+def quantize_conv(q: Quantizer, node: Node) -> bool:
+    parts = _weighted(q, node)
+    if parts is None:
         return False
+    qx, wdata, bdata, out, act = parts
+    w, b = node.operands[1:]
+    k = w.type.shape[0]
     wq, ws = _weights(q, wdata, 0, k)
     bq = quantize_bias(bdata, qx.type.scale or 1.0, ws)
     consts = [
@@ -240,15 +250,10 @@ def _fc(
 
 @builder("FullyConnected", targets=("QFullyConnected",))
 def quantize_fully_connected(q: Quantizer, node: Node) -> bool:
-    x, w, b = node.operands
-    wdata, bdata = const_data(w), const_data(b)
-    act = node.attrs["activation"]
-    out = q.params(node.result)
-    if wdata is None or bdata is None or act not in (NONE, "relu", "clip") or out is None:
+    parts = _weighted(q, node)
+    if parts is None:
         return False
-    qx = q.qvalue(x)
-    if qx is None:
-        return False
+    qx, wdata, bdata, out, act = parts
     y = _fc(q, node, qx, wdata, bdata, out, clamp_for(act, node.attrs["act_args"], out), node.name)
     q.finish(node.result, y)
     return True
