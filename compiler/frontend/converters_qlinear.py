@@ -15,6 +15,8 @@ weights. Scales and zero points must be constants here (dynamic quantization is 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 
@@ -221,6 +223,17 @@ def _weights(
     return _as_int8(w), np.broadcast_to(s, (n,)).astype(np.float32)
 
 
+def _conv2d_attrs(ctx: NodeContext, x: Value, kernel: list[int]) -> dict[str, Any]:
+    """The graph Conv attributes (strides, dilations, explicit pads, group) of a 2-D conv node."""
+    strides, dilations = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1)
+    return {
+        "strides": strides,
+        "dilations": dilations,
+        "pads": _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations),
+        "group": int(ctx.attr("group", 1)),
+    }
+
+
 @converter("QLinearConv")
 def convert_qlinear_conv(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs(CONV_ATTRS)
@@ -235,13 +248,8 @@ def convert_qlinear_conv(ctx: NodeContext) -> list[Value | None]:
         raise ctx.unsupported("B must be a constant int32 tensor")
     if x.type.rank != 4:
         raise ctx.unsupported(f"{x.type.rank - 2}-D convolution (2-D only)")
-    kernel = list(w.shape[2:])
-    strides, dilations = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1)
     attrs = {
-        "strides": strides,
-        "dilations": dilations,
-        "pads": _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations),
-        "group": int(ctx.attr("group", 1)),
+        **_conv2d_attrs(ctx, x, list(w.shape[2:])),
         "scale": y_scale,
         "offset": y_off,
     }
@@ -315,15 +323,7 @@ def convert_conv_integer(ctx: NodeContext) -> list[Value | None]:
     x, w = _int_operand(ctx, 0, 2, "x"), _int_operand(ctx, 1, 3, "w")
     if x.type.rank != 4 or w.type.rank != 4:
         raise ctx.unsupported(f"{x.type.rank - 2}-D convolution (2-D only)")
-    kernel = list(w.type.shape[2:])
-    strides, dilations = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1)
-    attrs = {
-        "strides": strides,
-        "dilations": dilations,
-        "pads": _window_pads(ctx, list(x.type.shape[2:]), kernel, strides, dilations),
-        "group": int(ctx.attr("group", 1)),
-    }
-    return [ctx.create("IntConv", [x, w], attrs)]
+    return [ctx.create("IntConv", [x, w], _conv2d_attrs(ctx, x, list(w.type.shape[2:])))]
 
 
 __all__ = [

@@ -207,8 +207,7 @@ def _weighted(q: Quantizer, node: Node) -> tuple[Value, np.ndarray, np.ndarray, 
 
 @builder("Conv", targets=("QConv",))
 def quantize_conv(q: Quantizer, node: Node) -> bool:
-    parts = _weighted(q, node)
-    if parts is None:
+    if (parts := _weighted(q, node)) is None:
         return False
     qx, wdata, bdata, out, act = parts
     w, b = node.operands[1:]
@@ -250,8 +249,7 @@ def _fc(
 
 @builder("FullyConnected", targets=("QFullyConnected",))
 def quantize_fully_connected(q: Quantizer, node: Node) -> bool:
-    parts = _weighted(q, node)
-    if parts is None:
+    if (parts := _weighted(q, node)) is None:
         return False
     qx, wdata, bdata, out, act = parts
     y = _fc(q, node, qx, wdata, bdata, out, clamp_for(act, node.attrs["act_args"], out), node.name)

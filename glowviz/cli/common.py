@@ -35,6 +35,16 @@ def command_parser(sub: Any, name: str, doc: str | None, **kw: Any) -> argparse.
     return sub.add_parser(name, help=summary, description=rest.strip() or summary, **kw)
 
 
+def add_shape_arg(p: argparse.ArgumentParser) -> None:
+    """`--input-shape NAME=1x3x224x224`: a concrete shape for a symbolic input."""
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="NAME=1x3x224x224",
+        help="concrete shape for an input with symbolic dims (repeatable)",
+    )
+
+
 def add_input_args(p: argparse.ArgumentParser) -> None:
     """`--input-shape`, `--const-input` and `--max-memory`: every command that compiles
     takes them (the IDE's parser too)."""
@@ -45,12 +55,7 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
         help="refuse models whose memory plan or any tensor needs more than SIZE "
         "(default 8GiB; e.g. 512MiB, 16GiB)",
     )
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        metavar="NAME=1x3x224x224",
-        help="concrete shape for an input with symbolic dims (repeatable)",
-    )
+    add_shape_arg(p)
     p.add_argument(
         "--const-input",
         action="append",

@@ -14,7 +14,7 @@ from compiler.errors import CompilerError
 from compiler.pipeline import CompileOptions
 from compiler.quantization.profile import DEFAULT_BINS
 from compiler.quantize import load_samples, model_input_types, profile_model, random_samples
-from glowviz.cli.common import command_parser
+from glowviz.cli.common import add_shape_arg, command_parser
 from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
 
@@ -22,12 +22,7 @@ from glowviz.exports.render import atomic_write
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "profile", __doc__)
     p.add_argument("model", help="path to an ONNX model")
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        metavar="NAME=1x3x224x224",
-        help="concrete shape for an input with symbolic dims (repeatable)",
-    )
+    add_shape_arg(p)
     p.add_argument(
         "--inputs",
         action="append",

@@ -14,7 +14,7 @@ import math
 
 from compiler.pipeline import CompileOptions
 from compiler.quantize import QuantReport, fallback_search, quant_report
-from glowviz.cli.common import add_quantize_args, command_parser, quantize_options
+from glowviz.cli.common import add_quantize_args, add_shape_arg, command_parser, quantize_options
 from glowviz.cli.profile_cmd import samples_for
 from glowviz.core.shapes import parse_shape_args
 from glowviz.exports.render import atomic_write
@@ -23,7 +23,7 @@ from glowviz.exports.render import atomic_write
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = command_parser(sub, "quant-report", __doc__)
     p.add_argument("model", help="path to an ONNX model")
-    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224")
+    add_shape_arg(p)
     add_quantize_args(p, required=True)
     p.add_argument(
         "--inputs", action="append", default=[], metavar="EVAL.npz", help="evaluation inputs"
