@@ -67,24 +67,24 @@ def _nll(ctx: NodeContext, logp: Value, target: Value, weight: Value | None) -> 
 _ATTRS = {"ignore_index": None, "reduction": ("mean", "sum", "none")}
 
 
-@converter("NegativeLogLikelihoodLoss")
-def convert_nll(ctx: NodeContext) -> list[Value | None]:
+def _loss_inputs(ctx: NodeContext, what: str) -> tuple[Value, Value, Value | None]:
+    """(scores with a class axis 1, labels, optional class weights) of a loss node."""
     ctx.check_attrs(_ATTRS)
     x = ctx.inp(0)
     check_elem(ctx, x, FLOAT_ONLY)
     if x.type.rank < 2:
-        raise ctx.unsupported(f"input {x.type} has no class axis")
-    weight = ctx.inp(2) if ctx.has_input(2) else None
-    return [_nll(ctx, x, ctx.inp(1), weight)]
+        raise ctx.unsupported(f"{what} {x.type} has no class axis")
+    return x, ctx.inp(1), ctx.inp(2) if ctx.has_input(2) else None
+
+
+@converter("NegativeLogLikelihoodLoss")
+def convert_nll(ctx: NodeContext) -> list[Value | None]:
+    x, labels, weight = _loss_inputs(ctx, "input")
+    return [_nll(ctx, x, labels, weight)]
 
 
 @converter("SoftmaxCrossEntropyLoss")
 def convert_softmax_cross_entropy(ctx: NodeContext) -> list[Value | None]:
-    ctx.check_attrs(_ATTRS)
-    scores = ctx.inp(0)
-    check_elem(ctx, scores, FLOAT_ONLY)
-    if scores.type.rank < 2:
-        raise ctx.unsupported(f"scores {scores.type} have no class axis")
+    scores, labels, weight = _loss_inputs(ctx, "scores")
     logp = ctx.create("LogSoftmax", [scores], {"axis": 1}, suffix="log_prob")
-    weight = ctx.inp(2) if ctx.has_input(2) else None
-    return [_nll(ctx, logp, ctx.inp(1), weight), logp]
+    return [_nll(ctx, logp, labels, weight), logp]
