@@ -35,14 +35,20 @@ from compiler.backends.llvm.kernels.window import Axis
 from compiler.graph.types import ElemKind
 
 
+def _operands(ctx: EmitContext, ins: Any, out: Any, what: str) -> tuple[Any, Any, Any, Any]:
+    """(out, x, w, bias) of a float32 conv whose output does not overlap its input (what the
+    kernels take; `out` may be a sum post-op's accumulation target)."""
+    _, x, w, bias = (v for v, _ in ins.operands)
+    if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):
+        raise unsupported(ins, f"{what} of non-float32")
+    if ctx.may_alias(out, x):
+        raise unsupported(ins, f"{what} output overlaps its input")
+    return out, x, w, bias
+
+
 @register("conv", elems=F32_ONLY, accumulates=True)
 def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
-    _, x, w, bias = (v for v, _ in ins.operands)
-    out = ctx.result(ins)
-    if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):
-        raise unsupported(ins, "conv of non-float32")
-    if ctx.may_alias(out, x):
-        raise unsupported(ins, "conv output overlaps its input")
+    out, x, w, bias = _operands(ctx, ins, ctx.result(ins), "conv")
     at = ins.attrs
     N, C, H, W = x.type.shape
     K, _, R, S = w.type.shape
@@ -85,11 +91,7 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("convtranspose", elems=F32_ONLY)
 def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
-    out, x, w, bias = (v for v, _ in ins.operands)
-    if not all(v.type.elem == ElemKind.F32 for v in (out, x, w, bias)):
-        raise unsupported(ins, "conv-transpose of non-float32")
-    if ctx.may_alias(out, x):
-        raise unsupported(ins, "output overlaps the input")
+    out, x, w, bias = _operands(ctx, ins, ins.operands[0][0], "conv-transpose")
     at = ins.attrs
     N, C, H, W = x.type.shape
     _, Kg, R, S = w.type.shape
