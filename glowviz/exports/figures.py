@@ -82,6 +82,11 @@ def _options(o: FigureOptions) -> tuple[Palette, float, str | None]:
     return as_palette(o.get("theme")), _width(o.get("width"), o.get("wide", False)), o.get("title")
 
 
+def _note_font(st: _Style, pal: Palette) -> dict[str, Any]:
+    """The font of the figures' notes and buffer labels."""
+    return {"fontsize": st.note, "color": pal.foreground, "family": pal.font}
+
+
 def _leader(pal: Palette) -> dict[str, Any]:
     """The thin line from a buffer's label to its bar or rectangle."""
     return {"arrowstyle": "-", "color": pal.muted, "lw": 0.4, "shrinkA": 0, "shrinkB": 0}
@@ -395,9 +400,7 @@ def lifetimes_figure(data: dict[str, Any], **options: Unpack[FigureOptions]) -> 
                     textcoords="data",
                     ha="left" if right else "right",
                     va="center",
-                    fontsize=st.note,
-                    color=pal.foreground,
-                    family=pal.font,
+                    **_note_font(st, pal),
                     annotation_clip=False,
                     # legible where a label crosses other buffers' bars
                     bbox={"boxstyle": "square,pad=0.05", "fc": pal.background, "ec": "none"},
@@ -521,9 +524,7 @@ def _label_live(
             textcoords="axes fraction",
             ha="left",
             va="center",
-            fontsize=st.note,
-            color=pal.foreground,
-            family=pal.font,
+            **_note_font(st, pal),
             annotation_clip=False,
             arrowprops=_leader(pal),
         )
@@ -534,9 +535,7 @@ def _label_live(
             xycoords="axes fraction",
             ha="left",
             va="bottom",
-            fontsize=st.note,
-            color=pal.foreground,
-            family=pal.font,
+            **_note_font(st, pal),
         )
 
 
