@@ -25,6 +25,10 @@ REQUIRED: Any = object()
 ACCUMULATE = "accumulate"
 #: Trait of ops that sum many terms: a float16 node computes in float32 (as onnxruntime does).
 WIDE_ACCUMULATOR = "wide-accumulator"
+#: Trait of ops whose kernels run on quantized integers (they need their operands' types).
+INT_KERNEL = "int-kernel"
+#: Trait of int8 ops that requantize their result (a Rescale after them folds into their params).
+REQUANTIZES = "requantizes"
 #: Every trait an op may have (`register` refuses others, so a misspelt trait fails at import).
 TRAITS = frozenset(
     {
@@ -38,6 +42,8 @@ TRAITS = frozenset(
         "side_effect",
         ACCUMULATE,
         WIDE_ACCUMULATOR,
+        INT_KERNEL,
+        REQUANTIZES,
     }
 )
 

@@ -20,12 +20,15 @@ from typing import Any
 from compiler.errors import ShapeError
 from compiler.graph.ops import (
     ACCUMULATE,
+    INT_KERNEL,
+    REQUANTIZES,
     WIDE_ACCUMULATOR,
     Attr,
     OpDef,
     _conv,
     _matmul,
     _pool,
+    all_ops,
     register,
 )
 from compiler.graph.types import ElemKind, TensorType, broadcast_shapes
@@ -197,6 +200,8 @@ def _qglobal_pool(types: list[TensorType], attrs: dict[str, Any]) -> list[Tensor
 
 
 _PURE = frozenset({"pure"})
+_INT = _PURE | {INT_KERNEL}
+_REQ = _INT | {REQUANTIZES}
 
 register(
     OpDef(
@@ -204,7 +209,7 @@ register(
         ("input",),
         _quantize,
         {"scale": _QPARAMS["scale"], "offset": _QPARAMS["offset"]},
-        _PURE,
+        _INT,
         "quantization",
         "f32 -> i8: clamp(round_half_even(x / scale) + offset)",
     )
@@ -214,7 +219,7 @@ register(
         "Dequantize",
         ("input",),
         _dequantize,
-        traits=_PURE,
+        traits=_INT,
         category="quantization",
         doc="i8 -> f32: (q - offset) * scale, the input type's parameters",
     )
@@ -247,7 +252,7 @@ register(
         ("input",),
         _import,
         {"scale": _QPARAMS["scale"], "offset": _QPARAMS["offset"]},
-        _PURE,
+        _INT,
         "quantization",
         "the plain integers of an ONNX int8 / uint8 tensor (uint8 less 128) -> quantized i8",
     )
@@ -257,7 +262,7 @@ register(
         "IntMatMul",
         ("lhs", "rhs"),
         _int_matmul,
-        traits=_PURE | {WIDE_ACCUMULATOR},
+        traits=_INT | {WIDE_ACCUMULATOR},
         category="matmul",
         doc="int32 sums of (a - offset_a) (b - offset_b) products (ONNX MatMulInteger)",
     )
@@ -273,7 +278,7 @@ register(
             "dilations": Attr("ints", (1, 1)),
             "group": Attr("int", 1),
         },
-        _PURE | {WIDE_ACCUMULATOR},
+        _INT | {WIDE_ACCUMULATOR},
         "conv",
         "int32 sums of (x - offset_x) (w - offset_w) over each window (ONNX ConvInteger)",
     )
@@ -284,7 +289,7 @@ register(
         ("input",),
         _rescale,
         dict(_QPARAMS),
-        _PURE,
+        _REQ,
         "quantization",
         "i8 -> i8 with another scale/offset (and clamp)",
     )
@@ -305,7 +310,7 @@ register(
             "sum_offset": Attr("int", 0, "offset of the value accumulated into (@inout)"),
             **_QPARAMS,
         },
-        _PURE | {WIDE_ACCUMULATOR, ACCUMULATE},
+        _REQ | {WIDE_ACCUMULATOR, ACCUMULATE},
         "conv",
         "int8 2-D convolution, NCHW; per-channel filter scales; int32 bias; requantized "
         "(with the accumulated value's real value added first when its destination is @inout)",
@@ -317,7 +322,7 @@ register(
         ("input", "weights", "bias", "weight_scales"),
         _qfc,
         dict(_QPARAMS),
-        _PURE | {WIDE_ACCUMULATOR},
+        _REQ | {WIDE_ACCUMULATOR},
         "matmul",
         "int8 x[M,K] @ w[K,N] + b[N]; per-column weight scales; requantized",
     )
@@ -328,7 +333,7 @@ register(
         ("lhs", "rhs"),
         _qmatmul,
         dict(_QPARAMS),
-        _PURE | {WIDE_ACCUMULATOR},
+        _REQ | {WIDE_ACCUMULATOR},
         "matmul",
         "int8 matrix product of two quantized tensors (batch dims broadcast); requantized",
     )
@@ -340,7 +345,7 @@ for _name, _doc in (("QAdd", "a + b"), ("QMul", "a * b")):
             ("lhs", "rhs"),
             _qbinary,
             dict(_QPARAMS),
-            _PURE,
+            _REQ,
             "elementwise",
             f"int8 {_doc}, broadcasting; requantized",
         )
@@ -358,7 +363,7 @@ register(
             "count_include_pad": Attr("int", 0),
             **_QPARAMS,
         },
-        _PURE | {WIDE_ACCUMULATOR},
+        _REQ | {WIDE_ACCUMULATOR},
         "pool",
         "int8 2-D average pooling, NCHW; requantized",
     )
@@ -369,7 +374,7 @@ register(
         ("input",),
         _qglobal_pool,
         dict(_QPARAMS),
-        _PURE | {WIDE_ACCUMULATOR},
+        _REQ | {WIDE_ACCUMULATOR},
         "pool",
         "int8 mean over all spatial dims; requantized",
     )
@@ -389,7 +394,7 @@ register(
         ("input", "table"),
         _qlookup,
         dict(_QPARAMS),
-        _PURE,
+        _INT,
         "activation",
         "int8 -> int8 through a 256-entry table: y = table[x + 128] (an element-wise float "
         "function of the input's real value, quantized at compile time: Tanh, Erf, Sigmoid...)",
@@ -418,7 +423,7 @@ register(
         ("input", "table"),
         _qsoftmax,
         {"axis": Attr("int", -1), **_QPARAMS},
-        _PURE,
+        _INT,
         "activation",
         "int8 softmax along one axis: e = table[row max - x] (int32 exp values), quantized "
         "float32(e) / float32(sum of e) (the sum exact, in any order)",
@@ -426,22 +431,6 @@ register(
 )
 
 #: The ops whose kernels run on quantized integers (and need their operands' types).
-QUANTIZED_OPS = frozenset(
-    {
-        "Quantize",
-        "QLookup",
-        "QSoftmax",
-        "Dequantize",
-        "RescaleQuantized",
-        "QConv",
-        "QFullyConnected",
-        "QMatMul",
-        "QAdd",
-        "QMul",
-        "QAvgPool",
-        "QGlobalAvgPool",
-        "ImportQuantized",
-        "IntMatMul",
-        "IntConv",
-    }
-)
+QUANTIZED_OPS = frozenset(n for n, op in all_ops().items() if INT_KERNEL in op.traits)
+#: The int8 ops that requantize their result (a Rescale after them folds into their params).
+REQUANTIZING = frozenset(n for n, op in all_ops().items() if REQUANTIZES in op.traits)

@@ -21,7 +21,14 @@ import numpy as np
 
 from compiler.graph.activations import NONE
 from compiler.graph.ir import Constant, Node, Result, Value
-from compiler.graph.ops_quant import QMAX, QMIN, QUANTIZED_OPS, SOFTMAX_BITS, is_quantized
+from compiler.graph.ops_quant import (
+    QMAX,
+    QMIN,
+    QUANTIZED_OPS,
+    REQUANTIZING,
+    SOFTMAX_BITS,
+    is_quantized,
+)
 from compiler.graph.types import ElemKind, TensorType
 from compiler.kernels.reference_quant import quantize
 from compiler.passes.rewriter import Rewriter, const_data
@@ -39,20 +46,6 @@ if TYPE_CHECKING:  # the backend comes from the pipeline (lowering's policy)
     from compiler.backends.contract import Backend
 
 I8, I32, F32 = ElemKind.I8, ElemKind.I32, ElemKind.F32
-
-#: Ops that requantize their result (a Rescale after them can be folded into their params).
-REQUANTIZING = frozenset(
-    {
-        "QConv",
-        "QFullyConnected",
-        "QMatMul",
-        "QAdd",
-        "QMul",
-        "QAvgPool",
-        "QGlobalAvgPool",
-        "RescaleQuantized",
-    }
-)
 
 
 def clamp_for(act: str, act_args: tuple[float, ...], p: QParams) -> tuple[int, int]:
