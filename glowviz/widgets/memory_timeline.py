@@ -151,7 +151,7 @@ class MemoryTimeline(Widget, can_focus=True):
         d = row["delta_bytes"]
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"#{row['index']} {row['stage']}/{row['pass']}", style="bold")
-        t.append(f"  peak {fmt_bytes(row['peak_bytes'])}")
+        t.append(f"  per-pass peak {fmt_bytes(row['peak_bytes'])}")
         t.append(f"  bound {fmt_bytes(row['lower_bound_bytes'])}", style="dim")
         if d:
             t.append(

@@ -187,8 +187,22 @@ class MemoryView(StageView):
             self.query_one("#memory-table", VirtualTable).clear()
             self.query_one("#memory-table-title", Static).update("")
             return
+        self._figures(rep)
+        mp.set_report(rep, self._palette())
+        self._fill_table()
+        self._loaded = self._want
+        pending, self._pending_select = self._pending_select, None
+        if pending is not None:
+            self.select(pending)
+
+    def _figures(self, rep: MemoryReport) -> None:
+        """The header: the stage, how its plan was made, peak / lower bound / gap / no reuse,
+        the timeline's own figure where it differs, the certificate."""
+        session, index = self.session, self.index
+        assert session is not None and index is not None
+        st = styles(self.app)
         gap_style = st.bold("added") if rep.gap_bytes == 0 else st.bold("warn")
-        figs.update(
+        self.query_one("#memory-figures", Static).update(
             self.stage_label(session, index)
             + Text.assemble(
                 f"  {report_label(session, index)}\n",
@@ -202,15 +216,38 @@ class MemoryView(StageView):
                 fmt_bytes(rep.no_reuse_bytes),
                 " │ ",
                 (f"{rep.allocator}, {rep.scheduler}", "dim"),
+                self._per_pass_note(rep),
                 certificate_text(rep, st),
             )
         )
-        mp.set_report(rep, self._palette())
-        self._fill_table()
-        self._loaded = self._want
-        pending, self._pending_select = self._pending_select, None
-        if pending is not None:
-            self.select(pending)
+
+    def timeline_row(self) -> dict[str, Any] | None:
+        """The timeline's point for the stage shown: its own row, or the last row before it
+        (a pass that cannot change memory has none)."""
+        if not self.timeline_rows or self.index is None:
+            return None
+        at = [r for r in self.timeline_rows if r["index"] <= self.index]
+        return at[-1] if at else None
+
+    def _per_pass_note(self, rep: MemoryReport) -> Text:
+        """When the timeline measures this stage differently from the plan above (a graph
+        stage: the plan runs the whole low-level pipeline, the per-pass row only IRGen in
+        topological order; a low-level stage: the row tightens lifetimes first), say so with
+        both figures named, so two peaks of one stage are never read as one contradicting the
+        other. Nothing when they agree."""
+        row = self.timeline_row()
+        if row is None or row["peak_bytes"] == rep.peak_bytes:
+            return Text("")
+        how = (
+            "topological order, IRGen, no low-level passes"
+            if row["ir_kind"] == "graph" and row["stage"] != "schedule"
+            else "lifetimes tightened"
+        )
+        return Text(
+            f"\nthe timeline measures this stage per pass: peak {fmt_bytes(row['peak_bytes'])} "
+            f"({how}; mem --per-pass)",
+            style="dim",
+        )
 
     def _palette(self) -> list[str]:
         """The current theme's buffer colours (the exported figures use the same)."""
@@ -393,6 +430,8 @@ class MemoryView(StageView):
             return
         self.timeline_rows = rows
         tl.set_rows(rows)
+        if self.report is not None and self._loaded == self._want:
+            self._figures(self.report)  # names the timeline's figure if it differs
 
     @on(MemoryTimeline.PassChosen)
     def _pass_chosen(self, event: MemoryTimeline.PassChosen) -> None:

@@ -90,6 +90,36 @@ async def test_memory_timeline_across_passes_jumps_to_a_pass():
         await until(pilot, lambda: mem.index == rows[0]["index"])
 
 
+@run_async
+async def test_memory_header_and_timeline_name_their_two_measures():
+    """A graph stage's plan (the whole low-level pipeline) and its timeline point (IRGen in
+    topological order, as `mem --per-pass` measures it) differ: 2 KiB against 3 KiB on the fake
+    pipeline. Before, the header said "peak 2.0 KiB" and the timeline "peak 3.0 KiB" for the
+    same stage with nothing telling them apart."""
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        main = await _show(app, pilot, 1, "6")
+        mem = main.view("memory")
+        await until(pilot, lambda: mem.timeline_rows is not None and mem.report is not None)
+        await settle(app, pilot)
+        session = app.session
+        assert mem.report.peak_bytes == session.memory_report(1).peak_bytes == 2048
+        assert mem.timeline_row()["peak_bytes"] == session.stage_memory(1).peak_bytes == 3072
+        header = str(main.query_one("#memory-figures").render())
+        assert "whole low-level pipeline" in header and "peak 2.0 KiB" in header
+        assert "timeline measures this stage per pass: peak 3.0 KiB" in header
+        assert "topological order, IRGen, no low-level passes" in header
+        caption = str(main.query_one("#memory-timeline").render()).splitlines()[-1]
+        assert "per-pass peak 3.0 KiB" in caption
+        # where both measure the same plan, no second figure
+        main.goto_stage(6)
+        await settle(app, pilot)
+        await until(pilot, lambda: mem.index == 6 and mem.report is not None)
+        assert mem.timeline_row()["peak_bytes"] == mem.report.peak_bytes
+        assert "timeline measures" not in str(main.query_one("#memory-figures").render())
+
+
 # -- item 2: each rewrite is a step ------------------------------------------------------------
 @run_async
 async def test_rewrites_step_and_inline_changes():
