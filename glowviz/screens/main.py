@@ -142,18 +142,21 @@ class MainScreen(Screen):
 
     def _warm_up(self, session: CompileSession) -> None:
         """Off the UI thread, after compiling: compute every stage's view data (text, graph
-        rows, diff with the previous stage) so that moving between stages only draws, then
-        JIT-compile the debugger's LLVM kernels."""
+        rows, diff with the previous stage), the stages next to the selected one first, so
+        that moving between stages only draws; then JIT-compile the debugger's LLVM kernels.
+        Background work: it pauses while a view computes what the user is waiting for."""
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
         try:
-            for i in range(len(session.stages)):
+            for i in session.prefetch_order(self.index):
+                session.wait_for_foreground()
                 if worker.is_cancelled or session is not self.session:
                     return
                 session.prefetch(i)
         except Exception:  # noqa: BLE001 - a view computes its data itself when shown
             pass
+        session.wait_for_foreground()
         if session.error is None and session.result is not None and not worker.is_cancelled:
             try:
                 session.get_debugger()
@@ -185,9 +188,18 @@ class MainScreen(Screen):
             return
         n = len(self.session.stages)
         dt = time.perf_counter() - self._t0
-        last = f" · last done: {self.session.stages[-1].label}" if n else ""
+        last = f" · last done: {self.session.stages[-1].label}" if n else self._importing()
         self.query_one(PipelinePane).set_status(f"compiling… {n} stages{last} · {dt:.1f} s")
         self.set_status(f"compiling… {n} stages, {dt:.1f} s")
+
+    def _importing(self) -> str:
+        """Before the first stage: the import reads, parses and checks the whole file (a
+        340 MB BERT takes seconds), so say so and how big it is."""
+        try:
+            size = Path(self.session.model_path).stat().st_size
+        except OSError:
+            return " · importing the model"
+        return f" · importing the model ({size / 2**20:.0f} MiB)"
 
     def _on_compiled(self, session: CompileSession) -> None:
         if session is not self.session or not self.is_attached:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,11 @@ class StageRecord:
         return self._text
 
     @property
+    def has_text(self) -> bool:
+        """Whether the text and its hash are computed (printing a big IR takes a while)."""
+        return self._hash is not None
+
+    @property
     def ir_hash(self) -> str:
         if self._hash is None:
             self._hash = hashlib.sha1(self.text.encode()).hexdigest()[:16]
@@ -149,6 +155,11 @@ class CompileSession(SessionViewData):
         self.reference_factory: Callable[[CompileSession], SteppingExecutor] | None = None
         self._view_cache: dict[Any, Any] = {}
         self._quant: QuantAnalysis | None = None
+        #: How many computations a user is waiting for right now (`foreground`): background
+        #: work (the IDE's warm-up) pauses for them. Threads share one interpreter lock, so a
+        #: warm-up running beside a view's computation would halve its speed.
+        self._foreground = 0
+        self._idle = threading.Condition()
 
     # -- compiling ----------------------------------------------------------------------------
     @property
@@ -265,6 +276,32 @@ class CompileSession(SessionViewData):
         if rec.ir_kind == "graph":
             self.graph_nodes(i)
         self.diff_prev(i)
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """Mark a computation a user waits for (a view's data): `wait_for_foreground` holds
+        background work until none is running."""
+        with self._idle:
+            self._foreground += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._foreground -= 1
+                self._idle.notify_all()
+
+    def wait_for_foreground(self, timeout: float = 30.0) -> None:
+        """Background work calls this between its items: it returns when no foreground
+        computation runs (or after `timeout`, so background work is never starved forever)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._foreground == 0, timeout=timeout)
+
+    def prefetch_order(self, around: int | None) -> list[int]:
+        """Every stage, nearest to `around` first (the stages a user steps to next)."""
+        n = len(self.stages)
+        if around is None:
+            return list(range(n))
+        return sorted(range(n), key=lambda i: (abs(i - around), i < around))
 
     def stage_table(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.stages]

@@ -209,28 +209,36 @@ class SessionViewData:
     def diff(self, a: int, b: int) -> GraphDiff:
         """What changed from stage `a` to stage `b` (cached); provenance of the passes between."""
         key = (a, b)
-        if key not in self._diff_cache:
-            ra, rb = self.stages[a], self.stages[b]
-            lo, hi = sorted((a, b))
-            records = [
-                (self.stages[k].pass_name, r)
-                for k in range(lo + 1, hi + 1)
-                for r in self.stages[k].provenance
-            ]
-            names = (ra.label, rb.label)
-            if ra.ir_kind == rb.ir_kind == "graph":
-                d = diff_modules(
-                    ra.module,
-                    rb.module,
-                    records=records,
-                    before_text=ra.text,
-                    after_text=rb.text,
-                    names=names,
-                )
-            else:
-                d = diff_texts(ra.text, rb.text, names=names)
-            self._diff_cache[key] = d
+        if key in self._diff_cache:
+            return self._diff_cache[key]
+        with self._key_lock(("diff", a, b)):  # a view's worker and the warm-up compute it once
+            if key not in self._diff_cache:
+                self._diff_cache[key] = self._diff(a, b)
         return self._diff_cache[key]
+
+    def has_diff(self, a: int, b: int) -> bool:
+        """Whether `diff(a, b)` is computed (a view then draws it at once)."""
+        return (a, b) in self._diff_cache
+
+    def _diff(self, a: int, b: int) -> GraphDiff:
+        ra, rb = self.stages[a], self.stages[b]
+        lo, hi = sorted((a, b))
+        records = [
+            (self.stages[k].pass_name, r)
+            for k in range(lo + 1, hi + 1)
+            for r in self.stages[k].provenance
+        ]
+        names = (ra.label, rb.label)
+        if ra.ir_kind == rb.ir_kind == "graph":
+            return diff_modules(
+                ra.module,
+                rb.module,
+                records=records,
+                before_text=ra.text,
+                after_text=rb.text,
+                names=names,
+            )
+        return diff_texts(ra.text, rb.text, names=names)
 
     def diff_prev(self, i: int) -> GraphDiff | None:
         """Stage `i` against the stage before it of the same IR kind."""

@@ -62,17 +62,58 @@ class DiffView(StageView):
     def show(self, session: CompileSession, index: int) -> None:
         moved = (session, index) != (self.session, self.index)
         self.session, self.index = session, index
-        summary = self.query_one("#diff-summary", Static)
-        rec = session.stages[index]
         base = self.base if self.base is not None and self.base != index else None
-        if base is None:
-            prev = session.previous_of_kind(index)
-            d = session.diff(prev, index) if prev is not None else None
-        else:
-            d, prev = session.diff(base, index), base
+        prev = base if base is not None else session.previous_of_kind(index)
         if moved:
             self.rewrite, self.shift = 0, 0
-        self.rewrites = session.rewrites(index)
+
+        def compute() -> tuple[GraphDiff | None, list[Rewrite]]:
+            # everything the first frame draws: the diff, the rewrites, the first one's lines
+            d = session.diff(prev, index) if prev is not None else None
+            rewrites = session.rewrites(index)
+            if rewrites:
+                session.rewrite_diff(index, min(self.rewrite, len(rewrites) - 1))
+            return d, rewrites
+
+        ready = (prev is None or session.has_diff(prev, index)) and all(
+            session.is_cached(what, i)
+            for what, i in (("rewrites", index), ("text_index", index), ("text_index", prev))
+            if i is not None
+        )
+        summary = self.query_one("#diff-summary", Static)
+
+        def waiting() -> None:
+            summary.update(
+                self.stage_label(session, index) + Text("  computing the diff…", style="dim")
+            )
+            self.query_one(VirtualTable).clear()
+            self.query_one(RewriteStrip).update("")
+
+        def failed(msg: str) -> None:
+            summary.update(self.stage_label(session, index) + Text(f"  diff failed: {msg}"))
+
+        self.load(
+            session,
+            index,
+            f"diff-{prev}",
+            compute,
+            lambda data: self._draw(session, index, prev, *data),
+            waiting,
+            failed,
+            cached=ready,
+        )
+
+    def _draw(
+        self,
+        session: CompileSession,
+        index: int,
+        prev: int | None,
+        d: GraphDiff | None,
+        rewrites: list[Rewrite],
+    ) -> None:
+        summary = self.query_one("#diff-summary", Static)
+        rec = session.stages[index]
+        self.rewrites = rewrites
         if d is None or prev is None:
             self.current, self.pair = None, None
             summary.update(

@@ -202,16 +202,31 @@ class IRView(StageView):
     def show(self, session: CompileSession, index: int) -> None:
         self.session, self.index = session, index
         rec = session.stages[index]
-        ta = self.query_one(IRTextArea)
-        if rec.text != self.text:  # an unchanged pass keeps the text, cursor and scroll
-            self.text = rec.text
-            ta.load_text(self.text)
-            ta.jumps.clear()
-        lines = self.text.count("\n")
-        self.query_one("#ir-info", Static).update(
-            self.stage_label(session, index)
-            + Text(f"  {rec.ir_kind} IR, {lines} lines, hash {rec.ir_hash}  ")
-            + Text("g/Enter: go to definition  Backspace: back", style="dim")
+        info = self.query_one("#ir-info", Static)
+
+        def draw(_hash: str) -> None:
+            ta = self.query_one(IRTextArea)
+            if rec.text != self.text:  # an unchanged pass keeps the text, cursor and scroll
+                self.text = rec.text
+                ta.load_text(self.text)
+                ta.jumps.clear()
+            lines = self.text.count("\n")
+            info.update(
+                self.stage_label(session, index)
+                + Text(f"  {rec.ir_kind} IR, {lines} lines, hash {rec.ir_hash}  ")
+                + Text("g/Enter: go to definition  Backspace: back", style="dim")
+            )
+
+        # Printing a big stage's IR takes a while: a worker does it (the warm-up may have)
+        self.load(
+            session,
+            index,
+            "ir_text",
+            lambda: rec.ir_hash,
+            draw,
+            lambda: info.update(self.stage_label(session, index) + Text("  printing…", "dim")),
+            lambda msg: info.update(self.stage_label(session, index) + Text(f"  failed: {msg}")),
+            cached=rec.has_text,
         )
 
     def goto_value(self, name: str) -> bool:

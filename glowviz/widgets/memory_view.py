@@ -165,9 +165,8 @@ class MemoryView(StageView):
         self.session, self.index = session, index
         figs = self.query_one("#memory-figures", Static)
         self.query_one(MemoryTimeline).show_stage(index)
-        self._start_timeline(session)
-
         load_plan(self, session, index, figs, self._draw)
+        self._start_timeline(session)
 
     def _draw(self, rep: MemoryReport | None) -> None:
         session, index = self.session, self.index
@@ -408,6 +407,8 @@ class MemoryView(StageView):
 
         session.view_data_listener = listener
         try:
+            # background work: the stage's own plan (what the user looks at) goes first
+            session.wait_for_foreground()
             rows, err = per_pass_memory(session), None
         except Exception as e:  # noqa: BLE001 - the timeline says so; the view keeps working
             rows, err = [], f"{type(e).__name__}: {e}"

@@ -59,11 +59,14 @@ class StageView(Vertical):
         draw: Callable[[Any], None],
         waiting: Callable[[], None],
         failed: Callable[[str], None],
+        *,
+        cached: bool | None = None,
     ) -> None:
-        """Draw `compute()` now if the session has it cached (`what`, index), else call
-        `waiting()` and draw it when a worker has it — unless the view moved on meanwhile."""
+        """Draw `compute()` now if the session has it cached (`what`, index; or `cached`
+        says so), else call `waiting()` and draw it when a worker has it — unless the view
+        moved on meanwhile. The worker is foreground work: the session's warm-up waits."""
         want = self._want = (id(session), index, what)
-        if session.is_cached(what, index):
+        if session.is_cached(what, index) if cached is None else cached:
             try:
                 data = compute()
             except Exception as e:  # noqa: BLE001 - shown in the view
@@ -75,7 +78,8 @@ class StageView(Vertical):
 
         def work() -> None:
             try:
-                data, err = compute(), None
+                with session.foreground():
+                    data, err = compute(), None
             except Exception as e:  # noqa: BLE001 - shown in the view
                 data, err = None, f"{type(e).__name__}: {e}"
             self.app.call_from_thread(done, data, err)

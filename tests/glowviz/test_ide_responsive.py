@@ -1,0 +1,95 @@
+"""Responsiveness of the IDE on big models (issue 13, item 9), driven with Pilot on the fake
+pipeline: what takes a while (a diff, printing an IR) is computed by a worker while the view
+says so and the keys keep working; the warm-up after the compile gives way to what the user
+waits for and starts next to the selected stage."""
+
+from __future__ import annotations
+
+import threading
+
+from ide_helpers import make_fake_session, ready, run_async, settle, until
+
+import glowviz.session.core as session_core
+from glowviz.app import GlowvizApp
+
+SIZE = (160, 50)
+
+
+def _text(widget) -> str:
+    return str(widget.render())
+
+
+@run_async
+async def test_a_slow_diff_is_computed_off_the_ui_thread():
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(app, pilot)
+        session = app.session
+        release = threading.Event()
+        slow_diff = session._diff
+
+        def blocked(a: int, b: int):
+            release.wait(30)
+            return slow_diff(a, b)
+
+        session._diff = blocked  # type: ignore[method-assign]
+        session._diff_cache.clear()
+        main.goto_stage(1)
+        await pilot.press("2")
+        view = main.view("diff")
+        summary = main.query_one("#diff-summary")
+        await until(pilot, lambda: "computing the diff" in _text(summary))
+        # the keys still work while the diff is computed: back to the graph and again
+        await pilot.press("1")
+        await until(pilot, lambda: main.active_view_id() == "graph")
+        await pilot.press("2")
+        await until(pilot, lambda: main.active_view_id() == "diff")
+        assert view.current is None
+        release.set()
+        await settle(app, pilot)
+        await until(pilot, lambda: view.current is not None)
+        assert "stage 1" in _text(summary) and "against 0" in _text(summary)
+        assert "computing" not in _text(summary)
+
+
+@run_async
+async def test_ir_text_is_printed_off_the_ui_thread(monkeypatch):
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(app, pilot)
+        rec = app.session.stages[2]
+        rec._text, rec._hash = None, None  # as if the warm-up had not reached it yet
+        release = threading.Event()
+        printer = session_core.ir_text
+
+        def slow_ir_text(ir):
+            release.wait(30)
+            return printer(ir)
+
+        monkeypatch.setattr(session_core, "ir_text", slow_ir_text)
+        main.goto_stage(2)
+        await pilot.press("3")
+        info = main.query_one("#ir-info")
+        await until(pilot, lambda: "printing" in _text(info))
+        await pilot.press("1")
+        await until(pilot, lambda: main.active_view_id() == "graph")
+        release.set()
+        await pilot.press("3")
+        await settle(app, pilot)
+        await until(pilot, lambda: "lines, hash" in _text(info))
+        assert main.view("ir").text == rec.text
+
+
+def test_warm_up_waits_for_foreground_work_and_starts_next_to_the_stage():
+    session = make_fake_session().compile()
+    n = len(session.stages)
+    order = session.prefetch_order(3)
+    assert order[:3] == [3, 4, 2] and sorted(order) == list(range(n))
+    assert session.prefetch_order(None) == list(range(n))
+    waited = threading.Event()
+    with session.foreground():
+        t = threading.Thread(target=lambda: (session.wait_for_foreground(), waited.set()))
+        t.start()
+        assert not waited.wait(0.2)  # background work holds while the user waits
+    assert waited.wait(5)
+    t.join()
