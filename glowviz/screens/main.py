@@ -188,18 +188,19 @@ class MainScreen(Screen):
             return
         n = len(self.session.stages)
         dt = time.perf_counter() - self._t0
-        last = f" · last done: {self.session.stages[-1].label}" if n else self._importing()
-        self.query_one(PipelinePane).set_status(f"compiling… {n} stages{last} · {dt:.1f} s")
-        self.set_status(f"compiling… {n} stages, {dt:.1f} s")
+        # the last stage done is the list's last row; before the first one, say what runs
+        what = f"{n} stages" if n else self._importing()
+        self.query_one(PipelinePane).set_status(f"compiling… {what} · {dt:.1f} s")
+        self.set_status(f"compiling… {what}, {dt:.1f} s")
 
     def _importing(self) -> str:
         """Before the first stage: the import reads, parses and checks the whole file (a
-        340 MB BERT takes seconds), so say so and how big it is."""
+        340 MiB BERT takes seconds), so say so and how big it is."""
         try:
             size = Path(self.session.model_path).stat().st_size
         except OSError:
-            return " · importing the model"
-        return f" · importing the model ({size / 2**20:.0f} MiB)"
+            return "importing"
+        return f"importing {size / 2**20:.0f} MiB"
 
     def _on_compiled(self, session: CompileSession) -> None:
         if session is not self.session or not self.is_attached:

@@ -405,10 +405,14 @@ class DebuggerView(StageView):
         self.last_slice = {"name": name, **view}
         ra, ca = view["axes"]
         spec = slice_spec(view["axes"], tuple(view["index"]))
+        # The title above the table, not as its title: Rich wraps a table's title to the
+        # table's width, a few value columns (a 16-character column of broken words).
+        title = Text.assemble(
+            (f"{name} {spec}", "bold"),
+            f"  rows: axis {ra}, cols: axis {ca}",
+            ("   v: pick  W: worst", "dim"),
+        )
         tbl = Table(
-            title=f"{name} {spec}  rows: axis {ra}, cols: axis {ca}   v: pick  W: worst",
-            title_justify="left",
-            title_style="bold",
             show_header=True,
             header_style="dim",
             box=None,
@@ -425,7 +429,7 @@ class DebuggerView(StageView):
                 hot = worst is not None and tuple(at[: len(worst)]) == tuple(worst)
                 cells.append(Text(_f(v), style=f"bold reverse {st.removed}" if hot else ""))
             tbl.add_row(str(i), *cells)
-        return tbl
+        return Group(title, tbl)
 
     def _worst(self, name: str) -> tuple[int, ...] | None:
         dbg = self.dbg

@@ -172,7 +172,7 @@ class GraphView(StageView):
         session, index = self.session, self.index
         if session is None or index is None:
             return
-        rows = self.rows or session.graph_nodes(index)
+        rows = session.graph_nodes(index)  # this stage's (self.rows may be the last one's)
         n_nodes = sum(1 for r in rows if r["kind"] not in ("input", "output", "constant"))
         t = self.stage_label(session, index) + Text(f" │ {n_nodes} nodes, {len(rows)} values │ ")
         if self.whole:

@@ -237,14 +237,13 @@ class MemoryView(StageView):
         row = self.timeline_row()
         if row is None or row["peak_bytes"] == rep.peak_bytes:
             return Text("")
-        how = (
-            "topological order, IRGen, no low-level passes"
-            if row["ir_kind"] == "graph" and row["stage"] != "schedule"
-            else "lifetimes tightened"
-        )
+        if row["ir_kind"] != "graph":
+            how = "lifetimes tightened"
+        else:  # the schedule row is ordered by the compile's scheduler: its delta is the order's
+            order = rep.scheduler if row["stage"] == "schedule" else "topological"
+            how = f"{order} order + IRGen only"
         return Text(
-            f"\nthe timeline measures this stage per pass: peak {fmt_bytes(row['peak_bytes'])} "
-            f"({how}; mem --per-pass)",
+            f"\nper-pass timeline: {fmt_bytes(row['peak_bytes'])} here ({how}, as mem --per-pass)",
             style="dim",
         )
 

@@ -108,8 +108,7 @@ async def test_memory_header_and_timeline_name_their_two_measures():
         assert mem.timeline_row()["peak_bytes"] == session.stage_memory(1).peak_bytes == 3072
         header = str(main.query_one("#memory-figures").render())
         assert "whole low-level pipeline" in header and "peak 2.0 KiB" in header
-        assert "timeline measures this stage per pass: peak 3.0 KiB" in header
-        assert "topological order, IRGen, no low-level passes" in header
+        assert "per-pass timeline: 3.0 KiB here (topological order + IRGen only" in header
         caption = str(main.query_one("#memory-timeline").render()).splitlines()[-1]
         assert "per-pass peak 3.0 KiB" in caption
         # where both measure the same plan, no second figure
@@ -117,7 +116,7 @@ async def test_memory_header_and_timeline_name_their_two_measures():
         await settle(app, pilot)
         await until(pilot, lambda: mem.index == 6 and mem.report is not None)
         assert mem.timeline_row()["peak_bytes"] == mem.report.peak_bytes
-        assert "timeline measures" not in str(main.query_one("#memory-figures").render())
+        assert "per-pass timeline" not in str(main.query_one("#memory-figures").render())
 
 
 # -- item 2: each rewrite is a step ------------------------------------------------------------

@@ -1,0 +1,55 @@
+"""What a new user stumbled over in a real terminal (tmux at 180x50 and 100x30, issue 13's
+new-user pass), each driven with Pilot on the fake pipeline and failing before its fix."""
+
+from __future__ import annotations
+
+from ide_helpers import make_fake_session, ready, run_async, settle, until
+
+from glowviz.app import GlowvizApp
+
+SIZE = (160, 50)
+
+
+@run_async
+async def test_graph_header_counts_the_stage_shown():
+    """The Graph view's header counted the nodes of the stage shown before: after the compile
+    jumped to the last graph stage it still said the imported graph's "8 nodes"."""
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(app, pilot)
+        info = main.query_one("#graph-info")
+        main.goto_stage(0)
+        await settle(app, pilot)
+        await until(pilot, lambda: "stage 0" in str(info.render()))
+        assert "8 nodes" in str(info.render())
+        main.goto_stage(3)
+        await settle(app, pilot)
+        await until(pilot, lambda: "stage 3" in str(info.render()))
+        assert "6 nodes" in str(info.render())
+
+
+@run_async
+async def test_debugger_slice_title_is_one_line_at_100x30():
+    """The slice's title was the Rich table's title, wrapped to the width of its five value
+    columns: "conv_0_bn_relu_r / es [0, 0, :, :] / rows: axis 2, / cols: axis 3" down a
+    16-character column at 100x30."""
+    import io
+
+    from rich.console import Console
+
+    app = GlowvizApp(session=make_fake_session())
+    async with app.run_test(size=(100, 30)) as pilot:
+        main = await ready(app, pilot)
+        await pilot.press("ctrl+b", "7")
+        await settle(app, pilot)
+        view = main.view("debugger")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await until(pilot, lambda: view.last_slice is not None)
+        side = main.query_one("#debug-operands")
+        console = Console(width=side.size.width, file=io.StringIO(), record=True)
+        console.print(side.render())
+        text = console.export_text()
+        name = view.last_slice["name"]
+        line = next(ln for ln in text.splitlines() if name in ln and "[" in ln)
+        assert "rows: axis" in line and "cols: axis" in line
