@@ -3,20 +3,14 @@ new-user pass), each driven with Pilot on the fake pipeline and failing before i
 
 from __future__ import annotations
 
-from ide_helpers import make_fake_session, ready, run_async, settle, until
-
-from glowviz.app import GlowvizApp
-
-SIZE = (160, 50)
+from pilot_helpers import ide, run_async, settle, until
 
 
 @run_async
 async def test_graph_header_counts_the_stage_shown():
     """The Graph view's header counted the nodes of the stage shown before: after the compile
     jumped to the last graph stage it still said the imported graph's "8 nodes"."""
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         info = main.query_one("#graph-info")
         main.goto_stage(0)
         await settle(app, pilot)
@@ -37,9 +31,7 @@ async def test_debugger_slice_title_is_one_line_at_100x30():
 
     from rich.console import Console
 
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=(100, 30)) as pilot:
-        main = await ready(app, pilot)
+    async with ide(size=(100, 30)) as (app, pilot, main):
         await pilot.press("ctrl+b", "7")
         await settle(app, pilot)
         view = main.view("debugger")

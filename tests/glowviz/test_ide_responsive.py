@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import threading
 
-from ide_helpers import make_fake_session, ready, run_async, settle, until
+from ide_helpers import make_fake_session
+from pilot_helpers import ide, run_async, settle, until
 
 import glowviz.session.core as session_core
-from glowviz.app import GlowvizApp
-
-SIZE = (160, 50)
 
 
 def _text(widget) -> str:
@@ -21,9 +19,7 @@ def _text(widget) -> str:
 
 @run_async
 async def test_a_slow_diff_is_computed_off_the_ui_thread():
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         session = app.session
         release = threading.Event()
         slow_diff = session._diff
@@ -54,9 +50,7 @@ async def test_a_slow_diff_is_computed_off_the_ui_thread():
 
 @run_async
 async def test_ir_text_is_printed_off_the_ui_thread(monkeypatch):
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(app, pilot)
+    async with ide() as (app, pilot, main):
         rec = app.session.stages[2]
         rec._text, rec._hash = None, None  # as if the warm-up had not reached it yet
         release = threading.Event()

@@ -96,11 +96,8 @@ async def test_memory_header_and_timeline_name_their_two_measures():
     topological order, as `mem --per-pass` measures it) differ: 2 KiB against 3 KiB on the fake
     pipeline. Before, the header said "peak 2.0 KiB" and the timeline "peak 3.0 KiB" for the
     same stage with nothing telling them apart."""
-    app = GlowvizApp(session=make_fake_session())
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
-        main = await _show(app, pilot, 1, "6")
-        mem = main.view("memory")
+    async with ide() as (app, pilot, main):
+        mem = await show(app, pilot, 1, "memory")
         await until(pilot, lambda: mem.timeline_rows is not None and mem.report is not None)
         await settle(app, pilot)
         session = app.session
