@@ -3,7 +3,8 @@ new-user pass), each driven with Pilot on the fake pipeline and failing before i
 
 from __future__ import annotations
 
-from pilot_helpers import ide, run_async, settle, until
+from ide_helpers import run_async, settle, until
+from pilot_helpers import ide
 
 
 @run_async

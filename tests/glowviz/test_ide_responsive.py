@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import threading
 
-from ide_helpers import make_fake_session
-from pilot_helpers import ide, run_async, settle, until
+from ide_helpers import make_fake_session, run_async, settle, until
+from pilot_helpers import ide
 
 import glowviz.session.core as session_core
 
