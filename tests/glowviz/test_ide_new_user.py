@@ -4,7 +4,7 @@ new-user pass), each driven with Pilot on the fake pipeline and failing before i
 from __future__ import annotations
 
 from ide_helpers import run_async, settle, until
-from pilot_helpers import ide
+from pilot_helpers import ide, open_debugger
 
 
 @run_async
@@ -33,9 +33,8 @@ async def test_debugger_slice_title_is_one_line_at_100x30():
     from rich.console import Console
 
     async with ide(size=(100, 30)) as (app, pilot, main):
-        await pilot.press("ctrl+b", "7")
-        await settle(app, pilot)
-        view = main.view("debugger")
+        await pilot.press("ctrl+b")
+        view = await open_debugger(app, pilot)
         await pilot.press("d")  # to the fake reference's divergence: a 3-D buffer's slice
         await settle(app, pilot)
         assert view.dbg.divergence is not None and view.last_slice is not None

@@ -35,9 +35,9 @@ async def test_a_slow_diff_is_computed_off_the_ui_thread():
         view = main.view("diff")
         summary = main.query_one("#diff-summary")
         await until(pilot, lambda: "computing the diff" in _text(summary))
-        # the keys still work while the diff is computed: back to the graph and again
-        await pilot.press("1")
-        await until(pilot, lambda: main.active_view_id() == "graph")
+        # the keys still work while the diff is computed: to the IR view and back
+        await pilot.press("3")
+        await until(pilot, lambda: main.active_view_id() == "ir")
         await pilot.press("2")
         await until(pilot, lambda: main.active_view_id() == "diff")
         assert view.current is None
@@ -65,8 +65,8 @@ async def test_ir_text_is_printed_off_the_ui_thread(monkeypatch):
         await pilot.press("3")
         info = main.query_one("#ir-info")
         await until(pilot, lambda: "printing" in _text(info))
-        await pilot.press("1")
-        await until(pilot, lambda: main.active_view_id() == "graph")
+        await pilot.press("4")
+        await until(pilot, lambda: main.active_view_id() == "schedule")
         release.set()
         await pilot.press("3")
         await settle(app, pilot)
