@@ -315,10 +315,6 @@ class MainScreen(Screen):
             self.call_after_refresh(self._focus_view, tab_id)
         else:
             self._focus_pending = tab_id  # focused when TabActivated says it is shown
-            # Drop the focus first: hiding a pane that holds it makes Textual move it to a
-            # neighbour inside that pane, whose focus event switched the tabs straight back
-            # (with the Diff view's rewrite strip focused, "1" never showed the Graph).
-            self.set_focus(None)
             tabs.active = tab_id
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:

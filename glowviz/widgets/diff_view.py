@@ -44,7 +44,6 @@ class DiffView(StageView):
         self.rewrites: list[Rewrite] = []
         self.rewrite = 0  # position in `rewrites`
         self.shift = 0  # columns the side-by-side text is shifted left
-        self._filled_width = 0  # the view's width the side-by-side columns were sized for
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="diff-summary-scroll"):
@@ -223,12 +222,6 @@ class DiffView(StageView):
             self._show_rewrite()
 
     # -- the side-by-side text ----------------------------------------------------------------
-    def on_resize(self) -> None:
-        """The columns are sized for the view's width: a diff drawn before the view was laid
-        out (or before the pipeline pane was hidden) is drawn again at the real width."""
-        if self.current is not None and self.size.width != self._filled_width:
-            self._fill(self.current)
-
     def _fill(self, d: GraphDiff) -> None:
         t = self.query_one(VirtualTable)
         st = styles(self.app)
@@ -239,7 +232,6 @@ class DiffView(StageView):
             for k, r in enumerate(rows):
                 if r.tag != "equal":
                     keep.update(range(max(0, k - CONTEXT), min(len(rows), k + CONTEXT + 1)))
-        self._filled_width = self.size.width
         half = max(20, ((self.size.width or 120) - 16) // 2)
         t.set_columns(
             [

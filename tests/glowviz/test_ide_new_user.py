@@ -3,7 +3,7 @@ new-user pass), each driven with Pilot on the fake pipeline and failing before i
 
 from __future__ import annotations
 
-from ide_helpers import ROOT, run_async, settle, until
+from ide_helpers import run_async, settle, until
 from pilot_helpers import ide, open_debugger
 
 
@@ -46,27 +46,3 @@ async def test_debugger_slice_title_is_one_line_at_100x30():
         line = next(ln for ln in text.splitlines() if ln.startswith(f"{name} ["))
         assert "rows: axis" in line and "cols: axis" in line
 
-
-@run_async
-async def test_number_keys_leave_the_diff_view():
-    """With the Diff view's rewrite strip focused, "1" never showed the Graph: hiding the Diff
-    pane made Textual move the focus to a neighbour inside it, and that focus switched the tabs
-    straight back. Every view's key must reach its view from every other (real model: the Diff
-    view's strip takes the keys there)."""
-    from textual.widgets import TabbedContent
-
-    from glowviz.app import GlowvizApp
-    from glowviz.screens.main import VIEWS
-    from glowviz.session import CompileSession
-
-    model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    async with ide(GlowvizApp(session=CompileSession(model)), (180, 50)) as (app, pilot, main):
-        tabs = main.query_one(TabbedContent)
-        for src in range(len(VIEWS)):
-            for dst in (0, (src + 1) % len(VIEWS)):
-                await pilot.press(str(src + 1))
-                await until(pilot, lambda s=src: tabs.active == VIEWS[s][0])
-                await pilot.press(str(dst + 1))
-                await pilot.pause(0.2)
-                await settle(app, pilot)
-                assert tabs.active == VIEWS[dst][0], (VIEWS[src][0], VIEWS[dst][0])
