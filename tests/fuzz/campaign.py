@@ -48,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--cases", metavar="IDS", help="only these cases of the run, e.g. mut-2026-83,gen-11-5"
     )
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per command")
+    p.add_argument(
+        "--timeout", type=float, default=30.0, help="CPU seconds per command (wall: 10x as long)"
+    )
     p.add_argument("--mem", type=float, default=3.0, help="GiB of address space per case")
     p.add_argument("--no-check", action="store_true", help="skip the differential check")
     p.add_argument("--json", metavar="FILE", help="write every outcome as JSON lines")

@@ -6,6 +6,11 @@ through every CLI command (`compile`, `run --executor interpreter|llvm`, `mem`, 
 long-lived workers (`worker.py`, capped with RLIMIT_AS; a hang is killed after the time cap
 and its Python stack kept), or as real `glowviz` subprocesses for a sample.
 
+The time cap is CPU time (user + system, all threads, read from /proc): a loaded machine
+stretches wall time, not the work a case does, and a 30 s wall cap at load 10-20 called
+cases hangs that needed 8 s of CPU. A wall-clock backstop (`WALL_FACTOR` times the cap) still
+ends a case that sleeps or blocks without using CPU.
+
 Outcome classes: ok, refusal (exit 2 with exactly one `glowviz: error:` line on stderr),
 unclean (a non-zero exit that is neither: several lines, exit 1 without a traceback...),
 traceback, hang, crash (killed by a signal), memory (a MemoryError or the allocator giving
@@ -174,6 +179,49 @@ class WorkerDied(Exception):
     pass
 
 
+#: A case blocked without using CPU (a sleep, a read that never returns) is a hang too, after
+#: this many times the CPU cap in wall time.
+WALL_FACTOR = 10.0
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of every thread of process `pid` (None: no /proc entry)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: fields count from its end
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class CpuClock:
+    """Has process `pid` used `cap` seconds of CPU since now, or `WALL_FACTOR * cap` of wall
+    time? Without /proc (not Linux) the CPU reading falls back to wall time."""
+
+    def __init__(self, pid: int, cap: float) -> None:
+        self.pid, self.cap = pid, cap
+        self.wall0 = time.monotonic()
+        self.cpu0 = cpu_seconds(pid)
+
+    def used(self) -> float:
+        now = cpu_seconds(self.pid)
+        if self.cpu0 is None or now is None:
+            return time.monotonic() - self.wall0
+        return now - self.cpu0
+
+    def expired(self) -> bool:
+        return self.used() >= self.cap or time.monotonic() - self.wall0 >= WALL_FACTOR * self.cap
+
+    def poll(self) -> float:
+        """Seconds to wait before asking again: at least what is left of the CPU cap can not
+        be used up any faster than in the same wall time (one thread; onnxruntime runs on
+        one), at most 1 s so the reading stays fresh."""
+        return max(0.05, min(1.0, self.cap - self.used()))
+
+
 class Worker:
     """One `worker.py` child: requests in, replies out; killed and restarted on hangs/crashes."""
 
@@ -262,7 +310,8 @@ class Worker:
             pass
 
     def request(self, req: dict[str, Any], timeout: float) -> tuple[str, Any, str]:
-        """("reply", reply, "") | ("hang", None, stack) | ("crash", signal, log)."""
+        """("reply", reply, "") | ("hang", None, stack) | ("crash", signal, log); `timeout`
+        is CPU seconds (see CpuClock)."""
         if self.proc is None or self.served >= self.recycle_after:
             self.stop()
             self.start()
@@ -272,7 +321,13 @@ class Worker:
         since = os.path.getsize(self.log.name)
         try:
             write_msg(self.wfd, req)
-            return "reply", self._read(timeout), ""
+            clock = CpuClock(self.proc.pid, timeout)
+            while True:
+                try:
+                    return "reply", self._read(clock.poll()), ""
+                except TimeoutError:
+                    if clock.expired():
+                        raise
         except TimeoutError:
             try:
                 os.kill(self.proc.pid, signal.SIGUSR1)  # faulthandler: where is it stuck?
@@ -295,7 +350,7 @@ class Worker:
 
 @dataclass
 class Settings:
-    timeout: float = 30.0
+    timeout: float = 30.0  # CPU seconds per command (the check gets twice as much)
     mem_limit: int = 3 * GIB
     check: bool = True  # the differential check on models that run
     commands: tuple[str, ...] = tuple(COMMANDS)
@@ -454,8 +509,15 @@ def run_cli_subprocess(model: bytes, command: str, st: Settings) -> Outcome:
             env=env,
             start_new_session=True,
         )
+        clock = CpuClock(proc.pid, st.timeout + 10)  # + the imports
         try:
-            _out, err = proc.communicate(timeout=st.timeout + 10)  # + the imports
+            while True:
+                try:
+                    _out, err = proc.communicate(timeout=clock.poll())
+                    break
+                except subprocess.TimeoutExpired:
+                    if clock.expired():
+                        raise
             timed_out = False
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGUSR1)

@@ -69,7 +69,10 @@ def _cap_memory(limit: int) -> None:
 
 
 def _forget_jit() -> None:
-    """Drop the JIT's in-memory cache: cases stay independent and memory stays flat."""
+    """Drop the JIT's in-memory cache between cases: cases stay independent and memory stays
+    flat. Within a case it is kept: `run --executor llvm` and the check JIT-compile the same
+    module, and LLVM's O3 was two thirds of a long run's time (py-spy), half of it the
+    check's second compile of a module the case had just compiled."""
     from compiler.backends.llvm.jit import JITEngine
 
     JITEngine._memory.clear()
@@ -256,20 +259,22 @@ def serve(rfd: int, wfd: int, mem_limit: int, tmp_dir: str) -> None:
     # tmp_dir is the runner's: it removes it, also after killing this process on a hang
     tmp = Path(tmp_dir)
     write_msg(wfd, {"ready": os.getpid()})
+    case = None
     while True:
         req = read_msg(rfd)
         if req is None:
             return
         print(f"=== case {req.get('id')}", file=sys.stderr, flush=True)
+        if str(req.get("id", "")).split(" ")[0] != case:
+            case = str(req.get("id", "")).split(" ")[0]
+            with contextlib.suppress(Exception):
+                _forget_jit()
         try:
             reply = TASKS[req["task"]](req, tmp)
         except MemoryError:
             reply = {"cls": "memory", "error": traceback.format_exc()}
         except BaseException:  # noqa: BLE001
             reply = {"cls": "traceback", "error": traceback.format_exc()}
-        finally:
-            with contextlib.suppress(Exception):
-                _forget_jit()
         write_msg(wfd, reply)
 
 
