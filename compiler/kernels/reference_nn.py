@@ -1,14 +1,19 @@
 """Reference kernels for the neural-network ops: convolutions, pooling, normalisation, resize.
 
 Part of `compiler.kernels.reference` (which registers `NN_KERNELS` and applies the fused
-activation of Conv); also holds the shared helper `erf`. Convolution is im2col over a strided window view + one
-batched matmul per group; accumulation is float32 for float32 inputs, as onnxruntime's.
+activation of Conv); also holds the shared helper `erf`. Convolution and the pools go tap by tap:
+each filter tap adds (or maxes) the input region it reads into the outputs that read it, so
+padding is never materialised and never multiplied (a padded tap contributes nothing: with an
+infinite weight, 0 * inf would be NaN, which onnxruntime's convolutions do not give), and
+memory stays at one input-sized copy (the im2col matrix of a 100,000-pixel-wide U-Net was 9x
+its input, and reshaping it took most of a 95 s run). Accumulation is float32 for float32
+inputs, as onnxruntime's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -93,6 +98,37 @@ def _pad_nchw(
     )
 
 
+def _tap_span(
+    size: int, out: int, stride: int, pad: int, dilation: int, t: int
+) -> tuple[slice, slice]:
+    """Along one axis, (outputs, inputs) of tap `t`: the outputs o whose coordinate
+    o * stride + t * dilation - pad lies inside [0, size), and those coordinates."""
+    off = t * dilation - pad
+    lo = min(out, max(0, -(off // stride)))  # ceil(-off / stride)
+    hi = max(lo, min(out, (size - 1 - off) // stride + 1))
+    start = lo * stride + off
+    return slice(lo, hi), slice(
+        start, start + (hi - lo - 1) * stride + 1 if hi > lo else start, stride
+    )
+
+
+def _taps(
+    x: np.ndarray, kernel: tuple[int, int], strides: Any, pads: Any, dil: Any, oh: int, ow: int
+) -> Iterator[tuple[int, int, tuple[slice, ...], np.ndarray]]:
+    """For every tap (r, s) that reads inside the input: (r, s, the index of the outputs that
+    read it in an (N, C, OH, OW) array, the (N, C, h, w) view of what they read)."""
+    h, w = x.shape[2:]
+    for r in range(kernel[0]):
+        orow, irow = _tap_span(h, oh, strides[0], pads[0], dil[0], r)
+        if orow.start == orow.stop:
+            continue
+        for s in range(kernel[1]):
+            ocol, icol = _tap_span(w, ow, strides[1], pads[1], dil[1], s)
+            if ocol.start == ocol.stop:
+                continue
+            yield r, s, (slice(None), slice(None), orow, ocol), x[:, :, irow, icol]
+
+
 @_k("Conv")
 def conv(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     x, w, b = ins
@@ -104,22 +140,20 @@ def conv(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     pads = attrs["pads"]
     oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
     ow = (wd + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
-    win = _windows(_pad_nchw(x, pads), kh, kw, sh, sw, dh, dw, oh, ow)
     kg = k // g
-    if cg == 1 and kg == 1:
-        # Depthwise: one multiply-accumulate per tap beats many 1-column matmuls.
-        wr = w.reshape(g, kh, kw)
-        out = np.zeros((n, g, oh, ow), dtype=np.result_type(x, w))
-        for r in range(kh):
-            for s in range(kw):
-                out += win[:, :, :, :, r, s] * wr[None, :, r, s, None, None]
-    else:
-        # cols: (N, G, OH*OW, Cg*KH*KW) @ (G, Cg*KH*KW, Kg) -> (N, G, OH*OW, Kg)
-        cols = win.reshape(n, g, cg, oh, ow, kh, kw).transpose(0, 1, 3, 4, 2, 5, 6)
-        cols = cols.reshape(n, g, oh * ow, cg * kh * kw)
-        wm = w.reshape(g, kg, cg * kh * kw).transpose(0, 2, 1)
-        out = np.matmul(cols, wm).transpose(0, 1, 3, 2).reshape(n, k, oh, ow)
-    out = np.ascontiguousarray(out.reshape(n, k, oh, ow))
+    out = np.zeros((n, k, oh, ow), dtype=np.result_type(x, w))
+    depthwise = cg == 1 and kg == 1
+    # (G, Kg, Cg) per tap: out[n, g, kg, p] += sum_c w[g, kg, c] * x[n, g, c, p]
+    wg = w.reshape(g, kg, cg, kh, kw)
+    outg = out.reshape(n, g, kg, oh, ow)
+    for r, s, at, xv in _taps(x, (kh, kw), (sh, sw), pads, (dh, dw), oh, ow):
+        if depthwise:
+            out[at] += xv * w[None, :, 0, r, s, None, None]
+            continue
+        th, tw = xv.shape[2:]
+        cols = xv.reshape(n, g, cg, th * tw)  # a copy only when the view is strided
+        part = np.matmul(wg[:, :, :, r, s], cols).reshape(n, g, kg, th, tw)
+        outg[(slice(None), *at)] += part
     out += b.reshape(1, k, 1, 1)
     return [out]
 
@@ -193,24 +227,23 @@ def _pool_geometry(
 def max_pool(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     (x,) = ins
     dil = attrs["dilations"]
-    oh, ow, extra = _pool_geometry(x, attrs, dil)
+    oh, ow, _ = _pool_geometry(x, attrs, dil)
     low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    xp = _pad_nchw(x, attrs["pads"], low, extra)
-    kh, kw = attrs["kernel"]
-    sh, sw = attrs["strides"]
-    win = _windows(xp, kh, kw, sh, sw, dil[0], dil[1], oh, ow)
-    return [win.max(axis=(4, 5))]
+    out = np.full(x.shape[:2] + (oh, ow), low, dtype=x.dtype)
+    for _r, _s, at, xv in _taps(x, attrs["kernel"], attrs["strides"], attrs["pads"], dil, oh, ow):
+        np.maximum(out[at], xv, out=out[at])  # NaN propagates, as a window's max does
+    return [out]
 
 
 @_k("AvgPool")
 def avg_pool(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     (x,) = ins
-    oh, ow, extra = _pool_geometry(x, attrs, (1, 1))
-    pads = attrs["pads"]
-    kh, kw = attrs["kernel"]
-    sh, sw = attrs["strides"]
-    xp = _pad_nchw(x, pads, 0.0, extra)
-    sums = _windows(xp, kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5), dtype=x.dtype)
+    oh, ow, _ = _pool_geometry(x, attrs, (1, 1))
+    sums = np.zeros(x.shape[:2] + (oh, ow), dtype=x.dtype)
+    for _r, _s, at, xv in _taps(
+        x, attrs["kernel"], attrs["strides"], attrs["pads"], (1, 1), oh, ow
+    ):
+        sums[at] += xv
     return [sums / avg_pool_counts(x.shape, attrs, x.dtype)]
 
 
