@@ -71,7 +71,9 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     if (s.OH, s.OW) != tuple(out.type.shape[2:]):
         raise unsupported(ins, f"output {out.type.shape} does not match {s}")
     data = ctx.constant_data(w)
-    row = select(s, constant=data is not None, forced=ctx.conv_strategy, where=ins.name)
+    row = select(
+        s, constant=data is not None, forced=ctx.conv_strategy, where=ins.name, weights=data
+    )
     kact = ctx.with_epilogue(kernel_activation(at["activation"], at["act_args"]))
     cfg = gemm_config()
     # The sum post-op: add to the destination, then the activation.

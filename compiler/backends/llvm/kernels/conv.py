@@ -25,7 +25,10 @@ FIRST row that applies and prefers it, in this order:
 7. ``direct`` (any shape, run-time filters too): a scalar loop nest.
 
 ``select(shape, forced=name)`` returns a forced row instead, and raises ``CodegenError`` when it
-does not apply. Every border test goes through ``kernels/window.py`` (the direct kernels have
+does not apply. A padded conv whose filter holds an infinity or a NaN always gets ``direct``,
+the one row that skips padded taps instead of multiplying zero padding (0 * inf is NaN, which
+onnxruntime's convolutions and the interpreter do not give); every other row would put NaN all
+along the border. Finite filters, the only ones that matter for speed, are not affected. Every border test goes through ``kernels/window.py`` (the direct kernels have
 none: they read a zero-padded copy).
 """
 
@@ -142,9 +145,12 @@ def _direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep
                     for t in range(S):
                         okw, iw = cols.tap(b, ow, t)
                         idx = b.add(xbase, b.add(b.mul(ih, i64(W)), iw))
-                        xv = b.select(b.and_(okh, okw), b.load(gep(b, p.x, idx), typ=F32), zero)
+                        xv = b.load(gep(b, p.x, idx), typ=F32)
                         wv = b.load(gep(b, p.w, b.add(wbase, i64(r * S + t))), typ=F32)
-                        b.store(b.fadd(b.load(acc_slot, typ=F32), b.fmul(xv, wv)), acc_slot)
+                        # A padded tap adds nothing (not 0 * w: NaN for an infinite w).
+                        acc = b.load(acc_slot, typ=F32)
+                        summed = b.fadd(acc, b.fmul(xv, wv))
+                        b.store(b.select(b.and_(okh, okw), summed, acc), acc_slot)
             o = b.add(
                 b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW)), b.add(b.mul(oh, i64(OW)), ow)
             )
@@ -204,11 +210,25 @@ def applicable(s: ConvShape, constant: bool = True) -> list[str]:
     return [r.name for r in STRATEGIES if r.usable(s, constant)]
 
 
+def skips_padding(s: ConvShape, weights: np.ndarray | None) -> bool:
+    """Must ``s`` run the ``direct`` row: padded, with a constant filter holding an infinity or
+    a NaN (see the module docstring)? The check is one pass over the filter at compile time."""
+    return weights is not None and any(s.pad) and not bool(np.isfinite(weights).all())
+
+
 def select(
-    s: ConvShape, *, constant: bool = True, forced: str | None = None, where: str | None = None
+    s: ConvShape,
+    *,
+    constant: bool = True,
+    forced: str | None = None,
+    where: str | None = None,
+    weights: np.ndarray | None = None,
 ) -> ConvStrategy:
     """The row for ``s``: ``forced`` if given (it must apply), else the first that applies and
-    prefers ``s``. ``where`` names the instruction in errors."""
+    prefers ``s``; ``direct`` whatever is forced when the constant filter ``weights`` is not
+    finite and ``s`` is padded. ``where`` names the instruction in errors."""
+    if skips_padding(s, weights):
+        return next(r for r in STRATEGIES if r.name == "direct")
     if not forced:
         return next(r for r in STRATEGIES if r.usable(s, constant) and r.prefers(s))
     row = next((r for r in STRATEGIES if r.name == forced), None)
@@ -289,7 +309,7 @@ def emit_conv2d(
     s = conv_shape(N, C, H, W, K, R, S, stride=stride, pad=pad, dilation=dilation, group=group)
     if weights.shape != (K, C // group, R, S):
         raise ValueError(f"conv {name}: weights {weights.shape} != {(K, C // group, R, S)}")
-    row = select(s, forced=strategy)
+    row = select(s, forced=strategy, weights=weights)
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
     x, w, out = fn.args[:3]
@@ -312,4 +332,5 @@ __all__ = [
     "emit_conv2d",
     "pack_conv_weights",
     "select",
+    "skips_padding",
 ]

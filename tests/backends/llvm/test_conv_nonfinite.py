@@ -1,0 +1,104 @@
+"""Infinite and NaN filter weights: NaN and infinities land where onnxruntime puts them, on the
+interpreter and on every conv strategy of the LLVM executor (issue 11 item 5).
+
+A padded tap contributes nothing: onnxruntime's convolutions skip it (0 * inf would be NaN all
+along the border). The interpreter goes tap by tap over the input region each tap reads; the
+LLVM executor gives a padded conv with a non-finite constant filter the ``direct`` row, the one
+that skips padded taps, whatever strategy is forced; an unpadded one keeps the forced strategy.
+The comparison treats NaN positions and infinities as data (`tests/fuzz/oracle.compare`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.backends.interpreter.arena import ArenaInterpreter
+from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
+from compiler.backends.llvm.kernels.conv import applicable, conv_shape
+from compiler.pipeline import compile_model
+from tests.fuzz.oracle import compare, run_onnxruntime
+
+F = TensorProto.FLOAT
+
+# name: C, K, H, W, kernel, stride, pads, dilation, group, activation. onnxruntime's grouped
+# (not depthwise) conv multiplies the padding (im2col), so grouped shapes are tested unpadded.
+SHAPES = {
+    "stem": (3, 16, 9, 10, 3, 2, (1, 1, 1, 1), 1, 1, None),
+    "plain": (8, 16, 6, 6, 3, 1, (1, 1, 1, 1), 1, 1, "Relu"),
+    "wide-pads": (4, 8, 5, 7, 3, 1, (2, 0, 1, 2), 1, 1, None),
+    "dilated": (4, 8, 7, 7, 3, 1, (2, 2, 2, 2), 2, 1, None),
+    "tiny": (3, 16, 1, 1, 3, 2, (1, 1, 1, 1), 1, 1, "Relu"),
+    "depthwise": (8, 8, 6, 6, 3, 2, (1, 1, 1, 1), 1, 8, "Relu"),
+    "unpadded": (8, 16, 6, 6, 3, 1, (0, 0, 0, 0), 1, 1, None),
+    "pointwise": (8, 16, 4, 4, 1, 1, (0, 0, 0, 0), 1, 1, None),
+    "grouped-unpadded": (4, 6, 6, 6, 3, 1, (0, 0, 0, 0), 1, 2, None),
+}
+
+
+def _model(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    C, K, H, W, k, st, pads, dil, g, act = SHAPES[name]
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((K, C // g, k, k)).astype(np.float32)
+    # a corner tap (padded on the border), a centre tap, and a NaN in another channel
+    w[0, 0, 0, 0] = np.inf
+    w[1 % K, 0, k // 2, k // 2] = -np.inf
+    w[2 % K, -1, k - 1, 0] = np.nan
+    b = rng.standard_normal(K).astype(np.float32)
+    x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+    x[0, 0, 0, 0] = 0.0  # 0 * inf inside the input is NaN everywhere
+    conv = helper.make_node(
+        "Conv",
+        ["x", "w", "b"],
+        ["c"],
+        kernel_shape=[k, k],
+        strides=[st, st],
+        pads=list(pads),
+        dilations=[dil, dil],
+        group=g,
+    )
+    nodes = [conv, helper.make_node(act or "Identity", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return onnx.shape_inference.infer_shapes(model), {"x": x}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_nonfinite_filter_matches_onnxruntime_on_every_strategy(
+    name: str, monkeypatch, tmp_path
+) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    model, feed = _model(name)
+    want = run_onnxruntime(model.SerializeToString(), feed)["y"]
+    assert np.isnan(want).any() and np.isinf(want).any() or name == "tiny", name
+    lir, plan = _lir_and_plan(compile_model(model))
+    (got_i,) = ArenaInterpreter(lir, plan).run(feed).values()
+    c = compare(got_i, want)
+    assert c.ok, f"interpreter: {c.note}"
+    (idx,) = [i for i, ins in enumerate(lir.code) if ins.kind == "conv"]
+    conv = lir.code[idx]
+    x, w = (v for v, _ in conv.operands[1:3])
+    s = conv_shape(
+        *x.type.shape,
+        w.type.shape[0],
+        *w.type.shape[2:],
+        stride=tuple(conv.attrs["strides"]),
+        pad=tuple(conv.attrs["pads"]),
+        dilation=tuple(conv.attrs["dilations"]),
+        group=conv.attrs["group"],
+    )
+    for strategy in applicable(s):
+        ex = LLVMExecutor(lir, plan, conv_strategy=strategy)
+        used = ex.strategy(idx)
+        assert used.startswith("direct" if any(s.pad) else strategy), (strategy, used)
+        (got,) = ex.run(feed).values()
+        c = compare(got, want)
+        assert c.ok, f"{strategy} (ran {used}): {c.note}"
