@@ -17,8 +17,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.backends.interpreter.arena import ArenaInterpreter
 from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
-from compiler.backends.llvm.kernels.conv import applicable, conv_shape
+from compiler.backends.llvm.kernels.conv import applicable
 from compiler.pipeline import compile_model
+from tests.backends.llvm.test_conv_strategies import lir_conv_shape
 from tests.fuzz.oracle import compare, run_onnxruntime
 
 F = TensorProto.FLOAT
@@ -84,17 +85,7 @@ def test_nonfinite_filter_matches_onnxruntime_on_every_strategy(
     c = compare(got_i, want)
     assert c.ok, f"interpreter: {c.note}"
     (idx,) = [i for i, ins in enumerate(lir.code) if ins.kind == "conv"]
-    conv = lir.code[idx]
-    x, w = (v for v, _ in conv.operands[1:3])
-    s = conv_shape(
-        *x.type.shape,
-        w.type.shape[0],
-        *w.type.shape[2:],
-        stride=tuple(conv.attrs["strides"]),
-        pad=tuple(conv.attrs["pads"]),
-        dilation=tuple(conv.attrs["dilations"]),
-        group=conv.attrs["group"],
-    )
+    s = lir_conv_shape(lir.code[idx])
     for strategy in applicable(s):
         ex = LLVMExecutor(lir, plan, conv_strategy=strategy)
         used = ex.strategy(idx)

@@ -251,6 +251,20 @@ EXECUTOR_CASES = [
 ]
 
 
+def lir_conv_shape(conv) -> ConvShape:
+    """The ConvShape of a LIR conv instruction."""
+    x, w = (v for v, _ in conv.operands[1:3])
+    return conv_shape(
+        *x.type.shape,
+        w.type.shape[0],
+        *w.type.shape[2:],
+        stride=tuple(conv.attrs["strides"]),
+        pad=tuple(conv.attrs["pads"]),
+        dilation=tuple(conv.attrs["dilations"]),
+        group=conv.attrs["group"],
+    )
+
+
 def _lir(model):
     return _lir_and_plan(compile_model(model))
 
@@ -263,16 +277,7 @@ def test_executor_runs_every_applicable_strategy(case, monkeypatch, tmp_path) ->
     lir, plan = _lir(model)
     want = ArenaInterpreter(lir, plan).run(feed)
     (conv,) = [i for i in lir.code if i.kind == "conv"]
-    x, w = (v for v, _ in conv.operands[1:3])
-    s = conv_shape(
-        *x.type.shape,
-        w.type.shape[0],
-        *w.type.shape[2:],
-        stride=tuple(conv.attrs["strides"]),
-        pad=tuple(conv.attrs["pads"]),
-        dilation=tuple(conv.attrs["dilations"]),
-        group=conv.attrs["group"],
-    )
+    s = lir_conv_shape(conv)
     names = applicable(s, constant=not args.get("runtime_w", False))
     assert "direct" in names and len(names) >= (1 if args.get("runtime_w") else 2)
     for name in names:
