@@ -315,6 +315,10 @@ class MainScreen(Screen):
             self.call_after_refresh(self._focus_view, tab_id)
         else:
             self._focus_pending = tab_id  # focused when TabActivated says it is shown
+            # Drop the focus first: hiding the pane that holds it makes Textual move it to a
+            # sibling inside that (hidden) pane, and the pane's focus message switches the tabs
+            # straight back (with the Diff view's rewrite strip focused, "1" never left it).
+            self.set_focus(None)
             tabs.active = tab_id
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:

@@ -20,7 +20,7 @@ from glowviz.diff import GraphDiff, Rewrite, SideBySideRow, inline_changes
 from glowviz.session import CompileSession
 from glowviz.widgets.stage_view import StageView
 from glowviz.widgets.styles import Styles, styles
-from glowviz.widgets.virtual_table import Column, VirtualTable
+from glowviz.widgets.virtual_table import Anchored, Column, VirtualTable
 
 CONTEXT = 3
 #: How many lines of one rewrite's red/green diff are shown (the rest are counted).
@@ -232,13 +232,14 @@ class DiffView(StageView):
             for k, r in enumerate(rows):
                 if r.tag != "equal":
                     keep.update(range(max(0, k - CONTEXT), min(len(rows), k + CONTEXT + 1)))
-        half = max(20, ((self.size.width or 120) - 16) // 2)
+        # The text columns share the table's width when it is laid out (the rows do not depend
+        # on it: a diff drawn before layout used to keep a guessed width and run off the edge).
         t.set_columns(
             [
                 Column("#", cap=5, justify="right"),
-                Column("before", width=half),
+                Column("before", width=20, flex=True),
                 Column("#", cap=5, justify="right"),
-                Column("after", width=half),
+                Column("after", width=20, flex=True),
             ]
         )
         out: list[list] = []
@@ -250,7 +251,7 @@ class DiffView(StageView):
                 gap = Text("⋯", style="dim")
                 out.append([Text("…", style="dim"), gap, Text("…", style="dim"), gap])
             last = k
-            out.append(side_cells(r, half, self.shift, st))
+            out.append(side_cells(r, self.shift, st))
         if not out:
             out.append(["", Text("(IR text identical)", style="dim"), "", ""])
         t.set_rows(out, keys=[str(k) for k in range(len(out))])
@@ -305,16 +306,17 @@ def _diff_line(tag: str, no: int, text: str, pair: str | None, st: Styles) -> Te
     return t
 
 
-def side_cells(r: SideBySideRow, width: int, shift: int, st: Styles) -> list:
+def side_cells(r: SideBySideRow, shift: int, st: Styles) -> list:
     """The four cells of one side-by-side row; a changed line's differing words highlighted,
-    and long changed lines shown from just before their first change."""
+    and a long changed line shown from just before its first change when its column is too
+    narrow to reach it (unless the user shifted the text)."""
     lst = st.removed if r.tag in ("delete", "replace") else ""
     rst = st.added if r.tag in ("insert", "replace") else ""
     left, right = Text(r.left, style=lst or "dim"), Text(r.right, style=rst or "dim")
     if r.tag == "equal":
         left.stylize("dim")
         right.stylize("dim")
-    start = shift
+    first = 0
     if r.tag == "replace":
         ra, rb = inline_changes(r.left, r.right)
         for a, b in ra:
@@ -322,14 +324,17 @@ def side_cells(r: SideBySideRow, width: int, shift: int, st: Styles) -> list:
         for a, b in rb:
             right.stylize(st.on_added, a, b)
         first = min([a for a, _ in ra + rb] or [0])
-        if shift == 0 and first > width - 8:
-            start = max(0, first - 12)  # the change would be cut off: start near it
-    if start:
-        left = Text("…", style="dim") + left[start:] if len(r.left) > start else Text("")
-        right = Text("…", style="dim") + right[start:] if len(r.right) > start else Text("")
+    cells: list[Text | Anchored] = [left, right]
+    if shift:
+        cells = [
+            Text("…", style="dim") + text[shift:] if len(text) > shift else Text("")
+            for text in (left, right)
+        ]
+    elif first:
+        cells = [Anchored(left, first), Anchored(right, first)]
     return [
         Text(str(r.left_no or ""), style="dim"),
-        left,
+        cells[0],
         Text(str(r.right_no or ""), style="dim"),
-        right,
+        cells[1],
     ]

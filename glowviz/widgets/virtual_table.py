@@ -2,9 +2,11 @@
 1,300 instructions or buffers shows as fast as ten. DataTable measures and renders every row
 up front (about 2 s for 1,300 rows on a loaded machine); this one costs the rows on screen.
 
-Columns have a title, a width (fixed, or measured once per row list from the longest cell,
-capped) and a justification; cells are plain strings (the fast path) or Rich `Text` (styled,
-e.g. a bar). One cursor row, moved with the keyboard (up/down/page up/page down/home/end) or
+Columns have a title, a width (fixed, measured once per row list from the longest cell and
+capped, or a share of the table's width: `flex`, sized when the table is laid out, so rows set
+before layout need no guess of the width) and a justification; cells are plain strings (the
+fast path), Rich `Text` (styled, e.g. a bar) or `Anchored` text (a long line whose change must
+stay in view however wide its column turns out). One cursor row, moved with the keyboard (up/down/page up/page down/home/end) or
 the mouse; like DataTable it posts RowHighlighted when the cursor moves to another row and
 RowSelected on Enter or a click on the cursor row."""
 
@@ -25,7 +27,25 @@ from textual.strip import Strip
 
 from glowviz import keymap
 
-Cell = str | Text
+
+@dataclass(frozen=True)
+class Anchored:
+    """Text whose column `at` must stay in view: when the column is too narrow to show it, the
+    cell starts a little before it (after an ellipsis) instead of cutting it off."""
+
+    text: Text
+    at: int
+
+    def fit(self, width: int) -> Text:
+        if self.at <= width - 8:
+            return self.text
+        start = max(0, self.at - 12)
+        if len(self.text) <= start:
+            return Text("")
+        return Text("…", style="dim") + self.text[start:]
+
+
+Cell = str | Text | Anchored
 
 
 @dataclass
@@ -34,6 +54,9 @@ class Column:
     width: int | None = None  # None: the longest cell (at least the title), up to `cap`
     cap: int = 60
     justify: str = "left"  # or "right"
+    #: A share of the width the other columns leave (flex columns split it evenly), at least
+    #: `width` (or the title) cells: sized from the laid-out table, not from the rows.
+    flex: bool = False
 
 
 class VirtualTable(ScrollView, can_focus=True):
@@ -81,6 +104,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         self.cursor_row = 0
         self.widths: list[int] = [cell_len(c.title) for c in self.columns]
+        self._content_widths: list[int] = list(self.widths)  # before the flex share
         #: How many rows render_line drew since the last reset (for tests and profiling).
         self.rendered_rows = 0
 
@@ -141,13 +165,51 @@ class VirtualTable(ScrollView, can_focus=True):
     def _measure(self, rows: list[list[Cell]]) -> list[int]:
         widths = []
         for col, c in enumerate(self.columns):
-            if c.width is not None:
+            if c.flex:
+                widths.append(max(c.width or 0, cell_len(c.title)))
+            elif c.width is not None:
                 widths.append(c.width)
-                continue
-            # len() rather than cell_len(): names are ASCII and this runs over every row.
-            longest = max((len(_plain(r[col])) for r in rows if col < len(r)), default=0)
-            widths.append(max(cell_len(c.title), min(c.cap, longest)))
+            else:
+                # len() rather than cell_len(): names are ASCII and this runs over every row.
+                longest = max((len(_plain(r[col])) for r in rows if col < len(r)), default=0)
+                widths.append(max(cell_len(c.title), min(c.cap, longest)))
+        self._content_widths = widths
+        return self._share_flex()
+
+    def _share_flex(self) -> list[int]:
+        """The measured widths with the flex columns given what the table's width leaves (their
+        minimum before the table is laid out)."""
+        widths = list(self._content_widths)
+        flex = [k for k, c in enumerate(self.columns) if c.flex and k < len(widths)]
+        avail = self._room()
+        if not flex or avail <= 0:
+            return widths
+        fixed = sum(w for k, w in enumerate(widths) if k not in flex)
+        share = (avail - fixed - 2 * self.PADDING * len(widths)) // len(flex)
+        for k in flex:
+            widths[k] = max(widths[k], share)
         return widths
+
+    def _room(self) -> int:
+        """The width the columns may take: the table's, less the vertical scrollbar the rows
+        will need (counted from the rows, not from the scrollbar shown now, which only appears
+        after the rows are set)."""
+        if not self.size.width:
+            return 0
+        gutter = self.styles.gutter
+        room = self.size.width - gutter.width
+        if len(self.rows) + self._top > self.size.height - gutter.height:
+            room -= self.styles.scrollbar_size_vertical
+        return room
+
+    def _on_resize(self, event: events.Resize) -> None:
+        # Only the flex columns follow the width: no rows are measured or posted again, and the
+        # line never gets wider than the table, so this cannot start a resize loop.
+        widths = self._share_flex()
+        if widths != self.widths:
+            self.widths = widths
+            self._resize_virtual()
+            self.refresh()
 
     def _line_width(self) -> int:
         return sum(w + 2 * self.PADDING for w in self.widths)
@@ -262,6 +324,8 @@ class VirtualTable(ScrollView, can_focus=True):
             justify = self.columns[col].justify if col < len(self.columns) else "left"
             extra = self.cell_style(row, col) if row is not None else None
             cell_style = style + extra if extra is not None else style
+            if isinstance(value, Anchored):
+                value = value.fit(width)
             if isinstance(value, str):
                 plain = value if len(value) <= width else set_cell_size(value, width - 1) + "…"
                 cut = set_cell_size(plain, width)
@@ -306,4 +370,6 @@ class VirtualTable(ScrollView, can_focus=True):
 
 
 def _plain(cell: Cell) -> str:
+    if isinstance(cell, Anchored):
+        return cell.text.plain
     return cell if isinstance(cell, str) else cell.plain

@@ -3,7 +3,8 @@ new-user pass), each driven with Pilot on the fake pipeline and failing before i
 
 from __future__ import annotations
 
-from ide_helpers import run_async, settle, until
+import pytest
+from ide_helpers import ROOT, run_async, settle, until
 from pilot_helpers import ide, open_debugger
 
 
@@ -46,3 +47,55 @@ async def test_debugger_slice_title_is_one_line_at_100x30():
         line = next(ln for ln in text.splitlines() if ln.startswith(f"{name} ["))
         assert "rows: axis" in line and "cols: axis" in line
 
+
+async def _real_sample_ide():
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    return ide(GlowvizApp(session=CompileSession(model)), (180, 50))
+
+
+@run_async
+async def test_one_leaves_the_diff_view():
+    """The case a user hit: "2" then "1" stayed in the Diff view (its rewrite strip focused,
+    hiding its pane moved the focus to the strip's sibling, which switched the tabs back)."""
+    from textual.widgets import TabbedContent
+
+    async with await _real_sample_ide() as (app, pilot, main):
+        tabs = main.query_one(TabbedContent)
+        for key, tab in (("2", "diff"), ("1", "graph")):
+            await pilot.press(key)
+            await settle(app, pilot)
+            await pilot.pause(0.05)  # a focus that would switch back has run by now
+            assert tabs.active == tab
+
+
+@pytest.mark.slow
+@run_async
+async def test_number_keys_leave_the_diff_view():
+    """With the Diff view's rewrite strip focused, "1" never showed the Graph: hiding the Diff
+    pane made Textual move the focus to a neighbour inside it, and that focus switched the tabs
+    straight back. Every view's key must reach its view from every other (real model: the Diff
+    view's strip takes the keys there)."""
+    from textual.widgets import TabbedContent
+
+    from glowviz.screens.main import VIEWS
+
+    async with await _real_sample_ide() as (app, pilot, main):
+        tabs = main.query_one(TabbedContent)
+        # One walk through every ordered pair of views (an Euler circuit of the complete
+        # graph with loops: each view's key pressed once after each view's, itself included).
+        n, edges = len(VIEWS), {v: list(range(len(VIEWS))) for v in range(len(VIEWS))}
+        walk, stack = [], [0]
+        while stack:
+            if edges[stack[-1]]:
+                stack.append(edges[stack[-1]].pop())
+            else:
+                walk.append(stack.pop())
+        assert len(walk) == n * n + 1
+        for src, dst in zip(walk, walk[1:]):
+            await pilot.press(str(dst + 1))
+            await settle(app, pilot)
+            await pilot.pause(0.05)  # a focus that would switch back has run by now
+            assert tabs.active == VIEWS[dst][0], (VIEWS[src][0], VIEWS[dst][0])

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, TabbedContent
 
 from glowviz.app import GlowvizApp
 from glowviz.session import CompileSession
+from glowviz.widgets.virtual_table import Anchored
 
 SIZE = (160, 50)
 
@@ -128,7 +129,8 @@ async def test_rewrites_step_and_inline_changes():
         assert "conv2 + relu2 -> conv2_relu" in view.current.provenance[0]
         # the attribute the pass added is inside a changed line, highlighted
         table = view.query_one("#diff-table")
-        cells = [c for row in table.rows for c in row if 'activation = "relu"' in str(c)]
+        texts = [c.text if isinstance(c, Anchored) else c for row in table.rows for c in row]
+        cells = [c for c in texts if 'activation = "relu"' in str(c)]
         assert cells and any(getattr(c, "spans", None) for c in cells)
         # left/right move between rewrites, up/down between passes
         n = len(view.rewrites)
