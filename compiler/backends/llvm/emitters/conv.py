@@ -28,7 +28,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import kernel_activation
-from compiler.backends.llvm.kernels.common import Epilogue
+from compiler.backends.llvm.kernels.common import Epilogue, hand_tiled
 from compiler.backends.llvm.kernels.conv import ConvPtrs, conv_shape, select
 from compiler.backends.llvm.kernels.gemm import gemm_config
 from compiler.backends.llvm.kernels.window import Axis
@@ -80,6 +80,8 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     ep = Epilogue(kact, ins.accumulates)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
+        if row.hand_tiled:
+            hand_tiled(fn)
         row.body(b, s, cfg, ConvPtrs(*fn.args), ep)
 
     name = ctx.sink.kernel(("conv", row.name, s, ep), 4, build, "conv")

@@ -47,6 +47,7 @@ from compiler.backends.llvm.kernels.common import (
     Epilogue,
     entry_alloca,
     gep,
+    hand_tiled,
     i64,
     loop,
     new_kernel,
@@ -81,6 +82,8 @@ class ConvStrategy:
     pack: Pack | None  # None: the kernel reads the ONNX filter as given (run-time filters too)
     applies: Callable[[ConvShape], bool] = _always
     prefers: Callable[[ConvShape], bool] = _always
+    #: Vectorised by hand (``hand_tiled``); False for the scalar nest the vectoriser widens.
+    hand_tiled: bool = True
 
     def usable(self, s: ConvShape, constant: bool = True) -> bool:
         return (constant or self.pack is None) and self.applies(s)
@@ -199,7 +202,7 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
     ),
     ConvStrategy("gemm-1x1", partial(gemm_body, pointwise=True), pack_a, lambda s: s.pointwise),
     ConvStrategy("implicit-gemm", partial(gemm_body, pointwise=False), pack_a),
-    ConvStrategy("direct", _direct_body, None),
+    ConvStrategy("direct", _direct_body, None, hand_tiled=False),
 )
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(r.name for r in STRATEGIES)
@@ -312,6 +315,8 @@ def emit_conv2d(
     row = select(s, forced=strategy, weights=weights)
     cfg = gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
+    if row.hand_tiled:
+        hand_tiled(fn)
     x, w, out = fn.args[:3]
     ptrs = ConvPtrs(x, w, out, fn.args[3] if bias else None)
     row.body(b, s, cfg, ptrs, Epilogue(activation, accumulate))

@@ -25,7 +25,18 @@ from weakref import WeakKeyDictionary
 
 from llvmlite import ir
 
-from compiler.backends.llvm.kernels.common import F32, I32, I64, PTR, VOID, i64, loop, smin
+from compiler.backends.llvm.kernels.common import (
+    F32,
+    HAND_TILED,
+    I32,
+    I64,
+    PTR,
+    VOID,
+    hand_tiled,
+    i64,
+    loop,
+    smin,
+)
 from compiler.memory.regions import ALIGNMENT
 
 #: The most threads a pool starts (the size of its handle and scratch tables).
@@ -415,6 +426,8 @@ def parallel_loop(
     task = ir.Function(b.module, TASK, b.module.get_unique_name(f"{b.function.name}.{name}"))
     task.linkage = "internal"
     task.attributes.add("nounwind")
+    if HAND_TILED in b.function.attributes:
+        hand_tiled(task)  # the chunk is the kernel's own code
     tb = ir.IRBuilder(task.append_basic_block("entry"))
     # Constants go to the task as they are; other captures through a context struct.
     passed = [c for c in captures if not isinstance(c, ir.Constant)]
