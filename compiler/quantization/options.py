@@ -68,6 +68,10 @@ class QuantizeOptions:
     per_channel: bool = True
     keep_float: frozenset[str] = frozenset()
     ops: frozenset[str] = DEFAULT_OPS
+    #: Shift the int32 biases of Conv / FullyConnected by the mean error that quantizing
+    #: their weights and input makes on the profiled channel means (params.clip_bias,
+    #: Quantizer.bias_correction).
+    bias_correction: bool = True
     #: Per tensor (value name) calibration overrides, e.g. {"conv_3": "kl"}.
     tensor_calibration: dict[str, str] = field(default_factory=dict)
 

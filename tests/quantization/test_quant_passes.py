@@ -280,3 +280,44 @@ def test_element_wise_functions_become_lookup_tables() -> None:
     assert table.dtype == np.int8 and table.shape == (256,)
     inputs = random_inputs(m, 9)
     assert sqnr_db(execute(m, inputs)["out"], execute(q, inputs)["out"]) > 25
+
+
+BIASED = """
+module @m {
+  placeholder %x : f32<1x8x10x10>
+  placeholder %out : f32<1x4x10x10> output
+  constant %w : f32<4x8x3x3> = elided<w>
+  constant %b : f32<4> = elided<b>
+  func @main {
+    %r = Relu(%x) : f32<1x8x10x10>
+    %conv = Conv(%r, %w, %b) {pads = [1, 1, 1, 1]} : f32<1x4x10x10>
+    Save(%conv, %out)
+  }
+}
+"""
+
+
+def test_bias_correction_removes_the_mean_error_of_quantized_weights() -> None:
+    """One large weight per filter makes the per-channel step coarse; on a Relu's positive
+    input the weights' rounding errors then shift each channel's mean. The corrected int32
+    bias cancels that shift (per channel, over the profiled means and the padding's share of
+    each tap); without correction the shift stays."""
+    m = load(BIASED)
+    w = m.constants["w"]
+    data = np.array(w.data)
+    data[:, 0, 0, 0] = 20.0
+    w.data, w._digest = data, None
+    profile = profile_of(m, samples=8)
+    inputs = [random_inputs(m, 100 + i) for i in range(8)]
+    want = np.stack([execute(m, s)["out"] for s in inputs])
+
+    def channel_bias(correct: bool) -> np.ndarray:
+        q = m.clone()
+        run(q, QuantizeGraph(QuantizeOptions(profile, bias_correction=correct), INTERPRETER))
+        run(q, QuantCleanup())
+        got = np.stack([execute(q, s)["out"] for s in inputs])
+        return (got - want).mean(axis=(0, 1, 3, 4))
+
+    before, after = channel_bias(False), channel_bias(True)
+    assert np.abs(before).max() > 0.05
+    assert np.linalg.norm(after) < 0.3 * np.linalg.norm(before), (before, after)
