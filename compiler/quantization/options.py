@@ -63,7 +63,7 @@ class QuantizeOptions:
 
     profile: Profile | str | Path
     schema: str = "asymmetric"
-    calibration: str = "minmax"
+    calibration: str = "mse"
     percentile: float = 99.99
     per_channel: bool = True
     keep_float: frozenset[str] = frozenset()

@@ -477,6 +477,98 @@ def quantize_softmax(q: Quantizer, node: Node) -> bool:
     return True
 
 
+#: Element-wise ops a fused table may hold besides the single-op lookups (lookup_ops).
+CHAIN_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Relu", "Clip"})
+
+
+def find_chains(q: Quantizer, nodes: list[Node]) -> dict[int, tuple[Value, list[Node]]]:
+    """Maximal element-wise subgraphs of two or more nodes that compute a function of one
+    float value (GELU's Div, Erf, Add, Mul, Mul of x; SiLU's Sigmoid and Mul): by the sink
+    node's id, the source value and the nodes in graph order. Their inner results must have
+    no user outside the subgraph; constants must be scalars. One table for the whole
+    function rounds once where node-by-node quantization rounds after every node."""
+    allowed = (lookup_ops() | CHAIN_OPS) & q.options.ops
+    pos = {id(n): i for i, n in enumerate(nodes)}
+    source: dict[int, Value] = {}
+    members: dict[int, list[Node]] = {}
+    for n in nodes:
+        if n.op not in allowed or n.name in q.options.keep_float or len(n.results) != 1:
+            continue
+        if n.result.type.elem != F32:
+            continue
+        leaves: dict[int, Value] = {}
+        inner: list[Node] = []
+        for v in n.operands:
+            if (c := const_data(v)) is not None:
+                if c.size != 1:
+                    break
+                continue
+            if isinstance(v, Result) and id(v.node) in source:
+                src = source[id(v.node)]
+                leaves[id(src)] = src
+                inner.extend(members[id(v.node)])
+            else:
+                leaves[id(v)] = v
+        else:
+            if len(leaves) != 1:
+                continue
+            src = next(iter(leaves.values()))
+            if src.type.elem != F32 or n.result.type.shape != src.type.shape:
+                continue
+            source[id(n)] = src
+            members[id(n)] = sorted(
+                {id(m): m for m in [*inner, n]}.values(), key=lambda m: pos[id(m)]
+            )
+    chains: dict[int, tuple[Value, list[Node]]] = {}
+    for n in nodes:
+        chain = members.get(id(n), [])
+        if len(chain) < 2:
+            continue
+        ids = {id(m) for m in chain}
+        if any(id(u) in source and n in members[id(u)] for u in n.result.user_nodes()):
+            continue  # not maximal: a larger subgraph holds it
+        if all(id(u) in ids for m in chain[:-1] for u in m.result.user_nodes()):
+            chains[id(n)] = (source[id(n)], chain)
+    return chains
+
+
+def quantize_chain(q: Quantizer, sink: Node, src: Value, chain: list[Node]) -> bool:
+    """A `find_chains` subgraph becomes one QLookup: the table runs the subgraph's reference
+    kernels, node by node in float32 as the float graph does, on the 256 dequantized inputs."""
+    from compiler.kernels.reference import KERNELS
+    from compiler.kernels.reference_quant import lookup_table
+
+    # The source as the chain reads it now (an earlier rewrite may have replaced it by the
+    # Dequantize of its quantized producer).
+    results = {id(m.result) for m in chain}
+    src = next(
+        v for m in chain for v in m.operands if id(v) not in results and const_data(v) is None
+    )
+    out = q.params(sink.result)
+    if out is None or not q.has_quantized(src) or not q.runs_int8("QLookup"):
+        return False
+    qx = q.qvalue(src)
+    assert qx is not None
+
+    def fn(xs: np.ndarray) -> np.ndarray:
+        vals: dict[int, np.ndarray] = {id(src): xs}
+        for m in chain:
+            args = [
+                vals[id(v)] if id(v) in vals else np.asarray(const_data(v), np.float32).reshape(())
+                for v in m.operands
+            ]
+            vals[id(m.result)] = KERNELS[m.op](args, dict(m.attrs))[0]
+        return vals[id(sink.result)]
+
+    table = lookup_table(fn, qx.type, TensorType(I8, (), out.scale, out.offset))
+    tc = q.constant(f"{sink.name}_table", table)
+    qn = q.create(sink, "QLookup", [qx, tc], qattrs(out))
+    q.finish(sink.result, qn.result)
+    for m in chain[:-1]:
+        q.decisions[m.name] = f"fused into the table of {sink.name}"
+    return True
+
+
 for _op in lookup_ops():
     BUILDERS[_op] = quantize_lookup
     TARGETS[_op] = ("QLookup",)
@@ -587,6 +679,8 @@ __all__ = [
     "BUILDERS",
     "lookup_ops",
     "MOVERS",
+    "find_chains",
+    "quantize_chain",
     "REQUANTIZING",
     "Quantizer",
     "clamp_for",
