@@ -41,6 +41,7 @@ from compiler.quantization import (
     QuantizeOptions,
     as_quantize_options,
 )
+from compiler.quantization.options import ARITHMETIC_OPS
 from compiler.quantization.profile import DEFAULT_BINS
 from compiler.quantization.quantizer import params_of
 
@@ -48,19 +49,7 @@ Sample = Mapping[str, np.ndarray]
 ModelLike = Any  # an ONNX ModelProto, a path, bytes, or a graph Module
 
 #: The float ops whose nodes count as compute nodes (the denominator of "% kept in float").
-COMPUTE_OPS = frozenset(
-    {
-        "Conv",
-        "FullyConnected",
-        "MatMul",
-        "Add",
-        "Mul",
-        "AvgPool",
-        "GlobalAvgPool",
-        "ReduceMean",
-        "Softmax",
-    }
-)
+COMPUTE_OPS = ARITHMETIC_OPS | {"Softmax"}
 
 
 def sqnr_db(ref: np.ndarray, test: np.ndarray) -> float:

@@ -9,17 +9,14 @@ from typing import Any
 from compiler.quantization.params import check_calibration, check_schema
 from compiler.quantization.profile import Profile
 
+#: The arithmetic ops with an int8 kernel (the fallback search's compute nodes add Softmax).
+ARITHMETIC_OPS = frozenset(
+    {"Conv", "FullyConnected", "MatMul", "Add", "Mul", "AvgPool", "GlobalAvgPool", "ReduceMean"}
+)
+
 #: The float ops the quantizer rewrites by default ("everything the schema allows").
-DEFAULT_OPS = frozenset(
+DEFAULT_OPS = ARITHMETIC_OPS | frozenset(
     {
-        "Conv",
-        "FullyConnected",
-        "MatMul",
-        "Add",
-        "Mul",
-        "AvgPool",
-        "GlobalAvgPool",
-        "ReduceMean",
         "MaxPool",
         "GlobalMaxPool",
         "Concat",
@@ -99,4 +96,4 @@ def as_quantize_options(value: QuantizeOptions | Profile | str | Path) -> Quanti
     return QuantizeOptions(profile=value)
 
 
-__all__ = ["DEFAULT_OPS", "QuantizeOptions", "as_quantize_options"]
+__all__ = ["ARITHMETIC_OPS", "DEFAULT_OPS", "QuantizeOptions", "as_quantize_options"]
