@@ -151,6 +151,20 @@ def ort_qdq(path: Path, calib: list[dict[str, np.ndarray]], act: str, out_dir: P
     return dst
 
 
+def ort_sqnr(ref: Any, test: Any, evals: list[dict[str, np.ndarray]]) -> float:
+    """Output SQNR of onnxruntime's own int8 model against its float one (the lowest over
+    the outputs): what a production quantizer reaches on the same random-weight model."""
+    refs = [ref.run(None, s) for s in evals]
+    got = [test.run(None, s) for s in evals]
+    return min(
+        sqnr_db(
+            np.concatenate([r[i].ravel() for r in refs]),
+            np.concatenate([g[i].ravel() for g in got]),
+        )
+        for i in range(len(refs[0]))
+    )
+
+
 def compare_qdq(qdq: Path, evals: list[dict[str, np.ndarray]]) -> dict[str, Any]:
     """Our import of the QDQ model vs onnxruntime on every QuantizeLinear output both compute:
     the share of equal elements and the largest difference in steps, overall and for the
@@ -255,6 +269,7 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
             evals[: args.search_samples],
             args.target,
             max_float=args.max_float,
+            max_share=args.max_share,
             max_tries=args.max_tries,
         )
         r["fallback"] = fb.to_json()
@@ -273,6 +288,7 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
             qdq = ort_qdq(path, calib, act, work)
             qs = ort_session(qdq)
             fns[f"ort_int8_{act}"] = lambda qs=qs: qs.run(None, evals[0])
+            r[f"ort_{act}_sqnr_db"] = ort_sqnr(sess, qs, evals)
             r[f"qdq_{act}_vs_ort"] = compare_qdq(qdq, evals[:2])
             imported = make_executor(compile_model(str(qdq)), "llvm")
             fns[f"qdq_{act}"] = lambda ex=imported: ex.run(evals[0])
@@ -301,6 +317,9 @@ def report_line(r: dict[str, Any]) -> str:
     parts.append(" ".join(f"{k} {v:.2f}ms" for k, v in ms.items()))
     if "int8_vs_ort_int8" in r:
         parts.append(f"int8/ort-int8 {r['int8_vs_ort_int8']:.2f}")
+        parts.append(
+            f"ort int8 SQNR u8 {r['ort_u8_sqnr_db']:.1f} dB, s8 {r['ort_s8_sqnr_db']:.1f} dB"
+        )
     parts.append(f"fp32/int8 {r['int8_vs_fp32']:.2f}x")
     for act in ("u8", "s8"):
         c = r.get(f"qdq_{act}_vs_ort")
@@ -326,7 +345,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The per-model summary as a Markdown table (latencies: CPU-time medians, one thread)."""
     head = (
         "| model | SQNR int8 | after fallback (float nodes) | LLVM == interp | int8 ms | "
-        "fp32 ms | ort int8 ms | int8 / ort int8 | fp32 / int8 | QDQ vs ort (u8; s8) |"
+        "fp32 ms | ort int8 ms | int8 / ort int8 | fp32 / int8 | QDQ vs ort (u8; s8) | "
+        "ort int8 SQNR (u8; s8) |"
     )
     out = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
@@ -347,7 +367,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         out.append(
             f"| {r['model']} | {r['sqnr_all_int8_db']:.1f} dB | {after} | "
             f"{r['llvm_equals_interpreter']} | {ms['int8']:.2f} | {ms['fp32']:.2f} | {ort:.2f} | "
-            f"{r.get('int8_vs_ort_int8', math.nan):.2f} | {r['int8_vs_fp32']:.2f}x | {qdq or '-'} |"
+            f"{r.get('int8_vs_ort_int8', math.nan):.2f} | {r['int8_vs_fp32']:.2f}x | {qdq or '-'} | "
+            f"{r.get('ort_u8_sqnr_db', math.nan):.1f}; {r.get('ort_s8_sqnr_db', math.nan):.1f} dB |"
         )
     return "\n".join(out)
 
@@ -361,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", type=float, default=40.0, help="fallback target, dB")
     ap.add_argument("--max-tries", type=int, default=None, help="fallback: candidates tried")
     ap.add_argument("--max-float", type=int, default=None, help="fallback: nodes kept float")
+    ap.add_argument(
+        "--max-share", type=float, default=0.05, help="fallback: share of compute nodes float"
+    )
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-search", action="store_true")
     ap.add_argument("--no-ort-qdq", action="store_true")

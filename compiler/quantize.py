@@ -10,8 +10,9 @@ float so the output reaches a target SQNR (the CLI's `profile`, `quant-report` a
   node, the SQNR of its result against the float model's: *propagated* (the quantized model as
   it runs) and *local* (the node alone, fed the float model's inputs quantized), the first node
   below a threshold, and each output's SQNR.
-- `fallback_search(model, quantize, samples, target_sqnr)`: greedy by sensitivity (lowest local
-  SQNR first), keeps a node in float when that raises the output SQNR, until the target.
+- `fallback_search(model, quantize, samples, target_sqnr)`: ranks the compute nodes by
+  measured sensitivity (the output SQNR with each alone in float), then greedy with
+  re-measurement, until the target.
 
 SQNR (dB) = 10 log10(sum ref^2 / sum (ref - test)^2) over all samples' elements.
 """
@@ -40,6 +41,7 @@ from compiler.quantization import (
     QuantizeOptions,
     as_quantize_options,
 )
+from compiler.quantization.options import ARITHMETIC_OPS
 from compiler.quantization.profile import DEFAULT_BINS
 from compiler.quantization.quantizer import params_of
 
@@ -47,9 +49,7 @@ Sample = Mapping[str, np.ndarray]
 ModelLike = Any  # an ONNX ModelProto, a path, bytes, or a graph Module
 
 #: The float ops whose nodes count as compute nodes (the denominator of "% kept in float").
-COMPUTE_OPS = frozenset(
-    {"Conv", "FullyConnected", "MatMul", "Add", "Mul", "AvgPool", "GlobalAvgPool", "ReduceMean"}
-)
+COMPUTE_OPS = ARITHMETIC_OPS | {"Softmax"}
 
 
 def sqnr_db(ref: np.ndarray, test: np.ndarray) -> float:
@@ -510,12 +510,23 @@ def fallback_search(
     *,
     options: CompileOptions | None = None,
     max_float: int | None = None,
+    max_share: float | None = None,
     max_tries: int | None = None,
+    per_round: int = 4,
 ) -> FallbackResult:
-    """Find a small set of nodes to keep in float so the output SQNR reaches `target_sqnr`:
-    candidates in order of their local SQNR (the most sensitive first); each is kept in float
-    if that raises the output SQNR. Stops at the target, after `max_float` nodes kept or
-    `max_tries` candidates tried."""
+    """Find a small set of compute nodes to keep in float so the output SQNR reaches
+    `target_sqnr`, ranked by measured propagated sensitivity as AIMET's QuantAnalyzer and
+    onnxruntime's qdq_loss_debug do rather than by each node's local error (a node with a
+    good local SQNR early in a network can matter more than a poor one near the output):
+
+    1. sensitivity: the output SQNR with each quantized compute node alone kept in float;
+    2. greedy with re-measurement: the most sensitive node is kept float; then, while under
+       the target, the `per_round` best remaining candidates are measured again with the
+       nodes already kept (gains do not add up: two nodes on one path share their error) and
+       the best is kept if it raises the output SQNR.
+
+    Stops at the target, when nothing helps, after `max_float` nodes kept (or `max_share`
+    of the compute nodes), or after `max_tries` measurements."""
     t0 = time.perf_counter()
     qopts = as_quantize_options(quantize)
     base = replace(options or CompileOptions(), quantize=None)
@@ -525,27 +536,47 @@ def fallback_search(
     keep = set(qopts.keep_float)
     start = current = report.output_sqnr
     compute = {n.name for n in fmod.main.nodes if n.op in COMPUTE_OPS}
-    order: list[str] = []
-    for n in sorted(report.nodes, key=lambda n: (_key(n.local), _key(n.propagated))):
-        if n.value in compute and n.value not in order and n.value not in keep:
-            order.append(n.value)
+    cap = len(keep) + (max_float if max_float is not None else len(compute))
+    if max_share is not None:
+        cap = min(cap, int(max_share * len(compute) + 1e-9))
+    quantized = [n.value for n in report.nodes if n.value in compute and n.value not in keep]
+    candidates = list(dict.fromkeys(quantized))
     steps: list[tuple[str, float, bool]] = []
     tries = 0
-    for name in order:
-        if current >= target_sqnr:
-            break
-        if max_float is not None and len(keep) >= max_float:
-            break
-        if max_tries is not None and tries >= max_tries:
-            break
+
+    def measure(name: str) -> float:
+        nonlocal tries
         tries += 1
         trial = qopts.with_keep_float(keep | {name})
-        s = output_sqnr(model, trial, samples, options=base, reference=reference)
-        better = s > current
-        steps.append((name, s, better))
-        if better:
-            keep.add(name)
-            current = s
+        return output_sqnr(model, trial, samples, options=base, reference=reference)
+
+    def budget() -> bool:
+        return (
+            current < target_sqnr and len(keep) < cap and (max_tries is None or tries < max_tries)
+        )
+
+    gain: dict[str, float] = {}
+    if budget():
+        for name in candidates:
+            if max_tries is not None and tries >= max_tries:
+                break
+            gain[name] = measure(name)
+            steps.append((name, gain[name], False))
+    while budget() and gain:
+        pool = sorted(gain, key=lambda n: -gain[n])
+        if keep != set(qopts.keep_float):  # re-measure the best few with the nodes kept
+            for name in pool[:per_round]:
+                if max_tries is not None and tries >= max_tries:
+                    break
+                gain[name] = measure(name)
+                steps.append((name, gain[name], False))
+            pool = sorted(gain, key=lambda n: -gain[n])
+        best = pool[0]
+        if gain[best] <= current:
+            break
+        keep.add(best)
+        current = gain.pop(best)
+        steps.append((best, current, True))
     return FallbackResult(
         sorted(keep),
         current,
@@ -555,10 +586,6 @@ def fallback_search(
         start,
         time.perf_counter() - t0,
     )
-
-
-def _key(x: float) -> float:
-    return math.inf if math.isnan(x) else x
 
 
 def check_profile(

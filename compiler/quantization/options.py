@@ -9,17 +9,14 @@ from typing import Any
 from compiler.quantization.params import check_calibration, check_schema
 from compiler.quantization.profile import Profile
 
+#: The arithmetic ops with an int8 kernel (the fallback search's compute nodes add Softmax).
+ARITHMETIC_OPS = frozenset(
+    {"Conv", "FullyConnected", "MatMul", "Add", "Mul", "AvgPool", "GlobalAvgPool", "ReduceMean"}
+)
+
 #: The float ops the quantizer rewrites by default ("everything the schema allows").
-DEFAULT_OPS = frozenset(
+DEFAULT_OPS = ARITHMETIC_OPS | frozenset(
     {
-        "Conv",
-        "FullyConnected",
-        "MatMul",
-        "Add",
-        "Mul",
-        "AvgPool",
-        "GlobalAvgPool",
-        "ReduceMean",
         "MaxPool",
         "GlobalMaxPool",
         "Concat",
@@ -63,11 +60,15 @@ class QuantizeOptions:
 
     profile: Profile | str | Path
     schema: str = "asymmetric"
-    calibration: str = "minmax"
+    calibration: str = "mse"
     percentile: float = 99.99
     per_channel: bool = True
     keep_float: frozenset[str] = frozenset()
     ops: frozenset[str] = DEFAULT_OPS
+    #: Shift the int32 biases of Conv / FullyConnected by the mean error that quantizing
+    #: their weights and input makes on the profiled channel means (params.clip_bias,
+    #: Quantizer.bias_correction).
+    bias_correction: bool = True
     #: Per tensor (value name) calibration overrides, e.g. {"conv_3": "kl"}.
     tensor_calibration: dict[str, str] = field(default_factory=dict)
 
@@ -95,4 +96,4 @@ def as_quantize_options(value: QuantizeOptions | Profile | str | Path) -> Quanti
     return QuantizeOptions(profile=value)
 
 
-__all__ = ["DEFAULT_OPS", "QuantizeOptions", "as_quantize_options"]
+__all__ = ["ARITHMETIC_OPS", "DEFAULT_OPS", "QuantizeOptions", "as_quantize_options"]

@@ -11,7 +11,8 @@ Schemas, for an activation range [lo, hi] (always widened to contain 0, so real 
 Calibrations turn a tensor's profile into [lo, hi]: `minmax` (the values seen), `percentile`
 (each tail cut at (100 - p)% of the values, p = 99.99 by default) and `kl` (the range whose
 255-step quantization loses least information: the Kullback-Leibler divergence between the
-clipped histogram and its quantized form is minimal, as TensorRT and Glow calibrate).
+clipped histogram and its quantized form is minimal, as TensorRT and Glow calibrate) and `mse`
+(per tensor, the range of least expected squared error, clipping included).
 
 Weights are symmetric per output channel over [-127, 127] (offset 0, what the int8 kernels
 take); biases are int32 in units of s_in * s_w.
@@ -29,7 +30,7 @@ from compiler.graph.ops_quant import QMAX, QMIN
 from compiler.quantization.profile import TensorProfile
 
 SCHEMAS = ("asymmetric", "symmetric", "symmetric-uint8", "power2")
-CALIBRATIONS = ("minmax", "percentile", "kl")
+CALIBRATIONS = ("minmax", "percentile", "kl", "mse")
 #: The integer range of weights: symmetric, so -w quantizes to -q.
 WMAX = 127
 
@@ -104,6 +105,8 @@ def calibrate(
         return tp.min, tp.max
     if method == "percentile":
         return _percentile_range(tp, percentile)
+    if method == "mse":
+        return _mse_range(tp, schema)
     return _kl_range(tp, symmetric=schema != "asymmetric")
 
 
@@ -175,6 +178,92 @@ def _kl_range(tp: TensorProfile, symmetric: bool) -> tuple[float, float]:
     return max(float(edges[bi]), tp.min), min(float(edges[bj]), tp.max)
 
 
+def _mse_range(tp: TensorProfile, schema: str) -> tuple[float, float]:
+    """The clipping range of least expected squared error (TensorRT's and AIMET's MSE
+    calibration), chosen per tensor from its histogram: every pair of candidate ends (bin
+    edges, min and max included, so no clipping is a candidate) is scored as
+    clip error + rounding error, refined around the best pair at single-bin steps.
+
+    Values in bins are taken at the bin centres. Clipped values cost (x - end)^2; the others
+    cost the uniform rounding noise step^2 / 12, except exact zeros (`tp.zeros`), which every
+    grid represents exactly (a Relu's many zeros would otherwise pull the range in)."""
+    edges = tp.bin_edges()
+    h = tp.hist.astype(np.float64).copy()
+    c = (edges[:-1] + edges[1:]) / 2
+    if tp.zeros and edges[0] <= 0.0 <= edges[-1]:
+        iz = min(int(np.searchsorted(edges, 0.0, side="right")) - 1, h.size - 1)
+        h[iz] = max(0.0, h[iz] - tp.zeros)
+    s0 = np.concatenate([[0.0], np.cumsum(h)])
+    s1 = np.concatenate([[0.0], np.cumsum(h * c)])
+    s2 = np.concatenate([[0.0], np.cumsum(h * c * c)])
+    total = s0[-1]
+    lo0, hi0 = min(tp.min, 0.0), max(tp.max, 0.0)
+    levels = QMAX - QMIN
+
+    def below(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Squared error of clipping everything under `a` up to it, and the count above."""
+        k = np.searchsorted(c, a)
+        return s2[k] - 2 * a * s1[k] + a * a * s0[k], total - s0[k]
+
+    def above(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = np.searchsorted(c, b, side="right")
+        n = total - s0[k]
+        return (s2[-1] - s2[k]) - 2 * b * (s1[-1] - s1[k]) + b * b * n, n
+
+    def cost(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """lo [L, 1], hi [1, H] -> [L, H] expected squared error."""
+        if schema == "asymmetric" or (schema == "symmetric-uint8" and lo0 >= 0.0):
+            step = (hi - lo) / levels
+        else:  # offset 0: the wider side sets the step
+            step = np.maximum(-lo / -QMIN, hi / QMAX)
+            if schema == "power2":
+                step = 2.0 ** np.ceil(np.log2(np.maximum(step, 1e-30)))
+            lo, hi = QMIN * step, QMAX * step
+        el, nl = below(lo)
+        eh, nh = above(hi)
+        inside = np.maximum(nl - nh, 0.0)
+        return el + eh + inside * step * step / 12.0
+
+    def ends(a: float, b: float, n: int) -> np.ndarray:
+        return np.unique(np.concatenate([np.linspace(a, b, n), [a, b]]))
+
+    width = (edges[-1] - edges[0]) / h.size
+    if schema in ("symmetric", "power2") or (schema == "symmetric-uint8" and lo0 < 0.0):
+        # One parameter: the step. Candidates from the largest magnitude down.
+        amax = max(-lo0, hi0)
+        ts = ends(amax / 64, amax, 512)
+        err = cost(-ts[None, :] * (-QMIN / QMAX), ts[None, :])[0]
+        t = float(ts[int(np.argmin(err))])
+        return max(-t * (-QMIN / QMAX), tp.min), min(t, tp.max)
+    los = ends(lo0, 0.0, 160) if lo0 < 0.0 else np.zeros(1)
+    his = ends(0.0, hi0, 160) if hi0 > 0.0 else np.zeros(1)
+    err = cost(los[:, None], his[None, :])
+    i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+    # Refine at bin steps within one coarse step of the best pair.
+    dl = (los[1] - los[0]) if los.size > 1 else 0.0
+    dh = (his[1] - his[0]) if his.size > 1 else 0.0
+    fl = ends(max(lo0, los[i] - dl), min(0.0, los[i] + dl), max(3, int(2 * dl / width) + 1))
+    fh = ends(max(0.0, his[j] - dh), min(hi0, his[j] + dh), max(3, int(2 * dh / width) + 1))
+    if lo0 >= 0.0:
+        fl = np.zeros(1)
+    if hi0 <= 0.0:
+        fh = np.zeros(1)
+    err = cost(fl[:, None], fh[None, :])
+    i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+    return max(float(fl[i]), tp.min), min(float(fh[j]), tp.max)
+
+
+def clip_bias(tp: TensorProfile, p: QParams) -> float:
+    """The mean error E[clip(x) - x] that quantizing the profiled tensor with `p` makes by
+    clipping (rounding is unbiased): what bias correction adds to the channel means."""
+    if tp.empty or tp.hist.sum() <= 0:
+        return 0.0
+    lo, hi = p.range()
+    edges = tp.bin_edges()
+    c = (edges[:-1] + edges[1:]) / 2
+    return float(np.sum(tp.hist * (np.clip(c, lo, hi) - c)) / tp.hist.sum())
+
+
 # -- weights and biases ---------------------------------------------------------------------------
 
 
@@ -217,6 +306,7 @@ __all__ = [
     "SCHEMAS",
     "QParams",
     "calibrate",
+    "clip_bias",
     "check_calibration",
     "check_schema",
     "choose_params",

@@ -31,8 +31,10 @@ from compiler.quantization.profile import graph_hash
 from compiler.quantization.quantizer import (
     REQUANTIZING,
     Quantizer,
+    find_chains,
     params_of,
     qattrs,
+    quantize_chain,
     quantize_node,
 )
 
@@ -99,9 +101,19 @@ class QuantizeGraph(GraphPass):
     def run(self, fn: Function) -> bool:
         rw = Rewriter(fn, rule=self.name)
         q = Quantizer(rw, self.options, self._profile, self.backend)
-        for node in list(fn.nodes):
+        nodes = list(fn.nodes)
+        chains = find_chains(q, nodes)
+        inner = {id(m) for _, chain in chains.values() for m in chain[:-1]}
+        for node in nodes:
             if node.function is not fn:
                 continue  # replaced by an earlier rewrite (a fused bias Add)
+            if id(node) in inner:
+                continue  # one table with its sink, or left float if the table is not built
+            if id(node) in chains:
+                with rw.at(node, "quantize-elementwise-chain"):
+                    if quantize_chain(q, node, *chains[id(node)]):
+                        q.decisions.setdefault(node.name, "quantized")
+                        continue
             with rw.at(node, f"quantize-{node.op.lower()}"):
                 quantize_node(q, node)
         fn.module.meta.setdefault("quantization", {}).update(q.decisions)

@@ -7,7 +7,9 @@ The JSON form (`glowviz.profile/1`, docs/QUANTIZATION.md):
     {"format": "glowviz.profile/1", "graph_hash": "sha256:...", "source": "resnet50.onnx",
      "inputs": 32, "bins": 2048,
      "tensors": {"conv_0_relu": {"min": 0.0, "max": 5.1, "count": 802816, "nonfinite": 0,
-                                  "hist_min": 0.0, "hist_max": 5.1, "hist": [12, 0, ...]}, ...}}
+                                  "hist_min": 0.0, "hist_max": 5.1, "hist": [12, 0, ...],
+                                  "zeros": 401000, "axis_sums": {"1": [...], "-1": [...]},
+                                  "axis_counts": {"1": 12544, "-1": 14336}}, ...}}
 
 Histograms have `bins` equal bins over [hist_min, hist_max]; when later data falls outside, the
 range grows and the old counts are spread over the new bins in proportion to their overlap.
@@ -30,6 +32,8 @@ from compiler.graph.ir import Module
 
 FORMAT = "glowviz.profile/1"
 DEFAULT_BINS = 2048
+#: Channel sums are kept for axes of at most this many channels (the JSON stays small).
+MAX_CHANNELS = 8192
 
 
 def graph_hash(module: Module) -> str:
@@ -51,6 +55,14 @@ class TensorProfile:
     hist_min: float = 0.0
     hist_max: float = 0.0
     hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    #: Values exactly 0 (a Relu's): exact in every quantization, so the MSE calibration does
+    #: not count them as rounding error.
+    zeros: int = 0
+    #: Per-channel sums of the finite values along axis 1 ("1") and along the last axis
+    #: ("-1") of tensors of rank >= 2, and how many values each channel summed: the channel
+    #: means that bias correction of the quantized Conv / FullyConnected weights uses.
+    axis_sums: dict[str, np.ndarray] = field(default_factory=dict)
+    axis_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -66,6 +78,8 @@ class TensorProfile:
         lo, hi = float(finite.min()), float(finite.max())
         self.min, self.max = min(self.min, lo), max(self.max, hi)
         self.count += int(finite.size)
+        self.zeros += int(np.count_nonzero(finite == 0.0))
+        self._add_axis_sums(np.asarray(data, dtype=np.float32))
         if self.hist.size == 0:
             self.hist_min, self.hist_max = _nonempty(lo, hi)
             self.hist = np.zeros(bins, np.float64)
@@ -76,6 +90,23 @@ class TensorProfile:
             finite.astype(np.float64), bins=self.hist.size, range=(self.hist_min, self.hist_max)
         )
         self.hist += counts
+
+    def _add_axis_sums(self, data: np.ndarray) -> None:
+        if data.ndim < 2:
+            return
+        for key, axis in (("1", 1), ("-1", data.ndim - 1)):
+            n = data.shape[axis]
+            if n > MAX_CHANNELS or (key in self.axis_sums and self.axis_sums[key].size != n):
+                continue
+            moved = np.moveaxis(data, axis, -1).reshape(-1, n).astype(np.float64)
+            sums = np.where(np.isfinite(moved), moved, 0.0).sum(axis=0)
+            self.axis_sums[key] = self.axis_sums.get(key, np.zeros(n)) + sums
+            self.axis_counts[key] = self.axis_counts.get(key, 0) + moved.shape[0]
+
+    def channel_means(self, axis: str) -> np.ndarray | None:
+        """The mean of each channel along axis "1" or "-1" (None: not recorded)."""
+        sums, count = self.axis_sums.get(axis), self.axis_counts.get(axis, 0)
+        return None if sums is None or count <= 0 else sums / count
 
     def _grow(self, lo: float, hi: float) -> None:
         """Spread the counts over bins covering [lo, hi] (proportional to the overlap)."""
@@ -105,6 +136,12 @@ class TensorProfile:
         self.min, self.max = min(self.min, other.min), max(self.max, other.max)
         self.count += other.count
         self.nonfinite += other.nonfinite
+        self.zeros += other.zeros
+        for key, sums in other.axis_sums.items():
+            mine = self.axis_sums.get(key)
+            if mine is None or mine.size == sums.size:
+                self.axis_sums[key] = sums.copy() if mine is None else mine + sums
+                self.axis_counts[key] = self.axis_counts.get(key, 0) + other.axis_counts[key]
 
     def copy(self) -> TensorProfile:
         return TensorProfile(
@@ -115,6 +152,9 @@ class TensorProfile:
             self.hist_min,
             self.hist_max,
             self.hist.copy(),
+            self.zeros,
+            {k: v.copy() for k, v in self.axis_sums.items()},
+            dict(self.axis_counts),
         )
 
     def bin_edges(self) -> np.ndarray:
@@ -129,6 +169,9 @@ class TensorProfile:
             "hist_min": self.hist_min,
             "hist_max": self.hist_max,
             "hist": [round(float(c), 3) for c in self.hist],
+            "zeros": self.zeros,
+            "axis_sums": {k: [float(x) for x in v] for k, v in self.axis_sums.items()},
+            "axis_counts": dict(self.axis_counts),
         }
 
     @classmethod
@@ -141,6 +184,9 @@ class TensorProfile:
             float(d.get("hist_min", 0.0)),
             float(d.get("hist_max", 0.0)),
             np.asarray(d.get("hist", []), dtype=np.float64),
+            int(d.get("zeros", 0)),
+            {k: np.asarray(v, np.float64) for k, v in d.get("axis_sums", {}).items()},
+            {k: int(v) for k, v in d.get("axis_counts", {}).items()},
         )
 
 

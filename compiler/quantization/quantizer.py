@@ -37,10 +37,11 @@ from compiler.quantization.params import (
     QParams,
     calibrate,
     choose_params,
+    clip_bias,
     quantize_bias,
     quantize_weights,
 )
-from compiler.quantization.profile import Profile
+from compiler.quantization.profile import Profile, TensorProfile
 
 if TYPE_CHECKING:  # the backend comes from the pipeline (lowering's policy)
     from compiler.backends.contract import Backend
@@ -99,6 +100,41 @@ class Quantizer:
                 lo, hi = calibrate(tp, method, self.options.schema, self.options.percentile)
                 self._params[v.name] = choose_params(lo, hi, self.options.schema)
         return self._params[v.name]
+
+    def float_profile(self, v: Value) -> TensorProfile | None:
+        """The profile of the float value `v` stands for: its own, or, for the Dequantize of
+        a quantized producer, that of the float value the producer computes."""
+        name = v.name
+        if isinstance(v, Result) and v.node.op == "Dequantize":
+            src = v.node.operands[0]
+            if isinstance(src, Result):
+                name = src.node.meta.get("quantizes", {}).get(src.index, name)
+        return self.profile.tensors.get(name)
+
+    def bias_correction(
+        self, x: Value, qx: Value, w: np.ndarray, wd: np.ndarray, axis: str, taps: np.ndarray
+    ) -> np.ndarray | None:
+        """The mean error per output channel that quantizing weights `w` (to `wd`, dequantized)
+        and input `x` (to `qx`) adds (Nagel et al.'s analytic bias correction): E[wd Q(x)] -
+        E[w x] with E[x] the profiled channel means along `axis` and E[Q(x) - x] the clipping
+        bias of x's quantization. `w` and `wd` are [out, in, taps], `taps` the share of
+        outputs each tap reads inside the input (padding reads exact zeros)."""
+        if not self.options.bias_correction or not is_quantized(qx.type):
+            return None
+        tp = self.float_profile(x)
+        mean = tp.channel_means(axis) if tp is not None else None
+        if tp is None or mean is None:
+            return None
+        groups = mean.size // w.shape[1]
+        if groups * w.shape[1] != mean.size or w.shape[0] % groups:
+            return None
+        delta = clip_bias(tp, params_of(qx.type))
+        m = mean.reshape(groups, 1, w.shape[1], 1)
+        per = w.shape[0] // groups
+        wg = w.astype(np.float64).reshape(groups, per, w.shape[1], -1) * taps
+        dg = wd.astype(np.float64).reshape(groups, per, w.shape[1], -1) * taps
+        corr = (dg * (m + delta) - wg * m).sum(axis=(2, 3))
+        return corr.reshape(w.shape[0])
 
     def qvalue(self, v: Value, *, create: bool = True) -> Value | None:
         """The quantized form of float value `v`: the producer's own (through a Dequantize),
@@ -198,6 +234,22 @@ def _weighted(q: Quantizer, node: Node) -> tuple[Value, np.ndarray, np.ndarray, 
     return None if qx is None else (qx, wdata, bdata, out, act)
 
 
+def _tap_shares(node: Node) -> np.ndarray:
+    """[R, S]: the share of a Conv's output pixels for which each filter tap reads inside the
+    input (not the zero padding)."""
+    _, _, h, wd = node.operands[0].type.shape
+    _, _, r, s = node.operands[1].type.shape
+    _, _, oh, ow = node.result.type.shape
+    (sh, sw), (dh, dw) = node.attrs["strides"], node.attrs["dilations"]
+    top, left = node.attrs["pads"][:2]
+
+    def share(k: int, n: int, out: int, stride: int, dil: int, pad: int) -> np.ndarray:
+        pos = np.arange(out)[:, None] * stride - pad + np.arange(k)[None, :] * dil
+        return ((pos >= 0) & (pos < n)).mean(axis=0)
+
+    return np.outer(share(r, h, oh, sh, dh, top), share(s, wd, ow, sw, dw, left))
+
+
 @builder("Conv", targets=("QConv",))
 def quantize_conv(q: Quantizer, node: Node) -> bool:
     if (parts := _weighted(q, node)) is None:
@@ -206,6 +258,18 @@ def quantize_conv(q: Quantizer, node: Node) -> bool:
     w, b = node.operands[1:]
     k = w.type.shape[0]
     wq, ws = _weights(q, wdata, 0, k)
+    wd = wq.astype(np.float32) * ws.reshape(-1, 1, 1, 1)
+    taps = _tap_shares(node).reshape(1, 1, 1, -1)
+    corr = q.bias_correction(
+        node.operands[0],
+        qx,
+        wdata.reshape(k, wdata.shape[1], -1),
+        wd.reshape(k, wdata.shape[1], -1),
+        "1",
+        taps,
+    )
+    if corr is not None:
+        bdata = bdata - corr
     bq = quantize_bias(bdata, qx.type.scale or 1.0, ws)
     consts = [
         q.constant(f"{w.name}_i8", wq),
@@ -228,9 +292,15 @@ def _fc(
     out: QParams,
     clamp: tuple[int, int],
     stem: str,
+    x: Value | None = None,
 ) -> Value:
     n = wdata.shape[1]
     wq, ws = _weights(q, wdata, 1, n)
+    if x is not None:
+        wd = wq.astype(np.float32) * ws.reshape(1, -1)
+        corr = q.bias_correction(x, qx, wdata.T[..., None], wd.T[..., None], "-1", np.ones(1))
+        if corr is not None:
+            bdata = bdata - corr
     bq = quantize_bias(bdata, qx.type.scale or 1.0, ws)
     consts = [
         q.constant(f"{stem}_w_i8", wq),
@@ -245,7 +315,8 @@ def quantize_fully_connected(q: Quantizer, node: Node) -> bool:
     if (parts := _weighted(q, node)) is None:
         return False
     qx, wdata, bdata, out, act = parts
-    y = _fc(q, node, qx, wdata, bdata, out, clamp_for(act, node.attrs["act_args"], out), node.name)
+    clamp = clamp_for(act, node.attrs["act_args"], out)
+    y = _fc(q, node, qx, wdata, bdata, out, clamp, node.name, node.operands[0])
     q.finish(node.result, y)
     return True
 
@@ -285,7 +356,7 @@ def quantize_matmul(q: Quantizer, node: Node) -> bool:
             rows = q.rw.create(
                 "Reshape", [qa], {"shape": (a.type.numel // k, k)}, name=f"{node.name}_rows"
             ).result
-        y = _fc(q, node, rows, bdata, bias, out, (QMIN, QMAX), node.name)
+        y = _fc(q, node, rows, bdata, bias, out, (QMIN, QMAX), node.name, a)
         if a.type.rank != 2:
             y = q.rw.create(
                 "Reshape", [y], {"shape": last.result.type.shape}, name=f"{node.name}_unrows"
@@ -406,6 +477,98 @@ def quantize_softmax(q: Quantizer, node: Node) -> bool:
     return True
 
 
+#: Element-wise ops a fused table may hold besides the single-op lookups (lookup_ops).
+CHAIN_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Relu", "Clip"})
+
+
+def find_chains(q: Quantizer, nodes: list[Node]) -> dict[int, tuple[Value, list[Node]]]:
+    """Maximal element-wise subgraphs of two or more nodes that compute a function of one
+    float value (GELU's Div, Erf, Add, Mul, Mul of x; SiLU's Sigmoid and Mul): by the sink
+    node's id, the source value and the nodes in graph order. Their inner results must have
+    no user outside the subgraph; constants must be scalars. One table for the whole
+    function rounds once where node-by-node quantization rounds after every node."""
+    allowed = (lookup_ops() | CHAIN_OPS) & q.options.ops
+    pos = {id(n): i for i, n in enumerate(nodes)}
+    source: dict[int, Value] = {}
+    members: dict[int, list[Node]] = {}
+    for n in nodes:
+        if n.op not in allowed or n.name in q.options.keep_float or len(n.results) != 1:
+            continue
+        if n.result.type.elem != F32:
+            continue
+        leaves: dict[int, Value] = {}
+        inner: list[Node] = []
+        for v in n.operands:
+            if (c := const_data(v)) is not None:
+                if c.size != 1:
+                    break
+                continue
+            if isinstance(v, Result) and id(v.node) in source:
+                src = source[id(v.node)]
+                leaves[id(src)] = src
+                inner.extend(members[id(v.node)])
+            else:
+                leaves[id(v)] = v
+        else:
+            if len(leaves) != 1:
+                continue
+            src = next(iter(leaves.values()))
+            if src.type.elem != F32 or n.result.type.shape != src.type.shape:
+                continue
+            source[id(n)] = src
+            members[id(n)] = sorted(
+                {id(m): m for m in [*inner, n]}.values(), key=lambda m: pos[id(m)]
+            )
+    chains: dict[int, tuple[Value, list[Node]]] = {}
+    for n in nodes:
+        chain = members.get(id(n), [])
+        if len(chain) < 2:
+            continue
+        ids = {id(m) for m in chain}
+        if any(id(u) in source and n in members[id(u)] for u in n.result.user_nodes()):
+            continue  # not maximal: a larger subgraph holds it
+        if all(id(u) in ids for m in chain[:-1] for u in m.result.user_nodes()):
+            chains[id(n)] = (source[id(n)], chain)
+    return chains
+
+
+def quantize_chain(q: Quantizer, sink: Node, src: Value, chain: list[Node]) -> bool:
+    """A `find_chains` subgraph becomes one QLookup: the table runs the subgraph's reference
+    kernels, node by node in float32 as the float graph does, on the 256 dequantized inputs."""
+    from compiler.kernels.reference import KERNELS
+    from compiler.kernels.reference_quant import lookup_table
+
+    # The source as the chain reads it now (an earlier rewrite may have replaced it by the
+    # Dequantize of its quantized producer).
+    results = {id(m.result) for m in chain}
+    src = next(
+        v for m in chain for v in m.operands if id(v) not in results and const_data(v) is None
+    )
+    out = q.params(sink.result)
+    if out is None or not q.has_quantized(src) or not q.runs_int8("QLookup"):
+        return False
+    qx = q.qvalue(src)
+    assert qx is not None
+
+    def fn(xs: np.ndarray) -> np.ndarray:
+        vals: dict[int, np.ndarray] = {id(src): xs}
+        for m in chain:
+            args = [
+                vals[id(v)] if id(v) in vals else np.asarray(const_data(v), np.float32).reshape(())
+                for v in m.operands
+            ]
+            vals[id(m.result)] = KERNELS[m.op](args, dict(m.attrs))[0]
+        return vals[id(sink.result)]
+
+    table = lookup_table(fn, qx.type, TensorType(I8, (), out.scale, out.offset))
+    tc = q.constant(f"{sink.name}_table", table)
+    qn = q.create(sink, "QLookup", [qx, tc], qattrs(out))
+    q.finish(sink.result, qn.result)
+    for m in chain[:-1]:
+        q.decisions[m.name] = f"fused into the table of {sink.name}"
+    return True
+
+
 for _op in lookup_ops():
     BUILDERS[_op] = quantize_lookup
     TARGETS[_op] = ("QLookup",)
@@ -516,6 +679,8 @@ __all__ = [
     "BUILDERS",
     "lookup_ops",
     "MOVERS",
+    "find_chains",
+    "quantize_chain",
     "REQUANTIZING",
     "Quantizer",
     "clamp_for",

@@ -149,7 +149,7 @@ def add_quantize_args(p: argparse.ArgumentParser, *, required: bool = False) -> 
     )
     g.add_argument("--schema", default="asymmetric", choices=SCHEMAS, help="activation schema")
     g.add_argument(
-        "--calibration", default="minmax", choices=CALIBRATIONS, help="activation ranges from"
+        "--calibration", default="mse", choices=CALIBRATIONS, help="activation ranges from"
     )
     g.add_argument(
         "--keep-float",

@@ -262,21 +262,107 @@ module @m {
 
 
 def test_element_wise_functions_become_lookup_tables() -> None:
-    """Div by a scalar, Erf and Tanh of a quantized value: 256-entry tables computed at compile
-    time (no Dequantize / Quantize around float ops), read exactly by every executor."""
+    """Div by a scalar, Erf and Tanh of a quantized value: one 256-entry table of the whole
+    chain computed at compile time (no Dequantize / Quantize around float ops, and one
+    rounding instead of three), read exactly by every executor."""
     m, q = quantized(GELU_TANH)
     check(
         text(q),
         """
     CHECK: %fc_q = QFullyConnected(
-    CHECK-NEXT: %div_q = QLookup(%fc_q, %div_table) {scale = {{.*}}} : i8<2x8:
-    CHECK-NEXT: %erf_q = QLookup(%div_q, %erf_table)
-    CHECK-NEXT: %t_q = QLookup(%erf_q, %t_table)
+    CHECK-NEXT: %t_q = QLookup(%fc_q, %t_table) {scale = {{.*}}} : i8<2x8:
     CHECK-NEXT: %t_dq = Dequantize(%t_q) : f32<2x8>
     CHECK-NOT: Erf
     """,
     )
+    assert q.meta["quantization"]["erf"] == "fused into the table of t"
     table = next(c for c in q.constants.values() if c.name == "t_table").data
     assert table.dtype == np.int8 and table.shape == (256,)
     inputs = random_inputs(m, 9)
     assert sqnr_db(execute(m, inputs)["out"], execute(q, inputs)["out"]) > 25
+
+
+GELU_ERF = """
+module @m {
+  placeholder %x : f32<2x16>
+  placeholder %out : f32<2x8> output
+  placeholder %inner : f32<2x8> output
+  constant %w : f32<16x8> = elided<w>
+  constant %b : f32<8> = elided<b>
+  constant %sqrt2 : f32<> = dense<1.4142135>
+  constant %one : f32<> = dense<1.0>
+  constant %half : f32<> = dense<0.5>
+  func @main {
+    %fc = FullyConnected(%x, %w, %b) : f32<2x8>
+    %div = Div(%fc, %sqrt2) : f32<2x8>
+    %erf = Erf(%div) : f32<2x8>
+    %add = Add(%erf, %one) : f32<2x8>
+    %mul = Mul(%fc, %add) : f32<2x8>
+    %gelu = Mul(%mul, %half) : f32<2x8>
+    Save(%gelu, %out)
+    Save(%fc, %inner)
+  }
+}
+"""
+
+
+def test_gelu_as_exported_is_one_table_unless_an_inner_value_is_used_elsewhere() -> None:
+    """GELU as torch exports it (x * 0.5 * (1 + erf(x / sqrt 2)), x read twice) is a function
+    of x alone: one table. When an inner value has another user, it is needed anyway and
+    the chain is quantized node by node."""
+    m, q = quantized(GELU_ERF)
+    check(
+        text(q),
+        """
+    CHECK: %fc_q = QFullyConnected(
+    CHECK: %gelu_q = QLookup(%fc_q, %gelu_table)
+    CHECK-NOT: QMul
+    CHECK-NOT: Erf
+    """,
+    )
+    inputs = random_inputs(m, 9)
+    assert sqnr_db(execute(m, inputs)["out"], execute(q, inputs)["out"]) > 30
+    shared = GELU_ERF.replace("Save(%fc, %inner)", "Save(%add, %inner)")
+    _, q2 = quantized(shared)
+    check(text(q2), "CHECK: %erf_q = QLookup(\nCHECK: %add_q = QAdd(\nCHECK: %gelu_q = QMul(")
+
+
+BIASED = """
+module @m {
+  placeholder %x : f32<1x8x10x10>
+  placeholder %out : f32<1x4x10x10> output
+  constant %w : f32<4x8x3x3> = elided<w>
+  constant %b : f32<4> = elided<b>
+  func @main {
+    %r = Relu(%x) : f32<1x8x10x10>
+    %conv = Conv(%r, %w, %b) {pads = [1, 1, 1, 1]} : f32<1x4x10x10>
+    Save(%conv, %out)
+  }
+}
+"""
+
+
+def test_bias_correction_removes_the_mean_error_of_quantized_weights() -> None:
+    """One large weight per filter makes the per-channel step coarse; on a Relu's positive
+    input the weights' rounding errors then shift each channel's mean. The corrected int32
+    bias cancels that shift (per channel, over the profiled means and the padding's share of
+    each tap); without correction the shift stays."""
+    m = load(BIASED)
+    w = m.constants["w"]
+    data = np.array(w.data)
+    data[:, 0, 0, 0] = 20.0
+    w.data, w._digest = data, None
+    profile = profile_of(m, samples=8)
+    inputs = [random_inputs(m, 100 + i) for i in range(8)]
+    want = np.stack([execute(m, s)["out"] for s in inputs])
+
+    def channel_bias(correct: bool) -> np.ndarray:
+        q = m.clone()
+        run(q, QuantizeGraph(QuantizeOptions(profile, bias_correction=correct), INTERPRETER))
+        run(q, QuantCleanup())
+        got = np.stack([execute(q, s)["out"] for s in inputs])
+        return (got - want).mean(axis=(0, 1, 3, 4))
+
+    before, after = channel_bias(False), channel_bias(True)
+    assert np.abs(before).max() > 0.05
+    assert np.linalg.norm(after) < 0.3 * np.linalg.norm(before), (before, after)

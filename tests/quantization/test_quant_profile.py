@@ -53,6 +53,32 @@ def test_merge_equals_one_profile_of_both() -> None:
     assert p.hist.sum() == pytest.approx(one.hist.sum())
 
 
+def test_exact_zeros_and_channel_means_are_recorded_merged_and_saved(tmp_path) -> None:
+    """What the MSE calibration (exact zeros) and bias correction (channel means along axis 1
+    and the last axis) read; a profile without them (an older one) loads with neither."""
+    rng = np.random.default_rng(2)
+    a = np.maximum(rng.standard_normal((2, 3, 4, 5)), 0).astype(np.float32) + np.arange(5)
+    b = np.maximum(rng.standard_normal((2, 3, 4, 5)), 0).astype(np.float32)
+    one, p, q = TensorProfile(), TensorProfile(), TensorProfile()
+    for tp, batches in ((one, (a, b)), (p, (a,)), (q, (b,))):
+        for x in batches:
+            tp.update(x, 64)
+    p.merge(q)
+    both = np.concatenate([a, b])
+    assert p.zeros == one.zeros == int((both == 0).sum())
+    for tp in (one, p):
+        np.testing.assert_allclose(tp.channel_means("1"), both.mean(axis=(0, 2, 3)), rtol=1e-6)
+        np.testing.assert_allclose(tp.channel_means("-1"), both.mean(axis=(0, 1, 2)), rtol=1e-6)
+    back = TensorProfile.from_json(json.loads(json.dumps(p.to_json())))
+    assert back.zeros == p.zeros
+    np.testing.assert_allclose(back.channel_means("-1"), p.channel_means("-1"))
+    old = p.to_json()
+    for key in ("zeros", "axis_sums", "axis_counts"):
+        del old[key]
+    legacy = TensorProfile.from_json(old)
+    assert legacy.zeros == 0 and legacy.channel_means("1") is None
+
+
 def test_json_round_trip(tmp_path) -> None:
     prof = Profile("sha256:abc", source="m.onnx", bins=32, executor="llvm")
     prof.update({"x": np.arange(10, dtype=np.float32), "y": -np.ones(3, np.float32)})
