@@ -87,3 +87,42 @@ def test_warm_up_waits_for_foreground_work_and_starts_next_to_the_stage():
         assert not waited.wait(0.2)  # background work holds while the user waits
     assert waited.wait(5)
     t.join()
+
+
+@run_async
+async def test_view_switch_recomposes_the_footer_at_most_once():
+    """Textual's Footer recomposed (a widget per key, each restyled) on every bindings signal,
+    a dozen per view switch: a tenth of a second of each view's first frame."""
+    from glowviz.widgets.footer import WorkspaceFooter
+
+    async with ide() as (app, pilot, main):
+        footer = main.query_one(WorkspaceFooter)
+        calls = []
+        real = footer.recompose
+
+        async def counted() -> None:
+            calls.append(1)
+            await real()
+
+        footer.recompose = counted  # type: ignore[method-assign]
+        for key in "2345":
+            calls.clear()
+            await pilot.press(key)
+            await settle(app, pilot)
+            await pilot.pause(0.05)
+            assert len(calls) <= 1, key
+        calls.clear()
+        await pilot.press("5")  # the same view again: the same keys, nothing to recompose
+        await settle(app, pilot)
+        await pilot.pause(0.05)
+        assert calls == []
+
+
+@run_async
+async def test_the_compiled_stages_are_frozen_out_of_the_cycle_collector():
+    """A compiled DenseNet-121 is a million objects; every full collection scanned them in a
+    0.7-1.6 s pause that landed on a key press. After the compile they are frozen."""
+    import gc
+
+    async with ide() as (app, pilot, main):
+        assert gc.get_freeze_count() > 0

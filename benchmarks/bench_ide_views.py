@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Time each IDE view's first frame on a benchmark model (issue 13 item 9: under 300 ms).
+
+    python benchmarks/bench_ide_views.py [--model densenet121] [--size 180x50] [--stage N]
+
+Runs the IDE under Textual's Pilot (headless, the size given), waits for the compile and the
+warm-up to finish, then presses each view's key once and measures the process CPU time and the
+wall time until the view has drawn and every worker it started is done. CPU time is the figure
+to compare (wall time is CPU time stretched by the machine's load); load average printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+async def _settle(app, pilot) -> None:
+    from textual.worker import WorkerState
+
+    busy = (WorkerState.PENDING, WorkerState.RUNNING)
+    while True:
+        await pilot.pause()
+        running = [w for w in app.workers if w.state in busy]
+        if not running:
+            await pilot.pause()
+            if not any(w.state in busy for w in app.workers):
+                return
+        for w in running:
+            try:
+                await w.wait()
+            except Exception:  # noqa: BLE001 - a cancelled worker is done too
+                pass
+
+
+async def run(
+    model: str, size: tuple[int, int], stage: int | None
+) -> list[tuple[str, float, float]]:
+    from glowviz.app import GlowvizApp
+    from glowviz.screens.main import VIEWS, MainScreen
+    from glowviz.session import CompileSession
+
+    app = GlowvizApp(session=CompileSession(model))
+    out = []
+    async with app.run_test(size=size) as pilot:
+        while not (app.session.done and isinstance(app.screen, MainScreen)):
+            await pilot.pause(0.05)
+        await _settle(app, pilot)
+        main = app.screen
+        assert isinstance(main, MainScreen)
+        if stage is not None:
+            main.goto_stage(stage)
+            await _settle(app, pilot)
+        await pilot.pause(0.5)
+        for k, (tab, _title, _cls) in enumerate(VIEWS):
+            c0, w0 = time.process_time(), time.perf_counter()
+            await pilot.press(str(k + 1))
+            await _settle(app, pilot)
+            out.append((tab, time.process_time() - c0, time.perf_counter() - w0))
+        # a second round: the same views again (cached: the cost of switching alone)
+        for k, (tab, _title, _cls) in enumerate(VIEWS):
+            c0, w0 = time.process_time(), time.perf_counter()
+            await pilot.press(str(k + 1))
+            await _settle(app, pilot)
+            out.append((tab + " (again)", time.process_time() - c0, time.perf_counter() - w0))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from models import ensure_model
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="densenet121")
+    ap.add_argument("--size", default="180x50")
+    ap.add_argument("--stage", type=int, default=None)
+    args = ap.parse_args(argv)
+    w, h = (int(x) for x in args.size.split("x"))
+    path = str(ensure_model(args.model))
+    rows = asyncio.run(run(path, (w, h), args.stage))
+    print(f"{args.model} at {args.size}, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'view':<20} {'cpu s':>7} {'wall s':>7}")
+    for tab, cpu, wall in rows:
+        print(f"{tab:<20} {cpu:7.3f} {wall:7.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
