@@ -52,13 +52,15 @@ def certificate_text(report: MemoryReport, st: Styles) -> Text:
     c = report.certificate
     if c is None or c.all_schedules_lower_bound_bytes is None:
         return Text("")
-    t = Text("\nall schedules need ")
-    t.append(fmt_bytes(c.all_schedules_lower_bound_bytes), style="bold")
-    t.append(f" ({c.all_schedules_bound_from}) │ schedule {c.scheduler_used or c.scheduler}: ")
+    # The verdict first: a narrow header cuts the line's end.
+    t = Text(f"\nschedule {c.scheduler_used or c.scheduler}: ")
     if c.schedule_proven_optimal:
         t.append("proven optimal", style=st.bold("added"))
     else:
         t.append("not proven optimal", style=st.bold("warn"))
+    t.append(" │ all schedules need ")
+    t.append(fmt_bytes(c.all_schedules_lower_bound_bytes), style="bold")
+    t.append(f" ({c.all_schedules_bound_from})")
     if c.gap_buffers:
         t.append(f" │ gap held by {', '.join(c.gap_buffers[:4])}", style="dim")
     if c.aliases:
@@ -196,7 +198,9 @@ class MemoryView(StageView):
 
     def _figures(self, rep: MemoryReport) -> None:
         """The header: the stage, how its plan was made, peak / lower bound / gap / no reuse,
-        the timeline's own figure where it differs, the certificate."""
+        the timeline's own figure where it differs, the certificate. One fact group per line,
+        the most telling first, so that the narrow layout (lines cut, not wrapped: at 100x30 a
+        wrapped header took nine lines and left the buffer table none) loses only tails."""
         session, index = self.session, self.index
         assert session is not None and index is not None
         st = styles(self.app)
@@ -211,7 +215,7 @@ class MemoryView(StageView):
                 (fmt_bytes(rep.lower_bound_bytes), "bold"),
                 " │ gap ",
                 (f"{fmt_bytes(rep.gap_bytes)} ({rep.gap_pct:.1f}%)", gap_style),
-                " │ no reuse ",
+                "\nno reuse ",
                 fmt_bytes(rep.no_reuse_bytes),
                 " │ ",
                 (f"{rep.allocator}, {rep.scheduler}", "dim"),

@@ -99,3 +99,26 @@ async def test_number_keys_leave_the_diff_view():
             await settle(app, pilot)
             await pilot.pause(0.05)  # a focus that would switch back has run by now
             assert tabs.active == VIEWS[dst][0], (VIEWS[src][0], VIEWS[dst][0])
+
+
+@run_async
+async def test_memory_header_fits_100x30_with_the_pipeline_shown():
+    """At 100x30 with the pipeline pane shown, the Memory view's header wrapped to nine lines
+    on a graph stage and left the buffer table its header line alone: the header's lines are
+    cut, not wrapped, and the table shows rows."""
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+        graph = [k for k, r in enumerate(app.session.stages) if r.ir_kind == "graph"]
+        main.goto_stage(graph[-1])  # a graph stage: its header has the per-pass note too
+        await pilot.press("6")
+        await settle(app, pilot)
+        await pilot.pause(0.1)
+        header = main.query_one("#memory-figures")
+        assert "per-pass timeline" in str(header.render())
+        assert header.size.height <= 5
+        table = main.query_one("#memory-table")
+        assert table.size.height - 1 >= min(4, table.row_count)  # rows below its header
+        assert table.size.height >= 4
