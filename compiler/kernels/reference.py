@@ -319,15 +319,32 @@ def _pad(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
 # -- linear algebra ---------------------------------------------------------------------------
 
 
+def _matmul32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b. When finite float32 operands give a non-finite product, a partial sum overflowed,
+    and where it lands (inf, -inf or, with two BLAS lanes overflowing opposite ways, NaN)
+    depends on the summation order: the product is redone in float64 and rounded once, so
+    it is the nearest float32 to the exact sum (what onnxruntime gives: -inf for a row of
+    1e38 weights whose exact dot product is -3.6e38, where BLAS gave NaN)."""
+    y = np.matmul(a, b)
+    if (
+        y.dtype == np.float32
+        and not np.isfinite(y).all()
+        and np.isfinite(a).all()
+        and np.isfinite(b).all()
+    ):
+        y = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    return y
+
+
 @kernel("MatMul")
 def _matmul(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
-    return [np.matmul(ins[0], ins[1])]
+    return [_matmul32(ins[0], ins[1])]
 
 
 @kernel("FullyConnected")
 def _fully_connected(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     x, w, b = ins
-    y = np.matmul(x, w)
+    y = _matmul32(x, w)
     y += b
     return [y]
 

@@ -266,7 +266,67 @@ def _reference_fixes() -> list[type]:
                 ),
             )
 
-    return [GlobalMaxPool, LRN, ConvTranspose, BatchNormalization, Slice, MaxPool, AveragePool]
+    from onnx.reference.ops.op_conv import Conv as _Conv
+
+    class Conv(_Conv):
+        # onnx 1.23's multiplies the zero padding (im2col): with an infinite weight a padded
+        # tap gives 0 * inf = NaN, where onnxruntime's convolutions (and ours) add nothing.
+        # The finite weights go through im2col; each non-finite one is added over the
+        # outputs whose tap lies inside the input.
+        def _run(self, X, W, B=None, **attrs):  # type: ignore[override]
+            auto = attrs.get("auto_pad")
+            if np.isfinite(W).all() or X.ndim != 4 or auto not in (None, "NOTSET", b"NOTSET"):
+                return super()._run(X, W, B, **attrs)
+            y = super()._run(X, np.where(np.isfinite(W), W, 0), B, **attrs)[0]
+            st = attrs.get("strides") or [1, 1]
+            dil = attrs.get("dilations") or [1, 1]
+            pads = attrs.get("pads") or [0, 0, 0, 0]
+            g = attrs.get("group") or 1
+            cg, kg = W.shape[1], W.shape[0] // g
+
+            def span(size: int, out: int, a: int, t: int) -> tuple[slice, slice]:
+                first = [o for o in range(out) if 0 <= o * st[a] + t * dil[a] - pads[a] < size]
+                if not first:
+                    return slice(0, 0), slice(0, 0)
+                lo, hi = first[0], first[-1] + 1
+                i0 = lo * st[a] + t * dil[a] - pads[a]
+                return slice(lo, hi), slice(i0, i0 + (hi - lo - 1) * st[a] + 1, st[a])
+
+            for k, c, r, t in zip(*np.nonzero(~np.isfinite(W))):
+                orow, irow = span(X.shape[2], y.shape[2], 0, r)
+                ocol, icol = span(X.shape[3], y.shape[3], 1, t)
+                xin = X[:, (k // kg) * cg + c, irow, icol]
+                y[:, k, orow, ocol] += xin * W[k, c, r, t]
+            return (y,)
+
+    from onnx.reference.ops.op_resize import Resize as _Resize
+
+    class Resize(_Resize):
+        # onnx 1.23's nearest mode is an interpolation with one-hot coefficients: a NaN input
+        # leaks into its neighbours (0 * NaN). Resizing the element indices and gathering
+        # picks the same source elements.
+        def _run(self, X, *args, **attrs):  # type: ignore[override]
+            ctm = attrs.get("coordinate_transformation_mode")
+            if attrs.get("mode") != "nearest" or ctm in (
+                "tf_crop_and_resize",
+                b"tf_crop_and_resize",
+            ):
+                return super()._run(X, *args, **attrs)
+            idx = np.arange(X.size, dtype=np.float64).reshape(X.shape)
+            src = super()._run(idx, *args, **attrs)[0]
+            return (X.reshape(-1)[src.astype(np.int64)],)
+
+    return [
+        GlobalMaxPool,
+        LRN,
+        ConvTranspose,
+        BatchNormalization,
+        Slice,
+        MaxPool,
+        AveragePool,
+        Conv,
+        Resize,
+    ]
 
 
 def run_reference64(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

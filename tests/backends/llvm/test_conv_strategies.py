@@ -248,6 +248,9 @@ EXECUTOR_CASES = [
     ("depthwise-5x5s2-odd", dict(C=4, H=9, W=36, K=4, k=5, stride=2, pads=(1, 2, 0, 1), group=4)),
     ("dilated-grouped", dict(C=4, H=5, W=5, K=6, k=3, stride=2, pads=(2, 1, 0, 1), dil=2, group=2)),
     ("runtime-filter", dict(C=4, H=6, W=5, K=6, k=3, pads=(1, 1, 1, 1), group=2, runtime_w=True)),
+    # rows longer than UNROLL_FLOATS are copied by a loop and a tail, not unrolled
+    ("wide-row-s2", dict(C=3, H=3, W=1201, K=8, k=3, stride=2, pads=(1, 1, 1, 1))),
+    ("wide-row", dict(C=4, H=2, W=1013, K=8, k=3, pads=(1, 2, 1, 0), act="Relu")),
 ]
 
 

@@ -26,6 +26,7 @@ from compiler.backends.llvm.kernels.common import (
     mul,
     smin,
     store_vec,
+    vector_runs,
 )
 from compiler.backends.llvm.kernels.direct import copy_padded, strided_vector
 from compiler.backends.llvm.kernels.gemm import (
@@ -447,20 +448,31 @@ def padded_shift_body(
             return
         with loop(b, 0, C, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
             src = gep(b, xn, b.add(b.mul(c, i64(H * W)), b.mul(h, i64(W))))
-            for j0 in range(0, W, vw):
-                valid = min(vw, W - j0)
-                store_vec(
-                    b, load_vec(b, gep(b, src, j0), vw, valid), gep(b, rowbuf, pl + j0), vw, valid
-                )
+            vector_runs(
+                b,
+                W,
+                vw,
+                lambda j0, valid: store_vec(
+                    b,
+                    load_vec(b, gep(b, src, j0), vw, valid),
+                    gep(b, rowbuf, add(b, j0, pl)),
+                    vw,
+                    valid,
+                ),
+                "prow",
+            )
             hp = b.add(h, i64(pt))
             a, i = b.urem(hp, i64(sh)), b.udiv(hp, i64(sh))
             chan = gep(b, xph, b.mul(c, i64(cstride)))
             for k, (pa, pb_) in enumerate(phases):
                 with b.if_then(b.icmp_unsigned("==", a, i64(pa))):
                     dst = gep(b, chan, b.add(i64(k * plane), b.mul(i, i64(wq))))
-                    for j0 in range(0, wq, vw):
-                        v = strided_vector(b, gep(b, rowbuf, j0 * sw + pb_), vw, sw)
-                        store_vec(b, v, gep(b, dst, j0), vw, min(vw, wq - j0))
+
+                    def phase_run(j0: Int, valid: int, dst: ir.Value = dst, pb_: int = pb_) -> None:
+                        src = gep(b, rowbuf, add(b, mul(b, j0, sw), pb_))
+                        store_vec(b, strided_vector(b, src, vw, sw), gep(b, dst, j0), vw, valid)
+
+                    vector_runs(b, wq, vw, phase_run, "pq")
 
     def operands(v: list[ir.Value]) -> GemmOperands:
         """The GEMM of a column chunk over (c_base, filter, first column[, bias]): the kernel's
@@ -500,13 +512,15 @@ def padded_shift_body(
             with loop(bb, 0, OH, 1, "ch") as oh:
                 src = gep(bb, cbuf, bb.add(bb.mul(k, i64(ngrid)), bb.mul(oh, i64(wq))))
                 dst = gep(bb, on, bb.add(bb.mul(k, i64(OH * OW)), bb.mul(oh, i64(OW))))
-                for j0 in range(0, OW, vw):
-                    valid = min(vw, OW - j0)
+
+                def run(j0: Int, valid: int, src: ir.Value = src, dst: ir.Value = dst) -> None:
                     v = load_vec(bb, gep(bb, src, j0), vw, valid)
                     if ep.accumulate:  # the sum post-op, then the activation the GEMM left out
                         ep.store(bb, v, gep(bb, dst, j0), vw, valid)
                     else:
                         store_vec(bb, v, gep(bb, dst, j0), vw, valid)
+
+                vector_runs(bb, OW, vw, run, "cw")
 
     with loop(b, 0, s.N, 1, "n") as n:
         fill_phases(gep(b, p.x, b.mul(n, i64(C * H * W))))

@@ -33,6 +33,7 @@ from compiler.backends.llvm.kernels.common import (
     smin,
     splat,
     store_vec,
+    vector_runs,
 )
 from compiler.backends.llvm.kernels.gemm import GemmConfig
 from compiler.backends.llvm.kernels.parallel import (
@@ -72,9 +73,15 @@ def copy_padded(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, s: ConvShape, vw:
     with loop(b, 0, s.H, 1, "ph") as h:
         row = gep(b, src, b.mul(h, i64(s.W)))
         out = gep(b, dst, b.add(b.mul(h, i64(wp)), i64(pt * wp + pl)))
-        for j0 in range(0, s.W, vw):
-            valid = min(vw, s.W - j0)
-            masked_store(b, masked_load(b, gep(b, row, j0), vw, valid), gep(b, out, j0), vw, valid)
+        vector_runs(
+            b,
+            s.W,
+            vw,
+            lambda j0, valid: masked_store(
+                b, masked_load(b, gep(b, row, j0), vw, valid), gep(b, out, j0), vw, valid
+            ),
+            "pw",
+        )
 
 
 def copy_phases(
