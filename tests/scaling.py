@@ -52,14 +52,16 @@ def assert_not_quadratic(
     work: Callable[[T], object],
     what: str,
     repeats: int = 3,
+    max_ratio: float = MAX_TIME_RATIO,
 ) -> float:
     """Assert that `work` on the big input (NODES_RATIO times the small one) takes less than
-    MAX_TIME_RATIO times as long; returns the measured ratio."""
+    `max_ratio` times as long; returns the measured ratio. An n log n algorithm passes a higher
+    `max_ratio` (still well under the quadratic 16x)."""
     small, big, ratio = growth_ratio(setup_small, setup_big, work, repeats)
     print(
         f"\n{what}: {small * 1000:.1f} ms -> {big * 1000:.1f} ms for {NODES_RATIO}x nodes ({ratio:.2f}x)"
     )
-    assert ratio < MAX_TIME_RATIO, (
+    assert ratio < max_ratio, (
         f"{what}: {NODES_RATIO}x the nodes took {ratio:.1f}x the time "
         f"({small * 1000:.1f} ms -> {big * 1000:.1f} ms); linear is ~{NODES_RATIO}x, "
         f"quadratic {NODES_RATIO**2}x"

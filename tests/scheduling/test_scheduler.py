@@ -9,7 +9,7 @@ from compiler.errors import CompilerError
 from compiler.graph.ir import Function, Module, Result
 from compiler.graph.types import f32
 from compiler.scheduling import SCHEDULERS, live_bytes_timeline, schedule
-from tests.scaling import NODES_RATIO, assert_not_quadratic
+from tests.scaling import MAX_TIME_RATIO, NODES_RATIO, assert_not_quadratic
 
 
 def _assert_topological(fn: Function, order) -> None:
@@ -106,14 +106,16 @@ def test_unknown_scheduler_is_a_compiler_error() -> None:
 @pytest.mark.parametrize("kind", SCHEDULERS)
 def test_large_graph_scheduling_is_not_quadratic(kind: str) -> None:
     small, big = chain_module(500), chain_module(500 * NODES_RATIO)  # 573 and 2,287 nodes
-    # Five repeats (the minimum counts): the optimal scheduler's ~5x (its search is n log n
-    # on a chain) must not read as 6x because one run shared the CPU.
+    # Five repeats (the minimum counts). The optimal scheduler's search is n log n on a chain:
+    # 4 x log(2287)/log(573) = 4.9x, measured 4.5x on a quiet machine and 6.3x in CI with the
+    # other test worker sharing the caches, so it gets 8x (n^2 would be 16x, n^2 log n 19x).
     assert_not_quadratic(
         lambda: small,
         lambda: big,
         lambda m: schedule(m.main, kind),
         f"{kind} scheduler",
         repeats=5,
+        max_ratio=8.0 if kind == "optimal" else MAX_TIME_RATIO,
     )
     _assert_topological(big.main, schedule(big.main, kind).order)
 
