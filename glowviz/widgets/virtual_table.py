@@ -6,9 +6,9 @@ Columns have a title, a width (fixed, measured once per row list from the longes
 capped, or a share of the table's width: `flex`, sized when the table is laid out, so rows set
 before layout need no guess of the width) and a justification; cells are plain strings (the
 fast path), Rich `Text` (styled, e.g. a bar) or `Anchored` text (a long line whose change must
-stay in view however wide its column turns out). One cursor row, moved with the keyboard (up/down/page up/page down/home/end) or
-the mouse; like DataTable it posts RowHighlighted when the cursor moves to another row and
-RowSelected on Enter or a click on the cursor row."""
+stay in view however wide its column turns out). One cursor row, moved with the keyboard
+(up/down/page up/page down/home/end) or the mouse; like DataTable it posts RowHighlighted when
+the cursor moves to another row and RowSelected on Enter or a click on the cursor row."""
 
 from __future__ import annotations
 

@@ -28,8 +28,10 @@ FIRST row that applies and prefers it, in this order:
 does not apply. A padded conv whose filter holds an infinity or a NaN always gets ``direct``,
 the one row that skips padded taps instead of multiplying zero padding (0 * inf is NaN, which
 onnxruntime's convolutions and the interpreter do not give); every other row would put NaN all
-along the border. Finite filters, the only ones that matter for speed, are not affected. Every border test goes through ``kernels/window.py`` (the direct kernels have
-none: they read a zero-padded copy).
+along the border. Finite filters, the only ones that matter for speed, are not affected.
+
+Every border test goes through ``kernels/window.py`` (the vector kernels of ``kernels/direct.py``
+have none: they read a zero-padded copy).
 """
 
 from __future__ import annotations
