@@ -339,17 +339,23 @@ def _pointwise_family_model(channels: list[int], K: int = 24, H: int = 5, W: int
     return onnx.shape_inference.infer_shapes(model), feed
 
 
-def test_pointwise_convs_share_a_kernel_across_channel_counts(monkeypatch, tmp_path) -> None:
+@pytest.mark.parametrize(
+    "strategy, channels, K",
+    [("gemm-1x1", [40, 60, 300, 480, 33], 24), ("pixel-rows-gemm", [70, 100, 300, 480, 65], 72)],
+)
+def test_pointwise_convs_share_a_kernel_across_channel_counts(
+    strategy, channels, K, monkeypatch, tmp_path
+) -> None:
     """1x1 convs that differ only in their input channels run one kernel taking them as an
-    argument (one per K-block class and power of two: 40 and 60, 300 and 480 channels), on
+    argument (one per K-block class and power of two: the first two, and the next two), on
     one thread and two, against the interpreter and bit-identical between thread counts."""
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
-    model, feed = _pointwise_family_model([40, 60, 300, 480, 33])
+    model, feed = _pointwise_family_model(channels, K)
     lir, plan = _lir(model)
     want = ArenaInterpreter(lir, plan).run(feed)
     convs = [i for i, ins in enumerate(lir.code) if ins.kind == "conv"]
     one = LLVMExecutor(lir, plan)
-    assert {one.strategy(i) for i in convs} == {"gemm-1x1"}
+    assert {one.strategy(i) for i in convs} == {strategy}
     names = [one.kernels_of(i)[0] for i in convs]
     assert names[0] == names[1] and names[2] == names[3] and len(set(names)) == 3
     got = one.run(feed)

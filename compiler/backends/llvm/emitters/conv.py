@@ -50,6 +50,8 @@ def _operands(ctx: EmitContext, ins: Any, out: Any, what: str) -> tuple[Any, Any
 
 #: Kernels shared by convs that differ only in their input channels (``shared_cin``).
 SHARE_CHANNELS = True
+#: The strategies whose 1x1 kernels take their input channels as an argument.
+_SHARED_ROWS = ("gemm-1x1", "pixel-rows-gemm")
 
 
 @register("conv", elems=F32_ONLY, accumulates=True)
@@ -87,7 +89,7 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
 
     # 1x1 convs that differ only in their input channels (DenseNet's 61 bottlenecks) share a
     # kernel taking them as an argument: each such kernel cost 10-50 ms of LLVM time.
-    shared = SHARE_CHANNELS and row.name == "gemm-1x1" and s.group == 1
+    shared = SHARE_CHANNELS and row.name in _SHARED_ROWS and s.pointwise and s.group == 1
     ks = replace(s, C=shared_cin(s.C, cfg)) if shared else s
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:

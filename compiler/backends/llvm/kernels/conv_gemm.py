@@ -330,8 +330,11 @@ def pixel_rows_body(
     stay in L2 between im2col, GEMM and transpose; W^T comes packed (``pack_b_rows``)."""
     module, name = b.module, b.function.name
     K, OH, OW, npix = s.K, s.OH, s.OW, s.npix
-    crs = s.C * s.R * s.S
     pointwise = s.pointwise
+    # A shared 1x1 kernel (``p.cin``) takes its input channels, GEMM's K, as an argument.
+    assert p.cin is None or (pointwise and s.group == 1)
+    crs: Int = s.C * s.R * s.S if p.cin is None else p.cin
+    kstat = s.C * s.R * s.S if p.cin is None else shared_cin(s.C, cfg)
     tr = OH if pointwise else max(1, min(OH, PIXROWS_CHUNK // OW))
     cbuf = scratch(module, f"{name}.c", tr * OW * K)
     abuf = None if pointwise else scratch(module, f"{name}.a", tr * OW * crs)
@@ -343,9 +346,11 @@ def pixel_rows_body(
     def operands(vals: list[ir.Value], a_addr: AAddr, c_base: ir.Value) -> GemmOperands:
         """The GEMM of a chunk: ``vals`` = (image, output, packed W^T[, bias])."""
         w = vals[2]
+        k_run = vals[-1] if p.cin is not None else None
 
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-            return gep(bb, w, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+            panel = crs * cfg.nr if k_run is None else bb.mul(k_run, i64(cfg.nr))
+            return gep(bb, w, add(bb, mul(bb, jp, panel), mul(bb, k, cfg.nr)))
 
         return GemmOperands(
             a_addr=a_addr,
@@ -354,6 +359,7 @@ def pixel_rows_body(
             c_stride=K,
             bias_row=vals[3] if has_bias else None,
             activation=None if ep.accumulate else ep.activation,
+            k_run=k_run,
         )
 
     def chunk(bb: ir.IRBuilder, tid: ir.Value, vals: list[ir.Value], oh0: ir.Value, nrows: int):
@@ -376,8 +382,8 @@ def pixel_rows_body(
                 return operands(v, a, cbuf)
 
             tiles = -(-m // cfg.mr) * -(-K // cfg.nr)
-            split = Split(work_chunks(m * K * crs, tiles), vals, split_ops)
-        emit_gemm_body(bb, cfg, m, K, crs, operands(vals, a_addr, cb), split)
+            split = Split(work_chunks(m * K * kstat, tiles), vals, split_ops)
+        emit_gemm_body(bb, cfg, m, K, kstat, operands(vals, a_addr, cb), split)
         # out[n, k, oh0*OW + j] = C[j, k]
         # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
         dst = gep(bb, on, bb.mul(oh0, i64(OW)))
@@ -397,9 +403,11 @@ def pixel_rows_body(
                 chunk(bb, tid, vals, i64(nfull * tr), rest)
 
     with loop(b, 0, s.N, 1, "n") as n:
-        xn = gep(b, p.x, b.mul(n, i64(s.C * s.H * s.W)))
+        chw = s.C * s.H * s.W if p.cin is None else b.mul(p.cin, i64(s.H * s.W))
+        xn = gep(b, p.x, b.mul(n, i64(chw)))
         on = gep(b, p.out, b.mul(n, i64(K * npix)))
         captures = [xn, on, p.w] + ([p.bias] if has_bias else [])
+        captures += [p.cin] if p.cin is not None else []
         parallel_loop(b, nchunks, captures, row_chunk, "rows")
 
 
