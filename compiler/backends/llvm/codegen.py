@@ -431,7 +431,9 @@ class CodeGen:
         for call in calls:
             ptrs = []
             for arg in call.args:
-                if arg.blob is not None:
+                if arg.scalar is not None:
+                    ptrs.append(ir.Constant(ir.IntType(64), arg.scalar))
+                elif arg.blob is not None:
                     ptrs.append(gep(b, fn.args[0], blob_offsets[arg.blob] + arg.offset, I8))
                 else:
                     region, off, _ = self.addr.of(arg.value)
