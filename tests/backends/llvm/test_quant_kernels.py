@@ -37,6 +37,8 @@ CONVS = [
     ("dw", (1, 10, 9, 13), 10, 3, 1, (1, 1, 1, 1), 1, 10),
     ("dw_s2", (1, 6, 12, 12), 6, 3, 2, (1, 1, 1, 1), 1, 6),
     ("dw_valid", (1, 4, 7, 7), 4, 3, 1, (0, 0, 0, 0), 1, 4),
+    # Two images, and a 1x1 depthwise whose plane grid is the output (stored in place).
+    ("dw_1x1_n2", (2, 5, 4, 6), 5, 1, 1, (0, 0, 0, 0), 1, 5),
     ("big_k", (1, 40, 5, 5), 70, 3, 1, (1, 1, 1, 1), 1, 1),
     # 49 output pixels: a one-lane tail tile, whose eight rows store one byte each.
     ("c7x7", (1, 24, 7, 7), 20, 1, 1, (0, 0, 0, 0), 1, 1),
