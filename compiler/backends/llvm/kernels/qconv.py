@@ -406,6 +406,13 @@ def _i64_table(module: ir.Module, data: np.ndarray, name: str) -> ir.GlobalVaria
 # -- depthwise ------------------------------------------------------------------------------------------------
 
 
+def exact_float_bias(w: np.ndarray, bias: np.ndarray) -> bool:
+    """A depthwise conv's sums, started from the bias, are integers below 2**24 in magnitude
+    for any int8 input (|x - z| <= 255): float32 holds every partial sum exactly."""
+    taps = np.abs(w.astype(np.int64)).reshape(w.shape[0], -1).sum(axis=1)
+    return bool(np.all(np.abs(bias.astype(np.int64)) + 255 * taps < 1 << 24))
+
+
 def build_qdepthwise(
     b: ir.IRBuilder,
     fn: ir.Function,
@@ -415,9 +422,14 @@ def build_qdepthwise(
     vw: int,
     nv: int,
     module: ir.Module,
+    float_bias: bool = False,
 ) -> None:
     """Body of `void f(ptr x, ptr wf32, ptr out, ptr bias_i32, ptr mult)` for a depthwise conv:
-    float32 planes of x - z, then per channel vectors of output pixels (module docstring)."""
+    float32 planes of x - z, then per channel vectors of output pixels (module docstring).
+
+    `float_bias`: every channel's |bias| + 255 sum |w| is below 2**24 (`exact_float_bias`), so
+    the sums may start from the bias in float32 and stay exact integers: float32(acc + bias)
+    without the two conversions and the integer add."""
     px, pw, po, pbias, pmult = fn.args
     nr = vw * nv
     qs = g.plane_size(nr)
@@ -450,20 +462,25 @@ def build_qdepthwise(
                 for t in range(len(taps))
             ]
             bias = splat(b, b.load(gep(b, pbias, c, I32), typ=I32), vw)
+            if float_bias:
+                bias_f = splat(b, b.sitofp(b.load(gep(b, pbias, c, I32), typ=I32), F32), vw)
             mult = splat(b, b.load(gep(b, pmult, c, F32), typ=F32), vw)
             row = gep(b, obase, b.mul(c, i64(g.Q)), I8) if g.direct else y
 
             def block(q0: ir.Value, nvec: int, last_valid: int) -> None:
                 for v in range(nvec):
-                    acc = ir.Constant(fty, [0.0] * vw)
+                    acc = bias_f if float_bias else ir.Constant(fty, [0.0] * vw)
                     for t, (plane, shift) in enumerate(taps):
                         base = i64(plane * qs + shift + v * vw)
                         xv = b.load(gep(b, planes, b.add(base, q0), F32), typ=fty, align=4)
                         # Products and sums are exact integers below 2**24: fused or not,
                         # the same float32 value, so LLVM may fuse (llvm.fmuladd).
                         acc = b.call(fmuladd, [xv, wts[t], acc])
-                    iacc = b.fptosi(acc, ir.VectorType(I32, vw))
-                    qv = requant_vec(b, iacc, bias, mult, out)
+                    if float_bias:
+                        qv = round_to_q(b, b.fmul(acc, mult), *out)
+                    else:
+                        iacc = b.fptosi(acc, ir.VectorType(I32, vw))
+                        qv = requant_vec(b, iacc, bias, mult, out)
                     masked_store_i8(
                         b,
                         qv,
@@ -481,4 +498,12 @@ def build_qdepthwise(
                 _compact(b, g, y, gep(b, obase, b.mul(c, i64(g.OH * g.OW)), I8), 1)
 
 
-__all__ = ["Geometry", "QConvPlan", "build_qconv", "geometry", "plan_qconv"]
+__all__ = [
+    "Geometry",
+    "QConvPlan",
+    "build_qconv",
+    "build_qdepthwise",
+    "exact_float_bias",
+    "geometry",
+    "plan_qconv",
+]
