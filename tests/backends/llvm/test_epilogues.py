@@ -173,3 +173,50 @@ def test_gelu_chain_runs_in_the_matmul_epilogue():
     model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     strategies, _ = _run(model, (2, 9, 24))
     assert _fused(strategies) == 6
+
+
+def _residual_model(tail_ops):
+    """x -> Conv 3x3 + ReLU "h" -> Conv 1x1 + ReLU -> Conv 3x3 "c" -> Add(c, h) (the sum
+    post-op: c accumulates into h's buffer) -> ``tail_ops`` -> Conv 1x1 -> y."""
+    rng = np.random.default_rng(2)
+
+    def w(name, k, c, r):
+        a = (rng.standard_normal((k, c, r, r)) * 0.3).astype(np.float32)
+        return numpy_helper.from_array(a, name)
+
+    def b(name, k):
+        return numpy_helper.from_array(rng.standard_normal(k).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["h0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["h0"], ["h"]),
+        helper.make_node("Conv", ["h", "w4", "b4"], ["g0"]),
+        helper.make_node("Relu", ["g0"], ["g"]),
+        helper.make_node("Conv", ["g", "w2", "b2"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "h"], ["t0"]),
+    ]
+    prev = "t0"
+    for i, op in enumerate(tail_ops):
+        nodes.append(helper.make_node(op, [prev], [f"t{i + 1}"]))
+        prev = f"t{i + 1}"
+    nodes.append(helper.make_node("Conv", [prev, "w3", "b3"], ["y"]))
+    inits = [w("w1", 12, 5, 3), b("b1", 12), w("w2", 12, 12, 3), b("b2", 12)]
+    inits += [w("w3", 4, 12, 1), b("b3", 4), w("w4", 12, 12, 1), b("b4", 12)]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, 5, 13, 19])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
+    return _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("strategy", [None, "implicit-gemm", "pixel-rows-gemm", "direct"])
+@pytest.mark.parametrize("tail", [["Relu"], ["Relu", "Sigmoid"]], ids=["relu", "relu-sigmoid"])
+def test_chain_after_a_residual_sum_runs_in_the_accumulating_conv(tail, strategy):
+    """ResNet's ReLU after the residual sum: the conv that accumulates into the sum's buffer
+    applies the chain (in place on that buffer) to the sum in its epilogue."""
+    strategies, lir = _run(_residual_model(tail), (1, 5, 13, 19), strategy)
+    (acc,) = [i for i, ins in enumerate(lir.code) if ins.kind == "conv" and ins.accumulates]
+    assert "epilogue" in strategies[acc]
