@@ -201,15 +201,17 @@ def find_epilogues(
     out = []
     users: dict[int, list[Instruction]] = {}
     for pos, prod in enumerate(code):
-        if prod.kind not in EPILOGUE_PRODUCERS:
+        # A sum post-op producer adds to what its destination holds: a chain would read that
+        # from its own last destination instead, so accumulating producers keep theirs.
+        if prod.kind not in EPILOGUE_PRODUCERS or prod.accumulates:
             continue
         src = prod.operands[0][0]
-        known: dict[int, tuple] = {id(v): ("acc",) for v in (src, *result_aliases(prod, addr))}
+        known: dict[int, tuple] = {id(src): ("acc",)}
         chain: list[Instruction] = []
         for at in range(pos + 1, len(code)):
             nxt = code[at]
-            cur = [chain[-1].operands[0][0]] if chain else [src, *result_aliases(prod, addr)]
-            if not any(v is c for v, _ in nxt.operands[1:] for c in cur):
+            cur = chain[-1].operands[0][0] if chain else src
+            if not any(v is cur for v, _ in nxt.operands[1:]):
                 break
             if tuple(nxt.operands[0][0].type_.shape) != tuple(src.type_.shape):
                 break
@@ -218,25 +220,9 @@ def find_epilogues(
             chain.append(nxt)
             known[id(nxt.operands[0][0])] = ("step", len(chain) - 1)
         del chain[_fusable_prefix(prod, chain, addr, users) :]
-        # A sum post-op producer adds to what its destination holds, so the fused kernel must
-        # read and write that one buffer: only a chain that ends in place on it (ResNet's ReLU
-        # after the residual sum) runs in its epilogue.
-        if chain and prod.accumulates and not addr.same(chain[-1].operands[0][0], src):
-            continue
         if chain:
             out.append((prod, chain))
     return out
-
-
-def result_aliases(prod: Instruction, addr: Addresses) -> list[LValue]:
-    """Other values for the result of ``prod``: a sum post-op writes through a view of its
-    target (``%y.sum``), and its readers read the target itself."""
-    src = prod.operands[0][0]
-    root = view_root(src)[0]
-    if prod.accumulates and root is not src and addr.same(root, src):
-        if tuple(root.type_.shape) == tuple(src.type_.shape):
-            return [root]
-    return []
 
 
 def _fusable_prefix(
@@ -378,9 +364,7 @@ class CodeGen:
             index = {id(i): n for n, i in enumerate(self.lir.code)}
             for prod, chain in find_epilogues(self.lir, self.addr, self.ctx):
                 try:
-                    src = prod.operands[0][0]
-                    also = result_aliases(prod, self.addr)
-                    lanes = lane_epilogue(self.ctx, src, chain, also)
+                    lanes = lane_epilogue(self.ctx, prod.operands[0][0], chain)
                     with self.ctx.fusing(chain[-1].operands[0][0], lanes):
                         em = EMITTERS[prod.kind](self.ctx, prod)
                 except CodegenError:

@@ -656,14 +656,11 @@ def lane_sources(ctx: EmitContext, ins: Any, known: dict[int, tuple]) -> list[tu
     return out
 
 
-def lane_epilogue(
-    ctx: EmitContext, src: Any, chain: Sequence[Any], aliases: Sequence[Any] = ()
-) -> LaneEpilogue:
+def lane_epilogue(ctx: EmitContext, src: Any, chain: Sequence[Any]) -> LaneEpilogue:
     """The element-wise ``chain`` after the instruction that writes ``src``, as a lane-wise
     function of src's value (for that instruction's epilogue). Every step's operands must be
-    ``src`` (or one of ``aliases``, the same memory), an earlier step's dest or a uniform
-    constant (``lane_sources``)."""
-    known: dict[int, tuple] = {id(v): ("acc",) for v in (src, *aliases)}
+    ``src``, an earlier step's dest or a uniform constant (``lane_sources``)."""
+    known: dict[int, tuple] = {id(src): ("acc",)}
     steps = []
     for j, ins in enumerate(chain):
         srcs = lane_sources(ctx, ins, known)
