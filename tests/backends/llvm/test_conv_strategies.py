@@ -251,6 +251,9 @@ EXECUTOR_CASES = [
     # rows longer than UNROLL_FLOATS are copied by a loop and a tail, not unrolled
     ("wide-row-s2", dict(C=3, H=3, W=1201, K=8, k=3, stride=2, pads=(1, 1, 1, 1))),
     ("wide-row", dict(C=4, H=2, W=1013, K=8, k=3, pads=(1, 2, 1, 0), act="Relu")),
+    # 49 and 35 pixel rows: 7-row register tiles (``fit_mr``) in pixel-rows-gemm
+    ("plane-7x7", dict(C=20, H=7, W=7, K=40, k=3, pads=(1, 1, 1, 1), act="Relu")),
+    ("plane-5x7", dict(C=70, H=5, W=7, K=24, k=1)),
 ]
 
 
@@ -362,3 +365,10 @@ def test_pointwise_convs_share_a_kernel_across_channel_counts(
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
     two = LLVMExecutor(lir, plan, threads=2).run(feed)
     np.testing.assert_array_equal(two["y"], got["y"])
+
+
+def test_fit_mr_picks_a_tile_height_that_divides_the_rows() -> None:
+    from compiler.backends.llvm.kernels.conv_gemm import fit_mr
+
+    assert [fit_mr(m, 8) for m in (49, 35, 48, 196, 197, 12, 1)] == [7, 7, 8, 8, 8, 6, 8]
+    assert [fit_mr(m, 6) for m in (49, 25, 20)] == [6, 5, 5]

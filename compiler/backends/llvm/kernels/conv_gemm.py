@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from llvmlite import ir
@@ -367,6 +368,7 @@ def pixel_rows_body(
         A lone chunk spreads its GEMM's output-channel panels over the pool instead."""
         xn, on = vals[:2]
         m = nrows * OW
+        gcfg = replace(cfg, mr=fit_mr(m, cfg.mr)) if FIT_MR else cfg
         cb = thread_scratch(bb, cbuf, tid)
         if abuf is None:
             a_src, a_addr = None, strided_a(xn, 1, s.H * s.W)
@@ -381,9 +383,9 @@ def pixel_rows_body(
                 a = strided_a(v[0], 1, s.H * s.W) if abuf is None else strided_a(abuf, crs)
                 return operands(v, a, cbuf)
 
-            tiles = -(-m // cfg.mr) * -(-K // cfg.nr)
+            tiles = -(-m // gcfg.mr) * -(-K // cfg.nr)
             split = Split(work_chunks(m * K * kstat, tiles), vals, split_ops)
-        emit_gemm_body(bb, cfg, m, K, kstat, operands(vals, a_addr, cb), split)
+        emit_gemm_body(bb, gcfg, m, K, kstat, operands(vals, a_addr, cb), split)
         # out[n, k, oh0*OW + j] = C[j, k]
         # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
         dst = gep(bb, on, bb.mul(oh0, i64(OW)))
@@ -409,6 +411,21 @@ def pixel_rows_body(
         captures = [xn, on, p.w] + ([p.bias] if has_bias else [])
         captures += [p.cin] if p.cin is not None else []
         parallel_loop(b, nchunks, captures, row_chunk, "rows")
+
+
+def fit_mr(m: int, mr: int) -> int:
+    """The register tile's rows for a GEMM of ``m`` rows: ``mr``, or one or two fewer when
+    those divide ``m`` in no more tiles (a 7x7 plane's 49 pixel rows: 7 tiles of 7 rows, not
+    6 of 8 and a 1-row tail tile that runs at its FMA latency)."""
+    if m % mr == 0:
+        return mr
+    for r in (mr - 1, mr - 2):
+        if r >= 2 and m % r == 0 and -(-m // r) <= -(-m // mr):
+            return r
+    return mr
+
+
+FIT_MR = True
 
 
 # -- padded shift: a stride-1 conv as one GEMM over the zero-padded pixel grid ----------------
