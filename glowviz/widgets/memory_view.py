@@ -410,9 +410,9 @@ class MemoryView(StageView):
 
         session.view_data_listener = listener
         try:
-            # background work: the stage's own plan (what the user looks at) goes first
-            session.wait_for_foreground()
-            rows, err = per_pass_memory(session), None
+            # background work: the stage's own plan (what the user looks at) goes first, and
+            # any view's data asked for meanwhile
+            rows, err = per_pass_memory(session, session.wait_for_foreground), None
         except Exception as e:  # noqa: BLE001 - the timeline says so; the view keeps working
             rows, err = [], f"{type(e).__name__}: {e}"
         finally:
