@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+T0 = time.perf_counter()  # the startup rows count from here (interpreter start is ~20 ms before)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -61,13 +62,29 @@ async def run(
     from glowviz.app import GlowvizApp
     from glowviz.screens.main import VIEWS, MainScreen
     from glowviz.session import CompileSession
+    from glowviz.widgets.pipeline_pane import PipelinePane
 
     app = GlowvizApp(session=CompileSession(model))
     out = []
+
+    def now(label: str) -> tuple[str, float, float, float, float, float]:
+        c, u, w = time.process_time(), time.thread_time(), time.perf_counter() - T0
+        return (label, c, u, w, c, w)
+
+    def shown() -> int:
+        screen = app.screen
+        return len(screen.query_one(PipelinePane).records) if isinstance(screen, MainScreen) else 0
+
     async with app.run_test(size=size) as pilot:
-        while not (app.session.done and isinstance(app.screen, MainScreen)):
-            await pilot.pause(0.05)
+        # the startup (item 9: the pipeline of a 1,000-node model in under 2 s), from the start
+        while not shown():
+            await pilot.pause(0.02)
+        out.append(now("startup: first stage"))
+        while not (app.session.done and shown() == len(app.session.stages)):
+            await pilot.pause(0.02)
+        out.append(now("startup: all stages"))
         await _settle(app, pilot)
+        out.append(now("startup: warm-up done"))
         main = app.screen
         assert isinstance(main, MainScreen)
         if stage is not None:
@@ -99,10 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     path = str(ensure_model(args.model))
     rows = asyncio.run(run(path, (w, h), args.stage))
     print(f"{args.model} at {args.size}, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'':<20} {'first frame':^23}   {'settled':^15}")
-    print(f"{'view':<20} {'cpu s':>7} {'ui s':>7} {'wall s':>7}   {'cpu s':>7} {'wall s':>7}")
+    print(f"{'':<22} {'first frame':^23}   {'settled':^15}")
+    print(f"{'view':<22} {'cpu s':>7} {'ui s':>7} {'wall s':>7}   {'cpu s':>7} {'wall s':>7}")
     for tab, cpu, ui, wall, cpu2, wall2 in rows:
-        print(f"{tab:<20} {cpu:7.3f} {ui:7.3f} {wall:7.3f}   {cpu2:7.3f} {wall2:7.3f}")
+        if tab.startswith("startup"):  # since the process started: CPU, UI thread, wall
+            print(f"{tab:<22} {cpu:7.3f} {ui:7.3f} {wall:7.3f}")
+            continue
+        print(f"{tab:<22} {cpu:7.3f} {ui:7.3f} {wall:7.3f}   {cpu2:7.3f} {wall2:7.3f}")
     return 0
 
 
