@@ -177,14 +177,13 @@ class CompileResult:
 def import_model(
     model: onnx.ModelProto | str | Path | bytes, options: CompileOptions | None = None
 ) -> tuple[Module, str]:
-    from compiler.frontend import import_onnx, load_model
+    from compiler.frontend import import_onnx
 
     options = options or CompileOptions()
     source = str(model) if isinstance(model, str | Path) else "<memory>"
-    proto = load_model(model, check=False)  # import_onnx runs the checker after its own checks
     shapes: dict[str, Sequence[int]] = dict(options.input_shapes)
     module = import_onnx(
-        proto,
+        model,  # loaded there: the checker then reads the file's bytes, not a re-serialization
         input_shapes=shapes or None,
         const_inputs=options.const_inputs or None,
         name=Path(source).stem if source != "<memory>" else None,

@@ -37,7 +37,7 @@ from compiler.frontend.loader import (
     ModelSource,
     check_model,
     default_opset,
-    load_model,
+    read_model,
     upgrade_opset,
 )
 from compiler.frontend.registry import CONVERTERS, DOMAIN_OPS
@@ -783,7 +783,7 @@ def _checked_importer(
 ) -> Importer:
     if isinstance(model, str | os.PathLike):
         source = str(model)
-    proto = load_model(model, check=False)
+    proto, data = read_model(model, check=False)
     original = proto
     proto, note = upgrade_opset(proto, MIN_OPSET, source)
     importer = Importer(proto, input_shapes, name, source, const_inputs, fold_limit)
@@ -794,7 +794,8 @@ def _checked_importer(
     for index, node in enumerate(proto.graph.node):
         importer.check_supported(node, index)
     validate_model(proto, source)  # what the ONNX checker lets through
-    check_model(proto, source or "<ModelProto>")
+    # the file's own bytes, unless the converter upgraded the model
+    check_model(proto, source or "<ModelProto>", data=data if proto is original else None)
     return importer
 
 

@@ -17,6 +17,7 @@ before it (`changed: false`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from glowviz.session import CompileSession, StageRecord
@@ -37,10 +38,14 @@ def _affects_memory(rec: StageRecord) -> bool:
     return True if cls is None else cls.affects_memory
 
 
-def per_pass_memory(session: CompileSession) -> list[dict[str, Any]]:
+def per_pass_memory(
+    session: CompileSession, between: Callable[[], None] | None = None
+) -> list[dict[str, Any]]:
     """One row per memory-relevant step of a compiled session: {index, stage, pass, ir_kind,
     changed, nodes, instructions, peak_bytes, lower_bound_bytes, delta_bytes (against the row
-    before; the first row's is 0), top_buffer, peak_instruction}."""
+    before; the first row's is 0), top_buffer, peak_instruction}. `between` is called before
+    each stage is planned (background work waits there while a view computes what the user
+    waits for; it may raise to stop)."""
     rows: list[dict[str, Any]] = []
     prev: dict[str, Any] | None = None
     for i, rec in enumerate(session.stages):
@@ -54,6 +59,8 @@ def per_pass_memory(session: CompileSession) -> list[dict[str, Any]]:
             peak, lb, n_instr = prev["peak_bytes"], prev["lower_bound_bytes"], prev["instructions"]
             top, at = prev["top_buffer"], prev["peak_instruction"]
         else:
+            if between is not None:
+                between()
             report = session.stage_memory(i)
             assert report is not None, "every stage of a compiled session can be planned"
             peak, lb, n_instr = report.peak_bytes, report.lower_bound_bytes, report.n_instructions

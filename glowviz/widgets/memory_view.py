@@ -73,7 +73,13 @@ def certificate_text(report: MemoryReport, st: Styles) -> Text:
 
 
 class MemoryView(StageView):
-    CLEARED = ("memory-figures", "memory-detail", "memory-table-title")
+    CLEARED = (
+        "memory-figures",
+        "memory-figures-more",
+        "memory-plan-more",
+        "memory-detail",
+        "memory-table-title",
+    )
     BINDINGS = keymap.bindings("MemoryView")
 
     class ReportRequested(Message):
@@ -115,6 +121,9 @@ class MemoryView(StageView):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="memory-figures")
+        # the header's notes (per-pass figure, certificate): under the figures, or, in the
+        # short layout, beside the buffer card (the rows go to the table)
+        yield Static("", id="memory-figures-more")
         status = Static("", id="memory-compare-status")
         status.display = False
         yield status
@@ -132,6 +141,7 @@ class MemoryView(StageView):
                 yield VirtualTable(id="memory-table")
             with VerticalScroll(id="memory-side"):
                 yield Static("", id="memory-detail")
+                yield Static("", id="memory-plan-more")
                 yield Static("", id="memory-compare")
 
     def on_mount(self) -> None:
@@ -166,6 +176,7 @@ class MemoryView(StageView):
             self._close_compare()
         self.session, self.index = session, index
         figs = self.query_one("#memory-figures", Static)
+        self._set_more(Text(""))  # the notes of the stage shown before
         self.query_one(MemoryTimeline).show_stage(index)
         load_plan(self, session, index, figs, self._draw)
         self._start_timeline(session)
@@ -184,6 +195,7 @@ class MemoryView(StageView):
                     f"  not available: {session.unavailable('memory plan')}", style=st.bold("warn")
                 )
             )
+            self._set_more(Text(""))
             mp.set_report(None, self._palette())
             self.query_one("#memory-table", VirtualTable).clear()
             self.query_one("#memory-table-title", Static).update("")
@@ -198,9 +210,10 @@ class MemoryView(StageView):
 
     def _figures(self, rep: MemoryReport) -> None:
         """The header: the stage, how its plan was made, peak / lower bound / gap / no reuse,
-        the timeline's own figure where it differs, the certificate. One fact group per line,
-        the most telling first, so that the narrow layout (lines cut, not wrapped: at 100x30 a
-        wrapped header took nine lines and left the buffer table none) loses only tails."""
+        then its notes: the timeline's own figure where it differs, the certificate. One fact
+        group per line, the most telling first, so that the narrow layout (lines cut, not
+        wrapped: at 100x30 a wrapped header took nine lines and left the buffer table none)
+        loses only tails; the short layout moves the notes beside the buffer card."""
         session, index = self.session, self.index
         assert session is not None and index is not None
         st = styles(self.app)
@@ -219,10 +232,24 @@ class MemoryView(StageView):
                 fmt_bytes(rep.no_reuse_bytes),
                 " │ ",
                 (f"{rep.allocator}, {rep.scheduler}", "dim"),
-                self._per_pass_note(rep),
-                certificate_text(rep, st),
             )
         )
+        self._set_more(self._per_pass_note(rep) + certificate_text(rep, st))
+
+    def header_text(self) -> str:
+        """The header as a reader sees it: the figures, then their notes (wherever the layout
+        puts them)."""
+        figures = str(self.query_one("#memory-figures", Static).render())
+        notes = str(self.query_one("#memory-plan-more", Static).render())
+        return figures + notes
+
+    def _set_more(self, notes: Text) -> None:
+        """The header's notes (each starts with a newline) under the header and beside the
+        card: the layout shows one of the two."""
+        under = self.query_one("#memory-figures-more", Static)
+        under.update(notes[1:] if notes.plain.startswith("\n") else notes)
+        under.set_class(not notes.plain.strip(), "-empty")
+        self.query_one("#memory-plan-more", Static).update(notes)
 
     def timeline_row(self) -> dict[str, Any] | None:
         """The timeline's point for the stage shown: its own row, or the last row before it
@@ -285,7 +312,9 @@ class MemoryView(StageView):
         palette = self._palette()
         t.set_columns(
             [
-                Column("buffer", cap=32),
+                # the width the numbers leave (a long name is cut: at 100x30 a capped column
+                # made the line a cell wider than the table, and a scrollbar took a row)
+                Column("buffer", flex=True),
                 Column("size", width=10, justify="right"),
                 Column("live", cap=11),
                 Column("offset", cap=10, justify="right"),
@@ -410,9 +439,9 @@ class MemoryView(StageView):
 
         session.view_data_listener = listener
         try:
-            # background work: the stage's own plan (what the user looks at) goes first
-            session.wait_for_foreground()
-            rows, err = per_pass_memory(session), None
+            # background work: the stage's own plan (what the user looks at) goes first, and
+            # any view's data asked for meanwhile
+            rows, err = per_pass_memory(session, session.wait_for_foreground), None
         except Exception as e:  # noqa: BLE001 - the timeline says so; the view keeps working
             rows, err = [], f"{type(e).__name__}: {e}"
         finally:

@@ -84,3 +84,43 @@ def test_import_onnx_names_the_file_in_errors(tmp_path: Path) -> None:
     f.write_bytes(b"nonsense" * 10)
     with pytest.raises(ModelLoadError, match="bad.onnx"):
         import_onnx(f)
+
+
+def test_the_checker_reads_the_file_bytes_not_a_reserialized_proto(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Importing a file handed the ONNX checker the parsed proto, which it serialized again:
+    1.4-2 s of a 340 MiB BERT's 2.5 s import (parsing it took 0.12 s). The checker now reads
+    the bytes the file gave, unless the weights came from external files (then the proto, so
+    that it sees them)."""
+    from compiler.frontend import loader
+    from compiler.pipeline import import_model
+
+    seen: list[type] = []
+    real = onnx.checker.check_model
+
+    def spy(model, *a, **kw):
+        seen.append(type(model))
+        return real(model, *a, **kw)
+
+    monkeypatch.setattr(onnx.checker, "check_model", spy)
+    path = SAMPLES / "mlp.onnx"
+    import_model(str(path))
+    import_onnx(path)
+    assert seen == [bytes, bytes]
+    # a model that keeps its weights in an external file: the checker gets the proto
+    model = onnx.load(path)
+    onnx.save_model(
+        model,
+        tmp_path / "ext.onnx",
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="ext.bin",
+        size_threshold=0,
+    )
+    seen.clear()
+    proto, data = loader.read_model(tmp_path / "ext.onnx")
+    assert data is None and seen == [onnx.ModelProto]
+    seen.clear()
+    import_onnx(tmp_path / "ext.onnx")
+    assert seen == [onnx.ModelProto]

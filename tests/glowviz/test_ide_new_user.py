@@ -117,8 +117,44 @@ async def test_memory_header_fits_100x30_with_the_pipeline_shown():
         await settle(app, pilot)
         await pilot.pause(0.1)
         header = main.query_one("#memory-figures")
-        assert "per-pass timeline" in str(header.render())
         assert header.size.height <= 5
+        # the short layout keeps the header's notes beside the buffer card
+        notes = main.query_one("#memory-plan-more")
+        assert notes.display and "per-pass timeline" in str(notes.render())
         table = main.query_one("#memory-table")
         assert table.size.height - 1 >= min(4, table.row_count)  # rows below its header
         assert table.size.height >= 4
+
+
+@run_async
+async def test_memory_table_gets_the_rows_at_100x30():
+    """At 100x30 the Memory view showed three buffer rows of DenseNet-121's 245: the header's
+    notes, the timeline and the map took the height, and the capped name column made the line
+    a cell wider than the table (a horizontal scrollbar took one more row). Now the notes sit
+    beside the card, the timeline and the map are compact until focused (t, m: the focused one
+    takes the room), and the name column takes the width the numbers leave."""
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+        main.goto_stage(len(app.session.stages) - 1)
+        await pilot.press("6")
+        await settle(app, pilot)
+        view = main.view("memory")
+        await until(pilot, lambda: view.report is not None)
+        await pilot.press("l")  # every buffer
+        await settle(app, pilot)
+        await pilot.pause(0.1)
+        table = main.query_one("#memory-table")
+        assert table.row_count > 8
+        assert not table.show_horizontal_scrollbar
+        assert table.size.height - 1 >= 8  # rows under its header
+        mp, tl = main.query_one("#memory-map"), main.query_one("#memory-timeline")
+        small_map, small_tl = mp.size.height, tl.size.height
+        await pilot.press("m")
+        await pilot.pause(0.1)
+        assert mp.has_focus and mp.size.height > small_map + 4
+        await pilot.press("t")
+        await pilot.pause(0.1)
+        assert tl.has_focus and tl.size.height > small_tl and mp.size.height == small_map

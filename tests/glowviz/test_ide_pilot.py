@@ -278,7 +278,7 @@ async def test_memory_and_schedule_views_show_aliases_certificate_and_every_sche
         await until(pilot, lambda: mem.selected == alias.name)
         detail = str(mem.query_one("#memory-detail").render())
         assert f"alias of: %{alias.alias_of}" in detail and "accumulates into" in detail
-        figures = str(mem.query_one("#memory-figures").render())
+        figures = mem.header_text()
         assert "proven optimal" in figures and "sum post-op" in figures
         assert "╱" in str(mem.query_one("#memory-map").render())
         await pilot.press(str(next(k for k, v in enumerate(VIEWS) if v[0] == "schedule") + 1))

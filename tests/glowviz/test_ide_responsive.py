@@ -126,3 +126,54 @@ async def test_the_compiled_stages_are_frozen_out_of_the_cycle_collector():
 
     async with ide() as (app, pilot, main):
         assert gc.get_freeze_count() > 0
+
+
+@run_async
+async def test_the_warm_up_plans_the_memory_timeline_before_the_memory_view_asks():
+    """The Memory view's first frame on DenseNet-121 cost 1.0 s of CPU: its timeline planned
+    every pass when the view was first shown. The warm-up plans them after the compile, so
+    the view finds its timeline ready and plans nothing itself."""
+    async with ide() as (app, pilot, main):
+        session = app.session
+        await settle(app, pilot)
+        planned = [k for k in session._view_cache if k[0] == "stage_memory"]
+        assert planned, "the warm-up planned no stage of the timeline"
+        computed = []
+        real = session._stage_memory
+
+        def counted(i: int):
+            computed.append(i)
+            return real(i)
+
+        session._stage_memory = counted  # type: ignore[method-assign]
+        main.goto_stage(len(session.stages) - 1)
+        await pilot.press("6")
+        await settle(app, pilot)
+        view = main.view("memory")
+        assert view.timeline_rows, "the timeline was not drawn"
+        assert computed == []
+
+
+@run_async
+async def test_stages_stream_in_without_the_compile_waiting_for_the_ui():
+    """The compile thread handed every stage to the UI with `call_from_thread`, which waits
+    until the UI has run it: each stage waited for a redraw of the whole screen (the pipeline
+    table grows), and on BERT the UI spent as much CPU as the compile. Now the compile queues
+    its stages and goes on; the UI lists what is queued, a batch at a time."""
+    from glowviz.widgets.pipeline_pane import PipelinePane
+
+    async with ide() as (app, pilot, main):
+        session = app.session
+        pane = main.query_one(PipelinePane)
+        pane.set_records([])
+        done = threading.Event()
+        t = threading.Thread(
+            target=lambda: (session.compile(progress=main._stage_arrived), done.set())
+        )
+        t.start()
+        # this test holds the UI thread: a compile that waits for the UI never finishes
+        assert done.wait(20)
+        t.join()
+        await until(pilot, lambda: len(pane.records) == len(session.stages))
+        assert [r.index for r in pane.records] == list(range(len(session.stages)))
+        assert all(a is b for a, b in zip(pane.records, session.stages))

@@ -104,7 +104,7 @@ async def test_memory_header_and_timeline_name_their_two_measures():
         session = app.session
         assert mem.report.peak_bytes == session.memory_report(1).peak_bytes == 2048
         assert mem.timeline_row()["peak_bytes"] == session.stage_memory(1).peak_bytes == 3072
-        header = str(main.query_one("#memory-figures").render())
+        header = mem.header_text()
         assert "whole low-level pipeline" in header and "peak 2.0 KiB" in header
         assert "per-pass timeline: 3.0 KiB here (topological order + IRGen only" in header
         caption = str(main.query_one("#memory-timeline").render()).splitlines()[-1]
@@ -114,7 +114,7 @@ async def test_memory_header_and_timeline_name_their_two_measures():
         await settle(app, pilot)
         await until(pilot, lambda: mem.index == 6 and mem.report is not None)
         assert mem.timeline_row()["peak_bytes"] == mem.report.peak_bytes
-        assert "per-pass timeline" not in str(main.query_one("#memory-figures").render())
+        assert "per-pass timeline" not in mem.header_text()
 
 
 # -- item 2: each rewrite is a step ------------------------------------------------------------
