@@ -609,13 +609,15 @@ class Tally:
 
     def table(self) -> str:
         cols = [c for c in CLASSES if any(r.get(c) for r in self.by_command.values())]
-        head = f"{'command':<16}" + "".join(f"{c:>10}" for c in cols)
+        w = {c: max(10, len(c) + 2) for c in cols}
+        head = f"{'command':<16}" + "".join(f"{c:>{w[c]}}" for c in cols)
         lines = [head]
         for cmd in [*COMMANDS, "check"]:
             r = self.by_command.get(cmd)
             if r:
-                lines.append(f"{cmd:<16}" + "".join(f"{r.get(c, 0):>10}" for c in cols))
-        lines.append(f"{'total':<16}" + "".join(f"{self.by_class.get(c, 0):>10}" for c in cols))
+                lines.append(f"{cmd:<16}" + "".join(f"{r.get(c, 0):>{w[c]}}" for c in cols))
+        total = "".join(f"{self.by_class.get(c, 0):>{w[c]}}" for c in cols)
+        lines.append(f"{'total':<16}" + total)
         return "\n".join(lines)
 
 

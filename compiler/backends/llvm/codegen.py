@@ -301,6 +301,13 @@ def _chainable(
     return True
 
 
+def _writes_nothing(ins: Instruction) -> bool:
+    """Every operand `ins` writes holds no element (an empty batch): it has nothing to do, and
+    kernels need not handle zero-size shapes (the GEMM refused them)."""
+    outs = [v for v, m in ins.operands if m in ("out", "inout")]
+    return bool(outs) and all(0 in v.type_.shape for v in outs)
+
+
 class CodeGen:
     """Builds the Program of a LIR function over a memory plan."""
 
@@ -328,7 +335,7 @@ class CodeGen:
     def generate(self) -> Program:
         instrs: list[InstrCode] = []
         for idx, ins in enumerate(self.lir.code):
-            if ins.kind in NO_CODE:
+            if ins.kind in NO_CODE or _writes_nothing(ins):
                 instrs.append(InstrCode(idx, ins.name, ins.kind, None))
                 continue
             emitter = EMITTERS.get(ins.kind)
@@ -364,6 +371,8 @@ class CodeGen:
         if self.fuse:
             index = {id(i): n for n, i in enumerate(self.lir.code)}
             for prod, chain in find_epilogues(self.lir, self.addr, self.ctx):
+                if _writes_nothing(prod):
+                    continue
                 try:
                     lanes = lane_epilogue(self.ctx, prod.operands[0][0], chain)
                     with self.ctx.fusing(chain[-1].operands[0][0], lanes):
@@ -372,7 +381,7 @@ class CodeGen:
                     continue
                 fused((index[id(prod)], *(index[id(i)] for i in chain)), em.calls, "epilogue")
             for chain, keep in find_chains(self.lir, self.addr):
-                if any(index[id(i)] in fused_members for i in chain):
+                if any(index[id(i)] in fused_members or _writes_nothing(i) for i in chain):
                     continue
                 try:
                     em = emit_chain(self.ctx, chain, keep)
