@@ -183,3 +183,25 @@ async def test_lifetime_bars_fit_the_table_at_100x30():
         await pilot.press("ctrl+b")  # the pipeline hidden: the bar takes the width
         await pilot.pause(0.2)
         await until(pilot, lambda: table.widths[-1] > 30)
+
+
+@run_async
+async def test_memory_comparison_lists_buffers_at_100x30():
+    """Comparing plans at 100x30 (A: another allocator), the figures and the two allocation
+    maps took the view's height and the changed buffers' table showed its header alone."""
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+        main.goto_stage(len(app.session.stages) - 1)
+        await pilot.press("6")
+        await settle(app, pilot)
+        view = main.view("memory")
+        await until(pilot, lambda: view.report is not None)
+        await pilot.press("A")
+        await settle(app, pilot)
+        await until(pilot, lambda: view.comparison is not None)
+        await pilot.pause(0.1)
+        table = main.query_one("#cmp-table")
+        assert table.size.height - 1 >= 5  # rows under its header
