@@ -205,3 +205,19 @@ async def test_memory_comparison_lists_buffers_at_100x30():
         await pilot.pause(0.1)
         table = main.query_one("#cmp-table")
         assert table.size.height - 1 >= 5  # rows under its header
+
+
+@run_async
+async def test_a_filter_that_matches_no_pass_says_so():
+    """Typing a filter that matches no pass (a node name, say) and leaving it with Escape left
+    an empty pipeline list under an unchanged title: nothing said why the stages were gone."""
+    async with ide(size=(100, 30)) as (app, pilot, main):
+        await pilot.press("ctrl+f", "z", "z", "q")
+        await pilot.press("escape")
+        await pilot.pause()
+        title = str(main.query_one("#pipeline-title").render())
+        assert "no pass matches 'zzq'" in title
+        await pilot.press("ctrl+f", "backspace", "backspace", "backspace", "f", "o", "l", "d")
+        await pilot.pause()
+        title = str(main.query_one("#pipeline-title").render())
+        assert "match 'fold'" in title and "no pass" not in title
