@@ -4,10 +4,11 @@ Part of `compiler.kernels.reference` (which registers `NN_KERNELS` and applies t
 activation of Conv); also holds the shared helper `erf`. Convolution and the pools go tap by tap:
 each filter tap adds (or maxes) the input region it reads into the outputs that read it, so
 padding is never materialised and never multiplied (a padded tap contributes nothing: with an
-infinite weight, 0 * inf would be NaN, which onnxruntime's convolutions do not give), and
-memory stays at one input-sized copy (the im2col matrix of a 100,000-pixel-wide U-Net was 9x
-its input, and reshaping it took most of a 95 s run). Accumulation is float32 for float32
-inputs, as onnxruntime's.
+infinite weight, 0 * inf would be NaN, which onnxruntime's convolutions do not give). Conv
+goes in blocks of output rows, so its temporaries stay under `CONV_BLOCK_BYTES` beyond its
+output (the im2col matrix of a 100,000-pixel-wide U-Net was 9x its input; one tap over the
+whole input still took an input-sized copy and an output-sized product). Accumulation is
+float32 for float32 inputs, as onnxruntime's.
 """
 
 from __future__ import annotations
@@ -129,24 +130,55 @@ def _taps(
             yield r, s, (slice(None), slice(None), orow, ocol), x[:, :, irow, icol]
 
 
+#: Bytes of temporaries a convolution takes at a time beyond its output: it runs in blocks of
+#: output rows whose input rows (copied when a tap's view is strided) and per-tap product fit
+#: here, so the interpreter needs its arena plus about one output (mutant 1824 of the fuzzing
+#: campaign, a U-Net 100,000 pixels wide, took 0.8 GB of temporaries for one conv). Blocks change
+#: no sum: each output element adds the same taps in the same order.
+CONV_BLOCK_BYTES = 32 << 20
+
+
 @_k("Conv")
 def conv(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     x, w, b = ins
     n, c, h, wd = x.shape
     k, cg, kh, kw = w.shape
-    g = attrs["group"]
     sh, sw = attrs["strides"]
     dh, dw = attrs["dilations"]
-    pads = attrs["pads"]
-    oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
-    kg = k // g
+    pt, pl, pb, pr = attrs["pads"]
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
     out = np.zeros((n, k, oh, ow), dtype=np.result_type(x, w))
+    row_bytes = out.itemsize * n * (c * sh * wd + k * ow)
+    rows = max(1, CONV_BLOCK_BYTES // max(row_bytes, 1))
+    for o0 in range(0, oh, rows):
+        o1 = min(oh, o0 + rows)
+        lo = o0 * sh - pt  # the input rows the block's taps read: [lo, hi)
+        hi = (o1 - 1) * sh - pt + dh * (kh - 1) + 1
+        top = max(lo, 0)
+        _conv_rows(x[:, :, top : max(top, min(hi, h))], w, out[:, :, o0:o1], attrs, top - lo)
+    out += b.reshape(1, k, 1, 1)
+    return [out]
+
+
+def _conv_rows(
+    x: np.ndarray, w: np.ndarray, out: np.ndarray, attrs: dict[str, Any], pad_top: int
+) -> None:
+    """Adds into `out` (a block of output rows) the convolution of `x` (the input rows the
+    block reads; `pad_top` padded rows above them)."""
+    n = x.shape[0]
+    k, cg, kh, kw = w.shape
+    g = attrs["group"]
+    oh, ow = out.shape[2:]
+    kg = k // g
     depthwise = cg == 1 and kg == 1
     # (G, Kg, Cg) per tap: out[n, g, kg, p] += sum_c w[g, kg, c] * x[n, g, c, p]
     wg = w.reshape(g, kg, cg, kh, kw)
-    outg = out.reshape(n, g, kg, oh, ow)
-    for r, s, at, xv in _taps(x, (kh, kw), (sh, sw), pads, (dh, dw), oh, ow):
+    outg = out.reshape(n, g, kg, oh, ow)  # splits one axis: a view of the block, never a copy
+    assert np.may_share_memory(outg, out)
+    pads = (pad_top, attrs["pads"][1])
+    taps = _taps(x, (kh, kw), attrs["strides"], pads, attrs["dilations"], oh, ow)
+    for r, s, at, xv in taps:
         if depthwise:
             out[at] += xv * w[None, :, 0, r, s, None, None]
             continue
@@ -154,8 +186,6 @@ def conv(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         cols = xv.reshape(n, g, cg, th * tw)  # a copy only when the view is strided
         part = np.matmul(wg[:, :, :, r, s], cols).reshape(n, g, kg, th, tw)
         outg[(slice(None), *at)] += part
-    out += b.reshape(1, k, 1, 1)
-    return [out]
 
 
 @_k("ConvTranspose")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .known import known_signature
 from .runner import (
+    FAILURES,
     GIB,
     Case,
     Outcome,
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 out.write(
                     json.dumps({**o.__dict__, "desc": case.desc, "family": case.family}) + "\n"
                 )
-            if o.cls in ("traceback", "hang", "crash", "memory", "wrong", "unclean"):
+            if o.cls in FAILURES:
                 if save and len(tally.signatures[o.signature]) == 1:
                     (save / f"{case.id}.onnx").write_bytes(case.model)
                 if not args.quiet:

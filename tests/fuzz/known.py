@@ -21,14 +21,7 @@ CLI = ("compile", "run-interpreter", "run-llvm", "mem", "export-dot")
 ALL = (*CLI, "check")
 
 #: Bug classes still open, what they are and where the fix belongs (issue 11 items).
-BUGS: dict[str, str] = {
-    "float32-overflow": "finite weights near the float32 limit (1e38) whose sums overflow in "
-    "later layers: where inf, -inf and NaN land depends on each kernel's summation order, "
-    "onnxruntime itself differs from the float64 reference (which overflows nowhere), and ours "
-    "differ from both (lenet with huge fc.bias_0, mutant 852 of seed 11). A product that "
-    "overflows from finite operands is redone in float64 by the interpreter's MatMul; a "
-    "float32 overflow inside a chain of layers has no single right answer - issue item 5",
-}
+BUGS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -145,9 +138,7 @@ class Known:
     pattern: str  # a regex over the signature "class | command | cause"
 
 
-KNOWN: list[Known] = [
-    Known("float32-overflow", r"^wrong \| check \| vs-ort interpreter: nan(, vs-ort llvm: nan)?$"),
-]
+KNOWN: list[Known] = []
 
 
 def known_signature(signature: str) -> Known | None:

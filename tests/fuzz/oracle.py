@@ -2,7 +2,9 @@
 comparison rule (rtol 1e-4, NaN positions are data) that decides a wrong answer.
 
 Where our executors disagree with onnxruntime, a float64 run of the same graph through
-`onnx.reference` decides: agreeing with it is right even when onnxruntime is off.
+`onnx.reference` decides: agreeing with it is right even when onnxruntime is off. Where that
+float64 run holds a value float32 cannot (beyond FLT_MAX), the same run rounded to float32
+after every op decides instead (the class float32-range, docs/fuzzing.md).
 """
 
 from __future__ import annotations
@@ -329,16 +331,81 @@ def _reference_fixes() -> list[type]:
     ]
 
 
+def _feeds64(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
+
+
 def run_reference64(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph run by `onnx.reference` in float64."""
+    sess = _evaluator(model)
+    return dict(zip(sess.output_names, sess.run(None, _feeds64(feeds))))
+
+
+def _float64_names(model: onnx.ModelProto) -> set[str]:
+    """The top-level tensors `model` itself types float64 (by shape inference): every other
+    float result of its float64 run is a float32 tensor of the model."""
+    g = onnx.shape_inference.infer_shapes(model).graph
+    values = [*g.input, *g.output, *g.value_info]
+    typed = [(vi.name, vi.type.tensor_type.elem_type) for vi in values]
+    typed += [(t.name, t.data_type) for t in g.initializer]
+    return {name for name, t in typed if t == TensorProto.DOUBLE}
+
+
+def _beyond_float32(v: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.isfinite(v) & np.isinf(v.astype(np.float32))
+
+
+def _evaluator(model: onnx.ModelProto, round_results: bool = False) -> Any:
+    """`onnx.reference` over the float64 copy of `model`; with `round_results`, every node's
+    float32 results are rounded to float32 as the node returns them (each op computed exactly
+    from float32 operands and rounded once: the best answer a float32 implementation can give;
+    subgraphs of If/Loop are not rounded inside)."""
     from onnx.reference import ReferenceEvaluator
 
-    m64 = to_float64(model)
-    f64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
-    sess = ReferenceEvaluator(m64, new_ops=_reference_fixes())
-    names = [o.name for o in m64.graph.output]
-    outs = sess.run(None, f64)
-    return dict(zip(names, outs))
+    sess = ReferenceEvaluator(to_float64(model), new_ops=_reference_fixes())
+    if round_results:
+        doubles = _float64_names(model)
+        for node in sess.rt_nodes_:
+            names = list(node.onnx_node.output)
+
+            def run(*args: Any, _run: Any = node.run, _names: list[str] = names, **kw: Any) -> Any:
+                outs = _run(*args, **kw)
+                with np.errstate(over="ignore"):
+                    return tuple(
+                        v.astype(np.float32).astype(np.float64)
+                        if isinstance(v, np.ndarray) and v.dtype == np.float64 and n not in doubles
+                        else v
+                        for n, v in zip(_names, outs)
+                    )
+
+            node.run = run
+    return sess
+
+
+def float32_range_exceeded(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[str]:
+    """The float32 tensors of `model` (intermediates and outputs) whose float64 reference
+    value holds a finite element beyond FLT_MAX (after rounding): no float32 evaluation can
+    represent them, so none can be held to the float64 answer downstream of them."""
+    doubles = _float64_names(model)
+    every = _evaluator(model).run(None, _feeds64(feeds), intermediate=True)
+    return sorted(
+        name
+        for name, v in every.items()
+        if isinstance(v, np.ndarray)
+        and v.dtype == np.float64
+        and name not in doubles
+        and _beyond_float32(v).any()
+    )
+
+
+def run_reference32(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The graph run by `onnx.reference`, each op in float64 from float32 operands, every
+    float32 result rounded to float32 (overflowing to +-inf where its exact value is beyond
+    FLT_MAX)."""
+    sess = _evaluator(model, round_results=True)
+    outs = sess.run(None, _feeds64(feeds))
+    return dict(zip(sess.output_names, outs))
 
 
 def summarize(a: Any) -> str:
@@ -358,6 +425,8 @@ __all__ = [
     "compare",
     "onnx_slice_bounds",
     "run_onnxruntime",
+    "float32_range_exceeded",
+    "run_reference32",
     "run_reference64",
     "summarize",
     "to_float64",

@@ -46,3 +46,30 @@ def test_stepping_equals_one_call_on_random_graphs(seed: int) -> None:
     stepped = {k: v for k, v in ex.outputs().items() if k in once}
     assert _bits(again) == _bits(once), desc
     assert _bits(stepped) == _bits(once), desc
+
+
+@pytest.mark.parametrize("seed", range(1100, 1100 + max(1, COUNT // 3)))
+def test_the_ide_debugger_steps_to_the_one_call_answer(seed: int, tmp_path) -> None:
+    """The IDE's path: a CompileSession's Debugger steps the LLVM executor with the arena
+    interpreter in lock-step (comparing and re-synchronising it after every instruction); what
+    it ends with is bit for bit the one-call LLVM run's outputs, and the interpreter's."""
+    from glowviz.session import CompileSession
+
+    model, _, desc = random_graph(seed)
+    path = tmp_path / "graph.onnx"
+    path.write_bytes(model if isinstance(model, bytes) else model.SerializeToString())
+    s = CompileSession(str(path)).compile()
+    assert s.error is None, s.error.headline()
+    dbg = s.get_debugger()
+    assert dbg.available and dbg.executor.name == "llvm" and dbg.reference is not None
+    while not dbg.finished:
+        dbg.step()
+    outputs = [w.name for w in s.result.lir.outputs()]
+    stepped = {n: dbg.executor.read(n) for n in outputs}
+    inputs = dbg.inputs()
+    once = make_executor(s.result, "llvm").executor.run(inputs)  # type: ignore[attr-defined]
+    assert _bits(stepped) == _bits({n: once[n] for n in outputs}), desc
+    interp = make_executor(s.result, "interpreter").interpreter  # type: ignore[attr-defined]
+    by_interp = interp.run(inputs)
+    for n in outputs:
+        np.testing.assert_allclose(stepped[n], by_interp[n], rtol=1e-4, atol=1e-5, err_msg=desc)

@@ -51,6 +51,15 @@ def run_async(fn):
     return wrapper
 
 
+async def paste(app, pilot, text: str) -> None:
+    """Paste ``text`` into the focused widget, as a terminal's bracketed paste delivers it (one
+    event; typing a long path key by key re-renders the screen per key)."""
+    from textual import events
+
+    app.post_message(events.Paste(text))
+    await pilot.pause()
+
+
 async def settle(app, pilot) -> None:
     """Wait until no worker is pending or running and the UI has handled what they posted.
 

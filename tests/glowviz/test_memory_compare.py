@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ide_helpers import ready, run_async, settle
+from ide_helpers import paste, ready, run_async, settle
 from rich.style import Style
 from textual.widgets import DataTable, TabbedContent
 
@@ -47,7 +47,9 @@ async def _compare_with(app, pilot, spec: str) -> None:
     await pilot.press("o")
     await pilot.pause()
     assert type(app.screen).__name__ == "CompareReportScreen"
-    await pilot.press(*spec, "enter")
+    await paste(app, pilot, spec)
+    assert app.focused.value == spec
+    await pilot.press("enter")
     await pilot.pause()
     await settle(app, pilot)
     await pilot.pause()

@@ -118,3 +118,31 @@ def test_constant_folding_does_not_fold_non_constants_or_huge_results() -> None:
     check(text(m), "CHECK: %big = Tile(%c)\nCHECK: %y = Relu(%x)")
     assert run(m, ConstantFolding())
     check(text(m), "CHECK: constant %big_folded : f32<64x3>\nCHECK-NOT: Tile")
+
+
+def _big_constants_src(second: list[float]) -> str:
+    first = [float(i % 7) for i in range(100)]
+    dense = lambda v: "dense<[" + ", ".join(str(x) for x in v) + "]>"  # noqa: E731
+    return module_ir(f"""
+    placeholder %x : f32<100>
+    placeholder %out : f32<100> output
+    constant %c1 : f32<100> = {dense(first)}
+    constant %c2 : f32<100> = {dense(second)}
+    %a = Add(%x, %c1) : f32<100>
+    %b = Mul(%a, %c2) : f32<100>
+    Save(%b, %out)
+""")
+
+
+def test_cse_merges_big_equal_constants_and_keeps_ones_equal_where_it_samples() -> None:
+    """Constants over 64 elements are told apart by a few sampled elements before their
+    digest: equal ones still merge; ones equal in the samples but not elsewhere do not."""
+    same = [float(i % 7) for i in range(100)]
+    assert_rewrites(_big_constants_src(same), CommonSubexpressionElimination()).check(
+        "CHECK: %b = Mul(%a, %c1)"
+    )
+    other = list(same)
+    other[30] = 99.0  # outside the first, middle and last 16 elements
+    assert_unchanged(_big_constants_src(other), CommonSubexpressionElimination()).check(
+        "CHECK: %b = Mul(%a, %c2)"
+    )

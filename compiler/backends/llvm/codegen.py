@@ -39,7 +39,7 @@ from compiler.backends.llvm.emitters.elementwise import (
     lane_epilogue,
     lane_sources,
 )
-from compiler.backends.llvm.kernels.parallel import runtime
+from compiler.backends.llvm.kernels.parallel import finish_runtime, runtime
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
 from compiler.memory.regions import CONSTANT_REGION, REGIONS, ArenaLayout, align
@@ -318,7 +318,8 @@ class CodeGen:
         self.entry_calls: dict[str, list[Call]] = {}
         self.addr = Addresses(plan)
         self.module = ir.Module(name=f"glowviz.{lir.name}")
-        # Every module carries its thread pool (idle until the host starts it).
+        # Every module has the pool's entry points: the pool itself if a kernel loop runs in
+        # chunks (idle until the host starts it), no-ops otherwise (see ``finish_runtime``).
         runtime(self.module)
         self.sink = KernelSink(self.module)
         forced = conv_strategy or os.environ.get("GLOWVIZ_CONV_STRATEGY") or None
@@ -407,6 +408,7 @@ class CodeGen:
                 b.call(self.module.globals[ic.entry], list(fn.args))
                 order.append((ic.index,))
         b.ret_void()
+        finish_runtime(self.module)
         return Program(
             self.module,
             instrs,
@@ -429,7 +431,9 @@ class CodeGen:
         for call in calls:
             ptrs = []
             for arg in call.args:
-                if arg.blob is not None:
+                if arg.scalar is not None:
+                    ptrs.append(ir.Constant(ir.IntType(64), arg.scalar))
+                elif arg.blob is not None:
                     ptrs.append(gep(b, fn.args[0], blob_offsets[arg.blob] + arg.offset, I8))
                 else:
                     region, off, _ = self.addr.of(arg.value)

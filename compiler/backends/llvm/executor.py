@@ -200,8 +200,13 @@ class LLVMExecutor(ArenaInterpreter):
         return self._copy_outputs()
 
     def _copy_outputs(self) -> dict[str, np.ndarray]:
-        with out_of_memory_is_an_error("copying the outputs"):
+        # A plain try, not the context manager: entering a generator-based one cost ~0.7 us a
+        # call, a quarter of an MLP's whole run.
+        try:
             return {n: v.copy() for n, v in self._fast_out}
+        except MemoryError:
+            with out_of_memory_is_an_error("copying the outputs"):
+                raise
 
     def run_all(self) -> None:
         """Run the whole program on the inputs already in the arena."""

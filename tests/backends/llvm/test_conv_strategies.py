@@ -251,6 +251,9 @@ EXECUTOR_CASES = [
     # rows longer than UNROLL_FLOATS are copied by a loop and a tail, not unrolled
     ("wide-row-s2", dict(C=3, H=3, W=1201, K=8, k=3, stride=2, pads=(1, 1, 1, 1))),
     ("wide-row", dict(C=4, H=2, W=1013, K=8, k=3, pads=(1, 2, 1, 0), act="Relu")),
+    # 49 and 35 pixel rows: 7-row register tiles (``fit_mr``) in pixel-rows-gemm
+    ("plane-7x7", dict(C=20, H=7, W=7, K=40, k=3, pads=(1, 1, 1, 1), act="Relu")),
+    ("plane-5x7", dict(C=70, H=5, W=7, K=24, k=1)),
 ]
 
 
@@ -308,3 +311,64 @@ def test_env_var_forces_a_strategy_and_refuses_one_that_does_not_apply(
         LLVMExecutor(lir, plan)
     monkeypatch.delenv("GLOWVIZ_CONV_STRATEGY")
     assert LLVMExecutor(lir, plan).strategy(idx) == "implicit-gemm"
+
+
+def _pointwise_family_model(channels: list[int], K: int = 24, H: int = 5, W: int = 7):
+    """One 1x1 conv per input of ``channels`` channels (odd plane), summed: the first two with a
+    ReLU, the rest accumulating into the sum (the sum post-op)."""
+    rng = np.random.default_rng(5)
+    nodes, inputs, inits, feed = [], [], [], {}
+    acc = None
+    for i, c in enumerate(channels):
+        inputs.append(helper.make_tensor_value_info(f"x{i}", F, [1, c, H, W]))
+        feed[f"x{i}"] = rng.standard_normal((1, c, H, W)).astype(np.float32)
+        w = (rng.standard_normal((K, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}")]
+        inits += [numpy_helper.from_array(rng.standard_normal(K).astype(np.float32), f"b{i}")]
+        nodes.append(helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"]))
+        out = f"c{i}"
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [out], [f"r{i}"]))
+            out = f"r{i}"
+        if acc is not None:
+            nodes.append(helper.make_node("Add", [acc, out], [f"s{i}"]))
+            out = f"s{i}"
+        acc = out
+    nodes.append(helper.make_node("Identity", [acc], ["y"]))
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info("y", F, None)], inits
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return onnx.shape_inference.infer_shapes(model), feed
+
+
+@pytest.mark.parametrize(
+    "strategy, channels, K",
+    [("gemm-1x1", [40, 60, 300, 480, 33], 24), ("pixel-rows-gemm", [70, 100, 300, 480, 65], 72)],
+)
+def test_pointwise_convs_share_a_kernel_across_channel_counts(
+    strategy, channels, K, monkeypatch, tmp_path
+) -> None:
+    """1x1 convs that differ only in their input channels run one kernel taking them as an
+    argument (one per K-block class and power of two: the first two, and the next two), on
+    one thread and two, against the interpreter and bit-identical between thread counts."""
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    model, feed = _pointwise_family_model(channels, K)
+    lir, plan = _lir(model)
+    want = ArenaInterpreter(lir, plan).run(feed)
+    convs = [i for i, ins in enumerate(lir.code) if ins.kind == "conv"]
+    one = LLVMExecutor(lir, plan)
+    assert {one.strategy(i) for i in convs} == {strategy}
+    names = [one.kernels_of(i)[0] for i in convs]
+    assert names[0] == names[1] and names[2] == names[3] and len(set(names)) == 3
+    got = one.run(feed)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
+    two = LLVMExecutor(lir, plan, threads=2).run(feed)
+    np.testing.assert_array_equal(two["y"], got["y"])
+
+
+def test_fit_mr_picks_a_tile_height_that_divides_the_rows() -> None:
+    from compiler.backends.llvm.kernels.conv_gemm import fit_mr
+
+    assert [fit_mr(m, 8) for m in (49, 35, 48, 196, 197, 12, 1)] == [7, 7, 8, 8, 8, 6, 8]
+    assert [fit_mr(m, 6) for m in (49, 25, 20)] == [6, 5, 5]

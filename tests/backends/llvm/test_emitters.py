@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.backends.contract import LLVM
 from compiler.backends.interpreter.arena import ArenaInterpreter
 from compiler.backends.llvm import emitters
+from compiler.backends.llvm.emitters import pool as pool_emitter
 from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.errors import CodegenError
 from compiler.graph.types import ElemKind
@@ -330,11 +331,22 @@ SEP_POOLS = [
     ((40, 53), [3, 3], [2, 2], [0, 0, 0, 0]),
     ((17, 35), [2, 3], [1, 2], [0, 1, 1, 0]),
     ((9, 33), [3, 2], [3, 3], [1, 0, 0, 1]),
+    # rows in registers (up to 8 host vectors): tiny planes, a tall one (the row loop, not
+    # unrolled), rows just over one vector; past 8 vectors the row buffer
+    ((7, 7), [3, 3], [1, 1], [1, 1, 1, 1]),
+    ((14, 14), [3, 3], [2, 2], [0, 1, 1, 0]),
+    ((70, 17), [3, 3], [1, 1], [1, 1, 1, 1]),
+    ((5, 150), [3, 3], [2, 2], [1, 1, 1, 1]),
 ]
 
 
+@pytest.mark.parametrize("lanes", [None, 8, 4], ids=["host", "8-lane", "4-lane"])
 @pytest.mark.parametrize("hw,k,st,pads", SEP_POOLS, ids=[f"sep{i}" for i in range(len(SEP_POOLS))])
-def test_separable_maxpool(hw, k, st, pads):
+def test_separable_maxpool(hw, k, st, pads, lanes, monkeypatch):
+    """Bit for bit against the reference, NaN and -inf included, with the host's vectors and
+    with AVX2's and SSE's widths (the register max-pool's pieces and shuffles follow them)."""
+    if lanes is not None:
+        monkeypatch.setattr(pool_emitter, "vector_width_f32", lambda isa=None: lanes)
     ins = [("x", F, (1, 5, *hw))]
     data = _data(ins)
     data["x"][0, 1, 3, 4] = np.nan  # NaN propagates like the reference

@@ -37,6 +37,11 @@ CONVS = [
     ("dw", (1, 10, 9, 13), 10, 3, 1, (1, 1, 1, 1), 1, 10),
     ("dw_s2", (1, 6, 12, 12), 6, 3, 2, (1, 1, 1, 1), 1, 6),
     ("dw_valid", (1, 4, 7, 7), 4, 3, 1, (0, 0, 0, 0), 1, 4),
+    # Two images, and a 1x1 depthwise whose plane grid is the output (stored in place).
+    ("dw_1x1_n2", (2, 5, 4, 6), 5, 1, 1, (0, 0, 0, 0), 1, 5),
+    # Biases near 2**24: the sums leave float32's exact integers, so the depthwise kernel adds
+    # the bias in int32 (the others start their float32 sums from it).
+    ("dw_bigbias", (1, 6, 8, 8), 6, 3, 1, (1, 1, 1, 1), 1, 6),
     ("big_k", (1, 40, 5, 5), 70, 3, 1, (1, 1, 1, 1), 1, 1),
     # 49 output pixels: a one-lane tail tile, whose eight rows store one byte each.
     ("c7x7", (1, 24, 7, 7), 20, 1, 1, (0, 0, 0, 0), 1, 1),
@@ -82,7 +87,8 @@ def _grid_module() -> tuple[Module, dict[str, np.ndarray]]:
         x = _q(m, fn, inp(name, xs), 0.03, int(RNG.integers(-20, 20)))
         cg = xs[1] // grp
         w = m.add_constant(f"{name}_w", RNG.integers(-127, 128, (k, cg, r, r)).astype(np.int8))
-        b = m.add_constant(f"{name}_b", RNG.integers(-3000, 3000, k).astype(np.int32))
+        lim = 1 << 24 if name.endswith("bigbias") else 3000
+        b = m.add_constant(f"{name}_b", RNG.integers(-lim, lim, k).astype(np.int32))
         ws = m.add_constant(f"{name}_s", (RNG.random(k) * 0.004 + 0.001).astype(np.float32))
         attrs = {
             "strides": (st, st),
@@ -166,3 +172,12 @@ def test_int8_kernels_match_the_reference_bit_for_bit(flavour, monkeypatch):
     bad = [k for k in ref if not np.array_equal(ref[k], got[k], equal_nan=True)]
     assert not bad, {k: float(np.nanmax(np.abs(ref[k] - got[k]))) for k in bad}
     assert all(np.isfinite(v).all() for v in got.values())
+
+
+def test_depthwise_float_bias_only_where_float32_sums_are_exact() -> None:
+    from compiler.backends.llvm.kernels.qconv import exact_float_bias
+
+    w = np.full((2, 1, 3, 3), -127, np.int8)  # 255 * 1143 = 291,465 per channel at most
+    assert exact_float_bias(w, np.array([0, (1 << 24) - 291_466], np.int32))
+    assert not exact_float_bias(w, np.array([0, (1 << 24) - 291_465], np.int32))
+    assert not exact_float_bias(w, np.array([-(1 << 24), 0], np.int32))

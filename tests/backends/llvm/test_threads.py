@@ -174,3 +174,31 @@ def test_compile_options_threads_reach_the_executor():
     ex.executor.set_threads(1)
     ex.run(_feed(ex.executor.lir))
     assert ex.executor.compiled.threads == 1
+
+
+def test_a_model_whose_loops_never_split_has_no_pool_and_still_takes_threads(monkeypatch):
+    """The pool's code is emitted by the first loop cut into chunks: a model of small kernels
+    gets only no-op entry points (the pool cost three times such a model's own code to
+    compile), and asking for threads still works and changes nothing."""
+    monkeypatch.setattr(parallel, "CHUNK_FMAS", 1 << 21)  # the shipped chunk size
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info(n, F, [3, 4]) for n in "ab"],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    _same_on_threads(model, parallel=False)
+    lir, plan = _lir_and_plan(compile_model(model))
+    ex = LLVMExecutor(lir, plan)
+    assert "glowviz.pool.worker" not in ex.program.ir_text
+    assert "define void @\"glowviz_pool_start\"" in ex.program.ir_text
+    ex.set_threads(2)
+    feed = _feed(lir)
+    np.testing.assert_array_equal(ex.run(feed)["y"], feed["a"] + feed["b"])
+
+
+def test_a_model_with_split_loops_carries_the_pool():
+    ex = LLVMExecutor(*_lir_and_plan(compile_model(onnx.load(SAMPLES / "mlp.onnx"))))
+    assert _parallel_loops(ex) > 0
+    assert "glowviz.pool.worker" in ex.program.ir_text

@@ -462,11 +462,13 @@ def fast_log(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 @dataclass
 class Arg:
-    """One pointer argument of a kernel call: an operand value, or a constant blob."""
+    """One argument of a kernel call: a pointer to an operand value or a constant blob, or an
+    i64 shape argument (``scalar``: kernels shared by instructions that differ in it)."""
 
     value: Any = None  # an LValue (operand) ...
     blob: int | None = None  # ... or the index of a blob appended to the constant region
     offset: int = 0  # extra bytes added to the address
+    scalar: int | None = None  # ... or an i64 passed by value (after the pointers)
 
 
 @dataclass
@@ -502,12 +504,14 @@ class KernelSink:
         build: Callable[[ir.Function, ir.IRBuilder], None],
         prefix: str = "k",
         noalias: Sequence[bool] | None = None,
+        scalars: int = 0,
     ) -> str:
-        """The name of the kernel for `key`, building `void name(ptr x nargs)` if new."""
+        """The name of the kernel for `key`, building `void name(ptr x nargs, i64 x scalars)`
+        if new."""
         if key in self.kernels:
             return self.kernels[key]
         name = self.module.get_unique_name(prefix)
-        fn, b = new_kernel(self.module, name, nargs, noalias)
+        fn, b = new_kernel(self.module, name, nargs, noalias, scalars)
         fn.attributes.add("noinline")
         fn.linkage = "internal"
         try:

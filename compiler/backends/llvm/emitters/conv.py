@@ -10,6 +10,7 @@ ConvTranspose is a direct scatter loop.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from llvmlite import ir
@@ -30,6 +31,7 @@ from compiler.backends.llvm.emitters.common import (
 from compiler.backends.llvm.emitters.elementwise import kernel_activation
 from compiler.backends.llvm.kernels.common import Epilogue, hand_tiled
 from compiler.backends.llvm.kernels.conv import ConvPtrs, conv_shape, select
+from compiler.backends.llvm.kernels.conv_gemm import shared_cin
 from compiler.backends.llvm.kernels.gemm import gemm_config
 from compiler.backends.llvm.kernels.window import Axis
 from compiler.graph.types import ElemKind
@@ -44,6 +46,12 @@ def _operands(ctx: EmitContext, ins: Any, out: Any, what: str) -> tuple[Any, Any
     if ctx.may_alias(out, x):
         raise unsupported(ins, f"{what} output overlaps its input")
     return out, x, w, bias
+
+
+#: Kernels shared by convs that differ only in their input channels (``shared_cin``).
+SHARE_CHANNELS = True
+#: The strategies whose 1x1 kernels take their input channels as an argument.
+_SHARED_ROWS = ("gemm-1x1", "pixel-rows-gemm")
 
 
 @register("conv", elems=F32_ONLY, accumulates=True)
@@ -79,18 +87,24 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
     # The sum post-op: add to the destination, then the activation.
     ep = Epilogue(kact, ins.accumulates)
 
+    # 1x1 convs that differ only in their input channels (DenseNet's 61 bottlenecks) share a
+    # kernel taking them as an argument: each such kernel cost 10-50 ms of LLVM time.
+    shared = SHARE_CHANNELS and row.name in _SHARED_ROWS and s.pointwise and s.group == 1
+    ks = replace(s, C=shared_cin(s.C, cfg)) if shared else s
+
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         if row.hand_tiled:
             hand_tiled(fn)
-        row.body(b, s, cfg, ConvPtrs(*fn.args), ep)
+        row.body(b, ks, cfg, ConvPtrs(*fn.args), ep)
 
-    name = ctx.sink.kernel(("conv", row.name, s, ep), 4, build, "conv")
+    name = ctx.sink.kernel(("conv", row.name, ks, ep, shared), 4, build, "conv", scalars=shared)
     if row.pack is None:
         warg = Arg(value=w)  # the kernel reads the filter operand as it is
     else:
         assert data is not None
         warg = Arg(blob=ctx.sink.blob(row.pack(data, s, cfg), key=(row.name, w.name, s.group)))
-    return Emitted([Call(name, [Arg(value=x), warg, Arg(value=out), Arg(value=bias)])], row.name)
+    args = [Arg(value=x), warg, Arg(value=out), Arg(value=bias)]
+    return Emitted([Call(name, args + [Arg(scalar=s.C)] * shared)], row.name)
 
 
 @register("convtranspose", elems=F32_ONLY)

@@ -35,6 +35,7 @@ from compiler.backends.llvm.kernels.common import i64
 from compiler.backends.llvm.kernels.qconv import (
     build_qconv,
     build_qdepthwise,
+    exact_float_bias,
     geometry,
     plan_qconv,
 )
@@ -79,10 +80,11 @@ def emit_qconv(ctx: EmitContext, ins: Any) -> Emitted:
     if g.depthwise:
         vw = {"avx512": 16, "avx2": 8}.get(target.default_isa(), 4)
         nv = 4 if vw == 16 else 2
-        key: tuple[Any, ...] = ("qdw", g, z_in, q, vw, nv)
+        fbias = exact_float_bias(wd, bias)
+        key: tuple[Any, ...] = ("qdw", g, z_in, q, vw, nv, fbias)
 
         def build_dw(fn: ir.Function, b: ir.IRBuilder) -> None:
-            build_qdepthwise(b, fn, g, z_in, q, vw, nv, b.module)
+            build_qdepthwise(b, fn, g, z_in, q, vw, nv, b.module, fbias)
 
         name = ctx.sink.kernel(key, 5, build_dw, "qdw")
         wf = wd.reshape(g.K, -1).astype(np.float32)

@@ -44,15 +44,20 @@ def intrinsic(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Functio
 
 
 def new_kernel(
-    module: ir.Module, name: str, nargs: int, noalias: Sequence[bool] | None = None
+    module: ir.Module,
+    name: str,
+    nargs: int,
+    noalias: Sequence[bool] | None = None,
+    scalars: int = 0,
 ) -> tuple[ir.Function, ir.IRBuilder]:
-    """The kernel shell every kernel is built in: ``void name(ptr noalias, ...)`` (base pointers
-    already offset; ``noalias[i]`` False drops the attribute from argument i), its entry block.
+    """The kernel shell every kernel is built in: ``void name(ptr noalias, ..., i64, ...)``
+    (``nargs`` base pointers already offset, then ``scalars`` i64 shape arguments; ``noalias[i]``
+    False drops the attribute from pointer i), its entry block.
     """
     if name in module.globals:
         raise ValueError(f"kernel {name!r} already defined in the module")
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * nargs), name)
-    for i, a in enumerate(fn.args):
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR] * nargs + [I64] * scalars), name)
+    for i, a in enumerate(fn.args[:nargs]):
         if noalias is None or noalias[i]:
             a.add_attribute("noalias")
     fn.attributes.add("nounwind")
@@ -95,7 +100,9 @@ def add(b: ir.IRBuilder, x: Int, y: Int) -> Int:
     return b.add(i64(x), i64(y))
 
 
-def mul(b: ir.IRBuilder, x: Int, c: int) -> Int:
+def mul(b: ir.IRBuilder, x: Int, c: Int) -> Int:
+    if not isinstance(c, int):  # a run-time factor (a shape argument of a shared kernel)
+        return c if isinstance(x, int) and x == 1 else (0 if x == 0 else b.mul(i64(x), c))
     if isinstance(x, int):
         return x * c
     if c == 1:

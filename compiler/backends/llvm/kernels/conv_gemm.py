@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from llvmlite import ir
@@ -132,10 +133,15 @@ def gemm_body(
 ) -> None:
     """Per image and group, one GEMM whose B panels are packed at run time: plain row copies of
     the image for ``gemm-1x1`` (``pointwise``), im2col gathers for ``implicit-gemm``."""
-    cg, kgr = s.Cg, s.Kg
-    kgemm = cg * s.R * s.S
+    kgr = s.Kg
+    # A shared 1x1 kernel (``p.cin``) takes its input channels, GEMM's K, as an argument.
+    assert p.cin is None or (pointwise and s.group == 1)
+    cg: Int = s.Cg if p.cin is None else p.cin
+    kgemm: Int = mul(b, cg, s.R * s.S) if p.cin is None else p.cin
     npix, hw = s.npix, s.H * s.W
-    gw = math.ceil(kgr / cfg.mr) * cfg.mr * kgemm  # floats of packed weights per group
+    gw = mul(b, kgemm, math.ceil(kgr / cfg.mr) * cfg.mr)  # floats of packed weights per group
+    c_hw: Int = s.C * hw if p.cin is None else mul(b, p.cin, hw)
+    cg_hw: Int = cg * hw if p.cin is None else c_hw
     # The B packer reads the current image/group input through xg_slot (set in the loops below).
     xg_slot = b.alloca(ir.PointerType(), name="xg")
 
@@ -148,7 +154,7 @@ def gemm_body(
     if not direct:
         b_addr, b_pack = runtime_packed_b(b.module, b.function.name, cfg, npix, kgemm, fill_any)
     with loop(b, 0, s.N, 1, "n") as n, loop(b, 0, s.group, 1, "g") as g:
-        xg = gep(b, p.x, b.add(mul(b, n, s.C * hw), mul(b, g, cg * hw)))
+        xg = gep(b, p.x, add(b, mul(b, n, c_hw), mul(b, g, cg_hw)))
         b.store(xg, xg_slot)
         og = gep(b, p.out, b.add(mul(b, n, s.K * npix), mul(b, g, kgr * npix)))
         wg = gep(b, p.w, mul(b, g, gw))
@@ -163,8 +169,9 @@ def gemm_body(
                 def b_in_place(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
                     return gep(bb, xv, add(bb, mul(bb, k, hw), mul(bb, jp, cfg.nr)))
 
+            k_run = vals[-1] if p.cin is not None else None
             return GemmOperands(
-                a_addr=panel_a(wv, kgemm, cfg.mr),
+                a_addr=panel_a(wv, kgemm if k_run is None else k_run, cfg.mr),
                 b_addr=b_in_place if direct else b_addr,
                 c_base=ov,
                 c_stride=npix,
@@ -174,12 +181,27 @@ def gemm_body(
                 bias_col=vals[3] if bg is not None else None,
                 accumulate=ep.accumulate,
                 activation=ep.activation,
+                k_run=k_run,
             )
 
         captures = [wg, xg, og] + ([bg] if bg is not None else [])
+        # A shared kernel's chunks follow the K it stands for (see ``shared_cin``).
+        kstat = s.Cg * s.R * s.S
+        if p.cin is not None:
+            captures.append(p.cin)
+            kstat = shared_cin(s.C, cfg)
         ntiles = -(-kgr // cfg.mr) * -(-npix // cfg.nr)
-        split = Split(work_chunks(kgr * npix * kgemm, ntiles), captures, operands, prefer="m")
-        emit_gemm_body(b, cfg, kgr, npix, kgemm, operands(captures), split)
+        split = Split(work_chunks(kgr * npix * kstat, ntiles), captures, operands, prefer="m")
+        emit_gemm_body(b, cfg, kgr, npix, kstat, operands(captures), split)
+
+
+def shared_cin(C: int, cfg: GemmConfig) -> int:
+    """The input channels a shared 1x1 GEMM kernel is emitted for, standing for every C that
+    shares it: one K block (C <= KC) or more, and C's power of two (the parallel chunks, which
+    follow the work, are those of this C; the results do not depend on them)."""
+    if C <= cfg.kc:
+        return min(cfg.kc, 1 << (C.bit_length() - 1))
+    return max(cfg.kc + 1, 1 << (C.bit_length() - 1))
 
 
 # -- pixel rows: out^T[pix, K] = im2col^T[pix, C*R*S] @ W^T[C*R*S, K], then a transpose ---------
@@ -309,8 +331,11 @@ def pixel_rows_body(
     stay in L2 between im2col, GEMM and transpose; W^T comes packed (``pack_b_rows``)."""
     module, name = b.module, b.function.name
     K, OH, OW, npix = s.K, s.OH, s.OW, s.npix
-    crs = s.C * s.R * s.S
     pointwise = s.pointwise
+    # A shared 1x1 kernel (``p.cin``) takes its input channels, GEMM's K, as an argument.
+    assert p.cin is None or (pointwise and s.group == 1)
+    crs: Int = s.C * s.R * s.S if p.cin is None else p.cin
+    kstat = s.C * s.R * s.S if p.cin is None else shared_cin(s.C, cfg)
     tr = OH if pointwise else max(1, min(OH, PIXROWS_CHUNK // OW))
     cbuf = scratch(module, f"{name}.c", tr * OW * K)
     abuf = None if pointwise else scratch(module, f"{name}.a", tr * OW * crs)
@@ -322,9 +347,11 @@ def pixel_rows_body(
     def operands(vals: list[ir.Value], a_addr: AAddr, c_base: ir.Value) -> GemmOperands:
         """The GEMM of a chunk: ``vals`` = (image, output, packed W^T[, bias])."""
         w = vals[2]
+        k_run = vals[-1] if p.cin is not None else None
 
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-            return gep(bb, w, add(bb, mul(bb, jp, crs * cfg.nr), mul(bb, k, cfg.nr)))
+            panel = crs * cfg.nr if k_run is None else bb.mul(k_run, i64(cfg.nr))
+            return gep(bb, w, add(bb, mul(bb, jp, panel), mul(bb, k, cfg.nr)))
 
         return GemmOperands(
             a_addr=a_addr,
@@ -333,6 +360,7 @@ def pixel_rows_body(
             c_stride=K,
             bias_row=vals[3] if has_bias else None,
             activation=None if ep.accumulate else ep.activation,
+            k_run=k_run,
         )
 
     def chunk(bb: ir.IRBuilder, tid: ir.Value, vals: list[ir.Value], oh0: ir.Value, nrows: int):
@@ -340,6 +368,7 @@ def pixel_rows_body(
         A lone chunk spreads its GEMM's output-channel panels over the pool instead."""
         xn, on = vals[:2]
         m = nrows * OW
+        gcfg = replace(cfg, mr=fit_mr(m, cfg.mr)) if FIT_MR else cfg
         cb = thread_scratch(bb, cbuf, tid)
         if abuf is None:
             a_src, a_addr = None, strided_a(xn, 1, s.H * s.W)
@@ -354,9 +383,9 @@ def pixel_rows_body(
                 a = strided_a(v[0], 1, s.H * s.W) if abuf is None else strided_a(abuf, crs)
                 return operands(v, a, cbuf)
 
-            tiles = -(-m // cfg.mr) * -(-K // cfg.nr)
-            split = Split(work_chunks(m * K * crs, tiles), vals, split_ops)
-        emit_gemm_body(bb, cfg, m, K, crs, operands(vals, a_addr, cb), split)
+            tiles = -(-m // gcfg.mr) * -(-K // cfg.nr)
+            split = Split(work_chunks(m * K * kstat, tiles), vals, split_ops)
+        emit_gemm_body(bb, gcfg, m, K, kstat, operands(vals, a_addr, cb), split)
         # out[n, k, oh0*OW + j] = C[j, k]
         # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
         dst = gep(bb, on, bb.mul(oh0, i64(OW)))
@@ -376,10 +405,27 @@ def pixel_rows_body(
                 chunk(bb, tid, vals, i64(nfull * tr), rest)
 
     with loop(b, 0, s.N, 1, "n") as n:
-        xn = gep(b, p.x, b.mul(n, i64(s.C * s.H * s.W)))
+        chw = s.C * s.H * s.W if p.cin is None else b.mul(p.cin, i64(s.H * s.W))
+        xn = gep(b, p.x, b.mul(n, i64(chw)))
         on = gep(b, p.out, b.mul(n, i64(K * npix)))
         captures = [xn, on, p.w] + ([p.bias] if has_bias else [])
+        captures += [p.cin] if p.cin is not None else []
         parallel_loop(b, nchunks, captures, row_chunk, "rows")
+
+
+def fit_mr(m: int, mr: int) -> int:
+    """The register tile's rows for a GEMM of ``m`` rows: ``mr``, or one or two fewer when
+    those divide ``m`` in no more tiles (a 7x7 plane's 49 pixel rows: 7 tiles of 7 rows, not
+    6 of 8 and a 1-row tail tile that runs at its FMA latency)."""
+    if m % mr == 0:
+        return mr
+    for r in (mr - 1, mr - 2):
+        if r >= 2 and m % r == 0 and -(-m // r) <= -(-m // mr):
+            return r
+    return mr
+
+
+FIT_MR = True
 
 
 # -- padded shift: a stride-1 conv as one GEMM over the zero-padded pixel grid ----------------

@@ -105,7 +105,7 @@ def strided_a(base: ir.Value, stride_m: int, stride_k: int = 1) -> AAddr:
     return addr
 
 
-def panel_a(base: ir.Value, K: int, mr: int) -> AAddr:
+def panel_a(base: ir.Value, K: Int, mr: int) -> AAddr:
     """A pre-packed as MR-row panels ``[ceil(M/MR)][K][MR]`` (see ``pack_a_constant``)."""
 
     def addr(b: ir.IRBuilder, i0: Int, r: int, k: Int) -> ir.Value:
@@ -140,6 +140,9 @@ class GemmOperands:
     b_exact: bool = False
     #: A is constant packed weights (``panel_a``): prefetched ahead like packed B.
     a_packed: bool = False
+    #: K as a run-time value (a shared kernel's shape argument) standing for the ``K`` the body
+    #: was emitted with: at most one K block when that K is, more than one otherwise.
+    k_run: ir.Value | None = None
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -434,16 +437,17 @@ def emit_gemm_body(
 
     def k_blocks(bb, o, body: Callable[[Int, Int, bool | ir.Value, bool | ir.Value], None]) -> None:
         """``body(pc, kend, first, last)`` for every K block, packing B first if it must."""
+        kk = o.k_run if o.k_run is not None else K
         if kc == K:
             if o.b_pack is not None:
-                o.b_pack(bb, i64(0), i64(K))
-            body(0, K, True, True)
+                o.b_pack(bb, i64(0), i64(kk))
+            body(0, kk, True, True)
             return
-        with loop(bb, 0, K, kc, "pc") as pc:
-            kend = smin(bb, bb.add(pc, i64(kc)), K)
+        with loop(bb, 0, kk, kc, "pc") as pc:
+            kend = smin(bb, bb.add(pc, i64(kc)), kk)
             if o.b_pack is not None:
                 o.b_pack(bb, pc, bb.sub(kend, pc))
-            body(pc, kend, bb.icmp_signed("==", pc, i64(0)), bb.icmp_signed("==", kend, i64(K)))
+            body(pc, kend, bb.icmp_signed("==", pc, i64(0)), bb.icmp_signed("==", kend, i64(kk)))
 
     if split is None or split.chunks <= 1:
         k_blocks(b, ops, lambda pc, ke, f, la: region(b, ops, pc, ke, f, la, 0, ntile, 0, npan))

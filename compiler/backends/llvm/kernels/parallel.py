@@ -98,6 +98,17 @@ class _Runtime:
         self.module = module
         self.scratch_floats = 0
         self.offsets: dict[str, int] = {}
+        self.emitted = False
+
+    def emit(self) -> None:
+        """The pool itself, on the first kernel loop that runs in chunks: a module whose loops
+        all run in one chunk never starts a thread and gets only ``finish``'s entry points.
+        (The pool's code costs three times a small kernel's to compile: most of the JIT time of
+        a model of a few small ops.)"""
+        if self.emitted:
+            return
+        self.emitted = True
+        module = self.module
 
         def var(name: str, ty: ir.Type, init=None) -> ir.GlobalVariable:
             g = ir.GlobalVariable(module, ty, f"glowviz.pool.{name}")
@@ -118,12 +129,22 @@ class _Runtime:
         self.pending = var("pending", I64, 0)
         self.handles = var("handles", ir.ArrayType(I64, MAX_THREADS), None)
         self.scratch_tab = var("scratch", ir.ArrayType(PTR, MAX_THREADS), None)
-        self.scratch_bytes = var("scratch_bytes", I64, 0)
+        self.scratch_bytes = var("scratch_bytes", I64, self.scratch_floats * 4)
         self._declare_libc()
         self.run_chunks = self._emit_run_chunks()
         self.worker = self._emit_worker()
         self.parallel_for = self._emit_parallel_for()
         self._emit_start_stop()
+
+    def finish(self) -> None:
+        """Give a module without the pool its entry points, doing nothing: the host and AOT
+        bundles call ``glowviz_pool_start``/``glowviz_pool_stop`` on every module."""
+        if self.emitted:
+            return
+        for name, args in (("glowviz_pool_stop", []), ("glowviz_pool_start", [I32])):
+            if name not in self.module.globals:
+                _, b = self._fn(name, VOID, args, internal=False)
+                b.ret_void()
 
     # -- helpers -----------------------------------------------------------------------------
     def _declare_libc(self) -> None:
@@ -363,7 +384,8 @@ class _Runtime:
         self.offsets[g.name] = self.scratch_floats
         # 64-byte aligned slots, so each copy keeps the alignment of the global.
         self.scratch_floats += -(-nfloats // 16) * 16
-        self.scratch_bytes.initializer = ir.Constant(I64, self.scratch_floats * 4)
+        if self.emitted:
+            self.scratch_bytes.initializer = ir.Constant(I64, self.scratch_floats * 4)
 
 
 #: The attribute of an ``ir.Module`` that holds its pool. The pool lives on the module, not in a
@@ -374,12 +396,18 @@ _POOL_ATTR = "_glowviz_pool"
 
 
 def runtime(module: ir.Module) -> _Runtime:
-    """The module's pool (emitted on first use)."""
+    """The module's pool (its code is emitted by the first loop that needs it, see
+    ``_Runtime.emit``; ``finish_runtime`` completes a module that never did)."""
     rt: _Runtime | None = getattr(module, _POOL_ATTR, None)
     if rt is None:
         rt = _Runtime(module)
         setattr(module, _POOL_ATTR, rt)
     return rt
+
+
+def finish_runtime(module: ir.Module) -> None:
+    """The pool's entry points, as no-ops, in a module none of whose loops needed the pool."""
+    runtime(module).finish()
 
 
 def scratch(module: ir.Module, name: str, nfloats: int) -> ir.GlobalVariable:
@@ -407,6 +435,7 @@ def thread_scratch(b: ir.IRBuilder, g: ir.GlobalVariable, tid: ir.Value) -> ir.V
     if isinstance(tid, ir.Constant) and tid.constant == 0:
         return g
     rt = runtime(b.module)
+    rt.emit()
     block = b.load(b.gep(rt.scratch_tab, [i64(0), tid]), typ=PTR)
     mine = b.gep(block, [i64(rt.offsets[g.name])], source_etype=F32)
     return b.select(b.icmp_signed("==", tid, i64(0)), g, mine)
@@ -427,6 +456,7 @@ def parallel_loop(
         body(b, i64(0), i64(0), list(captures))
         return
     rt = runtime(b.module)
+    rt.emit()
     task = ir.Function(b.module, TASK, b.module.get_unique_name(f"{b.function.name}.{name}"))
     task.linkage = "internal"
     task.attributes.add("nounwind")

@@ -177,12 +177,14 @@ def micro_kernel(
     nrows: int,
     nvec: int,
     vector_is_unsigned: bool,
+    prefetch_bcast: int = 0,
 ) -> list[list[ir.Value]]:
     """The reduction loop of one register tile; returns the accumulators [row][vector].
 
     `bcast_addr(b, t, row)` / `vec_addr(b, t, v)`: addresses of step t's broadcast word and
     vectors. `vector_is_unsigned`: the vectors are the activations (convolutions), else the
-    broadcast words are (matrix products).
+    broadcast words are (matrix products). `prefetch_bcast`: bytes ahead of each step's
+    broadcast words to prefetch (packed constant weights read in one stream).
     """
     vty = ir.VectorType(I32, cfg.vw)
     zero = ir.Constant(vty, [0] * cfg.vw)
@@ -204,6 +206,12 @@ def micro_kernel(
         accs.append(row)
     b.cbranch(b.icmp_signed("<", t, i64(steps)), body, end)
     b.position_at_end(body)
+    if prefetch_bcast:
+        fnty = ir.FunctionType(VOID, [PTR, I32, I32, I32])
+        fn = intrinsic(b.module, "llvm.prefetch.p0", fnty)
+        # Not inbounds: the last steps prefetch past the weights (prefetches never fault).
+        ahead = b.gep(bcast_addr(b, t, 0), [i64(prefetch_bcast)], source_etype=I8)
+        b.call(fn, [ahead, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
     vecs = [b.load(vec_addr(b, t, v), typ=cfg.gvec(), align=1) for v in range(nvec)]
     for m in range(nrows):
         word = splat_group(b, cfg, b.load(bcast_addr(b, t, m), typ=I32, align=1))

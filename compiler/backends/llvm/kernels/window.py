@@ -170,12 +170,14 @@ class ConvShape:
 
 
 class ConvPtrs(NamedTuple):
-    """The kernel's arguments: input, (packed) filter, output, optional bias."""
+    """The kernel's arguments: input, (packed) filter, output, optional bias; ``cin``, the input
+    channels as a run-time i64 when the kernel is shared by convs that differ only in them."""
 
     x: ir.Value
     w: ir.Value
     out: ir.Value
     bias: ir.Value | None
+    cin: ir.Value | None = None
 
 
 __all__ = ["Axis", "ConvPtrs", "ConvShape", "split_columns"]
