@@ -1,7 +1,7 @@
 """Regenerate the IDE screenshots in this folder: `python docs/screenshots/make_screenshots.py
 [quant]` (the default model, dark theme, at 180x50 and 100x30; SVG from Textual, PNG with
 rsvg-convert; the Quant view on the int8 default model with a profile from 8 random inputs, at
-180x50; `quant`: only it)."""
+both sizes too; `quant`: only it)."""
 
 from __future__ import annotations
 
@@ -114,24 +114,28 @@ async def quant_main() -> list[Path]:
 
     model = default_model_path()
     profile = profile_model(model, random_samples(model_input_types(model), 8, seed=1))
-    session = CompileSession(model, CompileOptions(quantize=QuantizeOptions(profile)))
-    app = GlowvizApp(session=session, theme="dark")
-    path = HERE / "ide_quant.svg"
-    async with app.run_test(size=SIZES[0]) as pilot:
-        await _idle(app, pilot)
-        await pilot.press("8")
-        view = app.screen.query_one("#view-quant")
-        while view.analysis is None:
-            await pilot.pause(0.1)
-        await _idle(app, pilot)
-        for _ in range(6):
-            await pilot.press("down")
-        await pilot.press("f")
-        while view.what_if_sqnr is None:
-            await pilot.pause(0.1)
-        await _idle(app, pilot)
-        app.save_screenshot(str(path))
-    return [path]
+    paths = []
+    for size in SIZES:
+        session = CompileSession(model, CompileOptions(quantize=QuantizeOptions(profile)))
+        app = GlowvizApp(session=session, theme="dark")
+        tag = "" if size == SIZES[0] else f"_{size[0]}x{size[1]}"
+        path = HERE / f"ide_quant{tag}.svg"
+        async with app.run_test(size=size) as pilot:
+            await _idle(app, pilot)
+            await pilot.press("8")
+            view = app.screen.query_one("#view-quant")
+            while view.analysis is None:
+                await pilot.pause(0.1)
+            await _idle(app, pilot)
+            for _ in range(6):
+                await pilot.press("down")
+            await pilot.press("f")
+            while view.what_if_sqnr is None:
+                await pilot.pause(0.1)
+            await _idle(app, pilot)
+            app.save_screenshot(str(path))
+        paths.append(path)
+    return paths
 
 
 if __name__ == "__main__":

@@ -58,6 +58,14 @@ def load_plan(
     )
 
 
+def lifetime_bar_width(view_width: int) -> int:
+    """The lifetime bar's columns in a view `view_width` wide: what the size and live columns,
+    the padding and the scrollbar leave, less room for the names (36 columns, or half of it
+    when that would squeeze the bar under 24)."""
+    avail = view_width - 2 * 4 - 10 - 11 - 2
+    return max(10, avail - 36 if avail - 36 >= 24 else avail // 2)
+
+
 class LifetimesView(StageView):
     CLEARED = ("lifetimes-info", "lifetimes-detail")
     BINDINGS = keymap.bindings("LifetimesView")
@@ -90,6 +98,11 @@ class LifetimesView(StageView):
             lambda: self.query_one(VirtualTable).clear(),
         )
 
+    def on_resize(self) -> None:
+        # the bar follows the width (the pipeline pane shown or hidden)
+        if self.report is not None and self.session is not None and self.index is not None:
+            self._draw(self.report)
+
     def _draw(self, report: MemoryReport | None) -> None:
         session, index = self.session, self.index
         assert session is not None and index is not None
@@ -117,10 +130,12 @@ class LifetimesView(StageView):
                 ("   o: sort", "dim"),
             )
         )
-        width = max(20, (self.size.width or 100) - 50)
+        width = lifetime_bar_width(self.size.width or 100)
         t.set_columns(
             [
-                Column("buffer", cap=36),
+                # the width the bar leaves: at 100x30 a capped name column pushed the bar past
+                # the table's edge, where only a horizontal scroll showed it
+                Column("buffer", flex=True),
                 Column("size", width=10, justify="right"),
                 Column("live", cap=11),
                 Column(f"0 … {max(self.n - 1, 0)}", width=width),

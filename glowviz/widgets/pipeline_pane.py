@@ -177,7 +177,15 @@ class PipelinePane(Vertical):
         self._title()
 
     def _title(self) -> None:
-        t = Text("Pipeline ", style="bold") + Text(self._status)
+        t = Text("Pipeline ", style="bold")
+        shown = len(self.visible_indices()) if self.filter_text and self.records else None
+        if shown == 0:
+            # the table is empty: say why first (the filter's text stays after Escape)
+            t.append(f"no pass matches '{self.filter_text}'", style=styles(self.app).bold("warn"))
+        else:
+            t.append(self._status)
+            if shown is not None:
+                t.append(f" · {shown} match '{self.filter_text}'", style="dim")
         if self.hide_unchanged:  # said here too: under the width threshold the box is hidden
             t.append(" · changed only", style="dim")
         self.query_one("#pipeline-title", Label).update(t)
@@ -233,6 +241,7 @@ class PipelinePane(Vertical):
     def _filter(self, event: Input.Changed) -> None:
         self.filter_text = event.value
         self.rebuild()
+        self._title()
 
     @on(Checkbox.Changed, "#hide-unchanged")
     def _hide(self, event: Checkbox.Changed) -> None:

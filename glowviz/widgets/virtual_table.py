@@ -216,6 +216,11 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def _resize_virtual(self) -> None:
         self.virtual_size = Size(self._line_width(), len(self.rows) + self._top)
+        if self.container_size:
+            # Textual decides on the scrollbars when the table's size changes, not its virtual
+            # size: a line that shrank to the table's width (the flex columns shared out after
+            # the layout) kept a horizontal scrollbar over the last row
+            self._scroll_update(self.virtual_size)
 
     # -- cursor -------------------------------------------------------------------------------
     def move_cursor(self, row: int, *, post: bool = True, scroll: bool = True) -> None:

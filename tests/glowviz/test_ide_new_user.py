@@ -158,3 +158,66 @@ async def test_memory_table_gets_the_rows_at_100x30():
         await pilot.press("t")
         await pilot.pause(0.1)
         assert tl.has_focus and tl.size.height > small_tl and mp.size.height == small_map
+
+
+@run_async
+async def test_lifetime_bars_fit_the_table_at_100x30():
+    """At 100x30 the Lifetimes view's bars began past the table's right edge (a name column
+    capped at 36 plus a bar of the view's width less 50): the lifetimes, the point of the view,
+    showed only after scrolling sideways. The names now take what the bar leaves."""
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+        main.goto_stage(len(app.session.stages) - 1)
+        await pilot.press("5")
+        await settle(app, pilot)
+        view = main.view("lifetimes")
+        await until(pilot, lambda: view.report is not None)
+        await pilot.pause(0.1)
+        table = main.query_one("#lifetimes-table")
+        assert not table.show_horizontal_scrollbar
+        assert table._line_width() <= table.scrollable_content_region.width
+        assert table.widths[-1] >= 10 and table.widths[0] >= 8  # a bar, and room for names
+        await pilot.press("ctrl+b")  # the pipeline hidden: the bar takes the width
+        await pilot.pause(0.2)
+        await until(pilot, lambda: table.widths[-1] > 30)
+
+
+@run_async
+async def test_memory_comparison_lists_buffers_at_100x30():
+    """Comparing plans at 100x30 (A: another allocator), the figures and the two allocation
+    maps took the view's height and the changed buffers' table showed its header alone."""
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+        main.goto_stage(len(app.session.stages) - 1)
+        await pilot.press("6")
+        await settle(app, pilot)
+        view = main.view("memory")
+        await until(pilot, lambda: view.report is not None)
+        await pilot.press("A")
+        await settle(app, pilot)
+        await until(pilot, lambda: view.comparison is not None)
+        await pilot.pause(0.1)
+        table = main.query_one("#cmp-table")
+        assert table.size.height - 1 >= 5  # rows under its header
+
+
+@run_async
+async def test_a_filter_that_matches_no_pass_says_so():
+    """Typing a filter that matches no pass (a node name, say) and leaving it with Escape left
+    an empty pipeline list under an unchanged title: nothing said why the stages were gone."""
+    async with ide(size=(100, 30)) as (app, pilot, main):
+        await pilot.press("ctrl+f", "z", "z", "q")
+        await pilot.press("escape")
+        await pilot.pause()
+        title = str(main.query_one("#pipeline-title").render())
+        assert "no pass matches 'zzq'" in title
+        await pilot.press("ctrl+f", "backspace", "backspace", "backspace", "f", "o", "l", "d")
+        await pilot.pause()
+        title = str(main.query_one("#pipeline-title").render())
+        assert "match 'fold'" in title and "no pass" not in title
