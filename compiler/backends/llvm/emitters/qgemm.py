@@ -132,7 +132,10 @@ def emit_qfc(ctx: EmitContext, ins: Any) -> Emitted:
 
 def _matmul_loops(ctx: EmitContext, ins: Any, *, requantize: bool) -> Emitted:
     """QMatMul of two run-time operands (or IntMatMul: int32 sums, no requantization): a loop
-    nest over int32 sums the vectoriser widens."""
+    nest over int32 sums the vectoriser widens. Row by row of the result: each (a_mk - z_a)
+    times row k of B is added into an int32 row of N sums, so the innermost loop runs along
+    contiguous B and sums (reading B by columns in the innermost loop kept it scalar: BERT-tiny's
+    four attention products took 1.6 of its 1.9 ms). int32 sums wrap as the reference's."""
     out, a, bm = (v for v, _ in ins.operands)
     (sa, za), (sb, zb) = qparams(a), qparams(bm)
     if requantize:
@@ -150,26 +153,31 @@ def _matmul_loops(ctx: EmitContext, ins: Any, *, requantize: bool) -> Emitted:
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, pa, pb = fn.args
-        acc = b.alloca(I32)
+        sums = scratch_bytes(b.module, "qmm.row", N * 4)
         so_b = [s * M * N for s in contiguous_strides(batch)]
 
         def body(ivs: list[ir.Value]) -> None:
             ab = gep(b, pa, linear(b, ivs, sa_b), I8)
             bb = gep(b, pb, linear(b, ivs, sb_b), I8)
             ob = gep(b, po, linear(b, ivs, so_b), oty)
-            with loop(b, 0, M, 1, "m") as m, loop(b, 0, N, 1, "n") as n:
-                b.store(ir.Constant(I32, 0), acc)
+            with loop(b, 0, M, 1, "m") as m:
+                with loop(b, 0, N, 1, "z") as n:
+                    b.store(ir.Constant(I32, 0), gep(b, sums, n, I32))
                 with loop(b, 0, K, 1, "k") as k:
                     x = centered(b, b.load(gep(b, ab, b.add(b.mul(m, i64(K)), k), I8), typ=I8), za)
-                    y = centered(b, b.load(gep(b, bb, b.add(b.mul(k, i64(N)), n), I8), typ=I8), zb)
-                    b.store(b.add(b.load(acc, typ=I32), b.mul(x, y)), acc)
-                dst = gep(b, ob, b.add(b.mul(m, i64(N)), n), oty)
-                total = b.load(acc, typ=I32)
-                if requantize:
-                    y = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(mult)))
-                    b.store(round_to_q(b, y, *q), dst)
-                else:
-                    b.store(total, dst)
+                    brow = gep(b, bb, b.mul(k, i64(N)), I8)
+                    with loop(b, 0, N, 1, "n") as n:
+                        y = centered(b, b.load(gep(b, brow, n, I8), typ=I8), zb)
+                        at = gep(b, sums, n, I32)
+                        b.store(b.add(b.load(at, typ=I32), b.mul(x, y)), at)
+                with loop(b, 0, N, 1, "o") as n:
+                    dst = gep(b, ob, b.add(b.mul(m, i64(N)), n), oty)
+                    total = b.load(gep(b, sums, n, I32), typ=I32)
+                    if requantize:
+                        y = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(mult)))
+                        b.store(round_to_q(b, y, *q), dst)
+                    else:
+                        b.store(total, dst)
 
         if batch:
             loop_nest(b, list(batch), body, "bt")
