@@ -354,6 +354,21 @@ def test_separable_maxpool(hw, k, st, pads, lanes, monkeypatch):
     check(_model("MaxPool", ins, kernel_shape=k, strides=st, pads=pads), data, exact=True)
 
 
+@pytest.mark.parametrize("elem", [TensorProto.INT8, TensorProto.UINT8], ids=["i8", "u8"])
+@pytest.mark.parametrize("hw,k,st,pads", SEP_POOLS[:4], ids=[f"sep{i}" for i in range(4)])
+def test_separable_maxpool_of_bytes(hw, k, st, pads, elem):
+    """int8 max-pools (quantized models) run the separable kernel on bytes: padding holds the
+    type's least value, extremes included."""
+    ins = [("x", elem, (1, 3, *hw))]
+    dtype = np.int8 if elem == TensorProto.INT8 else np.uint8
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(5).integers(info.min, info.max + 1, (1, 3, *hw)).astype(dtype)
+    x[0, 1] = info.min  # a plane of the least value: the padding must not win
+    x[0, 2, 0, :] = info.max
+    model = _model("MaxPool", ins, out_type=elem, kernel_shape=k, strides=st, pads=pads)
+    check(model, {"x": x}, exact=True)
+
+
 def test_reductions_and_softmax():
     ins = [("x", F, (3, 5, 7))]
     for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):

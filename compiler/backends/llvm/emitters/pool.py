@@ -75,7 +75,7 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
     if not is_max:
         oh_, ow_, extra = _geometry(x.type.shape, at, dil)
         counts = _avg_counts(H, W, at, OH, OW, extra)
-    if is_max and elem == ElemKind.F32 and _separable_ok(x.type.shape, OH, OW, at, dil):
+    if is_max and elem in _SEPARABLE and _separable_ok(x.type.shape, OH, OW, at, dil):
         return _emit_separable_max(ctx, out, x, at)
     key = (
         ins.kind,
@@ -146,6 +146,9 @@ def emit_pool(ctx: EmitContext, ins: Any) -> Emitted:
 
 #: Output columns per vector of the separable max-pool's column pass.
 _PV = 16
+#: Element kinds the separable max-pool runs on: float32, and bytes (int8 quantized values,
+#: whose max is exact in any order).
+_SEPARABLE = (ElemKind.F32, ElemKind.I8, ElemKind.U8)
 
 
 def _separable_ok(xs, OH: int, OW: int, at: dict, dil) -> bool:
@@ -164,15 +167,22 @@ def _separable_ok(xs, OH: int, OW: int, at: dict, dil) -> bool:
 
 
 def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted:
-    """Float max-pool as a row pass then a column pass, both vectorised along the width.
+    """Max-pool (float32 or bytes) as a row pass then a column pass, both vectorised along
+    the width.
 
     Per output row: vbuf[pl + iw] = max over the window's rows of x[ih, iw] (rows outside the
     input are clamped onto the nearest input row, which lies in the same window), then
-    out[ow] = max over s of vbuf[ow*sw + s] (vbuf's padding columns hold -inf). Strided
-    columns are picked from wide loads with a shuffle. The max propagates NaN like numpy.
+    out[ow] = max over s of vbuf[ow*sw + s] (vbuf's padding columns hold -inf, or the type's
+    least value). Strided columns are picked from wide loads with a shuffle. The float max
+    propagates NaN like numpy.
     """
     from compiler.backends.llvm.kernels.parallel import scratch
 
+    elem = x.type.elem
+    F = storage_type(elem)
+    is_float = elem == ElemKind.F32
+    unsigned = elem.is_unsigned
+    align = 4 if is_float else 1
     N, C, H, W = x.type.shape
     _, _, OH, OW = out.type.shape
     if W <= REGISTER_POOL_VECTORS * vector_width_f32():
@@ -180,23 +190,23 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
     kh, kw = at["kernel"]
     sh, sw = at["strides"]
     pt, pl = at["pads"][0], at["pads"][1]
-    key = ("maxpool-sep", x.type.shape, out.type.shape, (kh, kw), (sh, sw), (pt, pl))
+    key = ("maxpool-sep", x.type.shape, out.type.shape, (kh, kw), (sh, sw), (pt, pl), elem)
     wn = (OW - 1) * sw + kw  # vbuf columns the column pass reads
     wc = min(W, wn - pl)  # input columns the row pass writes
     nbuf = wn + _PV * sw + 16
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
         po, px = fn.args
-        vbuf = scratch(fn.module, f"{fn.name}.v", nbuf)
-        ninf = const(F32, -math.inf)
+        vbuf = scratch(fn.module, f"{fn.name}.v", nbuf)  # nbuf floats: room for bytes too
+        least = -math.inf if is_float else int(np.iinfo(elem.np_dtype).min)
         with loop(b, 0, nbuf, 1, "vi") as i:
-            b.store(ninf, gep(b, vbuf, i, F32))
-        vrow = gep(b, vbuf, pl, F32)
+            b.store(const(F, least), gep(b, vbuf, i, F))
+        vrow = gep(b, vbuf, pl, F)
 
         def vmax(vals):
             acc = vals[0]
             for v in vals[1:]:
-                acc = fmax_nan(b, acc, v)
+                acc = fmax_nan(b, acc, v) if is_float else imax(b, acc, v, unsigned)
             return acc
 
         def wide(lo_end: int, width: int, body) -> None:
@@ -216,19 +226,19 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
                     body(i, 1)
 
         with loop(b, 0, N * C, 1, "nc") as nc, loop(b, 0, OH, 1, "oh") as oh:
-            xb = gep(b, px, b.mul(nc, c64(H * W)), F32)
-            orow = gep(b, po, b.add(b.mul(nc, c64(OH * OW)), b.mul(oh, c64(OW))), F32)
+            xb = gep(b, px, b.mul(nc, c64(H * W)), F)
+            orow = gep(b, po, b.add(b.mul(nc, c64(OH * OW)), b.mul(oh, c64(OW))), F)
             ih0 = b.sub(b.mul(oh, c64(sh)), c64(pt))
             rows = []
             for r in range(kh):
                 ih = b.add(ih0, c64(r))
                 ihc = clamp(b, ih, 0, H - 1)
-                rows.append(gep(b, xb, b.mul(ihc, c64(W)), F32))
+                rows.append(gep(b, xb, b.mul(ihc, c64(W)), F))
 
             def row_pass(i, width):
-                ty = F32 if width == 1 else ir.VectorType(F32, width)
-                vals = [b.load(gep(b, rp, i, F32), typ=ty, align=4) for rp in rows]
-                b.store(vmax(vals), gep(b, vrow, i, F32), align=4)
+                ty = F if width == 1 else ir.VectorType(F, width)
+                vals = [b.load(gep(b, rp, i, F), typ=ty, align=align) for rp in rows]
+                b.store(vmax(vals), gep(b, vrow, i, F), align=align)
 
             wide(wc, _PV, row_pass)
 
@@ -236,13 +246,13 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
                 base = b.mul(i, c64(sw))
                 vals = []
                 for s_ in range(kw):
-                    src = gep(b, vbuf, b.add(base, c64(s_)), F32)
+                    src = gep(b, vbuf, b.add(base, c64(s_)), F)
                     if width == 1:
-                        vals.append(b.load(src, typ=F32))
+                        vals.append(b.load(src, typ=F))
                     elif sw == 1:
-                        vals.append(b.load(src, typ=ir.VectorType(F32, width), align=4))
+                        vals.append(b.load(src, typ=ir.VectorType(F, width), align=align))
                     else:
-                        v = b.load(src, typ=ir.VectorType(F32, width * sw), align=4)
+                        v = b.load(src, typ=ir.VectorType(F, width * sw), align=align)
                         vals.append(
                             b.shuffle_vector(
                                 v,
@@ -253,7 +263,7 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
                                 ),
                             )
                         )
-                b.store(vmax(vals), gep(b, orow, i, F32), align=4)
+                b.store(vmax(vals), gep(b, orow, i, F), align=align)
 
             wide(OW, _PV, col_pass)
 

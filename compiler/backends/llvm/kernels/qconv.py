@@ -322,13 +322,19 @@ def build_qconv(b: ir.IRBuilder, fn: ir.Function, p: QConvPlan, module: ir.Modul
                 pos = bb.mul(bb.add(q0, i64(v * vw)), i64(G * esize))
                 return gep(bb, xp, bb.add(off, pos), I8)
 
+            # The sums start from each row's bias: the epilogue has no add (int32 sums wrap,
+            # so the order does not matter).
+            biases = []
+            for m in range(nrows):
+                kg = b.add(kbase, b.add(b.mul(kb, i64(mr)), i64(m)))
+                biases.append(splat(b, b.load(gep(b, pbias, kg, I32), typ=I32), vw))
             accs = micro_kernel(
-                b, cfg, p.steps, bcast_addr, vec_addr, nrows, nvec, True, PREFETCH_W_BYTES
+                b, cfg, p.steps, bcast_addr, vec_addr, nrows, nvec, True, PREFETCH_W_BYTES, biases
             )
+            bias = ir.Constant(ir.VectorType(I32, vw), [0] * vw)
             for m in range(nrows):
                 k = b.add(b.mul(kb, i64(mr)), i64(m))
                 kg = b.add(kbase, k)
-                bias = splat(b, b.load(gep(b, pbias, kg, I32), typ=I32), vw)
                 mult = splat(b, b.load(gep(b, pmult, kg, F32), typ=F32), vw)
                 row = gep(b, ybase, b.mul(k, i64(g.Q)), I8 if ysize == 1 else F32)
                 for v in range(nvec):

@@ -178,13 +178,15 @@ def micro_kernel(
     nvec: int,
     vector_is_unsigned: bool,
     prefetch_bcast: int = 0,
+    init: list[ir.Value] | None = None,
 ) -> list[list[ir.Value]]:
     """The reduction loop of one register tile; returns the accumulators [row][vector].
 
     `bcast_addr(b, t, row)` / `vec_addr(b, t, v)`: addresses of step t's broadcast word and
     vectors. `vector_is_unsigned`: the vectors are the activations (convolutions), else the
     broadcast words are (matrix products). `prefetch_bcast`: bytes ahead of each step's
-    broadcast words to prefetch (packed constant weights read in one stream).
+    broadcast words to prefetch (packed constant weights read in one stream). `init`: each
+    row's starting accumulator (a vector; zero when None).
     """
     vty = ir.VectorType(I32, cfg.vw)
     zero = ir.Constant(vty, [0] * cfg.vw)
@@ -201,7 +203,7 @@ def micro_kernel(
         row = []
         for v in range(nvec):
             p = b.phi(vty, f"acc{m}_{v}")
-            p.add_incoming(zero, pre)
+            p.add_incoming(init[m] if init is not None else zero, pre)
             row.append(p)
         accs.append(row)
     b.cbranch(b.icmp_signed("<", t, i64(steps)), body, end)
