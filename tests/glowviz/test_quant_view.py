@@ -40,11 +40,11 @@ def lenet_options() -> CompileOptions:
 
 @contextlib.asynccontextmanager
 async def _quant_ide(
-    session: CompileSession, analysed: bool = True
+    session: CompileSession, analysed: bool = True, size: tuple[int, int] = SIZE
 ) -> AsyncIterator[tuple[GlowvizApp, Any, MainScreen, Any]]:
     """The IDE on `session` with the Quant view shown (and, if `analysed`, its analysis drawn):
     yields the app, the pilot, the main screen and the view."""
-    async with ide(GlowvizApp(session=session), SIZE) as (app, pilot, main):
+    async with ide(GlowvizApp(session=session), size) as (app, pilot, main):
         view = main.view("quant")
         await pilot.press("8")
         await pilot.pause()
@@ -163,3 +163,20 @@ def test_histogram_text_marks_the_int8_range() -> None:
     assert "scale 0.01562" in lines[-1] and "offset -10" in lines[-1]
     assert f"int8 range [{h.qlo:.4g}, {h.qhi:.4g}]" in lines[-2]
     assert h.clipped == pytest.approx(0.0)
+
+
+@run_async
+async def test_quant_view_at_100x30_shows_the_sqnr_and_an_unbroken_drawing(lenet_options):
+    """At 100x30 the side panel's fixed 44 columns left the node table 16: the names were cut
+    and no SQNR column was in sight; and the neighbourhood drawing wrapped, its boxes broken
+    across lines."""
+    session = CompileSession(LENET, lenet_options)
+    async with _quant_ide(session, size=(100, 30)) as (app, pilot, main, view):
+        table = view.query_one("#quant-table", DataTable)
+        cols = list(table.columns.values())
+        # the node and local-dB columns fit in the table
+        assert sum(c.get_render_width(table) for c in cols[:2]) <= table.size.width
+        await until(pilot, lambda: "Conv" in _plain(view.query_one("#quant-graph", Static)))
+        graph = view.query_one("#quant-graph", Static)
+        drawing = _plain(graph).splitlines()
+        assert graph.size.width >= max(len(line.rstrip()) for line in drawing)  # not wrapped
