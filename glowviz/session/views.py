@@ -241,11 +241,9 @@ class SessionViewData:
         return diff_texts(ra.text, rb.text, names=names)
 
     def diff_prev(self, i: int) -> GraphDiff | None:
-        """Stage `i` against the stage before it of the same IR kind."""
-        for j in range(i - 1, -1, -1):
-            if self.stages[j].ir_kind == self.stages[i].ir_kind:
-                return self.diff(j, i)
-        return None
+        """Stage `i` against the stage its pass started from (`started_from`)."""
+        j = self.started_from(i)
+        return self.diff(j, i) if j is not None else None
 
     # -- low-level view data (schedule, memory) of any stage ----------------------------------
     def unavailable(self, what: str) -> str:
@@ -426,17 +424,19 @@ class SessionViewData:
         """The rewrites of stage `i`'s pass, in the order they fired (its provenance journal)."""
         return self._cached(("rewrites", i), lambda: group_rewrites(self.stages[i].provenance))
 
-    def previous_of_kind(self, i: int) -> int | None:
-        """The stage before `i` with the same IR kind (what stage `i`'s pass started from)."""
+    def started_from(self, i: int) -> int | None:
+        """The stage stage `i`'s pass started from: the one before it with the same IR kind;
+        for the first stage of a kind (IRGen's), the stage just before it, in the other IR (the
+        scheduled graph beside the instructions generated from it). None for the import."""
         for j in range(i - 1, -1, -1):
             if self.stages[j].ir_kind == self.stages[i].ir_kind:
                 return j
-        return None
+        return i - 1 if i > 0 else None
 
     def rewrite_diff(self, i: int, k: int) -> RewriteDiff:
         """The red/green lines of rewrite `k` (a position in `rewrites(i)`) of stage `i`."""
         rw = self.rewrites(i)[k]
-        j = self.previous_of_kind(i)
+        j = self.started_from(i)
         before = self.text_index(j) if j is not None else TextIndex("")
         return rewrite_diff(rw, before, self.text_index(i))
 

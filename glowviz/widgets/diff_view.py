@@ -63,7 +63,7 @@ class DiffView(StageView):
         moved = (session, index) != (self.session, self.index)
         self.session, self.index = session, index
         base = self.base if self.base is not None and self.base != index else None
-        prev = base if base is not None else session.previous_of_kind(index)
+        prev = base if base is not None else session.started_from(index)
         if moved:
             self.rewrite, self.shift = 0, 0
 
@@ -162,6 +162,11 @@ class DiffView(StageView):
             if changed:
                 t.append("  changed: ", style="dim")
                 t.append(", ".join(changed[:6]) + (" …" if len(changed) > 6 else ""))
+        elif ra.ir_kind != rb.ir_kind:
+            t.append(
+                f"{ra.ir_kind} text beside the {rb.ir_kind} text {rb.pass_name} made from it",
+                style="bold",
+            )
         else:
             n = sum(1 for r in d.side_by_side if r.tag != "equal")
             t.append(f"{n} changed lines of {rb.ir_kind} text")

@@ -221,3 +221,24 @@ async def test_a_filter_that_matches_no_pass_says_so():
         await pilot.pause()
         title = str(main.query_one("#pipeline-title").render())
         assert "match 'fold'" in title and "no pass" not in title
+
+
+@run_async
+async def test_irgen_diff_shows_the_graph_beside_the_instructions():
+    """The Diff view of IRGen's stage (the first low-level one) had nothing of its kind before
+    it and showed empty before/after columns; it now sets the scheduled graph's text beside the
+    instructions generated from it."""
+    from glowviz.widgets.virtual_table import VirtualTable
+
+    async with await _real_sample_ide() as (app, pilot, main):
+        irgen = next(k for k, r in enumerate(app.session.stages) if r.stage == "irgen")
+        assert app.session.stages[irgen - 1].ir_kind == "graph"
+        main.goto_stage(irgen)
+        await pilot.press("2")
+        await settle(app, pilot)
+        view = main.view("diff")
+        await until(pilot, lambda: "beside" in str(view.query_one("#diff-summary").render()))
+        summary = str(view.query_one("#diff-summary").render())
+        assert "graph text beside the lir text irgen made from it" in summary
+        assert view.pair == (irgen - 1, irgen)
+        assert view.query_one(VirtualTable).row_count > 10
