@@ -122,10 +122,18 @@ class ScheduleView(StageView):
         )
         self.query_one("#schedule-curve", Static).update(curve)
         top = max(s.peak_bytes for s in scheds)
-        # each schedule: its node, the live bytes and a bar, side by side in what is left
-        bar = max(6, min(24, (width - 6) // len(scheds) - 34))
+        # each schedule: its node, the live bytes and a bar, side by side in what is left; too
+        # narrow for that (100x30 with the pipeline shown), the schedule IRGen used keeps its
+        # live bytes and the others show their order only (their peaks are in the header)
+        narrow = (width - 6) // len(scheds) < 34
+        bar = 0 if narrow else max(6, min(24, (width - 6) // len(scheds) - 34))
         cols = [Column("#", justify="right")]
-        for sched in scheds:
+        for j, sched in enumerate(scheds):
+            if narrow:
+                cols.append(Column(sched.kind, flex=True))
+                if j == 0:
+                    cols.append(Column("live", width=11, justify="right"))
+                continue
             cols += [
                 Column(sched.kind, cap=36 if len(scheds) <= 2 else 24),
                 Column("live", width=10, justify="right"),
@@ -138,6 +146,7 @@ class ScheduleView(StageView):
         for k in range(n):
             row: list = [str(k)]
             for j, sched in enumerate(scheds):
+                cells = 1 if narrow and j > 0 else 2 if narrow else 3
                 if k < len(sched.order):
                     live = sched.live_bytes[k] if k < len(sched.live_bytes) else 0
                     peak = k == sched.peak_step
@@ -146,8 +155,8 @@ class ScheduleView(StageView):
                         Text(sched.order[k].name, style=hot),
                         Text(fmt_bytes(live) + (" ◀" if peak else ""), style=hot),
                         hbar(live, top, bar, st.removed if peak else palette[j % len(palette)]),
-                    ]
+                    ][:cells]
                 else:
-                    row += ["", "", ""]
+                    row += [""] * cells
             rows.append(row)
         t.set_rows(rows, keys=[str(k) for k in range(n)], cursor=max(0, used.peak_step))

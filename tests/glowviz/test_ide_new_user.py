@@ -242,3 +242,26 @@ async def test_irgen_diff_shows_the_graph_beside_the_instructions():
         assert "graph text beside the lir text irgen made from it" in summary
         assert view.pair == (irgen - 1, irgen)
         assert view.query_one(VirtualTable).row_count > 10
+
+
+@run_async
+async def test_schedule_view_fits_every_schedule_at_100x30():
+    """At 100x30 with the pipeline shown, the Schedule view's three schedules (node, live bytes
+    and bar each) ran off to the right: the second and third were only reached by scrolling.
+    Narrow, the schedule IRGen used keeps its live bytes and the others show their order."""
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+    from glowviz.widgets.virtual_table import VirtualTable
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+        await pilot.press("4")
+        await settle(app, pilot)
+        view = main.view("schedule")
+        await until(pilot, lambda: len(view.schedules) == 3)
+        table = view.query_one(VirtualTable)
+        await until(pilot, lambda: table.row_count > 0)
+        titles = [c.title for c in table.columns]
+        assert [s.kind for s in view.schedules] == [t for t in titles if t not in ("#", "live")]
+        assert sum(w + 2 * table.PADDING for w in table.widths) <= table.size.width
+        assert table.virtual_size.width <= table.size.width
