@@ -185,8 +185,8 @@ def _emit_separable_max(ctx: EmitContext, out: Any, x: Any, at: dict) -> Emitted
     align = 4 if is_float else 1
     N, C, H, W = x.type.shape
     _, _, OH, OW = out.type.shape
-    if W <= REGISTER_POOL_VECTORS * vector_width_f32():
-        return _emit_register_max(ctx, out, x, at)
+    if is_float and W <= REGISTER_POOL_VECTORS * vector_width_f32():
+        return _emit_register_max(ctx, out, x, at)  # float32 rows only
     kh, kw = at["kernel"]
     sh, sw = at["strides"]
     pt, pl = at["pads"][0], at["pads"][1]
