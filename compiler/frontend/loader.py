@@ -64,10 +64,11 @@ def read_model(source: ModelSource, *, check: bool = True) -> tuple[onnx.ModelPr
         ) from None
     # External weights first: the ONNX checker resolves their files against the working
     # directory when it is given a proto, so it only sees them right once they are loaded.
+    raw: bytes | None = data
     if _load_external(model, where, source):
-        data = None  # the file's bytes lack the weights now in the proto
-    check_model(model, where, checker=check, data=data)
-    return model, data
+        raw = None  # the file's bytes lack the weights now in the proto
+    check_model(model, where, checker=check, data=raw)
+    return model, raw
 
 
 #: Protobuf cannot parse a message of 2 GiB or more: an ONNX file that big keeps its weights

@@ -63,4 +63,4 @@ def content_digest(data: np.ndarray | None) -> str:
     assert data is not None, "a digest needs the data (or a digest recorded with the weight)"
     # the array's own bytes, not a copy (`tobytes` copied BERT's 340 MiB of weights)
     raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    return hashlib.sha1(raw).hexdigest()[:16]
+    return hashlib.sha1(raw.data).hexdigest()[:16]
