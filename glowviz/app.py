@@ -47,7 +47,7 @@ class GlowvizApp(App):
             self.register_theme(textual_theme(spec))
 
     def on_mount(self) -> None:
-        self._exit_on_hangup()
+        self.exit_on_hangup()
         rebound, warnings = keymap.user_keymap()
         if rebound:
             self.set_keymap(rebound)
@@ -56,15 +56,17 @@ class GlowvizApp(App):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(MainScreen(self.session))
 
-    def _exit_on_hangup(self) -> None:
+    def exit_on_hangup(self, loop=None) -> None:
         """SIGHUP (the terminal went away: a closed window, `tmux kill-session`) and SIGTERM
         quit the IDE like `q`. Without this the process outlived its terminal, spinning on the
         dead tty at ~20% CPU: the CLI's handler raises from inside Textual's loop, which
-        swallows it."""
+        swallows it. `open_ide` installs it on its loop before the app runs (a hang-up while
+        Textual starts, before the app is mounted, was swallowed too: under load, a window of
+        seconds); the app again when mounted (on the running loop, e.g. under Pilot)."""
         import asyncio
         import signal
 
-        loop = asyncio.get_running_loop()
+        loop = loop or asyncio.get_running_loop()
         for name in ("SIGHUP", "SIGTERM"):
             sig = getattr(signal, name, None)
             if sig is None:

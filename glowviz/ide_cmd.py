@@ -27,6 +27,7 @@ def open_ide(model_path: str | None, options: CompileOptions | None = None) -> i
     # loop shuts its executor down without waiting; what still runs is left behind below.
     loop = asyncio.new_event_loop()
     app = GlowvizApp(model_path, options)
+    app.exit_on_hangup(loop)
     try:
         app.run(loop=loop)
     except BaseException as e:
