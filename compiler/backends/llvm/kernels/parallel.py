@@ -11,11 +11,15 @@ Chunks are fixed at compile time from the loop's shape, never from the thread co
 every chunk computes its outputs with the same arithmetic in the same order whichever thread
 runs it: results are bit-identical for any number of threads.
 
-Protocol: the caller publishes (task, context, chunk count), resets the chunk counter and the
-count of workers still busy, then bumps a generation counter; workers spin on the generation for
-a while (``SPIN`` pauses) and then sleep on it (futex); every thread takes chunk indices from
-the counter until they run out; the caller returns once every worker has finished. Calls never
-nest: a kernel running inside a chunk calls no ``parallel_loop``.
+Protocol: the caller publishes (task, context), then the claim word (generation, chunk count,
+next chunk) and the count of finished chunks, then bumps the generation counter; workers spin on
+the generation for a while (``SPIN`` pauses) and then sleep on it (futex); every thread claims
+chunks by compare-and-swap on the claim word, only while it still holds the generation it woke
+for, until they run out; the caller returns once every chunk has finished. It never waits for a
+worker that claimed nothing: on a loaded machine a worker that has lost its core leaves its
+chunks to the caller instead of holding every parallel loop until the scheduler runs it again
+(which made two threads slower than one at load 2+ on two cores). Calls never nest: a kernel
+running inside a chunk calls no ``parallel_loop``.
 """
 
 from __future__ import annotations
@@ -124,9 +128,9 @@ class _Runtime:
         self.quit = var("quit", I32, 0)
         self.task = var("task", PTR, None)
         self.ctx = var("ctx", PTR, None)
-        self.count = var("count", I64, 0)
-        self.next = var("next", I64, 0)
-        self.pending = var("pending", I64, 0)
+        #: (generation << 32) | (chunk count << 16) | next chunk: claimed by compare-and-swap.
+        self.claim = var("claim", I64, 0)
+        self.finished = var("finished", I64, 0)
         self.handles = var("handles", ir.ArrayType(I64, MAX_THREADS), None)
         self.scratch_tab = var("scratch", ir.ArrayType(PTR, MAX_THREADS), None)
         self.scratch_bytes = var("scratch_bytes", I64, self.scratch_floats * 4)
@@ -200,21 +204,35 @@ class _Runtime:
 
     # -- the functions -----------------------------------------------------------------------
     def _emit_run_chunks(self) -> ir.Function:
-        """Take chunk indices from the shared counter and run them until none are left."""
-        fn, b = self._fn("glowviz.pool.run_chunks", VOID, [I64])
-        tid = fn.args[0]
-        task = _as_task(b.load(self.task, typ=PTR))
-        ctx = b.load(self.ctx, typ=PTR)
-        count = b.load(self.count, typ=I64)
+        """Claim chunks of generation ``gen`` and run them until none are left (or the caller
+        has moved on to another generation: this thread woke too late for that one)."""
+        fn, b = self._fn("glowviz.pool.run_chunks", VOID, [I64, I32])
+        tid, gen = fn.args
+        want = b.shl(b.zext(gen, I64), i64(32))
         hdr = b.append_basic_block("take")
+        check = b.append_basic_block("check")
+        swap = b.append_basic_block("swap")
         run = b.append_basic_block("run")
         end = b.append_basic_block("done")
         b.branch(hdr)
         b.position_at_end(hdr)
-        i = b.atomic_rmw("add", self.next, i64(1), "monotonic")
-        b.cbranch(b.icmp_signed("<", i, count), run, end)
+        c = b.load_atomic(self.claim, "acquire", 8, typ=I64)
+        same_gen = b.icmp_unsigned("==", b.and_(c, i64(-(1 << 32))), want)
+        b.cbranch(same_gen, check, end)
+        b.position_at_end(check)
+        idx = b.and_(c, i64(0xFFFF))
+        count = b.and_(b.lshr(c, i64(16)), i64(0xFFFF))
+        b.cbranch(b.icmp_unsigned("<", idx, count), swap, end)
+        b.position_at_end(swap)
+        res = b.cmpxchg(self.claim, c, b.add(c, i64(1)), "acq_rel", "acquire")
+        b.cbranch(b.extract_value(res, 1), run, hdr)
         b.position_at_end(run)
-        b.call(task, [ctx, i, tid])
+        # The generation cannot move on while this claimed chunk is unfinished: task and
+        # context are still its own.
+        task = _as_task(b.load(self.task, typ=PTR))
+        ctx = b.load(self.ctx, typ=PTR)
+        b.call(task, [ctx, idx, tid])
+        b.atomic_rmw("add", self.finished, i64(1), "release")
         b.branch(hdr)
         b.position_at_end(end)
         b.ret_void()
@@ -258,8 +276,7 @@ class _Runtime:
         done = b.append_basic_block("exit")
         b.cbranch(quit_, done, work)
         b.position_at_end(work)
-        b.call(self.run_chunks, [tid])
-        b.atomic_rmw("sub", self.pending, i64(1), "release")
+        b.call(self.run_chunks, [tid, b.load(seen, typ=I32)])
         b.branch(top)
         b.position_at_end(done)
         b.ret(ir.Constant(PTR, None))
@@ -275,6 +292,8 @@ class _Runtime:
         spins = b.alloca(I64)
         nt = b.load(self.nthreads, typ=I64)
         serial = b.or_(b.icmp_signed("<=", nt, i64(1)), b.icmp_signed("<=", n, i64(1)))
+        # The claim word holds 16 bits of chunk index (loops have at most a few hundred).
+        serial = b.or_(serial, b.icmp_signed(">=", n, i64(1 << 16)))
         with b.if_else(serial) as (one, many):
             with one:
                 b.store(i64(0), i)
@@ -291,19 +310,20 @@ class _Runtime:
             with many:
                 b.store(task, self.task)
                 b.store(ctx, self.ctx)
-                b.store(n, self.count)
-                b.store_atomic(i64(0), self.next, "release", 8)
-                b.store_atomic(b.sub(nt, i64(1)), self.pending, "release", 8)
+                b.store_atomic(i64(0), self.finished, "release", 8)
+                gen = b.add(b.load_atomic(self.gen, "acquire", 4, typ=I32), ir.Constant(I32, 1))
+                word = b.or_(b.shl(b.zext(gen, I64), i64(32)), b.shl(n, i64(16)))
+                b.store_atomic(word, self.claim, "release", 8)
                 b.atomic_rmw("add", self.gen, ir.Constant(I32, 1), "seq_cst")
                 asleep = b.load_atomic(self.sleeping, "seq_cst", 4, typ=I32)
                 with b.if_then(b.icmp_signed(">", asleep, ir.Constant(I32, 0))):
                     self._futex(b, FUTEX_WAKE_PRIVATE, b.trunc(nt, I32))
-                b.call(self.run_chunks, [i64(0)])
+                b.call(self.run_chunks, [i64(0), gen])
                 b.store(i64(0), spins)
 
                 def busy() -> ir.Value:
-                    left = b.load_atomic(self.pending, "acquire", 8, typ=I64)
-                    return b.icmp_signed(">", left, i64(0))
+                    done = b.load_atomic(self.finished, "acquire", 8, typ=I64)
+                    return b.icmp_signed("<", done, n)
 
                 def wait() -> None:
                     k = b.add(b.load(spins, typ=I64), i64(1))
