@@ -28,8 +28,13 @@ def _compile(model: onnx.ModelProto) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("build", "n"), [(build_chain, 750), (build_fanout, 500)])
 def test_compile_time_is_not_quadratic(build, n: int) -> None:
+    """The whole compile runs the optimal scheduler, an n log n search (its own test allows
+    8x): quiet, a chain measured 4.7-5.1x (n log n predicts 4.8x) and up to 6.6x beside other
+    work, so the bound is the scheduler's, still half of quadratic's 16x."""
     small, big = build(n), build(NODES_RATIO * n)
-    assert_not_quadratic(lambda: small, lambda: big, _compile, build.__name__, repeats=2)
+    assert_not_quadratic(
+        lambda: small, lambda: big, _compile, build.__name__, repeats=2, max_ratio=8.0
+    )
 
 
 @pytest.mark.slow
