@@ -1,7 +1,7 @@
 """Regenerate the IDE screenshots in this folder: `python docs/screenshots/make_screenshots.py
-[quant]` (the default model, dark theme, at 180x50 and 100x30; SVG from Textual, PNG with
+[quant | png]` (the default model, dark theme, at 180x50 and 100x30; SVG from Textual, PNG with
 rsvg-convert; the Quant view on the int8 default model with a profile from 8 random inputs, at
-both sizes too; `quant`: only it)."""
+both sizes too; `quant`: only it; `png`: only the PNGs again, from the SVGs here)."""
 
 from __future__ import annotations
 
@@ -138,12 +138,29 @@ async def quant_main() -> list[Path]:
     return paths
 
 
+def to_png(conv: str, svg: Path) -> Path:
+    """`svg` as a PNG beside it. Textual writes each styled run as its own text element, with
+    spaces as no-break spaces; rsvg drew a run's leading ones at no width, so runs touched
+    ("128.0 KiBat step 1", "glowviz—"): it gets a copy with plain spaces, preserved."""
+    text = svg.read_text(encoding="utf-8").replace("&#160;", " ")
+    text = text.replace("<svg ", '<svg xml:space="preserve" ', 1)
+    tmp = svg.with_suffix(".tmp.svg")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        png = svg.with_suffix(".png")
+        subprocess.run([conv, str(tmp), "-o", str(png)], check=True)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return png
+
+
 if __name__ == "__main__":
-    only_quant = sys.argv[1:] == ["quant"]
-    paths = [] if only_quant else asyncio.run(main())
-    paths += asyncio.run(quant_main())
+    args = sys.argv[1:]
+    if args == ["png"]:
+        paths = sorted(HERE.glob("*.svg"))
+    else:
+        paths = [] if args == ["quant"] else asyncio.run(main())
+        paths += asyncio.run(quant_main())
     conv = shutil.which("rsvg-convert")
     for p in paths:
-        if conv:
-            subprocess.run([conv, str(p), "-o", str(p.with_suffix(".png"))], check=True)
-        print(p.with_suffix(".png") if conv else p)
+        print(to_png(conv, p) if conv else p)
