@@ -140,6 +140,10 @@ def _ort_session(proto: Any, threads: int) -> Any:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    if threads > 1:
+        # The runs alternate with ours: spinning after each run, its workers held the cores
+        # ours then needed (ResNet-50: our two threads measured no faster than one).
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
     return ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
