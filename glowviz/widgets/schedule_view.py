@@ -28,6 +28,9 @@ class ScheduleView(StageView):
         super().__init__(**kw)
         #: What is drawn: the primary order first, then the one beside it.
         self.schedules: list[Schedule] = []
+        #: The last draw's arguments and the width it laid the columns out for.
+        self._drawn: tuple | None = None
+        self._drawn_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="schedule-info")
@@ -37,6 +40,13 @@ class ScheduleView(StageView):
     def reset(self) -> None:
         super().reset()
         self.schedules = []
+        self._drawn = None
+
+    def on_resize(self) -> None:
+        """The columns follow the width (a first draw can come before the view is laid out,
+        and the terminal can be resized): 100x30 gets the narrow layout either way."""
+        if self._drawn is not None and self.size.width != self._drawn_width:
+            self._draw(*self._drawn)
 
     def show(self, session: CompileSession, index: int) -> None:
         self.session, self.index = session, index
@@ -79,6 +89,7 @@ class ScheduleView(StageView):
         info = self.query_one("#schedule-info", Static)
         t = self.query_one(VirtualTable)
         self.schedules = scheds
+        self._drawn, self._drawn_width = (session, index, scheds, graph_stage), self.size.width
         if not scheds:
             reason = session.unavailable("schedule")
             info.update(

@@ -265,3 +265,31 @@ async def test_schedule_view_fits_every_schedule_at_100x30():
         assert [s.kind for s in view.schedules] == [t for t in titles if t not in ("#", "live")]
         assert sum(w + 2 * table.PADDING for w in table.widths) <= table.size.width
         assert table.virtual_size.width <= table.size.width
+
+
+@run_async
+async def test_schedule_view_first_shown_after_a_resize_to_100x30():
+    """tmux, 180x50 resized to 100x30, then "4" on a graph stage (two schedules): the view drew
+    its columns for a width it did not have yet (its first draw comes before its layout) and
+    kept them, the second schedule cut at the edge. The columns follow the width now."""
+    from glowviz.app import GlowvizApp
+    from glowviz.session import CompileSession
+    from glowviz.widgets.virtual_table import VirtualTable
+
+    model = str(ROOT / "sample_models" / "resnet_small.onnx")
+    async with ide(GlowvizApp(session=CompileSession(model)), (180, 50)) as (app, pilot, main):
+        graph = [k for k, r in enumerate(app.session.stages) if r.ir_kind == "graph"]
+        main.goto_stage(graph[len(graph) // 2])
+        await pilot.press("2")
+        await settle(app, pilot)
+        await pilot.resize_terminal(100, 30)
+        await settle(app, pilot)
+        await pilot.press("4")
+        await settle(app, pilot)
+        view = main.view("schedule")
+        table = view.query_one(VirtualTable)
+        await until(pilot, lambda: len(view.schedules) == 2 and table.row_count > 0)
+        await pilot.pause()
+        await settle(app, pilot)
+        assert len(table.columns) == 4  # narrow: '#', name and live, then the other's name
+        assert sum(w + 2 * table.PADDING for w in table.widths) <= table.size.width
