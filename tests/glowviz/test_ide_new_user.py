@@ -48,12 +48,12 @@ async def test_debugger_slice_title_is_one_line_at_100x30():
         assert "rows: axis" in line and "cols: axis" in line
 
 
-async def _real_sample_ide():
+async def _real_sample_ide(size: tuple[int, int] = (180, 50)):
     from glowviz.app import GlowvizApp
     from glowviz.session import CompileSession
 
     model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    return ide(GlowvizApp(session=CompileSession(model)), (180, 50))
+    return ide(GlowvizApp(session=CompileSession(model)), size)
 
 
 @run_async
@@ -106,11 +106,7 @@ async def test_memory_header_fits_100x30_with_the_pipeline_shown():
     """At 100x30 with the pipeline pane shown, the Memory view's header wrapped to nine lines
     on a graph stage and left the buffer table its header line alone: the header's lines are
     cut, not wrapped, and the table shows rows."""
-    from glowviz.app import GlowvizApp
-    from glowviz.session import CompileSession
-
-    model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+    async with await _real_sample_ide((100, 30)) as (app, pilot, main):
         graph = [k for k, r in enumerate(app.session.stages) if r.ir_kind == "graph"]
         main.goto_stage(graph[-1])  # a graph stage: its header has the per-pass note too
         await pilot.press("6")
@@ -133,11 +129,7 @@ async def test_memory_table_gets_the_rows_at_100x30():
     a cell wider than the table (a horizontal scrollbar took one more row). Now the notes sit
     beside the card, the timeline and the map are compact until focused (t, m: the focused one
     takes the room), and the name column takes the width the numbers leave."""
-    from glowviz.app import GlowvizApp
-    from glowviz.session import CompileSession
-
-    model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+    async with await _real_sample_ide((100, 30)) as (app, pilot, main):
         main.goto_stage(len(app.session.stages) - 1)
         await pilot.press("6")
         await settle(app, pilot)
@@ -165,11 +157,7 @@ async def test_lifetime_bars_fit_the_table_at_100x30():
     """At 100x30 the Lifetimes view's bars began past the table's right edge (a name column
     capped at 36 plus a bar of the view's width less 50): the lifetimes, the point of the view,
     showed only after scrolling sideways. The names now take what the bar leaves."""
-    from glowviz.app import GlowvizApp
-    from glowviz.session import CompileSession
-
-    model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+    async with await _real_sample_ide((100, 30)) as (app, pilot, main):
         main.goto_stage(len(app.session.stages) - 1)
         await pilot.press("5")
         await settle(app, pilot)
@@ -189,11 +177,7 @@ async def test_lifetime_bars_fit_the_table_at_100x30():
 async def test_memory_comparison_lists_buffers_at_100x30():
     """Comparing plans at 100x30 (A: another allocator), the figures and the two allocation
     maps took the view's height and the changed buffers' table showed its header alone."""
-    from glowviz.app import GlowvizApp
-    from glowviz.session import CompileSession
-
-    model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+    async with await _real_sample_ide((100, 30)) as (app, pilot, main):
         main.goto_stage(len(app.session.stages) - 1)
         await pilot.press("6")
         await settle(app, pilot)
@@ -249,12 +233,9 @@ async def test_schedule_view_fits_every_schedule_at_100x30():
     """At 100x30 with the pipeline shown, the Schedule view's three schedules (node, live bytes
     and bar each) ran off to the right: the second and third were only reached by scrolling.
     Narrow, the schedule IRGen used keeps its live bytes and the others show their order."""
-    from glowviz.app import GlowvizApp
-    from glowviz.session import CompileSession
     from glowviz.widgets.virtual_table import VirtualTable
 
-    model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    async with ide(GlowvizApp(session=CompileSession(model)), (100, 30)) as (app, pilot, main):
+    async with await _real_sample_ide((100, 30)) as (app, pilot, main):
         await pilot.press("4")
         await settle(app, pilot)
         view = main.view("schedule")
@@ -272,12 +253,9 @@ async def test_schedule_view_first_shown_after_a_resize_to_100x30():
     """tmux, 180x50 resized to 100x30, then "4" on a graph stage (two schedules): the view drew
     its columns for a width it did not have yet (its first draw comes before its layout) and
     kept them, the second schedule cut at the edge. The columns follow the width now."""
-    from glowviz.app import GlowvizApp
-    from glowviz.session import CompileSession
     from glowviz.widgets.virtual_table import VirtualTable
 
-    model = str(ROOT / "sample_models" / "resnet_small.onnx")
-    async with ide(GlowvizApp(session=CompileSession(model)), (180, 50)) as (app, pilot, main):
+    async with await _real_sample_ide() as (app, pilot, main):
         graph = [k for k, r in enumerate(app.session.stages) if r.ir_kind == "graph"]
         main.goto_stage(graph[len(graph) // 2])
         await pilot.press("2")

@@ -146,9 +146,8 @@ class _Runtime:
         if self.emitted:
             return
         for name, args in (("glowviz_pool_stop", []), ("glowviz_pool_start", [I32])):
-            if name not in self.module.globals:
-                _, b = self._fn(name, VOID, args, internal=False)
-                b.ret_void()
+            _, b = self._fn(name, VOID, args, internal=False)
+            b.ret_void()
 
     # -- helpers -----------------------------------------------------------------------------
     def _declare_libc(self) -> None:
