@@ -32,6 +32,7 @@ from compiler.backends.llvm.kernels.conv import (
     conv_shape,
     emit_conv2d,
 )
+from compiler.backends.llvm.kernels.direct import padded_size
 from compiler.errors import CodegenError
 from compiler.kernels.reference_nn import conv as reference_conv
 from compiler.pipeline import compile_model
@@ -254,6 +255,11 @@ EXECUTOR_CASES = [
     # 49 and 35 pixel rows: 7-row register tiles (``fit_mr``) in pixel-rows-gemm
     ("plane-7x7", dict(C=20, H=7, W=7, K=40, k=3, pads=(1, 1, 1, 1), act="Relu")),
     ("plane-5x7", dict(C=70, H=5, W=7, K=24, k=1)),
+    # strides above 2 load only a tail vector's valid lanes (the padded copy has no slack for
+    # the rest): one full vector and a tail, a depthwise one, and a stride past the image
+    ("stride3-tail", dict(C=3, H=7, W=60, K=16, k=3, stride=3, pads=(1, 1, 1, 1))),
+    ("depthwise-s3", dict(C=4, H=7, W=60, K=4, k=3, stride=3, pads=(1, 1, 1, 1), group=4)),
+    ("stride-1000", dict(C=3, H=5, W=5, K=8, k=3, stride=1000, pads=(1, 1, 1, 1), act="Relu")),
 ]
 
 
@@ -372,3 +378,11 @@ def test_fit_mr_picks_a_tile_height_that_divides_the_rows() -> None:
 
     assert [fit_mr(m, 8) for m in (49, 35, 48, 196, 197, 12, 1)] == [7, 7, 8, 8, 8, 6, 8]
     assert [fit_mr(m, 6) for m in (49, 25, 20)] == [6, 5, 5]
+
+
+def test_the_padded_copy_does_not_grow_with_the_stride() -> None:
+    """A stride of 2**31 once asked for a 275 GB padded-input buffer (fuzz mutant 1909)."""
+    for stride in (1, 2, 3, 2**31):
+        s = conv_shape(1, 3, 9, 9, 8, 3, 3, stride=(stride, stride), pad=(1, 1, 1, 1))
+        hp, wp, size = padded_size(s, 16)
+        assert hp * wp <= size <= hp * wp + 2 * 16 * 2 + 2 * 1 + 1

@@ -516,7 +516,7 @@ def padded_shift_body(
 
                     def phase_run(j0: Int, valid: int, dst: ir.Value = dst, pb_: int = pb_) -> None:
                         src = gep(b, rowbuf, add(b, mul(b, j0, sw), pb_))
-                        store_vec(b, strided_vector(b, src, vw, sw), gep(b, dst, j0), vw, valid)
+                        store_vec(b, strided_vector(b, src, vw, sw, valid), gep(b, dst, j0), vw, valid)
 
                     vector_runs(b, wq, vw, phase_run, "pq")
 

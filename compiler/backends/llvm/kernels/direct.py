@@ -49,16 +49,22 @@ from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 ROW_TILE = 4
 
 
-def strided_vector(b: ir.IRBuilder, ptr: ir.Value, vw: int, stride: int) -> ir.Value:
-    """``vw`` floats at ``ptr[0], ptr[stride], ...`` (the padded buffer has slack behind)."""
+def strided_vector(
+    b: ir.IRBuilder, ptr: ir.Value, vw: int, stride: int, valid: int | None = None
+) -> ir.Value:
+    """``vw`` floats at ``ptr[0], ptr[stride], ...`` (the padded buffer has slack behind).
+
+    Strides above 2 load lane by lane, only the first ``valid`` lanes (the rest zero): a tail
+    vector's unused lanes would otherwise read up to ``(vw - 1) * stride`` floats past the
+    row, and the buffer's slack would have to grow with the stride (275 GB at 2**31)."""
     if stride == 1:
         return b.load(ptr, typ=ir.VectorType(F32, vw), align=4)
     if stride == 2:
         wide = b.load(ptr, typ=ir.VectorType(F32, 2 * vw), align=4)
         idx = ir.Constant(ir.VectorType(ir.IntType(32), vw), [2 * i for i in range(vw)])
         return b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
-    v = ir.Constant(ir.VectorType(F32, vw), ir.Undefined)
-    for i in range(vw):
+    v = splat(0.0, vw)
+    for i in range(vw if valid is None else valid):
         v = b.insert_element(
             v, b.load(gep(b, ptr, i * stride), typ=F32), ir.Constant(ir.IntType(32), i)
         )
@@ -114,10 +120,12 @@ def copy_phases(
 
 def padded_size(s: ConvShape, vw: int) -> tuple[int, int, int]:
     """(Hp, Wp, floats): the padded channel's rows, row length and buffer size with slack for
-    the last vector's over-read (wide stride-2 loads read up to 2 * vw * stride floats)."""
+    the last vector's over-read: a stride-1 vector reads vw floats, a wide stride-2 load 2 * vw
+    (larger strides read only their valid lanes, see ``strided_vector``), and a tap column sits
+    at most (S - 1) * dw inside the row (which that dilated filter's width already bounds)."""
     pt, pl, pb, pr = s.pad
     hp, wp = s.H + pt + pb, s.W + pl + pr
-    return hp, wp, hp * wp + 2 * vw * s.stride[1] + s.S * s.dilation[1]
+    return hp, wp, hp * wp + 2 * vw * min(s.stride[1], 2) + (s.S - 1) * s.dilation[1] + 1
 
 
 def depthwise_body(
@@ -136,7 +144,7 @@ def depthwise_body(
     wq = (wp + 1) // 2
     plane = hp * wq
     if phases:
-        size = 2 * plane + 2 * vw + S * dw
+        size = 2 * plane + 2 * vw + (S - 1) * dw + 1
     # The padding is zero from the start: only the interior is ever written.
     xpad_g = scratch(b.module, f"{b.function.name}.xpad", size)
     nfull, tail = divmod(OW, vw)
@@ -198,7 +206,7 @@ def depthwise_body(
                         at = (t * dw) % 2 * plane + rin * wq + (t * dw) // 2
                         v = strided_vector(b, gep(b, base, at), vw, 1)
                     else:
-                        v = strided_vector(b, gep(b, base, rin * wp + t * dw), vw, sw)
+                        v = strided_vector(b, gep(b, base, rin * wp + t * dw), vw, sw, valid)
                     for i, r in outs:
                         acc[i] = fma(b, v, wb[r * S + t], acc[i])
             first = gep(b, out, b.add(b.mul(oh0, i64(OW)), ow0))
@@ -367,7 +375,7 @@ def direct_vector_body(
                     wr = gep(b, wc, mul(b, r, S * kb_full))
                     for t in range(S):
                         xs = [
-                            strided_vector(b, gep(b, xr, t * dw + v * vw * sw), vw, sw)
+                            strided_vector(b, gep(b, xr, t * dw + v * vw * sw), vw, sw, valid[v])
                             for v in range(nvec)
                         ]
                         wt = gep(b, wr, t * kb_full)
