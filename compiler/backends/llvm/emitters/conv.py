@@ -32,7 +32,7 @@ from compiler.backends.llvm.emitters.elementwise import kernel_activation
 from compiler.backends.llvm.kernels.common import Epilogue, hand_tiled
 from compiler.backends.llvm.kernels.conv import ConvPtrs, conv_shape, select
 from compiler.backends.llvm.kernels.conv_gemm import shared_cin
-from compiler.backends.llvm.kernels.gemm import gemm_config
+from compiler.backends.llvm.kernels.gemm import conv_gemm_config
 from compiler.backends.llvm.kernels.window import Axis
 from compiler.graph.types import ElemKind
 
@@ -83,7 +83,7 @@ def emit_conv(ctx: EmitContext, ins: Any) -> Emitted:
         s, constant=data is not None, forced=ctx.conv_strategy, where=ins.name, weights=data
     )
     kact = ctx.with_epilogue(kernel_activation(at["activation"], at["act_args"]))
-    cfg = gemm_config()
+    cfg = conv_gemm_config()
     # The sum post-op: add to the destination, then the activation.
     ep = Epilogue(kact, ins.accumulates)
 

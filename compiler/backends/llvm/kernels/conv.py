@@ -63,7 +63,7 @@ from compiler.backends.llvm.kernels.conv_gemm import (
     pixel_rows_body,
 )
 from compiler.backends.llvm.kernels.direct import depthwise_body, direct_vector_body, pack_direct
-from compiler.backends.llvm.kernels.gemm import GemmConfig, gemm_config
+from compiler.backends.llvm.kernels.gemm import GemmConfig, conv_gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 from compiler.errors import CodegenError
 
@@ -315,7 +315,7 @@ def emit_conv2d(
     if weights.shape != (K, C // group, R, S):
         raise ValueError(f"conv {name}: weights {weights.shape} != {(K, C // group, R, S)}")
     row = select(s, forced=strategy, weights=weights)
-    cfg = gemm_config(isa)
+    cfg = conv_gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
     if row.hand_tiled:
         hand_tiled(fn)

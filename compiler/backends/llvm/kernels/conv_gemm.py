@@ -36,7 +36,7 @@ from compiler.backends.llvm.kernels.gemm import (
     GemmOperands,
     Split,
     emit_gemm_body,
-    gemm_config,
+    conv_gemm_config,
     pack_a_constant,
     pack_b_constant,
     panel_a,
@@ -62,9 +62,11 @@ SHIFT_NC = 512
 # -- filter packings ----------------------------------------------------------------------------
 
 
-def pack_conv_weights(w: np.ndarray, group: int, isa: str | None = None) -> np.ndarray:
+def pack_conv_weights(
+    w: np.ndarray, group: int, isa: str | None = None, cfg: GemmConfig | None = None
+) -> np.ndarray:
     """[K, C/group, R, S] -> per group, the GEMM's MR-row A panels (see ``pack_a_constant``)."""
-    cfg = gemm_config(isa)
+    cfg = cfg or conv_gemm_config(isa)
     k = w.shape[0]
     kg = k // group
     w2 = np.asarray(w, dtype=np.float32).reshape(group, kg, -1)
@@ -73,12 +75,12 @@ def pack_conv_weights(w: np.ndarray, group: int, isa: str | None = None) -> np.n
 
 def pack_a(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
     """The filter as the MR-row A panels of each group's GEMM."""
-    return pack_conv_weights(w, s.group, cfg.isa)
+    return pack_conv_weights(w, s.group, cfg=cfg)
 
 
 def pack_b_rows(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
     """W^T[C*R*S, K] in the GEMM's NR-wide B panels (pixel rows x output channels)."""
-    return pack_b_constant(w.reshape(s.K, -1), transpose_b=True, isa=cfg.isa)
+    return pack_b_constant(w.reshape(s.K, -1), transpose_b=True, cfg=cfg)
 
 
 # -- implicit GEMM and 1x1 GEMM: out[Kg, pixels] = Wg[Kg, Cg*R*S] @ im2col(Xg) -----------------
@@ -109,8 +111,8 @@ def _im2col_fill(cfg: GemmConfig, s: ConvShape, x: ir.Value):
 
                 def put(ow: ir.Value, val: ir.Value) -> None:
                     n = b.add(nrow, ow)
-                    jp = b.lshr(n, i64(int(math.log2(nr))))
-                    lane = b.and_(n, i64(nr - 1))
+                    jp = b.udiv(n, i64(nr))  # NR need not be a power of two
+                    lane = b.urem(n, i64(nr))
                     b.store(val, gep(b, dst_k, b.add(mul(b, jp, kc_cap * nr), lane)), align=4)
 
                 def inner(ow: ir.Value) -> None:
