@@ -56,8 +56,9 @@ _COMPILER_DIR = str(Path(compiler.__file__).resolve().parent)
 
 
 #: Cases whose outcome is known not to be a pass for a reason outside the API, by (executor,
-#: case): the status the test expects ("excluded": not run at all) and why. The tests check
-#: the status stays exactly this, so a fix shows up as a failure asking to drop the entry.
+#: case): the status the test expects ("excluded": not run at all; "a|b": either, where the
+#: outcome rests on the BLAS build) and why. The tests check the status stays exactly this, so
+#: a fix shows up as a failure asking to drop the entry.
 KNOWN_ISSUES: dict[tuple[str, str], tuple[str, str]] = {
     ("llvm", "test_MaxPool2d_stride_padding_dilation_cpu"): (
         "excluded",
@@ -65,10 +66,11 @@ KNOWN_ISSUES: dict[tuple[str, str], tuple[str, str]] = {
         "minutes (LLVM backend bug)",
     ),
     ("interpreter", "test_squeezenet_cpu"): (
-        "wrong",
+        "wrong|pass",
         "ill-conditioned: the light model's logits are ~9.5e9, all equal in exact arithmetic; "
-        "BLAS's tail tile rounds 40 of the 1000 channels one ulp higher, and softmax turns "
-        "that into 0.025 instead of 0.001 (LLVM and onnxruntime round every channel alike)",
+        "some BLAS builds' tail tile rounds 40 of the 1000 channels one ulp higher, and softmax "
+        "turns that into 0.025 instead of 0.001 (LLVM and onnxruntime round every channel "
+        "alike); numpy 2.4.6's OpenBLAS on Zen 5 rounds them alike too, so either is expected",
     ),
 }
 
@@ -214,7 +216,7 @@ def bad_cases(executor: str, results: dict[str, Outcome]) -> list[str]:
     for n, o in results.items():
         known = KNOWN_ISSUES.get((executor, n))
         if known is not None:
-            if o.status != known[0]:
+            if o.status not in known[0].split("|"):
                 bad.append(f"{n}: known issue is now {o.status} (update KNOWN_ISSUES): {known[1]}")
         elif o.status in ("wrong", "crash"):
             bad.append(f"{n}: {o.status}: {o.detail}")
