@@ -76,6 +76,7 @@ ONNX_TO_ELEM: dict[int, ElemKind] = {
     onnx.TensorProto.INT2: ElemKind.I2,
     onnx.TensorProto.UINT2: ElemKind.U2,
 }
+ELEM_TO_ONNX: dict[ElemKind, int] = {kind: code for code, kind in ONNX_TO_ELEM.items()}
 #: The ONNX ops that take the narrow storage kinds (bfloat16, float8, int4...); any other op
 #: with such an input is refused before its converter runs.
 NARROW_OPS = frozenset({"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"})
@@ -184,6 +185,18 @@ class NodeContext:
 
     def type(self, i: int) -> TensorType:
         return self.inp(i).type
+
+    def onnx_elem_type(self, i: int) -> int | None:
+        """Input i's ONNX element type (a TensorProto data type), read without converting an
+        initializer; None when absent or not a tensor (a sequence)."""
+        if not self.has_input(i):
+            return None
+        name = self.node.input[i]
+        v = self.imp.values.get(name)
+        if v is not None:
+            return ELEM_TO_ONNX[v.type.elem]
+        t = self.imp.initializers.get(name)
+        return t.data_type if t is not None else None
 
     def const(self, i: int) -> np.ndarray | None:
         """The input's value if it is known at compile time, else None (also if absent)."""

@@ -402,6 +402,39 @@ def _check_int_divisor(ctx: NodeContext) -> None:
     )
 
 
+def _check_operand_types(ctx: NodeContext) -> None:
+    """Each tensor operand's element type is one the op's ONNX schema allows for it (a Conv
+    with a bool bias: onnxruntime refuses the model, and the importer must not run it)."""
+    if ctx.node.domain not in ("", "ai.onnx"):
+        return
+    try:
+        schema = onnx.defs.get_schema(ctx.op_type, ctx.opset, "")
+    except onnx.defs.SchemaError:
+        return
+    formals = list(schema.inputs)
+    if not formals:
+        return
+    variadic = formals[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    for i in range(ctx.num_inputs):
+        if i >= len(formals) and not variadic:
+            return
+        formal = formals[min(i, len(formals) - 1)]
+        code = ctx.onnx_elem_type(i)
+        if code is None:
+            continue
+        name = _dtype_name(code)
+        types = allowed.get(formal.type_str, {formal.type_str})
+        if f"tensor({name})" in types or not any(t.startswith("tensor(") for t in types):
+            continue
+        takes = sorted(t[7:-1] for t in types if t.startswith("tensor("))
+        raise ctx_invalid(
+            ctx,
+            f"input {i} ('{formal.name}', {ctx.node.input[i]!r}) is {name}; "
+            f"{ctx.op_type} takes {', '.join(takes)} there",
+        )
+
+
 _RULES: dict[str, list[Any]] = {}
 for _op in _WINDOW_OPS:
     _RULES.setdefault(_op, []).append(_check_window)
@@ -431,6 +464,7 @@ _RULES.setdefault("LRN", []).append(_check_positive_attr("size", 1))
 
 def validate_node(ctx: NodeContext) -> None:
     """Attribute ranges of one node, with its operands' types known (before its converter)."""
+    _check_operand_types(ctx)
     for rule in _RULES.get(ctx.op_type, ()):
         rule(ctx)
 

@@ -101,7 +101,22 @@ def test_scalar_or_bool_where_a_matrix_is_expected() -> None:
     scalar = numpy_helper.from_array(np.array(2.0, np.float32), "b")
     assert "scalar" in _refusal(_matmul_model(scalar), UnsupportedError)
     flags = numpy_helper.from_array(np.eye(4, dtype=bool), "b")
-    assert "element types" in _refusal(_matmul_model(flags), UnsupportedError)
+    msg = _refusal(_matmul_model(flags))
+    assert "input 1 ('B', 'b') is bool; MatMul takes" in msg and "float, float16" in msg
+
+
+def test_operand_types_the_schema_does_not_allow() -> None:
+    """A Conv with a bool bias (fuzz mutants 1513, 1535, 1779 of seed 2026): onnxruntime refuses
+    the model; the interpreter used to run it and the LLVM backend to refuse it at codegen."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 3])
+    w = numpy_helper.from_array(np.ones((3, 2, 3, 3), np.float32), "w")
+    bias = numpy_helper.from_array(np.array([True, False, True]), "bias")
+    conv = helper.make_node("Conv", ["x", "w", "bias"], ["y"], name="conv")
+    graph = helper.make_graph([conv], "g", [x], [y], [w, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    msg = _refusal(model)
+    assert "node 'conv'" in msg and "input 2 ('B', 'bias') is bool; Conv takes" in msg
 
 
 def test_external_data_segments(tmp_path) -> None:

@@ -51,7 +51,7 @@ REGRESSIONS: list[Regression] = [
     ),
     Regression("float_data_count", "refusal", match=r"float_data holds 17 values"),
     Regression("scalar_for_matrix", "refusal", match=r"Gemm.*2-D"),
-    Regression("bool_initializer", "refusal", match=r"node 'conv'.*element types"),
+    Regression("bool_initializer", "refusal", match=r"node 'conv'.*is bool; Conv takes"),
     Regression("external_data_outside", "refusal", match=r"outside the model's folder"),
     Regression("external_data_dev_zero", "refusal", match=r"'/dev/zero' is outside"),
     Regression("conv_dilation_0", "refusal", match=r"node 'conv'.*dilations=\[0, 0\]"),
