@@ -118,6 +118,11 @@ def test_conv_columns_are_the_im2col_the_conv_multiplies(group, strides, pads, d
     n, k, oh, ow = want.shape
     got = got.reshape(k, n, oh, ow).transpose(1, 0, 2, 3)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # A limit gathers only evenly spaced pixels: the same columns as the full im2col's.
+    some = gptq.conv_columns(x, w.shape, attrs, limit=7)
+    assert some.shape == (group, cols.shape[1], 7)
+    idx = np.linspace(0, cols.shape[2] - 1, 7).round().astype(np.int64)
+    assert np.array_equal(some, cols[:, :, idx])
 
 
 BLOCK = """
