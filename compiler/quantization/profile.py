@@ -358,17 +358,33 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def _hessian_bytes(hs: HessianSet) -> bytes:
-    """The Hessians as an .npz: `names` (the layers), `h<i>` float32 [G, K, K], `rows`."""
+    """The Hessians as an .npz: `names` (the layers), `rows`, and per layer `h<i>`: the
+    upper triangles (they are symmetric) in float32, [G, K (K + 1) / 2], row by row."""
     names = sorted(hs.layers)
     arrays: dict[str, np.ndarray] = {
         "names": np.array(names, dtype=np.str_),
         "rows": np.array([hs.layers[n].rows for n in names], np.int64),
     }
     for i, n in enumerate(names):
-        arrays[f"h{i}"] = hs.layers[n].h.astype(np.float32)
+        h = hs.layers[n].h
+        upper = np.triu_indices(h.shape[1])
+        arrays[f"h{i}"] = h[:, upper[0], upper[1]].astype(np.float32)
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
+
+
+def _unpack_upper(packed: np.ndarray) -> np.ndarray:
+    """[G, K (K + 1) / 2] upper triangles -> [G, K, K] symmetric float64."""
+    g, m = packed.shape
+    k = int(round((math.isqrt(8 * m + 1) - 1) / 2))
+    if k * (k + 1) // 2 != m:
+        raise ValueError(f"{m} values are not a triangle")
+    h = np.zeros((g, k, k), np.float64)
+    i, j = np.triu_indices(k)
+    h[:, i, j] = packed
+    h[:, j, i] = packed
+    return h
 
 
 def _read_hessians(path: Path, digest: str) -> HessianSet:
@@ -388,7 +404,7 @@ def _read_hessians(path: Path, digest: str) -> HessianSet:
             names = [str(n) for n in z["names"]]
             rows = z["rows"]
             layers = {
-                n: LayerHessian(z[f"h{i}"].astype(np.float64), int(rows[i]))
+                n: LayerHessian(_unpack_upper(z[f"h{i}"]), int(rows[i]))
                 for i, n in enumerate(names)
             }
     except (OSError, ValueError, KeyError) as e:
