@@ -12,12 +12,13 @@ each weight's own error. The int8 grid is unchanged: one symmetric scale per out
 executors' integer arithmetic are the same; only which int8 value each weight gets differs.
 
 Everything here is float64 numpy. The Hessians are gathered while profiling
-(`HessianSet.update`, compiler/quantize.py) and stored beside the profile
-(compiler/quantization/profile.py).
+(`add_layer_hessians`, called by compiler/quantize.py's `profile_model`) and stored beside the
+profile (compiler/quantization/profile.py); the quantizer (quantizer.py) rounds with them.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,22 +139,11 @@ def add_layer_hessians(
 
 def weights_key(w: np.ndarray, scales: np.ndarray, noise: float = 0.0) -> bytes:
     """A digest of a layer's float weights, scales and input noise (GPTQ's memo key)."""
-    import hashlib
-
     d = hashlib.sha256(np.float64(noise).tobytes())
     d.update(np.ascontiguousarray(w, np.float32).tobytes())
     d.update(np.ascontiguousarray(scales, np.float32).tobytes())
     d.update(repr(np.shape(w)).encode())
     return d.digest()
-
-
-def sample_pixels(cols: np.ndarray, limit: int) -> np.ndarray:
-    """At most `limit` of the P columns of [G, K, P], evenly spaced (deterministic)."""
-    p = cols.shape[2]
-    if p <= limit:
-        return cols
-    idx = np.linspace(0, p - 1, limit).round().astype(np.int64)
-    return cols[:, :, idx]
 
 
 def gptq_rows(
@@ -274,5 +264,4 @@ __all__ = [
     "gptq_grouped",
     "gptq_rows",
     "output_error",
-    "sample_pixels",
 ]
