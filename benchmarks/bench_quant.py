@@ -10,7 +10,8 @@ int8 outputs (every quantized tensor both compute: share of exact elements, larg
 in quantization steps).
 
 Run: ``python benchmarks/bench_quant.py [--only resnet50 mobilenet inception bert_tiny]
-[--calib 32] [--eval 4] [--reps 10] [--json out.json]``. Models come from benchmarks/models.py
+[--calib 32] [--eval 4] [--reps 10] [--weight-rounding nearest|gptq] [--precision-only]
+[--json out.json]``. Models come from benchmarks/models.py
 (BERT-tiny from benchmarks/models_transformer.py when it is there).
 """
 
@@ -246,15 +247,20 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
     if path is None:
         print(f"{name}: no generator (benchmarks/models_transformer.py), skipped", flush=True)
         return None
-    r: dict[str, Any] = {"model": name}
+    r: dict[str, Any] = {"model": name, "weight_rounding": args.weight_rounding}
     calib = samples(path, args.calib, seed=1)
     evals = samples(path, args.eval, seed=2)
-    t = time.perf_counter()
-    profile = profile_model(str(path), calib, executor="llvm")
+    gptq = args.weight_rounding == "gptq"
+    t, c = time.perf_counter(), time.process_time()
+    profile = profile_model(str(path), calib, executor="llvm", hessians=gptq)
     r["profile_s"] = time.perf_counter() - t
-    qopts = QuantizeOptions(profile)
+    r["profile_cpu_s"] = time.process_time() - c
+    qopts = QuantizeOptions(profile, weight_rounding=args.weight_rounding)
     f32 = make_executor(compile_model(str(path)), "llvm")
+    t, c = time.perf_counter(), time.process_time()
     qres = compile_model(str(path), CompileOptions(quantize=qopts))
+    r["quantize_compile_s"] = time.perf_counter() - t
+    r["quantize_compile_cpu_s"] = time.process_time() - c
     q8 = make_executor(qres, "llvm")
     r["sqnr_all_int8_db"] = output_sqnr(f32, q8, evals)
     quantized = sum(1 for n in qres.module.main.nodes if n.op.startswith("Q"))
@@ -277,6 +283,9 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
         qk = make_executor(compile_model(str(path), CompileOptions(quantize=keep)), "llvm")
         r["sqnr_after_fallback_db"] = output_sqnr(f32, qk, evals)
         r["float_share"] = fb.float_fraction
+    if args.precision_only:
+        r["ms"] = {}
+        return r
     sess = ort_session(path)
     fns: dict[str, Any] = {
         "fp32": lambda: f32.run(evals[0]),
@@ -305,7 +314,8 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
 def report_line(r: dict[str, Any]) -> str:
     ms = r["ms"]
     parts = [
-        f"{r['model']}: SQNR all-int8 {r['sqnr_all_int8_db']:.1f} dB",
+        f"{r['model']} ({r.get('weight_rounding', 'nearest')} weights): "
+        f"SQNR all-int8 {r['sqnr_all_int8_db']:.1f} dB",
         f"llvm==interp {r['llvm_equals_interpreter']}",
     ]
     if "fallback" in r:
@@ -320,7 +330,8 @@ def report_line(r: dict[str, Any]) -> str:
         parts.append(
             f"ort int8 SQNR u8 {r['ort_u8_sqnr_db']:.1f} dB, s8 {r['ort_s8_sqnr_db']:.1f} dB"
         )
-    parts.append(f"fp32/int8 {r['int8_vs_fp32']:.2f}x")
+    if "int8_vs_fp32" in r:
+        parts.append(f"fp32/int8 {r['int8_vs_fp32']:.2f}x")
     for act in ("u8", "s8"):
         c = r.get(f"qdq_{act}_vs_ort")
         if c:
@@ -364,10 +375,13 @@ def table(rows: list[dict[str, Any]]) -> str:
             for c in (r.get("qdq_u8_vs_ort"), r.get("qdq_s8_vs_ort"))
             if c
         )
+        label = r["model"] + (" (gptq)" if r.get("weight_rounding") == "gptq" else "")
         out.append(
-            f"| {r['model']} | {r['sqnr_all_int8_db']:.1f} dB | {after} | "
-            f"{r['llvm_equals_interpreter']} | {ms['int8']:.2f} | {ms['fp32']:.2f} | {ort:.2f} | "
-            f"{r.get('int8_vs_ort_int8', math.nan):.2f} | {r['int8_vs_fp32']:.2f}x | {qdq or '-'} | "
+            f"| {label} | {r['sqnr_all_int8_db']:.1f} dB | {after} | "
+            f"{r['llvm_equals_interpreter']} | {ms.get('int8', math.nan):.2f} | "
+            f"{ms.get('fp32', math.nan):.2f} | {ort:.2f} | "
+            f"{r.get('int8_vs_ort_int8', math.nan):.2f} | "
+            f"{r.get('int8_vs_fp32', math.nan):.2f}x | {qdq or '-'} | "
             f"{r.get('ort_u8_sqnr_db', math.nan):.1f}; {r.get('ort_s8_sqnr_db', math.nan):.1f} dB |"
         )
     return "\n".join(out)
@@ -388,6 +402,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-search", action="store_true")
     ap.add_argument("--no-ort-qdq", action="store_true")
+    ap.add_argument(
+        "--weight-rounding",
+        choices=("nearest", "gptq"),
+        default="nearest",
+        help="int8 weight rounding (gptq: the profile gathers the layers' Hessians)",
+    )
+    ap.add_argument(
+        "--precision-only", action="store_true", help="SQNR and the search only: no timing"
+    )
     ap.add_argument("--json", type=Path, help="write every figure as JSON")
     args = ap.parse_args(argv)
     rows = []

@@ -3,8 +3,9 @@
 The float graph the quantize stage sees runs on the numpy reference kernels with one tensor
 fake-quantized (rounded to the int8 grid and back): an activation with the scale, offset and
 clamp the quantizer chose for it (read from the quantized graph's types), or a Conv /
-FullyConnected / MatMul weight per output channel as the quantizer quantizes it. The output SQNR
-against float with that tensor alone quantized is the tensor's share of the error. It also
+FullyConnected / MatMul weight as the quantized graph holds it (int8 per output channel, rounded
+to nearest or, with `--weight-rounding gptq`, by GPTQ). The output SQNR against float with that
+tensor alone quantized is the tensor's share of the error. It also
 reports every activation, every weight and both quantized together, and what-ifs: the same
 activation ranges on a 16-bit grid (all of them, or the k most harmful), to tell whether wider
 activations would reach a target with int8 weights.
@@ -14,7 +15,7 @@ table lookups) and bias correction, so its all-quantized figure is within ~1 dB 
 int8 model's (MobileNetV2: 24.1 vs 24.9 dB, BERT-tiny 21.6 vs 21.5).
 
 Run: ``python benchmarks/quant_attribution.py [--only mobilenet bert_tiny] [--calib 16]
-[--eval 2] [--top 20] [--json out.json]``.
+[--eval 2] [--top 20] [--weight-rounding nearest|gptq] [--json out.json]``.
 """
 
 from __future__ import annotations
@@ -92,11 +93,35 @@ def weight_axis(op: str) -> int:
     return 0 if op == "Conv" else 1  # FullyConnected / MatMul weights are [K, N], per column
 
 
+def quantized_weights(qmod: Module) -> dict[str, np.ndarray]:
+    """Float node name -> its weights as the quantized graph holds them (int8 times the
+    per-channel scales), in the float node's layout: what the quantizer chose, GPTQ's
+    rounding included (the QConv / QFullyConnected that replaces node N is named N_q)."""
+    out: dict[str, np.ndarray] = {}
+    for n in qmod.main.nodes:
+        if n.op not in ("QConv", "QFullyConnected") or not n.name.endswith("_q"):
+            continue
+        wq, scales = const_data(n.operands[1]), const_data(n.operands[3])
+        if wq is None or scales is None:
+            continue
+        shape = [1] * wq.ndim
+        shape[0 if n.op == "QConv" else 1] = -1
+        out[n.name[:-2]] = wq.astype(np.float32) * scales.reshape(shape)
+    return out
+
+
 class Attribution:
     """Runs the float graph with chosen tensors fake-quantized."""
 
-    def __init__(self, fmod: Module, grids: dict[str, Grid], evals: list[dict[str, Any]]):
+    def __init__(
+        self,
+        fmod: Module,
+        grids: dict[str, Grid],
+        evals: list[dict[str, Any]],
+        qweights: dict[str, np.ndarray] | None = None,
+    ):
         self.fmod, self.grids, self.evals = fmod, grids, evals
+        self.qweights = qweights or {}
         self.in_specs, self.out_specs, self.aliases = io_specs(fmod)
         self.onnx_to_graph = {o: p for o, p in fmod.meta.get("onnx_inputs", ())}
         self.weights = [
@@ -109,16 +134,20 @@ class Attribution:
 
     def run(self, acts: dict[str, Grid], weights: Any) -> list[dict[str, np.ndarray]]:
         weights = set(weights)
+        chosen = self.qweights
 
         class Run(GraphInterpreter):
             def run_node(self, node: Any, args: list[np.ndarray]) -> list[np.ndarray]:
                 if node.name in weights:
                     args = list(args)
                     w, ax = args[1], weight_axis(node.op)
-                    wq, ws = quantize_weights(w, ax)
-                    shape = [1] * w.ndim
-                    shape[ax] = -1
-                    args[1] = wq.astype(np.float32) * ws.reshape(shape)
+                    if node.name in chosen and chosen[node.name].shape == w.shape:
+                        args[1] = chosen[node.name]
+                    else:
+                        wq, ws = quantize_weights(w, ax)
+                        shape = [1] * w.ndim
+                        shape[ax] = -1
+                        args[1] = wq.astype(np.float32) * ws.reshape(shape)
                 outs = super().run_node(node, args)
                 return [
                     fake_quantize(o, acts[r.name]) if r.name in acts else o
@@ -154,16 +183,26 @@ def attribute(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     calib = samples(path, args.calib, seed=1)
     evals = samples(path, args.eval, seed=2)
-    profile = profile_model(str(path), calib, executor="llvm")
+    gptq = args.weight_rounding == "gptq"
+    profile = profile_model(str(path), calib, executor="llvm", hessians=gptq)
     graph = replace(CompileOptions(), low_level=False, profile=False)
     fmod = compile_model(str(path), graph).module
-    qmod = compile_model(str(path), replace(graph, quantize=QuantizeOptions(profile))).module
+    qopts = QuantizeOptions(profile, weight_rounding=args.weight_rounding)
+    qmod = compile_model(str(path), replace(graph, quantize=qopts)).module
     grids = activation_grids(qmod, fmod)
-    at = Attribution(fmod, grids, evals)
-    r: dict[str, Any] = {"model": name, "activations": len(grids), "weights": len(at.weights)}
+    at = Attribution(fmod, grids, evals, quantized_weights(qmod))
+    r: dict[str, Any] = {
+        "model": name,
+        "weight_rounding": args.weight_rounding,
+        "activations": len(grids),
+        "weights": len(at.weights),
+    }
     r["all_activations_db"] = at.sqnr(grids)
     r["all_weights_db"] = at.sqnr(weights=at.weights)
     r["all_db"] = at.sqnr(grids, at.weights)
+    if args.totals_only:
+        r["tensors"], r["int16_activations_db"] = [], {}
+        return r
     singles = [(at.sqnr({k: g}), "activation", k) for k, g in grids.items()]
     singles += [(at.sqnr(weights=[w]), "weight", w) for w in at.weights]
     singles.sort()
@@ -181,7 +220,8 @@ def attribute(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
 
 def report(r: dict[str, Any], top: int) -> str:
     lines = [
-        f"{r['model']}: {r['activations']} activations, {r['weights']} weights",
+        f"{r['model']} ({r.get('weight_rounding', 'nearest')} weights): "
+        f"{r['activations']} activations, {r['weights']} weights",
         f"  all activations int8: {r['all_activations_db']:.2f} dB; all weights int8: "
         f"{r['all_weights_db']:.2f} dB; both: {r['all_db']:.2f} dB",
         "  int8 weights, the k most harmful activations on 16-bit grids: "
@@ -191,7 +231,10 @@ def report(r: dict[str, Any], top: int) -> str:
     for t in r["tensors"][:top]:
         lines.append(f"    {t['sqnr_db']:6.2f} dB  {t['kind']:10s} {t['tensor']}")
     noise = sum(10 ** (-t["sqnr_db"] / 10) for t in r["tensors"])
-    lines.append(f"  their noise powers summed as if independent: {-10 * math.log10(noise):.2f} dB")
+    if noise > 0:
+        lines.append(
+            f"  their noise powers summed as if independent: {-10 * math.log10(noise):.2f} dB"
+        )
     return "\n".join(lines)
 
 
@@ -202,6 +245,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", type=int, default=2)
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--wide-top", type=int, nargs="*", default=[4, 8, 16])
+    ap.add_argument(
+        "--weight-rounding",
+        choices=("nearest", "gptq"),
+        default="nearest",
+        help="the quantizer's weight rounding (gptq: profiles with Hessians)",
+    )
+    ap.add_argument(
+        "--totals-only",
+        action="store_true",
+        help="all activations, all weights and both; no tensor-by-tensor runs",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     results = []

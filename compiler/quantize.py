@@ -161,9 +161,15 @@ def profile_model(
     options: CompileOptions | None = None,
     executor: str = "llvm",
     bins: int = DEFAULT_BINS,
+    hessians: bool = False,
 ) -> Profile:
-    """Profile every activation of `model` on `samples` (Glow's -dump-profile)."""
+    """Profile every activation of `model` on `samples` (Glow's -dump-profile). With
+    `hessians`, also gather each Conv / FullyConnected / MatMul-by-constant layer's input
+    Hessian (sum of x x^T over im2col rows or rows) for GPTQ weight rounding
+    (compiler/quantization/gptq.py; layers of more than `gptq.MAX_COLUMNS` columns are left
+    out)."""
     from compiler.executors import make_executor
+    from compiler.quantization.gptq import HessianSet, add_layer_hessians
 
     opts = replace(options or CompileOptions(), profile=True, quantize=None, stop_after=None)
     result = _compile(model, opts, executor)
@@ -173,9 +179,15 @@ def profile_model(
         meta["profile_graph_hash"], source=str(result.source), bins=bins, executor=executor
     )
     ex = make_executor(result, executor)
+    layers: dict[str, dict[str, Any]] = meta.get("profile_layers", {}) if hessians else {}
+    if hessians:
+        profile.hessians = HessianSet()
     for sample in samples:
         outs = ex.run(dict(sample))
-        profile.update({points[k]: v for k, v in outs.items() if k in points})
+        values = {points[k]: v for k, v in outs.items() if k in points}
+        profile.update(values)
+        if profile.hessians is not None:
+            add_layer_hessians(profile.hessians, layers, values)
     if profile.inputs == 0:
         raise InputError("profiling needs at least one calibration sample")
     return profile

@@ -86,3 +86,31 @@ def test_quantization_user_errors_are_one_line(tmp_path, capsys):
     np.savez(bad, other=np.zeros(3, np.float32))
     assert cli("profile", LENET, "--inputs", bad, "-o", tmp_path / "x.json") == 2
     assert "has no array for input" in capsys.readouterr().err
+
+
+def test_gptq_weight_rounding_from_a_profile_with_hessians(tmp_path, capsys):
+    """`profile --hessians` writes the layers' Hessians beside the profile; `--weight-rounding
+    gptq` uses them (the same int8 grid, other int8 values) and both executors agree; a
+    profile without them is one line and exit 2."""
+    out = tmp_path / "h.json"
+    assert cli("profile", LENET, "--random", 6, "--hessians", "-o", out) == 0
+    assert "Hessians of" in capsys.readouterr().out
+    assert (tmp_path / "h.hessians.npz").exists()
+    assert json.loads(out.read_text())["hessians"]["file"] == "h.hessians.npz"
+    x = np.random.default_rng(3).standard_normal((1, 1, 28, 28)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", input=x)
+    results = {}
+    for ex in ("llvm", "interpreter"):
+        o = tmp_path / f"{ex}.npz"
+        argv = ["run", LENET, "--quantize", out, "--weight-rounding", "gptq", "--executor", ex]
+        assert cli(*argv, "--inputs", tmp_path / "x.npz", "-o", o) == 0
+        with np.load(o) as z:
+            results[ex] = {k: z[k] for k in z.files}
+    assert results["llvm"].keys() == results["interpreter"].keys()
+    for k in results["llvm"]:
+        assert np.array_equal(results["llvm"][k], results["interpreter"][k]), k
+    plain = _profile(tmp_path)
+    capsys.readouterr()
+    assert cli("compile", LENET, "--quantize", plain, "--weight-rounding", "gptq") == 2
+    err = capsys.readouterr().err
+    assert "Hessians" in err and "--hessians" in err and "Traceback" not in err

@@ -53,6 +53,12 @@ DEFAULT_OPS = ARITHMETIC_OPS | frozenset(
 )
 
 
+#: Weight rounding methods (`QuantizeOptions.weight_rounding`).
+WEIGHT_ROUNDINGS = ("nearest", "gptq")
+
+_LOADED: dict[tuple[Any, ...], Profile] = {}
+
+
 @dataclass(frozen=True)
 class QuantizeOptions:
     """How to quantize: the profile, the schema and calibration of activations, per-channel
@@ -71,8 +77,18 @@ class QuantizeOptions:
     bias_correction: bool = True
     #: Per tensor (value name) calibration overrides, e.g. {"conv_3": "kl"}.
     tensor_calibration: dict[str, str] = field(default_factory=dict)
+    #: How int8 weights are rounded on their per-channel grid: "nearest", or "gptq" (each
+    #: layer's columns in turn, the rounding error spread over the columns not yet rounded
+    #: through the inverse of the layer's input Hessian from the profile;
+    #: compiler/quantization/gptq.py). The grid, and so the kernels, are the same.
+    weight_rounding: str = "nearest"
 
     def __post_init__(self) -> None:
+        if self.weight_rounding not in WEIGHT_ROUNDINGS:
+            raise ValueError(
+                f"unknown weight rounding {self.weight_rounding!r} "
+                f"(one of: {', '.join(WEIGHT_ROUNDINGS)})"
+            )
         check_schema(self.schema)
         check_calibration(self.calibration)
         for method in self.tensor_calibration.values():
@@ -81,7 +97,23 @@ class QuantizeOptions:
         object.__setattr__(self, "ops", frozenset(self.ops))
 
     def load_profile(self) -> Profile:
-        return self.profile if isinstance(self.profile, Profile) else Profile.load(self.profile)
+        """The profile; one read from a file is shared by later compiles in this process
+        while the file is unchanged (GPTQ's rounded weights are memoised on it)."""
+        if isinstance(self.profile, Profile):
+            return self.profile
+        path = Path(self.profile)
+        try:
+            st = path.stat()
+            key: tuple[Any, ...] | None = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None  # Profile.load names the problem
+        if key is not None and key in _LOADED:
+            return _LOADED[key]
+        profile = Profile.load(path)
+        if key is not None:
+            _LOADED.clear()  # one profile at a time: they can hold large Hessians
+            _LOADED[key] = profile
+        return profile
 
     def with_keep_float(self, names: Any) -> QuantizeOptions:
         from dataclasses import replace
@@ -96,4 +128,10 @@ def as_quantize_options(value: QuantizeOptions | Profile | str | Path) -> Quanti
     return QuantizeOptions(profile=value)
 
 
-__all__ = ["ARITHMETIC_OPS", "DEFAULT_OPS", "QuantizeOptions", "as_quantize_options"]
+__all__ = [
+    "ARITHMETIC_OPS",
+    "DEFAULT_OPS",
+    "WEIGHT_ROUNDINGS",
+    "QuantizeOptions",
+    "as_quantize_options",
+]

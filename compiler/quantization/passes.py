@@ -55,6 +55,37 @@ def profiled_values(fn: Function) -> list[Any]:
     return out
 
 
+def weighted_layers(fn: Function) -> dict[str, dict[str, Any]]:
+    """The layers whose int8 weights GPTQ rounds (compiler/quantization/gptq.py), by node name:
+    what the profile runner needs to gather each one's input Hessian from the profiled input
+    value: {"op", "input" (value name), "weight_shape", and a Conv's geometry}."""
+    from compiler.passes.rewriter import const_data
+
+    out: dict[str, dict[str, Any]] = {}
+    for node in fn.nodes:
+        if node.op not in ("Conv", "FullyConnected", "MatMul") or not node.results:
+            continue
+        x, w = node.operands[0], node.operands[1]
+        if not x.type.elem.is_float or const_data(w) is None or const_data(x) is not None:
+            continue
+        if node.op == "MatMul" and w.type.rank != 2:
+            continue
+        if node.op == "Conv" and x.type.rank != 4:
+            continue
+        entry: dict[str, Any] = {
+            "op": node.op,
+            "input": x.name,
+            "weight_shape": list(w.type.shape),
+        }
+        if node.op == "Conv":
+            entry.update(
+                {k: list(node.attrs[k]) for k in ("strides", "pads", "dilations")},
+                group=int(node.attrs["group"]),
+            )
+        out[node.name] = entry
+    return out
+
+
 class InstrumentProfile(GraphPass):
     """Saves every float activation into a `profile.<name>` output (see the module docstring)."""
 
@@ -68,6 +99,8 @@ class InstrumentProfile(GraphPass):
     def run(self, fn: Function) -> bool:
         rw = Rewriter(fn, rule=self.name)
         points: dict[str, str] = fn.module.meta.setdefault("profile_points", {})
+        layers: dict[str, dict[str, Any]] = fn.module.meta.setdefault("profile_layers", {})
+        layers.update(weighted_layers(fn))
         for v in profiled_values(fn):
             ph = fn.module.add_placeholder(PROFILE_PREFIX + v.name, v.type, is_output=True)
             points[ph.name] = v.name

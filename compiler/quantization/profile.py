@@ -18,8 +18,11 @@ range grows and the old counts are spread over the new bins in proportion to the
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
+import os
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +32,7 @@ import numpy as np
 
 from compiler.errors import QuantizationError
 from compiler.graph.ir import Module
+from compiler.quantization.gptq import HessianSet, LayerHessian
 
 FORMAT = "glowviz.profile/1"
 DEFAULT_BINS = 2048
@@ -213,6 +217,18 @@ class Profile:
     inputs: int = 0
     bins: int = DEFAULT_BINS
     executor: str = ""
+    #: The weighted layers' input Hessians (GPTQ weight rounding), when profiled with them;
+    #: stored beside the JSON (`hessian_file`) and read when first asked for.
+    hessians: HessianSet | None = None
+    hessian_file: Path | None = None
+    hessian_digest: str = ""
+
+    def load_hessians(self) -> HessianSet | None:
+        """The layers' Hessians (None: profiled without them). Reads the file beside the
+        JSON once; a missing or altered file is an error naming the fix."""
+        if self.hessians is None and self.hessian_file is not None:
+            self.hessians = _read_hessians(self.hessian_file, self.hessian_digest)
+        return self.hessians
 
     def update(self, values: dict[str, np.ndarray]) -> None:
         """Add one calibration input's values (tensor name -> array)."""
@@ -225,6 +241,12 @@ class Profile:
         for name, tp in other.tensors.items():
             self.tensors.setdefault(name, TensorProfile()).merge(tp)
         self.inputs += other.inputs
+        theirs = other.load_hessians()
+        if theirs is not None:
+            mine = self.load_hessians()
+            if mine is None:
+                self.hessians = mine = HessianSet()
+            mine.merge(theirs)
 
     def check_hash(self, expected: str, what: str = "this graph") -> None:
         """Refuse a profile measured on another graph (or on other weights)."""
@@ -242,7 +264,16 @@ class Profile:
     def __contains__(self, name: object) -> bool:
         return name in self.tensors
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, hessian_file: str | None = None) -> dict[str, Any]:
+        """The JSON form; `hessian_file` (the Hessians' file name beside it) when they are
+        written too (`save`)."""
+        extra: dict[str, Any] = {}
+        if hessian_file is not None and self.hessians is not None:
+            extra["hessians"] = {
+                "file": hessian_file,
+                "sha256": self.hessian_digest,
+                "layers": len(self.hessians.layers),
+            }
         return {
             "format": FORMAT,
             "graph_hash": self.graph_hash,
@@ -251,14 +282,20 @@ class Profile:
             "bins": self.bins,
             "executor": self.executor,
             "tensors": {k: v.to_json() for k, v in sorted(self.tensors.items())},
+            **extra,
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Profile:
+    def from_json(cls, d: dict[str, Any], base: Path | None = None) -> Profile:
+        """From the JSON form; `base` is the directory its Hessians' file is relative to."""
         if d.get("format") != FORMAT:
             raise QuantizationError(
                 f"not a quantization profile (format {d.get('format')!r}, expected {FORMAT!r})"
             )
+        hess = d.get("hessians") or {}
+        hfile = None
+        if hess.get("file"):
+            hfile = (base or Path(".")) / str(hess["file"])
         return cls(
             str(d["graph_hash"]),
             {k: TensorProfile.from_json(v) for k, v in d.get("tensors", {}).items()},
@@ -266,10 +303,24 @@ class Profile:
             int(d.get("inputs", 0)),
             int(d.get("bins", DEFAULT_BINS)),
             str(d.get("executor", "")),
+            hessian_file=hfile,
+            hessian_digest=str(hess.get("sha256", "")),
         )
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), separators=(",", ":")) + "\n")
+        """Writes the JSON (and, with Hessians, `<stem>.hessians.npz` beside it), each to a
+        temporary file renamed into place."""
+        path = Path(path)
+        name = None
+        hs = self.load_hessians()
+        if hs is not None:
+            data = _hessian_bytes(hs)
+            self.hessian_digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            hpath = path.with_name(path.stem + ".hessians.npz")
+            _atomic_write_bytes(hpath, data)
+            self.hessian_file, name = hpath, hpath.name
+        text = json.dumps(self.to_json(name), separators=(",", ":")) + "\n"
+        _atomic_write_bytes(path, text.encode())
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -281,7 +332,7 @@ class Profile:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise QuantizationError(f"profile {path} is not JSON: {e}") from None
-        return cls.from_json(data)
+        return cls.from_json(data, Path(path).parent)
 
     @classmethod
     def merged(cls, profiles: Iterable[Profile]) -> Profile:
@@ -292,6 +343,73 @@ class Profile:
         for p in it:
             out.merge(p)
         return out
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _hessian_bytes(hs: HessianSet) -> bytes:
+    """The Hessians as an .npz: `names` (the layers), `rows`, and per layer `h<i>`: the
+    upper triangles (they are symmetric) in float32, [G, K (K + 1) / 2], row by row."""
+    names = sorted(hs.layers)
+    arrays: dict[str, np.ndarray] = {
+        "names": np.array(names, dtype=np.str_),
+        "rows": np.array([hs.layers[n].rows for n in names], np.int64),
+    }
+    for i, n in enumerate(names):
+        h = hs.layers[n].h
+        upper = np.triu_indices(h.shape[1])
+        arrays[f"h{i}"] = h[:, upper[0], upper[1]].astype(np.float32)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
+    return buf.getvalue()
+
+
+def _unpack_upper(packed: np.ndarray) -> np.ndarray:
+    """[G, K (K + 1) / 2] upper triangles -> [G, K, K] symmetric float64."""
+    g, m = packed.shape
+    k = int(round((math.isqrt(8 * m + 1) - 1) / 2))
+    if k * (k + 1) // 2 != m:
+        raise ValueError(f"{m} values are not a triangle")
+    h = np.zeros((g, k, k), np.float64)
+    i, j = np.triu_indices(k)
+    h[:, i, j] = packed
+    h[:, j, i] = packed
+    return h
+
+
+def _read_hessians(path: Path, digest: str) -> HessianSet:
+    hint = "profile the model again (`glowviz profile --hessians`) and keep both files together"
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise QuantizationError(
+            f"cannot read the profile's Hessians {path}: {e.strerror or e}", hint=hint
+        ) from None
+    if digest and "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+        raise QuantizationError(
+            f"{path} is not the Hessians file this profile was written with", hint=hint
+        )
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            names = [str(n) for n in z["names"]]
+            rows = z["rows"]
+            layers = {
+                n: LayerHessian(_unpack_upper(z[f"h{i}"]), int(rows[i]))
+                for i, n in enumerate(names)
+            }
+    except (OSError, ValueError, KeyError) as e:
+        raise QuantizationError(f"{path} is not a Hessians file: {e}", hint=hint) from None
+    return HessianSet(layers)
 
 
 __all__ = ["DEFAULT_BINS", "FORMAT", "Profile", "TensorProfile", "graph_hash"]

@@ -83,6 +83,10 @@ class Quantizer:
         self._quantized: dict[int, Value] = {}
         #: Float node name -> what became of it ("quantized" or why it stayed float).
         self.decisions: dict[str, str] = {}
+        #: Layers whose weights GPTQ rounded: their output error on the calibration inputs,
+        #: mean included (the Hessian is not centred), is already minimised, so bias
+        #: correction leaves their weights' share out and corrects the input's clipping only.
+        self.gptq_rounded: set[str] = set()
 
     @property
     def module(self) -> Any:
@@ -135,6 +139,41 @@ class Quantizer:
         dg = wd.astype(np.float64).reshape(groups, per, w.shape[1], -1) * taps
         corr = (dg * (m + delta) - wg * m).sum(axis=(2, 3))
         return corr.reshape(w.shape[0])
+
+    def gptq_weights(
+        self, node: Node, w: np.ndarray, axis: int, scales: np.ndarray, qx: Value | None = None
+    ) -> np.ndarray | None:
+        """GPTQ's int8 weights for `node` (w's output channels along `axis`, on `scales`), or
+        None when the profile has no Hessian for it (a layer wider than gptq.MAX_COLUMNS):
+        then it is rounded to nearest. `qx`, the quantized input, adds its rounding noise
+        (step^2 / 12 per value that is not an exact zero) to the Hessian. Memoised on the
+        profile's Hessian."""
+        from compiler.errors import QuantizationError
+        from compiler.quantization import gptq
+
+        hs = self.profile.load_hessians()
+        if hs is None:
+            raise QuantizationError(
+                "weight rounding 'gptq' needs the layers' Hessians, and this profile has none",
+                hint="profile with Hessians (`glowviz profile --hessians`, "
+                "profile_model(..., hessians=True))",
+            )
+        lh = hs.get(node.name)
+        w2 = w.reshape(w.shape[0], -1) if axis == 0 else np.asarray(w).T
+        if lh is None or lh.h.shape[1] != w2.shape[1] or w2.shape[0] % lh.h.shape[0]:
+            self.decisions[node.name] = "quantized (weights rounded to nearest: no Hessian)"
+            return None
+        noise = 0.0
+        if qx is not None and is_quantized(qx.type) and qx.type.scale:
+            tp = self.float_profile(node.operands[0])
+            live = 1.0 - tp.zeros / tp.count if tp is not None and tp.count else 1.0
+            noise = gptq.NOISE_FACTOR * lh.rows * live * float(qx.type.scale) ** 2 / 12.0
+        key = gptq.weights_key(w2, scales, noise)
+        got = lh.memo.get(key)
+        if got is None:
+            got = gptq.gptq_grouped(w2, lh.h, scales, noise=noise)
+            lh.memo[key] = got
+        return got.reshape(w.shape) if axis == 0 else np.ascontiguousarray(got.T)
 
     def qvalue(self, v: Value, *, create: bool = True) -> Value | None:
         """The quantized form of float value `v`: the producer's own (through a Dequantize),
@@ -212,12 +251,27 @@ def builder(*ops: str, targets: tuple[str, ...] | None = None) -> Callable[[Buil
     return deco
 
 
-def _weights(q: Quantizer, w: np.ndarray, axis: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """int8 weights and float32[n] scales (per channel along `axis`, or one scale repeated)."""
+def _weights(
+    q: Quantizer,
+    w: np.ndarray,
+    axis: int,
+    n: int,
+    node: Node | None = None,
+    qx: Value | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """int8 weights and float32[n] scales (per channel along `axis`, or one scale repeated),
+    rounded to nearest or, with `weight_rounding="gptq"`, by GPTQ on the same grid."""
     if q.options.per_channel:
-        return quantize_weights(w, axis)
-    wq, s = quantize_weights(w, None)
-    return wq, np.repeat(s, n)
+        wq, s = quantize_weights(w, axis)
+    else:
+        wq, s1 = quantize_weights(w, None)
+        s = np.repeat(s1, n)
+    if q.options.weight_rounding == "gptq" and node is not None:
+        g = q.gptq_weights(node, w, axis, s, qx)
+        if g is not None:
+            wq = g
+            q.gptq_rounded.add(node.name)
+    return wq, s
 
 
 def _weighted(q: Quantizer, node: Node) -> tuple[Value, np.ndarray, np.ndarray, Any, str] | None:
@@ -257,13 +311,14 @@ def quantize_conv(q: Quantizer, node: Node) -> bool:
     qx, wdata, bdata, out, act = parts
     w, b = node.operands[1:]
     k = w.type.shape[0]
-    wq, ws = _weights(q, wdata, 0, k)
+    wq, ws = _weights(q, wdata, 0, k, node, qx)
     wd = wq.astype(np.float32) * ws.reshape(-1, 1, 1, 1)
     taps = _tap_shares(node).reshape(1, 1, 1, -1)
+    exact = wd if node.name in q.gptq_rounded else wdata
     corr = q.bias_correction(
         node.operands[0],
         qx,
-        wdata.reshape(k, wdata.shape[1], -1),
+        exact.reshape(k, wdata.shape[1], -1),
         wd.reshape(k, wdata.shape[1], -1),
         "1",
         taps,
@@ -295,10 +350,11 @@ def _fc(
     x: Value | None = None,
 ) -> Value:
     n = wdata.shape[1]
-    wq, ws = _weights(q, wdata, 1, n)
+    wq, ws = _weights(q, wdata, 1, n, node, qx)
     if x is not None:
         wd = wq.astype(np.float32) * ws.reshape(1, -1)
-        corr = q.bias_correction(x, qx, wdata.T[..., None], wd.T[..., None], "-1", np.ones(1))
+        exact = wd if node.name in q.gptq_rounded else wdata
+        corr = q.bias_correction(x, qx, exact.T[..., None], wd.T[..., None], "-1", np.ones(1))
         if corr is not None:
             bdata = bdata - corr
     bq = quantize_bias(bdata, qx.type.scale or 1.0, ws)

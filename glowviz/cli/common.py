@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from compiler.quantization import CALIBRATIONS, SCHEMAS, QuantizeOptions
+from compiler.quantization.options import WEIGHT_ROUNDINGS
 from glowviz.core.const_inputs import fit_const_inputs, parse_const_input_args
 from glowviz.core.shapes import parse_shape_args
 
@@ -152,6 +153,13 @@ def add_quantize_args(p: argparse.ArgumentParser, *, required: bool = False) -> 
         "--calibration", default="mse", choices=CALIBRATIONS, help="activation ranges from"
     )
     g.add_argument(
+        "--weight-rounding",
+        default="nearest",
+        choices=WEIGHT_ROUNDINGS,
+        help="int8 weights rounded to nearest, or by GPTQ from the profile's Hessians "
+        "(`glowviz profile --hessians`); the same per-channel grid either way",
+    )
+    g.add_argument(
         "--keep-float",
         action="append",
         default=[],
@@ -169,6 +177,7 @@ def quantize_options(args: argparse.Namespace) -> QuantizeOptions | None:
         schema=args.schema,
         calibration=args.calibration,
         keep_float=frozenset(args.keep_float),
+        weight_rounding=getattr(args, "weight_rounding", "nearest"),
     )
 
 

@@ -16,7 +16,6 @@ from compiler.quantization.profile import DEFAULT_BINS
 from compiler.quantize import load_samples, model_input_types, profile_model, random_samples
 from glowviz.cli.common import add_shape_arg, command_parser
 from glowviz.core.shapes import parse_shape_args
-from glowviz.exports.render import atomic_write
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random samples")
     p.add_argument("--executor", default="llvm", choices=("llvm", "interpreter", "graph"))
     p.add_argument("--bins", type=int, default=DEFAULT_BINS, help="histogram bins per tensor")
+    p.add_argument(
+        "--hessians",
+        action="store_true",
+        help="also gather each Conv / FullyConnected / MatMul layer's input Hessian, for "
+        "--weight-rounding gptq (written beside the profile as STEM.hessians.npz)",
+    )
     p.add_argument("-o", "--output", required=True, metavar="PROFILE.json")
     p.set_defaults(func=run)
 
@@ -58,17 +63,24 @@ def run(args: argparse.Namespace) -> int:
     options = CompileOptions(input_shapes=parse_shape_args(args.input_shape))
     samples = samples_for(args.model, options, args.inputs, args.random, args.seed)
     profile = profile_model(
-        args.model, samples, options=options, executor=args.executor, bins=args.bins
+        args.model,
+        samples,
+        options=options,
+        executor=args.executor,
+        bins=args.bins,
+        hessians=args.hessians,
     )
-    import json
-
-    atomic_write(args.output, json.dumps(profile.to_json(), separators=(",", ":")) + "\n")
+    profile.save(args.output)
     widest = sorted(profile.tensors.items(), key=lambda kv: kv[1].min - kv[1].max)[:5]
     print(
         f"profiled {len(profile.tensors)} tensors on {profile.inputs} samples "
         f"({args.executor}) -> {args.output}"
     )
     print(f"graph {profile.graph_hash[:23]}...")
+    if profile.hessians is not None:
+        print(
+            f"Hessians of {len(profile.hessians.layers)} layers -> {profile.hessian_file}"
+        )
     for name, tp in widest:
         print(f"  {name:40s} [{tp.min:.4g}, {tp.max:.4g}]")
     return 0
