@@ -441,6 +441,12 @@ def shift_geometry(s: ConvShape) -> tuple[int, int, list[tuple[int, int]], list[
     (sh, sw), (dh, dw) = s.stride, s.dilation
     pt, pl, pb, pr = s.pad
     hq, wq = -(-(s.H + pt + pb) // sh), -(-(s.W + pl + pr) // sw)
+    if sh == sw == 1:
+        # Rows share their padding columns: a tap past a row's right edge reads the next
+        # row's left padding (zero as well), so a row is W + max(pl, pr) floats, not
+        # W + pl + pr (a 28x28 3x3 conv: 29 grid columns per output row, not 30). It still
+        # holds a whole output row.
+        wq = max(s.W + max(pl, pr), s.OW)
     taps = [(r * dh, t * dw) for r in range(s.R) for t in range(s.S)]
     phases = sorted({(y % sh, x % sw) for y, x in taps})
     offsets = [phases.index((y % sh, x % sw)) * hq * wq + (y // sh) * wq + x // sw for y, x in taps]
@@ -477,7 +483,8 @@ def padded_shift_body(
     table.initializer = ir.Constant(table.value_type, [int(v) for v in koff])
     table.global_constant = True
     table.linkage = "internal"
-    nc_full = min(SHIFT_NC, ngrid)
+    # Whole NR panels per chunk (a chunk's last panel is a narrower, slower tile).
+    nc_full = min(max(nr, SHIFT_NC // nr * nr), ngrid)
     nfull, rest = divmod(ngrid, nc_full)
     has_bias = p.bias is not None
     if sh * sw > 1:  # a zero-padded row, deinterleaved into the phase rows
@@ -491,7 +498,12 @@ def padded_shift_body(
         if sh * sw == 1:
             with loop(b, 0, C, 1, "pc") as c:
                 copy_padded(
-                    b, gep(b, xn, b.mul(c, i64(H * W))), gep(b, xph, b.mul(c, i64(plane))), s, vw
+                    b,
+                    gep(b, xn, b.mul(c, i64(H * W))),
+                    gep(b, xph, b.mul(c, i64(plane))),
+                    s,
+                    vw,
+                    pitch=wq,
                 )
             return
         with loop(b, 0, C, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
