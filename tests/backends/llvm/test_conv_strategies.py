@@ -386,3 +386,25 @@ def test_the_padded_copy_does_not_grow_with_the_stride() -> None:
         s = conv_shape(1, 3, 9, 9, 8, 3, 3, stride=(stride, stride), pad=(1, 1, 1, 1))
         hp, wp, size = padded_size(s, 16)
         assert hp * wp <= size <= hp * wp + 2 * 16 * 2 + 2 * 1 + 1
+
+
+#: Planes of several GEMM column chunks and NR panels, for the kernels whose layout depends on
+#: the row length (padded-shift's rows that share their padding columns, its column chunks,
+#: the 8x3 tile's 48-wide panels): every pad split and a dilation, wider than the grid's 5x5.
+WIDE = [
+    dict(H=h, W=w, R=3, S=3, stride=st, pad=pads, dil=dil, C=3, K=20, group=1)
+    for (h, w), st, pads, dil in [
+        ((30, 29), 1, (1, 1, 1, 1), 1),
+        ((14, 14), 1, (0, 2, 1, 0), 1),
+        ((17, 23), 1, (2, 1, 0, 3), 2),
+        ((7, 40), 1, (1, 0, 1, 0), 1),
+        ((9, 9), 1, (3, 3, 3, 3), 1),
+        ((28, 28), 2, (1, 1, 1, 1), 1),
+    ]
+]
+
+
+@pytest.mark.parametrize("strategy", ["padded-shift-gemm", "implicit-gemm", "pixel-rows-gemm"])
+def test_gemm_strategies_on_wide_planes(strategy: str, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    _run_grid(strategy, None, [(c, _shape(c)) for c in WIDE])

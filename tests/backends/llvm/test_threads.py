@@ -100,6 +100,11 @@ CONVS = [
     ("pixel-rows-gemm", (6, 23, 21, 19, 3, 1, 1, 1)),
     ("pixel-rows-gemm", (24, 6, 7, 70, 1, 1, 0, 1)),  # one row chunk: the GEMM is split
     ("padded-shift-gemm", (6, 23, 37, 19, 3, 1, 1, 1)),
+    # The fill of the phase images in two channel groups, at strides 1 and 2.
+    ("padded-shift-gemm", (48, 37, 41, 8, 3, 1, 1, 1)),
+    ("padded-shift-gemm", (48, 37, 41, 8, 3, 2, 1, 1)),
+    # One row chunk whose im2col is spread by output rows (groups of 4 and 3 rows).
+    ("pixel-rows-gemm", (150, 7, 9, 20, 3, 1, 1, 1)),
     ("gemm-1x1", (13, 19, 23, 21, 1, 1, 0, 1)),
     ("implicit-gemm", (6, 21, 19, 19, 3, 2, 1, 1)),
     ("implicit-gemm", (8, 17, 15, 12, 3, 1, 1, 2)),  # grouped

@@ -224,7 +224,7 @@ def _tap_chunks(S: int) -> list[tuple[int, int]]:
 
 
 def _im2col_rows(
-    b: ir.IRBuilder, s: ConvShape, xn: ir.Value, abuf: ir.Value, oh0: ir.Value, nrows: int
+    b: ir.IRBuilder, s: ConvShape, xn: ir.Value, abuf: ir.Value, oh0: ir.Value, nrows: Int
 ) -> None:
     """im2col^T rows of output rows oh0 .. oh0+nrows-1: abuf[(oh-oh0)*OW + ow][c*R*S + r*S + t]
     = x[c, row tap r of oh, column tap t of ow], zeros in the padding.
@@ -374,6 +374,20 @@ def pixel_rows_body(
         cb = thread_scratch(bb, cbuf, tid)
         if abuf is None:
             a_src, a_addr = None, strided_a(xn, 1, s.H * s.W)
+        elif nchunks == 1:
+            # The lone chunk's GEMM is spread over the pool: so is its im2col, by output rows
+            # (serial, it was the 7x7 stage's part that a second thread did not share).
+            a_src = abuf
+            rper = -(-nrows // work_chunks(nrows * OW * kstat * ELEMENT_WORK, nrows))
+
+            def rows_chunk(rb: ir.IRBuilder, i: ir.Value, _t: ir.Value, v: list[ir.Value]) -> None:
+                r0 = rb.mul(i, i64(rper))
+                count = rb.sub(smin(rb, rb.add(r0, i64(rper)), nrows), r0)
+                dst = gep(rb, abuf, rb.mul(r0, i64(OW * kstat)))
+                _im2col_rows(rb, s, v[0], dst, rb.add(v[1], r0), count)
+
+            parallel_loop(bb, -(-nrows // rper), [xn, oh0], rows_chunk, "im2col")
+            a_addr = strided_a(a_src, crs)
         else:
             a_src = thread_scratch(bb, abuf, tid)
             _im2col_rows(bb, s, xn, a_src, oh0, nrows)
@@ -441,6 +455,12 @@ def shift_geometry(s: ConvShape) -> tuple[int, int, list[tuple[int, int]], list[
     (sh, sw), (dh, dw) = s.stride, s.dilation
     pt, pl, pb, pr = s.pad
     hq, wq = -(-(s.H + pt + pb) // sh), -(-(s.W + pl + pr) // sw)
+    if sh == sw == 1:
+        # Rows share their padding columns: a tap past a row's right edge reads the next
+        # row's left padding (zero as well), so a row is W + max(pl, pr) floats, not
+        # W + pl + pr (a 28x28 3x3 conv: 29 grid columns per output row, not 30). It still
+        # holds a whole output row.
+        wq = max(s.W + max(pl, pr), s.OW)
     taps = [(r * dh, t * dw) for r in range(s.R) for t in range(s.S)]
     phases = sorted({(y % sh, x % sw) for y, x in taps})
     offsets = [phases.index((y % sh, x % sw)) * hq * wq + (y // sh) * wq + x // sw for y, x in taps]
@@ -477,7 +497,8 @@ def padded_shift_body(
     table.initializer = ir.Constant(table.value_type, [int(v) for v in koff])
     table.global_constant = True
     table.linkage = "internal"
-    nc_full = min(SHIFT_NC, ngrid)
+    # Whole NR panels per chunk (a chunk's last panel is a narrower, slower tile).
+    nc_full = min(max(nr, SHIFT_NC // nr * nr), ngrid)
     nfull, rest = divmod(ngrid, nc_full)
     has_bias = p.bias is not None
     if sh * sw > 1:  # a zero-padded row, deinterleaved into the phase rows
@@ -485,16 +506,24 @@ def padded_shift_body(
         # strided lanes, the last up to sw * (vw - 1) + sw - 1 floats past Wq * sw.
         rowbuf = scratch(module, f"{name}.row", max(W + pl, -(-wq // vw) * vw * sw) + vw * sw)
 
-    def fill_phases(xn: ir.Value) -> None:
-        """The image into the phase images (the padding is zero from the start: only pixels
-        of the image are ever written)."""
+    def fill_phases(
+        b: ir.IRBuilder, xn: ir.Value, c_lo: ir.Value, c_hi: ir.Value, tid: ir.Value
+    ) -> None:
+        """Channels [c_lo, c_hi) of the image into the phase images (the padding is zero from
+        the start: only pixels of the image are ever written)."""
         if sh * sw == 1:
-            with loop(b, 0, C, 1, "pc") as c:
+            with loop(b, c_lo, c_hi, 1, "pc") as c:
                 copy_padded(
-                    b, gep(b, xn, b.mul(c, i64(H * W))), gep(b, xph, b.mul(c, i64(plane))), s, vw
+                    b,
+                    gep(b, xn, b.mul(c, i64(H * W))),
+                    gep(b, xph, b.mul(c, i64(plane))),
+                    s,
+                    vw,
+                    pitch=wq,
                 )
             return
-        with loop(b, 0, C, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
+        row = thread_scratch(b, rowbuf, tid)
+        with loop(b, c_lo, c_hi, 1, "pc") as c, loop(b, 0, H, 1, "ph") as h:
             src = gep(b, xn, b.add(b.mul(c, i64(H * W)), b.mul(h, i64(W))))
             vector_runs(
                 b,
@@ -503,7 +532,7 @@ def padded_shift_body(
                 lambda j0, valid: store_vec(
                     b,
                     load_vec(b, gep(b, src, j0), vw, valid),
-                    gep(b, rowbuf, add(b, j0, pl)),
+                    gep(b, row, add(b, j0, pl)),
                     vw,
                     valid,
                 ),
@@ -517,10 +546,20 @@ def padded_shift_body(
                     dst = gep(b, chan, b.add(i64(k * plane), b.mul(i, i64(wq))))
 
                     def phase_run(j0: Int, valid: int, dst: ir.Value = dst, pb_: int = pb_) -> None:
-                        src = gep(b, rowbuf, add(b, mul(b, j0, sw), pb_))
-                        store_vec(b, strided_vector(b, src, vw, sw, valid), gep(b, dst, j0), vw, valid)
+                        src = gep(b, row, add(b, mul(b, j0, sw), pb_))
+                        v = strided_vector(b, src, vw, sw, valid)
+                        store_vec(b, v, gep(b, dst, j0), vw, valid)
 
                     vector_runs(b, wq, vw, phase_run, "pq")
+
+    # The fill is a copy: spread over the pool by channels, as the crop is (a serial fill was
+    # the part of every 3x3 conv that two threads did not share).
+    cgroups = work_chunks(C * H * W * ELEMENT_WORK, C)
+    cper = -(-C // cgroups)
+
+    def fill_chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
+        c0 = bb.mul(i, i64(cper))
+        fill_phases(bb, vals[0], c0, smin(bb, bb.add(c0, i64(cper)), C), tid)
 
     def operands(v: list[ir.Value]) -> GemmOperands:
         """The GEMM of a column chunk over (c_base, filter, first column[, bias]): the kernel's
@@ -571,7 +610,7 @@ def padded_shift_body(
                 vector_runs(bb, OW, vw, run, "cw")
 
     with loop(b, 0, s.N, 1, "n") as n:
-        fill_phases(gep(b, p.x, b.mul(n, i64(C * H * W))))
+        parallel_loop(b, cgroups, [gep(b, p.x, b.mul(n, i64(C * H * W)))], fill_chunk, "fill")
         if nfull:
             with loop(b, 0, nfull * nc_full, nc_full, "nch") as n0:
                 chunk(n0, nc_full)

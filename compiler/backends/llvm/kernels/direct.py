@@ -71,10 +71,13 @@ def strided_vector(
     return v
 
 
-def copy_padded(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, s: ConvShape, vw: int) -> None:
+def copy_padded(
+    b: ir.IRBuilder, src: ir.Value, dst: ir.Value, s: ConvShape, vw: int, pitch: int = 0
+) -> None:
     """One H x W channel plane at ``src`` into the interior of the padded plane at ``dst``
-    (``padded_size``), a row at a time in vectors with a masked tail."""
-    _, wp, _ = padded_size(s, vw)
+    (``padded_size``; rows ``pitch`` floats apart when given), a row at a time in vectors with
+    a masked tail."""
+    wp = pitch or padded_size(s, vw)[1]
     pt, pl = s.pad[0], s.pad[1]
     with loop(b, 0, s.H, 1, "ph") as h:
         row = gep(b, src, b.mul(h, i64(s.W)))
