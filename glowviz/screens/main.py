@@ -6,6 +6,7 @@ last pass finished. The user's stage and view stay where they are when the compi
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections import deque
 from pathlib import Path, PurePath
@@ -22,7 +23,7 @@ from textual.widget import Widget
 from textual.widgets import Header, Input, ProgressBar, TabbedContent, TabPane
 
 from glowviz import keymap
-from glowviz.session import CompileSession, StageRecord
+from glowviz.session import CompileSession, StageRecord, gc_paused
 from glowviz.widgets.debugger_view import DebuggerView
 from glowviz.widgets.diff_view import DiffView
 from glowviz.widgets.error_pane import ErrorPane
@@ -153,15 +154,28 @@ class MainScreen(Screen):
     def _compile(self, session: CompileSession) -> None:
         # The cycle collector scanned the whole heap -- a compiled DenseNet-121 is a million
         # objects -- in pauses of 0.7-1.6 s (under load) that landed on any key press. The
-        # stages live as long as the session: collect once now and freeze them out of later
+        # compile pauses it (`gc_paused`); the stages live as long as the session: once the
+        # whole pipeline is listed and drawn, collect once and freeze them out of later
         # collections (unfrozen when another compile starts, so its garbage can go).
         gc.unfreeze()
-        session.compile(progress=self._stage_arrived)
-        gc.collect()
-        gc.freeze()
-        self.app.call_from_thread(self._on_compiled, session)
+        with gc_paused():  # until the collection below (a collection would start at once)
+            session.compile(progress=self._stage_arrived)
+            self.app.call_from_thread(self._on_compiled, session)
+            self._wait_for_refresh()
+            gc.collect()
+            gc.freeze()
         self._warm_up(session)
         gc.freeze()  # the views' data the warm-up cached lives as long too
+
+    def _wait_for_refresh(self, timeout: float = 1.0) -> None:
+        """From a worker: wait until the screen has drawn what the UI thread did last (the
+        worker's next work holds the interpreter lock and would delay that frame)."""
+        drawn = threading.Event()
+        try:
+            self.app.call_from_thread(self.call_after_refresh, drawn.set)
+        except RuntimeError:  # the app is closing
+            return
+        drawn.wait(timeout)
 
     def _warm_up(self, session: CompileSession) -> None:
         """Off the UI thread, after compiling: compute every stage's view data (text, graph

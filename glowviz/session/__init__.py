@@ -21,6 +21,7 @@ from glowviz.session.core import (
     SessionError,
     StageRecord,
     default_model_path,
+    gc_paused,
 )
 from glowviz.session.debugger import (
     ATOL,
@@ -60,6 +61,7 @@ __all__ = [
     "default_model_path",
     "fmt_bytes",
     "full_precision",
+    "gc_paused",
     "parse_slice",
     "slice_2d",
     "slice_spec",

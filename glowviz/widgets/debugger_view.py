@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
@@ -90,7 +89,10 @@ class DebuggerView(StageView):
     def compose(self) -> ComposeResult:
         yield Static("", id="debug-status")
         with Horizontal(id="debug-body"):
-            yield VirtualTable(id="debug-table")
+            with Vertical(id="debug-list"):
+                yield VirtualTable(id="debug-table")
+                # the cursor row's whole text when the table is too narrow for it
+                yield Static("", id="debug-full", classes="hidden")
             with Vertical(id="debug-side"):
                 yield Static("", id="debug-side-title")
                 with ScrollableContainer(id="debug-side-scroll"):
@@ -110,6 +112,7 @@ class DebuggerView(StageView):
             return
         self.session, self.dbg = session, None
         self.query_one(VirtualTable).clear()
+        self._show_full()
         self._marks = {}
         if session.debugger is not None:
             self._attach_debugger(session, session.debugger)
@@ -140,7 +143,12 @@ class DebuggerView(StageView):
         self._pending_ops, self._pending_writes = set(), set()
         t = self.query_one(VirtualTable)
         t.set_columns(
-            [Column("", width=2), Column("#", justify="right"), Column("instruction", cap=400)]
+            [
+                Column("", width=2),
+                Column("#", justify="right"),
+                # fitted to the table (an ellipsis), the whole line under it: `_show_full`
+                Column("instruction", cap=400, min=16),
+            ]
         )
         self._marks = {}
         rows = [["  ", Text(str(ins["index"]), style="dim"), ins["text"]] for ins in dbg.instrs]
@@ -481,6 +489,10 @@ class DebuggerView(StageView):
         if strat:
             head.append(f"  kernel: {strat}", style="dim")
         head.append(f"  {len(lines)} lines", style="dim")
+        # Imported here: Rich's Syntax brings Pygments, which nothing before the first
+        # LLVM IR or assembly listing needs (not at the IDE's start-up).
+        from rich.syntax import Syntax
+
         syn = Syntax(
             shown,
             LEXERS[mode],
@@ -498,8 +510,27 @@ class DebuggerView(StageView):
     @on(VirtualTable.RowHighlighted, "#debug-table")
     def _row(self, event: VirtualTable.RowHighlighted) -> None:
         event.stop()
+        self._show_full()
         if self.mode != "values" and self.dbg is not None:
             self._show_code(event.cursor_row)
+
+    def _show_full(self) -> None:
+        """Under the table, the cursor row's instruction in full (wrapped) when the table cuts
+        it (at 100x30 most lines are wider than the table); nothing when it fits."""
+        t = self.query_one(VirtualTable)
+        full = self.query_one("#debug-full", Static)
+        dbg = self.dbg
+        k = t.cursor_row
+        cut = dbg is not None and 0 <= k < len(dbg.instrs) and t.is_cut(k, 2)
+        if cut:
+            assert dbg is not None
+            full.update(Text(f"#{k} {dbg.instrs[k]['text']}", style="dim"))
+        full.set_class(not cut, "hidden")
+
+    @on(VirtualTable.Refitted, "#debug-table")
+    def _table_refitted(self, event: VirtualTable.Refitted) -> None:
+        event.stop()
+        self._show_full()
 
     # -- actions ------------------------------------------------------------------------------
     def _ready(self) -> Debugger | None:

@@ -2,8 +2,9 @@
 
 One drawing routine serves the neighbourhood of the selected node and the whole graph (at any
 zoom, with the tensor shapes on the edges and the boxes a pass created or changed marked).
-Textual-free (returns Rich Text). Layouts are cached by (IR hash, what was laid out), and the
-callers run them in worker threads, never on the UI thread.
+Textual-free (returns Rich Text). Layouts are cached by the Graphviz source laid out (what
+`dot` gets is all its answer depends on), and the callers run them in worker threads, never
+on the UI thread.
 """
 
 from __future__ import annotations
@@ -260,21 +261,21 @@ def draw(nodes: list[dict[str, Any]], plain: str, selected: str, styles: dict[st
 
 
 @lru_cache(maxsize=256)
-def cached_layout(key: tuple[Any, ...], src: str) -> str:
-    """`dot -Tplain` of `src`, cached by `key` (the IR hash and what was laid out)."""
+def cached_layout(src: str) -> str:
+    """`dot -Tplain` of `src`, cached by the source itself: the layout depends on nothing else,
+    so no hash of the whole IR is needed (printing and hashing a DenseNet-121 stage to key a
+    20-node neighbourhood cost more than the layout)."""
     return run_dot(src)
 
 
 def render_neighbourhood(
-    ir_hash: str,
     selected: str,
     nodes: list[dict[str, Any]],
     edges: list[tuple[str, str]],
     styles: dict[str, str],
-    radius: int = 2,
 ) -> Text:
-    """The neighbourhood drawn as text (raises LayoutError when `dot` is missing or fails)."""
+    """The neighbourhood (`nodes`, `edges`: `CompileSession.neighbourhood`) drawn as text (raises LayoutError when `dot` is missing or fails)."""
     if not nodes:
         return Text("(no node selected)", style="dim")
-    plain = cached_layout(("neigh", ir_hash, selected, radius), dot_source(nodes, edges))
+    plain = cached_layout(dot_source(nodes, edges))
     return draw(nodes, plain, selected, styles)

@@ -16,6 +16,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -238,9 +239,7 @@ class GraphView(StageView):
             )
         else:
             try:
-                text = render_neighbourhood(
-                    session.stages[index].ir_hash, name, nodes, edges, styles, radius
-                )
+                text = render_neighbourhood(name, nodes, edges, styles)
             except LayoutError as e:
                 text = Text(str(e), style="bold")
             except Exception as e:  # noqa: BLE001 - layout trouble must not kill the view
@@ -256,7 +255,11 @@ class GraphView(StageView):
         # The drawing is a picture: never wrap it; the container scrolls both ways.
         text.no_wrap = True
         text.overflow = "crop"
-        self.query_one("#graph-neigh", Static).update(text)
+        try:
+            neigh = self.query_one("#graph-neigh", Static)
+        except NoMatches:  # the app is closing: the view's children are already gone
+            return
+        neigh.update(text)
 
     # -- the whole graph ----------------------------------------------------------------------
     def _fold_level(self) -> int:
@@ -313,7 +316,7 @@ class GraphView(StageView):
         nodes = [{"name": b.name, "op": "", "label": b.label, "kind": b.kind} for b in folded.boxes]
         try:
             src = dot_source(nodes, folded.edges, folded.labels)
-            plain, err = cached_layout(key, src), None
+            plain, err = cached_layout(src), None
         except LayoutError as e:
             plain, err = None, str(e)
         except Exception as e:  # noqa: BLE001 - shown in the view

@@ -3,7 +3,8 @@ inputs, users), a VirtualTable whose kind column takes the theme's category styl
 
 Only the rows in view are drawn, so showing a ResNet-50 stage (~500 rows) costs the same as
 showing ten. Column widths are computed once per row list from the longest cell of each column,
-capped; longer cells end with an ellipsis."""
+capped, and fitted to the list's width (shrunk, then the least useful columns hidden); longer
+cells end with an ellipsis."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ class NodeList(VirtualTable):
     COLUMNS: tuple[str, ...] = ("kind", "name", "type", "inputs", "users")
     #: The widest each column may get (cells, without the padding); longer cells are cut.
     MAX_WIDTHS: tuple[int, ...] = (12, 48, 32, 40, 40)
+    #: How far each column shrinks when the table is narrower than its line (at 100x30 the
+    #: pane is ~30 cells): cells then end with an ellipsis instead of running off the edge.
+    MIN_WIDTHS: tuple[int, ...] = (6, 12, 10, 10, 10)
+    #: Which columns go when even their minimum widths do not fit: users, then inputs, then
+    #: the type (Enter on a row shows all of them in the node's details).
+    DROP: tuple[int, ...] = (0, 0, 1, 2, 3)
     HEADER_CLASS = "node-list--header"
     CURSOR_CLASS = "node-list--cursor"
     COMPONENT_CLASSES = {"node-list--header", "node-list--cursor"}
@@ -35,7 +42,12 @@ class NodeList(VirtualTable):
         disabled: bool = False,
     ) -> None:
         super().__init__(
-            [Column(t, cap=c) for t, c in zip(self.COLUMNS, self.MAX_WIDTHS, strict=True)],
+            [
+                Column(t, cap=c, min=m, drop=d)
+                for t, c, m, d in zip(
+                    self.COLUMNS, self.MAX_WIDTHS, self.MIN_WIDTHS, self.DROP, strict=True
+                )
+            ],
             name=name,
             id=id,
             classes=classes,

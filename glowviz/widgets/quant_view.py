@@ -297,7 +297,7 @@ class QuantView(StageView):
         nodes, edges = session.neighbourhood(index, name, 2)
         nodes = [{**n, "kind": bands.get(n["name"], n["kind"])} for n in nodes]
         try:
-            text = render_neighbourhood(session.stages[index].ir_hash, name, nodes, edges, styles)
+            text = render_neighbourhood(name, nodes, edges, styles)
         except LayoutError as e:
             text = Text(str(e), style="bold red")
         except Exception as e:  # noqa: BLE001 - layout trouble must not kill the view

@@ -57,6 +57,13 @@ class Column:
     #: A share of the width the other columns leave (flex columns split it evenly), at least
     #: `width` (or the title) cells: sized from the laid-out table, not from the rows.
     flex: bool = False
+    #: When the line is wider than the table, the column gives up width down to `min` cells
+    #: (its cells then end with an ellipsis); None: it keeps its width.
+    min: int | None = None
+    #: When the line is wider than the table, the columns with a `drop` shrink first and then
+    #: are hidden one by one, the highest `drop` first, before any column without one (0)
+    #: shrinks: the table keeps its main columns whole as long as it can.
+    drop: int = 0
 
 
 class VirtualTable(ScrollView, can_focus=True):
@@ -86,6 +93,17 @@ class VirtualTable(ScrollView, can_focus=True):
     class RowSelected(_RowMessage):
         """Enter on the cursor row, or a click on it."""
 
+    class Refitted(Message):
+        """The table's width changed its column widths (cells may be cut or whole now)."""
+
+        def __init__(self, table: VirtualTable) -> None:
+            super().__init__()
+            self.table = table
+
+        @property
+        def control(self) -> VirtualTable:
+            return self.table
+
     def __init__(
         self,
         columns: Sequence[Column] = (),
@@ -104,6 +122,8 @@ class VirtualTable(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         self.cursor_row = 0
         self.widths: list[int] = [cell_len(c.title) for c in self.columns]
+        #: Columns hidden because the table is too narrow for them (`Column.drop`).
+        self.hidden: set[int] = set()
         self._content_widths: list[int] = list(self.widths)  # before the flex share
         #: How many rows render_line drew since the last reset (for tests and profiling).
         self.rendered_rows = 0
@@ -177,18 +197,66 @@ class VirtualTable(ScrollView, can_focus=True):
         return self._share_flex()
 
     def _share_flex(self) -> list[int]:
-        """The measured widths with the flex columns given what the table's width leaves (their
-        minimum before the table is laid out)."""
+        """The measured widths fitted to the table's width: the flex columns given what the
+        others leave (their minimum before the table is laid out); when the line is wider
+        than the table, the columns that may be hidden (`drop`) shrink to their `min` first,
+        then go one by one (the highest `drop` first, the others back to their widths), and
+        only when none is left do the kept columns shrink (the widest first): a narrow table
+        shows its main columns whole rather than every column cut."""
         widths = list(self._content_widths)
-        flex = [k for k, c in enumerate(self.columns) if c.flex and k < len(widths)]
+        self.hidden = set()
         avail = self._room()
-        if not flex or avail <= 0:
+        if avail <= 0:
             return widths
-        fixed = sum(w for k, w in enumerate(widths) if k not in flex)
-        share = (avail - fixed - 2 * self.PADDING * len(widths)) // len(flex)
-        for k in flex:
-            widths[k] = max(widths[k], share)
+        flex = [k for k, c in enumerate(self.columns) if c.flex and k < len(widths)]
+        if flex:
+            fixed = sum(w for k, w in enumerate(widths) if k not in flex)
+            share = (avail - fixed - 2 * self.PADDING * len(widths)) // len(flex)
+            for k in flex:
+                widths[k] = max(widths[k], share)
+        if self._fit_width(widths) <= avail:
+            return widths
+        cols = self.columns[: len(widths)]
+        droppable = sorted((c.drop, k) for k, c in enumerate(cols) if c.drop > 0)
+        while droppable:
+            self._shrink(widths, avail, [k for _d, k in droppable])
+            if self._fit_width(widths) <= avail:
+                return widths
+            _prio, k = droppable.pop()
+            self.hidden.add(k)
+            widths = [0 if j in self.hidden else w for j, w in enumerate(self._content_widths)]
+            if self._fit_width(widths) <= avail:
+                return widths
+        self._shrink(widths, avail, [k for k in range(len(widths)) if k not in self.hidden])
         return widths
+
+    def _fit_width(self, widths: list[int]) -> int:
+        return sum(w + 2 * self.PADDING for k, w in enumerate(widths) if k not in self.hidden)
+
+    def _shrink(self, widths: list[int], avail: int, among: list[int]) -> None:
+        """Take the excess from the columns `among` that have a `min`, the widest first, none
+        below its min (in place)."""
+        excess = self._fit_width(widths) - avail
+        while excess > 0:
+            shrinkable = [k for k in among if widths[k] > (self.columns[k].min or widths[k])]
+            if not shrinkable:
+                return
+            k = max(shrinkable, key=lambda j: (widths[j], -j))
+            floor = max(
+                [self.columns[k].min or 0]
+                + [widths[j] for j in shrinkable if widths[j] < widths[k]]
+            )
+            step = min(excess, widths[k] - floor)
+            widths[k] -= step
+            excess -= step
+
+    def is_cut(self, row: int, col: int) -> bool:
+        """Whether the cell is shown shorter than it is (ellipsis or hidden column)."""
+        if not 0 <= row < len(self.rows) or col >= len(self.rows[row]):
+            return False
+        if col in self.hidden:
+            return bool(_plain(self.rows[row][col]))
+        return col < len(self.widths) and cell_len(_plain(self.rows[row][col])) > self.widths[col]
 
     def _room(self) -> int:
         """The width the columns may take: the table's, less the vertical scrollbar the rows
@@ -210,9 +278,10 @@ class VirtualTable(ScrollView, can_focus=True):
             self.widths = widths
             self._resize_virtual()
             self.refresh()
+            self.post_message(self.Refitted(self))
 
     def _line_width(self) -> int:
-        return sum(w + 2 * self.PADDING for w in self.widths)
+        return self._fit_width(self.widths)
 
     def _resize_virtual(self) -> None:
         self.virtual_size = Size(self._line_width(), len(self.rows) + self._top)
@@ -325,6 +394,8 @@ class VirtualTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         console = self.app.console
         for col, width in enumerate(self.widths):
+            if col in self.hidden:
+                continue
             value = values[col] if col < len(values) else ""
             justify = self.columns[col].justify if col < len(self.columns) else "left"
             extra = self.cell_style(row, col) if row is not None else None

@@ -271,3 +271,69 @@ async def test_schedule_view_first_shown_after_a_resize_to_100x30():
         await settle(app, pilot)
         assert len(table.columns) == 4  # narrow: '#', name and live, then the other's name
         assert sum(w + 2 * table.PADDING for w in table.widths) <= table.size.width
+
+
+@run_async
+async def test_graph_node_list_fits_100x30_and_enter_shows_what_it_cuts():
+    """At 100x30 the Graph view's node list ran off the pane's edge: "conv_2_bn (Con" cut
+    mid-word, the type, inputs and users only after a sideways scroll. The list now fits its
+    pane (cut cells end with an ellipsis, the least useful columns go) and Enter on a row shows
+    the node in full; hiding the pipeline gives the columns back their room."""
+    from glowviz.screens.node_detail import NodeDetailScreen
+    from glowviz.widgets.node_list import NodeList
+
+    async with await _real_sample_ide((100, 30)) as (app, pilot, main):
+        await pilot.press("1")
+        await settle(app, pilot)
+        view = main.view("graph")
+        lst = view.query_one(NodeList)
+        await until(pilot, lambda: lst.row_count > 0)
+        await pilot.pause(0.1)
+        assert lst._line_width() <= lst.scrollable_content_region.width
+        assert not lst.show_horizontal_scrollbar
+        assert lst.hidden  # a ~30-cell pane holds the kind and the name only
+        cut = next(k for k in range(lst.row_count) if lst.is_cut(k, 1))
+        lst.move_cursor(cut)
+        await pilot.pause()
+        line = lst.render_line(lst._top + cut - round(lst.scroll_y)).text.rstrip()
+        assert line.endswith("…")
+        full = view.rows[cut]["name"]
+        assert full not in line
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, NodeDetailScreen)
+        assert app.screen.detail["name"] == full
+        await pilot.press("escape")
+        await settle(app, pilot)
+        await pilot.press("ctrl+b")  # the pipeline hidden: the list gets more room
+        await pilot.pause(0.2)
+        await until(pilot, lambda: not lst.is_cut(cut, 1))  # the name whole again
+        assert lst._line_width() <= lst.scrollable_content_region.width
+
+
+@run_async
+async def test_debugger_instructions_fit_100x30_with_the_cursor_line_in_full():
+    """At 100x30 the debugger's instruction lines ran off the table's edge (a sideways scroll
+    to read an operand list). They now end with an ellipsis at the edge, and the cursor's
+    instruction is written out in full under the table -- only when it is cut."""
+    async with await _real_sample_ide((100, 30)) as (app, pilot, main):
+        view = await open_debugger(app, pilot)
+        table = view.query_one("#debug-table")
+        full = view.query_one("#debug-full")
+        await pilot.pause(0.1)
+        assert table._line_width() <= table.scrollable_content_region.width
+        assert not table.show_horizontal_scrollbar
+        dbg = view.dbg
+        long = max(range(len(dbg.instrs)), key=lambda k: len(dbg.instrs[k]["text"]))
+        table.move_cursor(long)
+        await settle(app, pilot)
+        assert table.is_cut(long, 2)
+        assert full.display
+        assert str(full.render()) == f"#{long} {dbg.instrs[long]['text']}"
+        await pilot.press("ctrl+b")  # wider: a short instruction fits, nothing is repeated
+        await pilot.pause(0.2)
+        short = min(range(len(dbg.instrs)), key=lambda k: len(dbg.instrs[k]["text"]))
+        table.move_cursor(short)
+        await settle(app, pilot)
+        await until(pilot, lambda: not table.is_cut(short, 2))
+        assert not full.display

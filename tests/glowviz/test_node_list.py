@@ -187,3 +187,57 @@ async def test_set_rows_keeps_or_resets_the_cursor():
         await pilot.press("down", "enter")  # an empty list ignores keys
         await pilot.pause()
         assert app.selected == []
+
+
+@run_async
+async def test_a_narrow_list_drops_columns_then_shrinks_to_fit():
+    """At 100x30 the list is ~30 cells wide and its line was ~150: names ran off the pane's
+    edge mid-word and the other columns needed a sideways scroll. The line now fits: users
+    go first, then inputs, then the type (each shrinks to its minimum before it goes), and
+    only then is the name cut, with an ellipsis; widening the list brings them back."""
+    rows = [
+        (
+            "conv",
+            f"block{k}_conv_with_a_long_name (Conv)",
+            "f32<1x64x56x56>",
+            f"block{k - 1}_out, weight_{k}",
+            f"block{k + 1}_in",
+        )
+        for k in range(20)
+    ]
+    async with list_app(rows) as (app, pilot, lst):
+        full = list(lst.widths)
+        assert not lst.hidden and lst.widths[1] == max(len(r[1]) for r in rows)
+        for width, hidden, name_cut in (
+            (94, set(), False),  # the type and inputs a little cut: all five fit
+            (72, {4}, False),
+            (62, {3, 4}, False),
+            (50, {2, 3, 4}, False),
+            (32, {2, 3, 4}, True),
+        ):
+            lst.styles.width = width
+            await pilot.pause()
+            await pilot.pause()
+            assert lst.hidden == hidden, width
+            assert lst._line_width() <= lst.scrollable_content_region.width, width
+            assert not lst.show_horizontal_scrollbar, width
+            names = [c for k, c in enumerate(NodeList.COLUMNS) if k not in hidden]
+            assert line_text(lst, 0).split() == names, width
+            assert all(lst.is_cut(0, k) for k in hidden)
+            assert all(  # a column shown is at least its minimum (or its content, if less)
+                lst.widths[k] >= min(m, full[k])
+                for k, m in enumerate(NodeList.MIN_WIDTHS)
+                if k not in hidden
+            )
+            name = line_text(lst, 1)[lst.widths[0] + 2 :].split("  ")[0].strip()
+            assert lst.is_cut(0, 1) == name_cut, width
+            if name_cut:
+                assert name.endswith("…") and rows[0][1].startswith(name[:-1]), (width, name)
+                assert lst.widths[1] >= NodeList.MIN_WIDTHS[1]
+            else:
+                assert name == rows[0][1], width
+        lst.styles.width = 200
+        await pilot.pause()
+        await pilot.pause()
+        assert not lst.hidden and lst.widths == full
+        assert not lst.is_cut(0, 1)
