@@ -82,6 +82,13 @@ def journals(ir: IR) -> list[Journal]:
     return [fn.journal for fn in ir.functions] if isinstance(ir, Module) else [ir.journal]
 
 
+def _ir_text(ir: IR) -> str:
+    from compiler.graph.printer import print_module
+    from compiler.lir.printer import print_lir
+
+    return print_module(ir) if isinstance(ir, Module) else print_lir(ir)
+
+
 def verify_ir(ir: IR, pass_name: str) -> None:
     """Run the IR's verifier; a failure is the pass's fault."""
     from compiler.graph.verifier import verify_module
@@ -153,6 +160,8 @@ class PipelineContext:
     index: int = 0
     events: list[PassEvent] = field(default_factory=list)
     keep_events: bool = False
+    #: (the IR, the last event's copy of it): what an unchanged pass's event shares.
+    _last_snapshot: tuple[IR, IR] | None = field(default=None, repr=False)
 
     def emit(self, event: PassEvent) -> None:
         if self.keep_events:
@@ -175,21 +184,44 @@ class PipelineContext:
         stats: PassStats | None = None,
     ) -> None:
         """Build the event of one pass or stage (the IR as it is now) and emit it."""
+        records = list(provenance)
         self.emit(
             PassEvent(
                 index=self.index,
                 stage=stage,
                 pass_name=pass_name,
                 ir_kind=ir_kind(ir),
-                ir=ir.clone() if self.wants_snapshots else ir,
+                ir=self._snapshot(ir, changed, records, pass_name),
                 changed=changed,
                 time_ms=time_ms,
                 count_before=count_before,
                 count_after=ir_size(ir) if count_after is None else count_after,
-                provenance=list(provenance),
+                provenance=records,
                 stats=PassStats(**(stats or {})),
             )
         )
+
+    def _snapshot(
+        self, ir: IR, changed: bool, records: list[ProvenanceRecord], pass_name: str
+    ) -> IR:
+        """The IR as the event carries it: a copy (snapshots are never modified), or after a
+        pass that changed nothing (and recorded nothing) the previous event's copy of the same
+        IR: a DenseNet-121 compile copied a 1,000-node graph 42 times, 33 of them unchanged
+        (~0.1 s of its ~0.45 s). With `verify`, the pass's word is checked: the IR must still
+        print as the shared copy does."""
+        if not self.wants_snapshots:
+            return ir
+        last = self._last_snapshot
+        if not changed and not records and last is not None and last[0] is ir:
+            snapshot = last[1]
+            if self.verify and _ir_text(ir) != _ir_text(snapshot):
+                raise PassError(
+                    "the pass changed the IR but reported no change", pass_name=pass_name
+                )
+        else:
+            snapshot = ir.clone()
+        self._last_snapshot = (ir, snapshot)
+        return snapshot
 
     @property
     def wants_snapshots(self) -> bool:

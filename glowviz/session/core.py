@@ -77,6 +77,9 @@ class StageRecord:
     stats: PassStats = field(default_factory=PassStats)
     _text: str | None = field(default=None, repr=False)
     _hash: str | None = field(default=None, repr=False)
+    #: The stage before, when this one's snapshot is the same object (a pass that changed
+    #: nothing shares the previous snapshot): its text and hash are this one's too.
+    _same_as: StageRecord | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -97,18 +100,23 @@ class StageRecord:
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = ir_text(self.ir)
+            same = self._same_as
+            self._text = same.text if same is not None else ir_text(self.ir)
         return self._text
 
     @property
     def has_text(self) -> bool:
         """Whether the text and its hash are computed (printing a big IR takes a while)."""
-        return self._hash is not None
+        return self._hash is not None or (self._same_as is not None and self._same_as.has_text)
 
     @property
     def ir_hash(self) -> str:
         if self._hash is None:
-            self._hash = hashlib.sha1(self.text.encode()).hexdigest()[:16]
+            same = self._same_as
+            if same is not None:
+                self._hash = same.ir_hash
+            else:
+                self._hash = hashlib.sha1(self.text.encode()).hexdigest()[:16]
         return self._hash
 
     def to_dict(self) -> dict[str, Any]:
@@ -234,6 +242,8 @@ class CompileSession(SessionViewData):
                 PassStats(**ev.stats),
             )
             with self._lock:
+                if self.stages and self.stages[-1].ir is rec.ir:
+                    rec._same_as = self.stages[-1]
                 self.stages.append(rec)
             if progress is not None:
                 progress(rec)

@@ -525,7 +525,7 @@ class DebuggerView(StageView):
         if cut:
             assert dbg is not None
             full.update(Text(f"#{k} {dbg.instrs[k]['text']}", style="dim"))
-        full.set_class(not cut, "hidden")
+        full.set_class(not cut, "hidden")  # the table keeps its cursor row in view
 
     @on(VirtualTable.Refitted, "#debug-table")
     def _table_refitted(self, event: VirtualTable.Refitted) -> None:

@@ -124,6 +124,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self.widths: list[int] = [cell_len(c.title) for c in self.columns]
         #: Columns hidden because the table is too narrow for them (`Column.drop`).
         self.hidden: set[int] = set()
+        self._last_height = 0
         self._content_widths: list[int] = list(self.widths)  # before the flex share
         #: How many rows render_line drew since the last reset (for tests and profiling).
         self.rendered_rows = 0
@@ -279,6 +280,11 @@ class VirtualTable(ScrollView, can_focus=True):
             self._resize_virtual()
             self.refresh()
             self.post_message(self.Refitted(self))
+        if self.rows and event.size.height < self._last_height:
+            # Shorter (a line under the table appeared, the terminal shrank): the cursor row
+            # must not end up below the view.
+            self.call_after_refresh(self._scroll_to_cursor_now)
+        self._last_height = event.size.height
 
     def _line_width(self) -> int:
         return self._fit_width(self.widths)

@@ -330,6 +330,15 @@ async def test_debugger_instructions_fit_100x30_with_the_cursor_line_in_full():
         assert table.is_cut(long, 2)
         assert full.display
         assert str(full.render()) == f"#{long} {dbg.instrs[long]['text']}"
+        # the line under the table took rows from it: the cursor row is still in view
+        await pilot.pause(0.1)
+        top = round(table.scroll_y)
+        assert top <= long < top + table._page, (top, long, table._page)
+        await pilot.press("end")  # the last row too
+        await settle(app, pilot)
+        await pilot.pause(0.1)
+        last, top = len(dbg.instrs) - 1, round(table.scroll_y)
+        assert table.cursor_row == last and top <= last < top + table._page
         await pilot.press("ctrl+b")  # wider: a short instruction fits, nothing is repeated
         await pilot.pause(0.2)
         short = min(range(len(dbg.instrs)), key=lambda k: len(dbg.instrs[k]["text"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from ide_helpers import SAMPLES, make_fake_session
 
+from compiler.pipeline import ir_text
 from glowviz.session import CompileSession, array_stats, slice_2d
 
 
@@ -226,3 +227,18 @@ def test_gc_paused_nests_across_threads_and_keeps_a_disabled_collector_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_stages_of_unchanged_passes_share_the_snapshot_and_its_text():
+    """A pass that changed nothing shares the previous stage's snapshot; its text and hash are
+    printed once for both (the warm-up printed the same DenseNet-121 graph 33 times)."""
+    s = CompileSession(str(SAMPLES[0])).compile()
+    assert s.error is None
+    pairs = [(a, b) for a, b in zip(s.stages, s.stages[1:]) if b.ir is a.ir]
+    assert pairs and all(not b.changed for _a, b in pairs)
+    a, b = pairs[0]
+    assert not a.has_text and not b.has_text
+    assert b.text is a.text and b.ir_hash == a.ir_hash
+    assert b.has_text
+    for rec in s.stages:  # every stage's text is still its own IR's
+        assert rec.text == ir_text(rec.ir)
