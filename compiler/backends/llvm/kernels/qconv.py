@@ -46,10 +46,11 @@ from compiler.backends.llvm.kernels.qgemm import (
     unsigned_pad,
 )
 from compiler.backends.llvm.kernels.quant import I8, round_to_q
+from compiler.backends.llvm.kernels.window import Grouped
 
 
 @dataclass(frozen=True)
-class Geometry:
+class Geometry(Grouped):
     """Where each tap reads in the stride-phase planes (module docstring)."""
 
     N: int
@@ -65,14 +66,6 @@ class Geometry:
     group: int
     OH: int
     OW: int
-
-    @property
-    def Cg(self) -> int:
-        return self.C // self.group
-
-    @property
-    def Kg(self) -> int:
-        return self.K // self.group
 
     @property
     def depthwise(self) -> bool:
