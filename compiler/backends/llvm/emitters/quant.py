@@ -89,26 +89,23 @@ def _ety(v: Any) -> ir.Type:
     return F32 if v.type.elem.is_float else I8
 
 
+def _map_affine(ctx: EmitContext, ins: Any, fn: Any, scale: float, offset: int) -> Emitted:
+    """`_map` of ``fn(b, x, scale, offset)`` (qk.quantize, qk.dequantize) on the one operand;
+    the kernel's key starts with the function's name."""
+    key = (fn.__name__, scale, offset)
+    return _map(ctx, ins, key, lambda b, xs: fn(b, xs[0], scale, offset))
+
+
 @register("quantize")
 def emit_quantize(ctx: EmitContext, ins: Any) -> Emitted:
     scale, offset = float(ins.attrs["scale"]), int(ins.attrs["offset"])
-    return _map(
-        ctx,
-        ins,
-        ("quantize", scale, offset),
-        lambda b, xs: qk.quantize(b, xs[0], scale, offset),
-    )
+    return _map_affine(ctx, ins, qk.quantize, scale, offset)
 
 
 @register("dequantize")
 def emit_dequantize(ctx: EmitContext, ins: Any) -> Emitted:
     scale, offset = qparams(ins.operands[1][0])
-    return _map(
-        ctx,
-        ins,
-        ("dequantize", scale, offset),
-        lambda b, xs: qk.dequantize(b, xs[0], scale, offset),
-    )
+    return _map_affine(ctx, ins, qk.dequantize, scale, offset)
 
 
 @register("rescalequantized")

@@ -118,25 +118,9 @@ def split_columns(
     run(hi, n, border, "r", 1)
 
 
-class Grouped:
-    """The per-group channel counts of a grouped convolution (C inputs, K outputs)."""
-
-    C: int
-    K: int
-    group: int
-
-    @property
-    def Cg(self) -> int:
-        return self.C // self.group
-
-    @property
-    def Kg(self) -> int:
-        return self.K // self.group
-
-
 @dataclass(frozen=True)
-class ConvShape(Grouped):
-    """A 2-D convolution: input [N, C, H, W], filter [K, C/group, R, S], and its window."""
+class ConvDims:
+    """A 2-D convolution's dims and window: input [N, C, H, W], filter [K, C/group, R, S]."""
 
     N: int
     C: int
@@ -149,6 +133,19 @@ class ConvShape(Grouped):
     pad: tuple[int, int, int, int]  # top, left, bottom, right
     dilation: tuple[int, int]
     group: int
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.group
+
+    @property
+    def Kg(self) -> int:
+        return self.K // self.group
+
+
+@dataclass(frozen=True)
+class ConvShape(ConvDims):
+    """A 2-D convolution (``ConvDims``) and the axes of its window."""
 
     @property
     def OH(self) -> int:
