@@ -15,6 +15,7 @@ from compiler.kernels.reference_nn import conv as reference_conv
 from tests.backends.llvm.test_conv_strategies import GRID, SENTINEL, _guarded, emit_for_shape
 
 
+@pytest.mark.slow  # a module of a quarter of the grid's kernels per strategy
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))

@@ -160,6 +160,7 @@ def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
     )
 
 
+@pytest.mark.slow  # 10-30 s a strategy: O3 over a module of the whole grid's kernels
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
