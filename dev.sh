@@ -27,7 +27,8 @@ usage: bash dev.sh COMMAND [ARGS...]
 commands:
   ide   [ARGS...]   set up if needed, then run the IDE: .venv/bin/glowviz ARGS
                     (no ARGS opens the default sample model, sample_models/resnet_small.onnx)
-  test  [ARGS...]   set up if needed, then run: .venv/bin/python -m pytest -n 2 tests ARGS
+  test  [ARGS...]   set up if needed, then run:
+                    .venv/bin/python -m pytest -n 2 --dist worksteal tests ARGS
   setup             only set up: system packages, .venv, pip install -e '.[test]'
   shell             set up, then start a shell with .venv activated
   help              this message
@@ -148,7 +149,7 @@ case "$cmd" in
         ;;
     test)
         setup
-        exec "$VENV/bin/python" -m pytest -n 2 tests "$@"
+        exec "$VENV/bin/python" -m pytest -n 2 --dist worksteal tests "$@"
         ;;
     setup)
         setup

@@ -29,8 +29,9 @@ _CASES = [
     pytest.param(
         category,
         executor,
-        # The light CNNs take minutes to JIT-compile: the slow set (still run in CI).
-        marks=[pytest.mark.slow] if (category, executor) == ("Real", "llvm") else [],
+        # The light CNNs take minutes to JIT-compile, and half a minute in the interpreter's
+        # numpy kernels: the slow set (still run in CI, started first).
+        marks=[pytest.mark.slow] if category == "Real" else [],
         id=f"{category}-{executor}",
     )
     for category in harness.MODEL_CATEGORIES

@@ -25,6 +25,8 @@ from .runner import (
 
 SEED = 11
 MUTANTS, GRAPHS, SUBPROCESS = 60, 30, 4
+#: The campaign (the module fixture) runs for half a minute: started first under xdist.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

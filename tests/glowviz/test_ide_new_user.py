@@ -56,6 +56,16 @@ async def _real_sample_ide(size: tuple[int, int] = (180, 50)):
     return ide(GlowvizApp(session=CompileSession(model)), size)
 
 
+async def _last_stage_report(app, pilot, main, key: str, name: str):
+    """The last stage shown in view `name` (its key `key`), once the view has its report."""
+    main.goto_stage(len(app.session.stages) - 1)
+    await pilot.press(key)
+    await settle(app, pilot)
+    view = main.view(name)
+    await until(pilot, lambda: view.report is not None)
+    return view
+
+
 @run_async
 async def test_one_leaves_the_diff_view():
     """The case a user hit: "2" then "1" stayed in the Diff view (its rewrite strip focused,
@@ -130,11 +140,7 @@ async def test_memory_table_gets_the_rows_at_100x30():
     beside the card, the timeline and the map are compact until focused (t, m: the focused one
     takes the room), and the name column takes the width the numbers leave."""
     async with await _real_sample_ide((100, 30)) as (app, pilot, main):
-        main.goto_stage(len(app.session.stages) - 1)
-        await pilot.press("6")
-        await settle(app, pilot)
-        view = main.view("memory")
-        await until(pilot, lambda: view.report is not None)
+        await _last_stage_report(app, pilot, main, "6", "memory")
         await pilot.press("l")  # every buffer
         await settle(app, pilot)
         await pilot.pause(0.1)
@@ -158,11 +164,7 @@ async def test_lifetime_bars_fit_the_table_at_100x30():
     capped at 36 plus a bar of the view's width less 50): the lifetimes, the point of the view,
     showed only after scrolling sideways. The names now take what the bar leaves."""
     async with await _real_sample_ide((100, 30)) as (app, pilot, main):
-        main.goto_stage(len(app.session.stages) - 1)
-        await pilot.press("5")
-        await settle(app, pilot)
-        view = main.view("lifetimes")
-        await until(pilot, lambda: view.report is not None)
+        await _last_stage_report(app, pilot, main, "5", "lifetimes")
         await pilot.pause(0.1)
         table = main.query_one("#lifetimes-table")
         assert not table.show_horizontal_scrollbar
@@ -178,11 +180,7 @@ async def test_memory_comparison_lists_buffers_at_100x30():
     """Comparing plans at 100x30 (A: another allocator), the figures and the two allocation
     maps took the view's height and the changed buffers' table showed its header alone."""
     async with await _real_sample_ide((100, 30)) as (app, pilot, main):
-        main.goto_stage(len(app.session.stages) - 1)
-        await pilot.press("6")
-        await settle(app, pilot)
-        view = main.view("memory")
-        await until(pilot, lambda: view.report is not None)
+        view = await _last_stage_report(app, pilot, main, "6", "memory")
         await pilot.press("A")
         await settle(app, pilot)
         await until(pilot, lambda: view.comparison is not None)

@@ -91,12 +91,17 @@ def test_quit_while_a_pass_hangs_ends_the_process(tmp_path: Path) -> None:
         assert os.waitstatus_to_exitcode(status) == 0
         assert b"\x1b[?1049l" in out, "the terminal was not taken out of the alternate screen"
     finally:
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        _reap(pid)
         os.close(fd)
+
+
+def _reap(pid: int) -> None:
+    """Kill the IDE if it still runs, and collect it."""
+    try:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 def _wait_exit(pid: int, seconds: float) -> int | None:
@@ -133,10 +138,6 @@ def test_the_ide_ends_when_its_terminal_hangs_up(tmp_path: Path, when: str) -> N
         assert code is not None, f"still running {EXIT_WITHIN_S} s after its terminal hung up"
         assert code != 0
     finally:
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        _reap(pid)
         if fd >= 0:
             os.close(fd)

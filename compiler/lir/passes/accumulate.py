@@ -23,6 +23,8 @@ apart, and the project matches it bit for bit.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from compiler.graph.activations import NONE
 from compiler.graph.ops_quant import QMAX, QMIN
 from compiler.graph.types import ElemKind, TensorType
@@ -39,6 +41,16 @@ QCONV = kind_for_graph_op("QConv")
 #: Uses %y can have and still qualify: p's dest, the add's operand (and dest, in place), its
 #: deallocs; anything more is another reader.
 _MAX_Y_USES = 6
+
+
+class _Sum(NamedTuple):
+    """A match: the add, its producer p, p's dest %y, the target %r, the add's dest %z."""
+
+    add: Instruction
+    p: Instruction
+    y: LValue
+    r: LValue
+    z: LValue
 
 
 class SumPostOp(LIRPass):
@@ -69,7 +81,7 @@ class SumPostOp(LIRPass):
             adds = [i for i in lir.code if i.kind in kinds_of_add and len(i.operands) == 3]
             for add in adds:
                 if add.function is lir and (match := self._match(lir, add, kinds)) is not None:
-                    self._rewrite(lir, rw, add, *match)
+                    self._rewrite(lir, rw, _Sum(add, *match))
                     progress = True
         return rw.changed
 
@@ -136,18 +148,11 @@ class SumPostOp(LIRPass):
         return None
 
     @staticmethod
-    def _rewrite(
-        lir: LIRFunction,
-        rw: Rewriter,
-        add: Instruction,
-        p: Instruction,
-        y: LValue,
-        r: LValue,
-        z: LValue,
-    ) -> None:
-        if add.kind == QADD:
-            _rewrite_int8(lir, rw, add, p, y, r, z)
+    def _rewrite(lir: LIRFunction, rw: Rewriter, m: _Sum) -> None:
+        if m.add.kind == QADD:
+            _rewrite_int8(lir, rw, m)
             return
+        add, p, y, r, z = m
         assert isinstance(y, Instruction) and isinstance(r, Instruction) and y.type is not None
         with rw.at(add, "accumulate-into-operand"):
             _accumulate_into(lir, rw, add, p, y, r, y.type)
@@ -204,17 +209,10 @@ def _int8_sum_fits(p: Instruction) -> bool:
     return not depthwise and (p.attrs["qmin"], p.attrs["qmax"]) == (QMIN, QMAX)
 
 
-def _rewrite_int8(
-    lir: LIRFunction,
-    rw: Rewriter,
-    add: Instruction,
-    p: Instruction,
-    y: LValue,
-    r: LValue,
-    z: LValue,
-) -> None:
+def _rewrite_int8(lir: LIRFunction, rw: Rewriter, m: _Sum) -> None:
     """The int8 form (module docstring): p requantizes to the add's parameters into a view of
     the target typed as the sum; later readers of the sum read that view."""
+    add, p, y, r, z = m
     root = root_of(r)
     assert isinstance(y, Instruction) and isinstance(root, Instruction)
     assert z.type is not None and r.type is not None

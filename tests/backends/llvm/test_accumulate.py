@@ -9,12 +9,13 @@ import pytest
 from llvmlite import ir
 
 from compiler.backends.llvm.jit import JITEngine
-from compiler.backends.llvm.kernels.conv import STRATEGY_NAMES, applicable, emit_conv2d
+from compiler.backends.llvm.kernels.conv import STRATEGY_NAMES, applicable
 from compiler.backends.llvm.kernels.gemm import emit_matmul
 from compiler.kernels.reference_nn import conv as reference_conv
-from tests.backends.llvm.test_conv_strategies import GRID, SENTINEL, _guarded
+from tests.backends.llvm.test_conv_strategies import GRID, SENTINEL, _guarded, emit_for_shape
 
 
+@pytest.mark.slow  # a module of a quarter of the grid's kernels per strategy
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
@@ -29,18 +30,8 @@ def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -
         w = rng.standard_normal((s.K, s.Cg, s.R, s.S)).astype(np.float32)
         bias = rng.standard_normal(s.K).astype(np.float32)
         old = rng.standard_normal((1, s.K, s.OH, s.OW)).astype(np.float32)
-        shape = dict(N=1, C=s.C, H=s.H, W=s.W, K=s.K, R=s.R, S=s.S, group=s.group)
-        ck = emit_conv2d(
-            module,
-            f"acc{n}",
-            **shape,
-            weights=w,
-            stride=s.stride,
-            pad=s.pad,
-            dilation=s.dilation,
-            activation=act,
-            strategy=strategy,
-            accumulate=True,
+        ck = emit_for_shape(
+            module, f"acc{n}", s, w, activation=act, strategy=strategy, accumulate=True
         )
         cases.append((s, x, w, bias, old, act, ck))
     compiled = JITEngine(disk_cache=False).compile(module)

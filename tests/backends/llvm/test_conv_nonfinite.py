@@ -87,11 +87,14 @@ def _model(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return onnx.shape_inference.infer_shapes(model), {"x": x}
 
 
-@pytest.mark.parametrize("name", sorted(SHAPES))
-def test_nonfinite_filter_matches_onnxruntime_on_every_strategy(
-    name: str, monkeypatch, tmp_path
-) -> None:
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch, tmp_path):
+    """Each test's kernels in a cache of its own."""
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_nonfinite_filter_matches_onnxruntime_on_every_strategy(name: str) -> None:
     model, feed = _model(name)
     want = run_onnxruntime(model.SerializeToString(), feed)["y"]
     assert np.isnan(want).any() and np.isinf(want).any() or name == "tiny", name
@@ -118,10 +121,7 @@ def _agree_everywhere(
 
 
 @pytest.mark.parametrize("name", sorted(GROUPED_PADDED))
-def test_padded_grouped_conv_adds_nothing_for_padded_infinite_taps(
-    name: str, monkeypatch, tmp_path
-) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+def test_padded_grouped_conv_adds_nothing_for_padded_infinite_taps(name: str) -> None:
     model, feed = _model(name)
     want = run_reference64(model, feed)["y"]
     ort = run_onnxruntime(model.SerializeToString(), feed)["y"]

@@ -107,6 +107,13 @@ def _guarded(a: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray]:
     return buf, view
 
 
+def emit_for_shape(module: ir.Module, name: str, s: ConvShape, w: np.ndarray, **options):
+    """`emit_conv2d` of the conv `s` (batch 1) with filter `w`; `options`: its other arguments."""
+    dims = dict(N=1, C=s.C, H=s.H, W=s.W, K=s.K, R=s.R, S=s.S, group=s.group)
+    window = dict(stride=s.stride, pad=s.pad, dilation=s.dilation)
+    return emit_conv2d(module, name, **dims, **window, weights=w, **options)
+
+
 def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
     rng = np.random.default_rng(7)
     module = ir.Module()
@@ -115,24 +122,7 @@ def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
         x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)
         w = rng.standard_normal((s.K, s.Cg, s.R, s.S)).astype(np.float32)
         bias = rng.standard_normal(s.K).astype(np.float32)
-        ck = emit_conv2d(
-            module,
-            f"cv{n}",
-            N=1,
-            C=s.C,
-            H=s.H,
-            W=s.W,
-            K=s.K,
-            R=s.R,
-            S=s.S,
-            weights=w,
-            stride=s.stride,
-            pad=s.pad,
-            dilation=s.dilation,
-            group=s.group,
-            isa=isa,
-            strategy=strategy,
-        )
+        ck = emit_for_shape(module, f"cv{n}", s, w, isa=isa, strategy=strategy)
         assert ck.strategy == strategy
         cases.append((cfg, s, x, w, bias, ck))
     assert cases, f"no grid shape for {strategy}"
@@ -171,6 +161,7 @@ def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
     )
 
 
+@pytest.mark.slow  # 10-30 s a strategy: O3 over a module of the whole grid's kernels
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))

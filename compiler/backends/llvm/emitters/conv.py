@@ -33,7 +33,7 @@ from compiler.backends.llvm.kernels.common import Epilogue, hand_tiled
 from compiler.backends.llvm.kernels.conv import ConvPtrs, conv_shape, select
 from compiler.backends.llvm.kernels.conv_gemm import shared_cin
 from compiler.backends.llvm.kernels.gemm import conv_gemm_config
-from compiler.backends.llvm.kernels.window import Axis
+from compiler.backends.llvm.kernels.window import Axis, window_taps
 from compiler.graph.types import ElemKind
 
 
@@ -159,16 +159,13 @@ def emit_conv_transpose(ctx: EmitContext, ins: Any) -> Emitted:
                     k = b.add(b.mul(gi, c64(Kg)), kg)
                     obase = b.mul(b.add(b.mul(n, c64(K)), k), c64(OH * OW))
                     wbase = b.mul(b.add(b.mul(c, c64(Kg)), kg), c64(R * S))
-                    for r in range(R):
-                        okh, oh = rows.tap(b, h, r)
-                        for t in range(S):
-                            okw, ow = cols.tap(b, wi, t)
-                            ok = b.and_(okh, okw)
-                            oidx = b.add(obase, b.add(b.mul(oh, c64(OW)), ow))
-                            wv = b.load(gep(b, pw, b.add(wbase, c64(r * S + t)), F32), typ=F32)
-                            optr = gep(b, po, oidx, F32)
-                            cur = b.load(optr, typ=F32)
-                            b.store(b.select(ok, b.fadd(cur, b.fmul(xv, wv)), cur), optr)
+                    for tap, okh, okw, oh, ow in window_taps(b, rows, cols, h, wi):
+                        ok = b.and_(okh, okw)
+                        oidx = b.add(obase, b.add(b.mul(oh, c64(OW)), ow))
+                        wv = b.load(gep(b, pw, b.add(wbase, c64(tap)), F32), typ=F32)
+                        optr = gep(b, po, oidx, F32)
+                        cur = b.load(optr, typ=F32)
+                        b.store(b.select(ok, b.fadd(cur, b.fmul(xv, wv)), cur), optr)
 
     name = ctx.sink.kernel(key, 4, build, "convT")
     return Emitted(

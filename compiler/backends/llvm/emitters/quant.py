@@ -33,7 +33,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.kernels import quant as qk
-from compiler.backends.llvm.kernels.window import Axis
+from compiler.backends.llvm.kernels.window import Axis, window_taps
 from compiler.graph.types import ElemKind
 from compiler.kernels.reference_nn import avg_pool_counts
 from compiler.kernels.reference_quant import multiplier, ratio
@@ -89,26 +89,23 @@ def _ety(v: Any) -> ir.Type:
     return F32 if v.type.elem.is_float else I8
 
 
+def _map_affine(ctx: EmitContext, ins: Any, fn: Any, scale: float, offset: int) -> Emitted:
+    """`_map` of ``fn(b, x, scale, offset)`` (qk.quantize, qk.dequantize) on the one operand;
+    the kernel's key starts with the function's name."""
+    key = (fn.__name__, scale, offset)
+    return _map(ctx, ins, key, lambda b, xs: fn(b, xs[0], scale, offset))
+
+
 @register("quantize")
 def emit_quantize(ctx: EmitContext, ins: Any) -> Emitted:
     scale, offset = float(ins.attrs["scale"]), int(ins.attrs["offset"])
-    return _map(
-        ctx,
-        ins,
-        ("quantize", scale, offset),
-        lambda b, xs: qk.quantize(b, xs[0], scale, offset),
-    )
+    return _map_affine(ctx, ins, qk.quantize, scale, offset)
 
 
 @register("dequantize")
 def emit_dequantize(ctx: EmitContext, ins: Any) -> Emitted:
     scale, offset = qparams(ins.operands[1][0])
-    return _map(
-        ctx,
-        ins,
-        ("dequantize", scale, offset),
-        lambda b, xs: qk.dequantize(b, xs[0], scale, offset),
-    )
+    return _map_affine(ctx, ins, qk.dequantize, scale, offset)
 
 
 @register("rescalequantized")
@@ -293,17 +290,14 @@ def emit_int_conv(ctx: EmitContext, ins: Any) -> Emitted:
                     cin = b.add(b.mul(gi, c64(Cg)), c)
                     xb = b.mul(b.add(b.mul(n, c64(C)), cin), c64(H * W))
                     wb = b.mul(b.add(b.mul(k, c64(Cg)), c), c64(R * S))
-                    for r in range(R):
-                        okh, ih = rows.tap(b, oh, r)
-                        for t in range(S):
-                            okw, iw = cols.tap(b, ow, t)
-                            ok = b.and_(okh, okw)
-                            idx = b.select(ok, b.add(xb, b.add(b.mul(ih, c64(W)), iw)), c64(0))
-                            xv = qk.centered(b, b.load(gep(b, px, idx, I8), typ=I8), zx)
-                            xv = b.select(ok, xv, ir.Constant(I32, 0))
-                            wv = b.load(gep(b, pw, b.add(wb, c64(r * S + t)), I8), typ=I8)
-                            prod = b.mul(xv, qk.centered(b, wv, zw))
-                            b.store(b.add(b.load(acc, typ=I32), prod), acc)
+                    for tap, okh, okw, ih, iw in window_taps(b, rows, cols, oh, ow):
+                        ok = b.and_(okh, okw)
+                        idx = b.select(ok, b.add(xb, b.add(b.mul(ih, c64(W)), iw)), c64(0))
+                        xv = qk.centered(b, b.load(gep(b, px, idx, I8), typ=I8), zx)
+                        xv = b.select(ok, xv, ir.Constant(I32, 0))
+                        wv = b.load(gep(b, pw, b.add(wb, c64(tap)), I8), typ=I8)
+                        prod = b.mul(xv, qk.centered(b, wv, zw))
+                        b.store(b.add(b.load(acc, typ=I32), prod), acc)
                 o = b.add(
                     b.mul(b.add(b.mul(n, c64(K)), k), c64(OH * OW)), b.add(b.mul(oh, c64(OW)), ow)
                 )

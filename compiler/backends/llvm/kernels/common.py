@@ -138,17 +138,25 @@ def clamp(b: ir.IRBuilder, x: ir.Value, lo: Int, hi: Int) -> ir.Value:
     return smin(b, smax(b, x, lo), hi)
 
 
-@contextmanager
-def loop(
-    b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i"
-) -> Iterator[ir.Value]:
-    """``for (iv = start; iv < stop; iv += step)``; the body is emitted inside the ``with``."""
+def loop_blocks(b: ir.IRBuilder, name: str) -> tuple[ir.Block, ir.Block, ir.Block, ir.Block]:
+    """The blocks of a loop, ``name.hdr``, ``name.body`` and ``name.end``, after a branch from
+    the current block to the header; returns (the block before the loop, header, body, end)
+    with the builder in the header, where the caller puts its phis and its exit test."""
     pre = b.block
     header = b.append_basic_block(f"{name}.hdr")
     body = b.append_basic_block(f"{name}.body")
     end = b.append_basic_block(f"{name}.end")
     b.branch(header)
     b.position_at_end(header)
+    return pre, header, body, end
+
+
+@contextmanager
+def loop(
+    b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i"
+) -> Iterator[ir.Value]:
+    """``for (iv = start; iv < stop; iv += step)``; the body is emitted inside the ``with``."""
+    pre, header, body, end = loop_blocks(b, name)
     iv = b.phi(I64, name)
     iv.add_incoming(i64(start), pre)
     b.cbranch(b.icmp_signed("<", iv, i64(stop)), body, end)
@@ -203,6 +211,30 @@ def _mask(n: int, valid: int) -> ir.Constant:
     return ir.Constant(ir.VectorType(I1, n), [1 if i < valid else 0 for i in range(n)])
 
 
+def _lanes(ty: ir.VectorType) -> str:
+    """The intrinsics' name of a vector type: ``v8f32``, ``v16i8``..."""
+    e = ty.element
+    return f"v{ty.count}i{e.width}" if isinstance(e, ir.IntType) else f"v{ty.count}f32"
+
+
+def masked_load_call(
+    b: ir.IRBuilder, ptr: ir.Value, ty: ir.VectorType, valid: int, fill: ir.Value, align: int
+) -> ir.Value:
+    """``llvm.masked.load``: the first ``valid`` lanes of a ``ty`` vector at ``ptr``, the
+    others ``fill`` (a vector) and never read."""
+    fnty = ir.FunctionType(ty, [PTR, I32, ir.VectorType(I1, ty.count), ty])
+    fn = intrinsic(b.module, f"llvm.masked.load.{_lanes(ty)}.p0", fnty)
+    return b.call(fn, [ptr, ir.Constant(I32, align), _mask(ty.count, valid), fill])
+
+
+def masked_store_call(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int, align: int) -> None:
+    """``llvm.masked.store``: the first ``valid`` lanes of vector ``v`` to ``ptr``."""
+    n = v.type.count
+    fnty = ir.FunctionType(VOID, [v.type, PTR, I32, ir.VectorType(I1, n)])
+    fn = intrinsic(b.module, f"llvm.masked.store.{_lanes(v.type)}.p0", fnty)
+    b.call(fn, [v, ptr, ir.Constant(I32, align), _mask(n, valid)])
+
+
 def load_vec(
     b: ir.IRBuilder, ptr: ir.Value, n: int, valid: int | None = None, align: int = 4
 ) -> ir.Value:
@@ -211,9 +243,7 @@ def load_vec(
         return b.load(ptr, typ=vec(n), align=align)
     if valid == 1:
         return b.insert_element(splat(0.0, n), b.load(ptr, typ=F32, align=4), ir.Constant(I32, 0))
-    fnty = ir.FunctionType(vec(n), [PTR, I32, ir.VectorType(I1, n), vec(n)])
-    fn = intrinsic(b.module, f"llvm.masked.load.v{n}f32.p0", fnty)
-    return b.call(fn, [ptr, ir.Constant(I32, 4), _mask(n, valid), splat(0.0, n)])
+    return masked_load_call(b, ptr, vec(n), valid, splat(0.0, n), 4)
 
 
 def store_vec(
@@ -225,9 +255,7 @@ def store_vec(
     if valid == 1:
         b.store(b.extract_element(v, ir.Constant(I32, 0)), ptr, align=4)
         return
-    fnty = ir.FunctionType(VOID, [vec(n), PTR, I32, ir.VectorType(I1, n)])
-    fn = intrinsic(b.module, f"llvm.masked.store.v{n}f32.p0", fnty)
-    b.call(fn, [v, ptr, ir.Constant(I32, 4), _mask(n, valid)])
+    masked_store_call(b, v, ptr, valid, 4)
 
 
 @dataclass(frozen=True)

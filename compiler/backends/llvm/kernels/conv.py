@@ -64,7 +64,7 @@ from compiler.backends.llvm.kernels.conv_gemm import (
 )
 from compiler.backends.llvm.kernels.direct import depthwise_body, direct_vector_body, pack_direct
 from compiler.backends.llvm.kernels.gemm import GemmConfig, conv_gemm_config
-from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
+from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, window_taps
 from compiler.errors import CodegenError
 
 Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Epilogue], None]
@@ -145,17 +145,14 @@ def _direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep
                 cin = b.add(b.mul(gi, i64(Cg)), c)
                 xbase = b.mul(b.add(b.mul(n, i64(C)), cin), i64(H * W))
                 wbase = b.mul(b.add(b.mul(k, i64(Cg)), c), i64(R * S))
-                for r in range(R):
-                    okh, ih = rows.tap(b, oh, r)
-                    for t in range(S):
-                        okw, iw = cols.tap(b, ow, t)
-                        idx = b.add(xbase, b.add(b.mul(ih, i64(W)), iw))
-                        xv = b.load(gep(b, p.x, idx), typ=F32)
-                        wv = b.load(gep(b, p.w, b.add(wbase, i64(r * S + t))), typ=F32)
-                        # A padded tap adds nothing (not 0 * w: NaN for an infinite w).
-                        acc = b.load(acc_slot, typ=F32)
-                        summed = b.fadd(acc, b.fmul(xv, wv))
-                        b.store(b.select(b.and_(okh, okw), summed, acc), acc_slot)
+                for tap, okh, okw, ih, iw in window_taps(b, rows, cols, oh, ow):
+                    idx = b.add(xbase, b.add(b.mul(ih, i64(W)), iw))
+                    xv = b.load(gep(b, p.x, idx), typ=F32)
+                    wv = b.load(gep(b, p.w, b.add(wbase, i64(tap))), typ=F32)
+                    # A padded tap adds nothing (not 0 * w: NaN for an infinite w).
+                    acc = b.load(acc_slot, typ=F32)
+                    summed = b.fadd(acc, b.fmul(xv, wv))
+                    b.store(b.select(b.and_(okh, okw), summed, acc), acc_slot)
             o = b.add(
                 b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW)), b.add(b.mul(oh, i64(OW)), ow)
             )

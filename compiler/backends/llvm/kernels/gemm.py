@@ -34,6 +34,7 @@ from compiler.backends.llvm.kernels.common import (
     is_light,
     load_vec,
     loop,
+    loop_blocks,
     mul,
     new_kernel,
     smin,
@@ -335,12 +336,7 @@ def _k_loop(
     the final sets."""
     step = step or len(sets)
     nvec = len(valid)
-    pre = b.block
-    header = b.append_basic_block("uk.hdr")
-    body = b.append_basic_block("uk.body")
-    end = b.append_basic_block("uk.end")
-    b.branch(header)
-    b.position_at_end(header)
+    pre, header, body, end = loop_blocks(b, "uk")
     k = b.phi(i64(0).type, "k")
     k.add_incoming(i64(k0), pre)
     phis = []

@@ -38,6 +38,7 @@ from compiler.backends.llvm.kernels.common import (
     hand_tiled,
     i64,
     loop,
+    loop_blocks,
     smin,
 )
 from compiler.memory.regions import ALIGNMENT
@@ -190,11 +191,7 @@ class _Runtime:
         body: Callable[[], None],
         name: str,
     ) -> None:
-        hdr = b.append_basic_block(f"{name}.hdr")
-        bod = b.append_basic_block(f"{name}.body")
-        end = b.append_basic_block(f"{name}.end")
-        b.branch(hdr)
-        b.position_at_end(hdr)
+        _, hdr, bod, end = loop_blocks(b, name)
         b.cbranch(cond(), bod, end)
         b.position_at_end(bod)
         body()

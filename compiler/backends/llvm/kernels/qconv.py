@@ -46,33 +46,15 @@ from compiler.backends.llvm.kernels.qgemm import (
     unsigned_pad,
 )
 from compiler.backends.llvm.kernels.quant import I8, round_to_q
+from compiler.backends.llvm.kernels.window import ConvDims
 
 
 @dataclass(frozen=True)
-class Geometry:
+class Geometry(ConvDims):
     """Where each tap reads in the stride-phase planes (module docstring)."""
 
-    N: int
-    C: int
-    H: int
-    W: int
-    K: int
-    R: int
-    S: int
-    stride: tuple[int, int]
-    pads: tuple[int, int, int, int]
-    dilation: tuple[int, int]
-    group: int
     OH: int
     OW: int
-
-    @property
-    def Cg(self) -> int:
-        return self.C // self.group
-
-    @property
-    def Kg(self) -> int:
-        return self.K // self.group
 
     @property
     def depthwise(self) -> bool:
@@ -158,7 +140,7 @@ def _pack_planes(
     stores input value v (int8) converted; `pad_word` fills a whole padded pixel group;
     channel indices past `channels` read the last channel (their filter taps are zero)."""
     sh, sw = g.stride
-    pt, pl = g.pads[0], g.pads[1]
+    pt, pl = g.pad[0], g.pad[1]
     H, W, Wq = g.H, g.W, g.Wq
     pix = group * esize  # bytes per packed pixel
     for pidx, (ph, pw) in enumerate(g.planes()):

@@ -32,7 +32,6 @@ from llvmlite import ir
 import compiler.backends.llvm.target as target
 from compiler.backends.llvm.kernels.common import (
     F32,
-    I1,
     I32,
     I64,
     PTR,
@@ -41,6 +40,9 @@ from compiler.backends.llvm.kernels.common import (
     i64,
     intrinsic,
     loop,
+    loop_blocks,
+    masked_load_call,
+    masked_store_call,
 )
 from compiler.backends.llvm.kernels.quant import I8, round_to_q
 
@@ -190,12 +192,7 @@ def micro_kernel(
     """
     vty = ir.VectorType(I32, cfg.vw)
     zero = ir.Constant(vty, [0] * cfg.vw)
-    pre = b.block
-    header = b.append_basic_block("qk.hdr")
-    body = b.append_basic_block("qk.body")
-    end = b.append_basic_block("qk.end")
-    b.branch(header)
-    b.position_at_end(header)
+    pre, header, body, end = loop_blocks(b, "qk")
     t = b.phi(I64, "t")
     t.add_incoming(i64(0), pre)
     accs = []
@@ -237,11 +234,7 @@ def masked_store_i8(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int) -> 
         # into 4-byte stores (writing 3 bytes past each row; a 7x7 conv's last pixel).
         b.store(b.extract_element(v, ir.Constant(I32, 0)), ptr, align=1)
         return
-    mty = ir.VectorType(I1, n)
-    fnty = ir.FunctionType(VOID, [v.type, PTR, I32, mty])
-    fn = intrinsic(b.module, f"llvm.masked.store.v{n}i8.p0", fnty)
-    mask = ir.Constant(mty, [1 if i < valid else 0 for i in range(n)])
-    b.call(fn, [v, ptr, ir.Constant(I32, 1), mask])
+    masked_store_call(b, v, ptr, valid, 1)
 
 
 def scaled_vec(b: ir.IRBuilder, acc: ir.Value, bias: ir.Value, mult: ir.Value) -> ir.Value:
@@ -276,12 +269,7 @@ def masked_load(b: ir.IRBuilder, ptr: ir.Value, ty: ir.VectorType, valid: int) -
     n = ty.count
     if valid >= n:
         return b.load(ptr, typ=ty, align=1)
-    mty = ir.VectorType(I1, n)
-    suffix = f"v{n}i{ty.element.width}" if isinstance(ty.element, ir.IntType) else f"v{n}f32"
-    fnty = ir.FunctionType(ty, [PTR, I32, mty, ty])
-    fn = intrinsic(b.module, f"llvm.masked.load.{suffix}.p0", fnty)
-    mask = ir.Constant(mty, [1 if i < valid else 0 for i in range(n)])
-    return b.call(fn, [ptr, ir.Constant(I32, 1), mask, ir.Constant(ty, None)])
+    return masked_load_call(b, ptr, ty, valid, ir.Constant(ty, None), 1)
 
 
 def masked_store_f32(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int) -> None:
@@ -290,11 +278,7 @@ def masked_store_f32(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int) ->
     if valid >= n:
         b.store(v, ptr, align=4)
         return
-    mty = ir.VectorType(I1, n)
-    fnty = ir.FunctionType(VOID, [v.type, PTR, I32, mty])
-    fn = intrinsic(b.module, f"llvm.masked.store.v{n}f32.p0", fnty)
-    mask = ir.Constant(mty, [1 if i < valid else 0 for i in range(n)])
-    b.call(fn, [v, ptr, ir.Constant(I32, 4), mask])
+    masked_store_call(b, v, ptr, valid, 4)
 
 
 def splat(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:

@@ -13,7 +13,14 @@ from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
-from compiler.backends.llvm.kernels.common import F32, I1, I32, PTR, i64, intrinsic
+from compiler.backends.llvm.kernels.common import (
+    F32,
+    I32,
+    i64,
+    loop_blocks,
+    masked_load_call,
+    masked_store_call,
+)
 
 F64 = ir.DoubleType()
 
@@ -39,20 +46,14 @@ def masked_load(b: ir.IRBuilder, ptr: ir.Value, n: int, valid: int, fill: float 
     """``n`` floats at ``ptr``; lanes from ``valid`` on are ``fill`` and never read."""
     if valid >= n:
         return b.load(ptr, typ=vty(n), align=4)
-    fnty = ir.FunctionType(vty(n), [PTR, I32, vty(n, I1), vty(n)])
-    fn = intrinsic(b.module, f"llvm.masked.load.v{n}f32.p0", fnty)
-    mask = ir.Constant(vty(n, I1), [1 if i < valid else 0 for i in range(n)])
-    return b.call(fn, [ptr, ir.Constant(I32, 4), mask, vsplat(fill, n)])
+    return masked_load_call(b, ptr, vty(n), valid, vsplat(fill, n), 4)
 
 
 def masked_store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int, valid: int) -> None:
     if valid >= n:
         b.store(v, ptr, align=4)
         return
-    fnty = ir.FunctionType(ir.VoidType(), [vty(n), PTR, I32, vty(n, I1)])
-    fn = intrinsic(b.module, f"llvm.masked.store.v{n}f32.p0", fnty)
-    mask = ir.Constant(vty(n, I1), [1 if i < valid else 0 for i in range(n)])
-    b.call(fn, [v, ptr, ir.Constant(I32, 4), mask])
+    masked_store_call(b, v, ptr, valid, 4)
 
 
 def vector_loop(
@@ -69,12 +70,7 @@ def vector_loop(
     full = count - count % n
     carried = list(init)
     if full:
-        pre = b.block
-        hdr = b.append_basic_block(f"{name}.hdr")
-        bod = b.append_basic_block(f"{name}.body")
-        end = b.append_basic_block(f"{name}.end")
-        b.branch(hdr)
-        b.position_at_end(hdr)
+        pre, hdr, bod, end = loop_blocks(b, name)
         j = b.phi(i64(0).type, f"{name}.j")
         j.add_incoming(i64(0), pre)
         phis = []

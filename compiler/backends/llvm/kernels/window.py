@@ -10,7 +10,7 @@ where loads need no checks). ``split_columns`` emits the usual border / interior
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -77,6 +77,19 @@ class Axis:
         return lo, max(lo, hi)
 
 
+def window_taps(
+    b: ir.IRBuilder, rows: Axis, cols: Axis, o_row: ir.Value, o_col: ir.Value
+) -> Iterator[tuple[int, ir.Value, ir.Value, ir.Value, ir.Value]]:
+    """Every tap (r, t) of a 2-D window at output (o_row, o_col), row-major: the tap's index
+    ``r * cols.taps + t``, whether its row and its column are inside (``Axis.tap``), and the
+    safe row and column coordinates. A row's check is emitted once, before its columns'."""
+    for r in range(rows.taps):
+        ok_row, row = rows.tap(b, o_row, r)
+        for t in range(cols.taps):
+            ok_col, col = cols.tap(b, o_col, t)
+            yield r * cols.taps + t, ok_row, ok_col, row, col
+
+
 def split_columns(
     b: ir.IRBuilder,
     lo: Int,
@@ -106,8 +119,8 @@ def split_columns(
 
 
 @dataclass(frozen=True)
-class ConvShape:
-    """A 2-D convolution: input [N, C, H, W], filter [K, C/group, R, S], and its window."""
+class ConvDims:
+    """A 2-D convolution's dims and window: input [N, C, H, W], filter [K, C/group, R, S]."""
 
     N: int
     C: int
@@ -122,6 +135,19 @@ class ConvShape:
     group: int
 
     @property
+    def Cg(self) -> int:
+        return self.C // self.group
+
+    @property
+    def Kg(self) -> int:
+        return self.K // self.group
+
+
+@dataclass(frozen=True)
+class ConvShape(ConvDims):
+    """A 2-D convolution (``ConvDims``) and the axes of its window."""
+
+    @property
     def OH(self) -> int:
         return (
             self.H + self.pad[0] + self.pad[2] - self.dilation[0] * (self.R - 1) - 1
@@ -132,14 +158,6 @@ class ConvShape:
         return (
             self.W + self.pad[1] + self.pad[3] - self.dilation[1] * (self.S - 1) - 1
         ) // self.stride[1] + 1
-
-    @property
-    def Cg(self) -> int:
-        return self.C // self.group
-
-    @property
-    def Kg(self) -> int:
-        return self.K // self.group
 
     @property
     def npix(self) -> int:
