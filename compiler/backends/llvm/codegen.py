@@ -181,7 +181,7 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
 
 
 #: Instructions whose kernels run a lane-wise epilogue (``EmitContext.with_epilogue``).
-EPILOGUE_PRODUCERS = frozenset({"conv", "fullyconnected", "matmul"})
+EPILOGUE_PRODUCERS = frozenset({"conv", "fullyconnected", "matmul", "batchnorm"})
 
 
 def _skippable(value: LValue) -> bool:
