@@ -44,10 +44,16 @@ from compiler.backends.llvm.kernels.common import (
     apply_activation,
     broadcast,
     load_vec,
+    smin,
     store_vec,
     vector_runs,
 )
-from compiler.backends.llvm.kernels.parallel import ELEMENT_WORK, parallel_range
+from compiler.backends.llvm.kernels.parallel import (
+    ELEMENT_WORK,
+    parallel_loop,
+    parallel_range,
+    work_chunks,
+)
 from compiler.backends.llvm.kernels.rows import (
     fadd,
     hreduce,
@@ -441,12 +447,16 @@ def emit_batchnorm(ctx: EmitContext, ins: Any) -> Emitted:
     # its vectors before they are stored (codegen.EPILOGUE_PRODUCERS): one pass, not two.
     ep = ctx.with_epilogue(None)
     vw = vector_width_f32()
-    key = ("batchnorm", N, C, inner, eps, ep, vw)
+    # The channel count is an argument: DenseNet's 120 BNs (C = 64 + 32i) share a kernel per
+    # plane size and power of two of C, whose chunks (by whole channels) follow that power.
+    crep = 1 << (C.bit_length() - 1)
+    chunks = work_chunks(N * crep * inner * ELEMENT_WORK, N * crep)
+    key = ("batchnorm", N, inner, eps, ep, vw, chunks)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        def channel(b: ir.IRBuilder, i: ir.Value, _tid: ir.Value, args: list[ir.Value]) -> None:
-            po, px, psc, pbi, pm, pv = args
-            c = b.urem(i, c64(C))
+        def channel(b: ir.IRBuilder, i: ir.Value, args: list[ir.Value]) -> None:
+            po, px, psc, pbi, pm, pv, nc = args
+            c = b.urem(i, nc) if N > 1 else i
             # Per channel, in double: y = x * s + t, s = gamma / sqrt(var + eps), t = beta -
             # mean * s (the constants lowering would fold at compile time; here parameters may
             # be inputs); then float32 lanes, each x * s + t rounded twice as before.
@@ -465,11 +475,19 @@ def emit_batchnorm(ctx: EmitContext, ins: Any) -> Emitted:
 
             vector_runs(b, inner, vw, run, "p")
 
-        # The channels are independent: spread over the pool (it ran on one thread).
-        parallel_range(b, N * C, N * C * inner * ELEMENT_WORK, list(fn.args), channel, "c")
+        def part(b: ir.IRBuilder, k: ir.Value, _tid: ir.Value, args: list[ir.Value]) -> None:
+            # Chunk k of `chunks`: whole channels (items n * C + c), the same on every run.
+            count = b.mul(args[6], c64(N))
+            per = b.udiv(b.add(count, c64(chunks - 1)), c64(chunks))
+            lo = b.mul(k, per)
+            with loop(b, lo, smin(b, b.add(lo, per), count), 1, "c") as i:
+                channel(b, i, args)
 
-    name = ctx.sink.kernel(key, 6, build, "batchnorm")
-    args = [Arg(value=out)] + [Arg(value=v) for v, _ in ins.operands[1:]]
+        # The channels are independent: spread over the pool (it ran on one thread).
+        parallel_loop(b, chunks, list(fn.args), part, "c")
+
+    name = ctx.sink.kernel(key, 6, build, "batchnorm", scalars=1)
+    args = [Arg(value=out)] + [Arg(value=v) for v, _ in ins.operands[1:]] + [Arg(scalar=C)]
     return Emitted([Call(name, args)], "loop")
 
 
