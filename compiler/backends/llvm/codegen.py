@@ -181,7 +181,7 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
 
 
 #: Instructions whose kernels run a lane-wise epilogue (``EmitContext.with_epilogue``).
-EPILOGUE_PRODUCERS = frozenset({"conv", "fullyconnected", "matmul"})
+EPILOGUE_PRODUCERS = frozenset({"conv", "fullyconnected", "matmul", "batchnorm"})
 
 
 def _skippable(value: LValue) -> bool:
@@ -192,8 +192,8 @@ def _skippable(value: LValue) -> bool:
 def find_epilogues(
     lir: LIRFunction, addr: Addresses, ctx: EmitContext
 ) -> list[tuple[Instruction, list[Instruction]]]:
-    """(producer, chain) pairs: a conv / fully-connected / matmul followed by element-wise
-    instructions that each read the one before (the producer's result first) and otherwise
+    """(producer, chain) pairs: a conv / fully-connected / matmul / batchnorm followed by
+    element-wise instructions that each read the one before (the producer's result first) and otherwise
     only uniform constants (``lane_sources``), so ``run_all`` can run the chain on the
     producer's results before they are stored. Every dest but the last is read by nothing
     else and is not an output; the last must not overlap the producer's operands."""

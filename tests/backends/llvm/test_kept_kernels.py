@@ -94,6 +94,42 @@ def test_batchnorm(shape, runtime_params) -> None:
     check(model, data, rtol=1e-5, atol=1e-5, kinds=["batchnorm"])
 
 
+@pytest.mark.parametrize("shape", [(1, 5, 7, 9), (1, 40, 60, 61)])  # one channel chunk; four
+def test_batchnorm_runs_the_relu_after_it(shape) -> None:
+    """DenseNet's pre-activation: the ReLU after a BatchNormalization runs in its kernel in
+    ``run_all`` (one pass), bit for bit what stepping the two instructions gives, on any
+    number of threads."""
+    from compiler.backends.llvm.executor import LLVMExecutor
+
+    rng = _rng()
+    c = shape[1]
+    params = [
+        ("g", rng.standard_normal(c).astype(np.float32)),
+        ("b", rng.standard_normal(c).astype(np.float32)),
+        ("m", rng.standard_normal(c).astype(np.float32)),
+        ("v", (np.abs(rng.standard_normal(c)) + 0.1).astype(np.float32)),
+    ]
+    inits = [numpy_helper.from_array(a, n) for n, a in params]
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["n"], epsilon=1e-4),
+        helper.make_node("Relu", ["n"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, shape)],
+        [helper.make_tensor_value_info("y", F, shape)],
+        inits,
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    data = {"x": rng.standard_normal(shape).astype(np.float32)}
+    ex = check(model, data, rtol=1e-5, atol=1e-5, kinds=["batchnorm", "relu"])
+    kinds = [i.kind for i in ex.lir.code]
+    assert "epilogue" in ex.strategy(kinds.index("batchnorm"))
+    two = LLVMExecutor(ex.lir, ex.plan, threads=2).run(data)
+    np.testing.assert_array_equal(two["y"], ex.run(data)["y"])
+
+
 @pytest.mark.parametrize("m,k,n", [(1, 33, 19), (7, 5, 3), (13, 64, 31)])
 @pytest.mark.parametrize("act", [None, "Relu", "Clip"])
 @pytest.mark.parametrize("runtime_weights", [False, True])

@@ -40,7 +40,20 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import fmax_nan, fmin_nan, imax, imin
-from compiler.backends.llvm.kernels.parallel import ELEMENT_WORK, parallel_range
+from compiler.backends.llvm.kernels.common import (
+    apply_activation,
+    broadcast,
+    load_vec,
+    smin,
+    store_vec,
+    vector_runs,
+)
+from compiler.backends.llvm.kernels.parallel import (
+    ELEMENT_WORK,
+    parallel_loop,
+    parallel_range,
+    work_chunks,
+)
 from compiler.backends.llvm.kernels.rows import (
     fadd,
     hreduce,
@@ -425,29 +438,57 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
 
 @register("batchnorm", elems=F32_ONLY)
 def emit_batchnorm(ctx: EmitContext, ins: Any) -> Emitted:
-    out, x, scale, bias, mean, var = (v for v, _ in ins.operands)
+    _, x, scale, bias, mean, var = (v for v, _ in ins.operands)
+    out = ctx.result(ins)
     N, C = x.type.shape[:2]
     inner = math.prod(x.type.shape[2:])
     eps = ins.attrs["epsilon"]
-    key = ("batchnorm", N, C, inner, eps)
+    # A chain of element-wise instructions after it (DenseNet's ReLU before each conv) runs on
+    # its vectors before they are stored (codegen.EPILOGUE_PRODUCERS): one pass, not two.
+    ep = ctx.with_epilogue(None)
+    vw = vector_width_f32()
+    # The channel count is an argument: DenseNet's 120 BNs (C = 64 + 32i) share a kernel per
+    # plane size and power of two of C, whose chunks (by whole channels) follow that power.
+    crep = 1 << (C.bit_length() - 1)
+    chunks = work_chunks(N * crep * inner * ELEMENT_WORK, N * crep)
+    key = ("batchnorm", N, inner, eps, ep, vw, chunks)
 
     def build(fn: ir.Function, b: ir.IRBuilder) -> None:
-        po, px, psc, pbi, pm, pv = fn.args
-        with loop(b, 0, N, 1, "n") as n, loop(b, 0, C, 1, "c") as c:
-            # Per channel, in double: y = x * s + t, s = gamma / sqrt(var + eps), t = beta - mean * s
-            # (the constants lowering would fold at compile time; here parameters may be inputs).
+        def channel(b: ir.IRBuilder, i: ir.Value, args: list[ir.Value]) -> None:
+            po, px, psc, pbi, pm, pv, nc = args
+            c = b.urem(i, nc) if N > 1 else i
+            # Per channel, in double: y = x * s + t, s = gamma / sqrt(var + eps), t = beta -
+            # mean * s (the constants lowering would fold at compile time; here parameters may
+            # be inputs); then float32 lanes, each x * s + t rounded twice as before.
             ld = lambda p: b.fpext(b.load(gep(b, p, c, F32), typ=F32), F64)  # noqa: E731
             s = b.fdiv(ld(psc), call_intr(b, "sqrt", b.fadd(ld(pv), const(F64, eps))))
             t = b.fptrunc(b.fsub(ld(pbi), b.fmul(ld(pm), s)), F32)
             s = b.fptrunc(s, F32)
-            base = b.mul(b.add(b.mul(n, c64(C)), c), c64(inner))
-            with loop(b, 0, inner, 1, "p") as p:
-                q = b.add(base, p)
-                v = b.load(gep(b, px, q, F32), typ=F32)
-                b.store(b.fadd(b.fmul(v, s), t), gep(b, po, q, F32))
+            sv, tv = broadcast(b, s, vw), broadcast(b, t, vw)
+            base = b.mul(i, c64(inner))
+            xrow, orow = gep(b, px, base, F32), gep(b, po, base, F32)
 
-    name = ctx.sink.kernel(key, 6, build, "batchnorm")
-    return Emitted([Call(name, [Arg(value=v) for v, _ in ins.operands])], "loop")
+            def run(j0: Any, valid: int) -> None:
+                v = load_vec(b, gep(b, xrow, j0, F32), vw, valid)
+                y = apply_activation(b, b.fadd(b.fmul(v, sv), tv), ep)
+                store_vec(b, y, gep(b, orow, j0, F32), vw, valid)
+
+            vector_runs(b, inner, vw, run, "p")
+
+        def part(b: ir.IRBuilder, k: ir.Value, _tid: ir.Value, args: list[ir.Value]) -> None:
+            # Chunk k of `chunks`: whole channels (items n * C + c), the same on every run.
+            count = b.mul(args[6], c64(N))
+            per = b.udiv(b.add(count, c64(chunks - 1)), c64(chunks))
+            lo = b.mul(k, per)
+            with loop(b, lo, smin(b, b.add(lo, per), count), 1, "c") as i:
+                channel(b, i, args)
+
+        # The channels are independent: spread over the pool (it ran on one thread).
+        parallel_loop(b, chunks, list(fn.args), part, "c")
+
+    name = ctx.sink.kernel(key, 6, build, "batchnorm", scalars=1)
+    args = [Arg(value=out)] + [Arg(value=v) for v, _ in ins.operands[1:]] + [Arg(scalar=C)]
+    return Emitted([Call(name, args)], "loop")
 
 
 @register("lrn", elems=F32_ONLY)

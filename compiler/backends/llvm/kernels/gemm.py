@@ -4,8 +4,9 @@ Layout: B is read from NR-wide column panels ``[ceil(N/NR)][K][NR]`` (zero padde
 pre-packed at compile time (``pack_b_constant``, the weight case) or packed at run time, one KC
 block at a time, into a module-level scratch buffer. A is read in place (any constant strides,
 or the MR-row panel layout used for conv weights). The micro-kernel keeps an MR x NR tile of C in
-vector registers (8x32 on AVX-512, 6x16 on AVX2, 6x8 on SSE) and issues one FMA per
-(row, vector) per k; loops: K blocks (KC) > M blocks (MC) > B panels > MR tiles.
+vector registers (8x32 on AVX-512, 8x48 in the conv kernels: ``conv_gemm_config``; 6x16 on
+AVX2, 6x8 on SSE) and issues one FMA per (row, vector) per k; loops: K blocks (KC) > M blocks
+(MC) > B panels > MR tiles.
 """
 
 from __future__ import annotations
