@@ -32,12 +32,20 @@ _ENTRY = "import sys; from glowviz.cli import main; sys.exit(main())"
 FILES = {"run -o": "out.npz", "mem --json": "report.json", "export -o": "graph.dot"}
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default. A shell starts background jobs
+    with SIGINT ignored, Python keeps an ignored SIGINT ignored, and the CLI then never sees
+    the signal these tests send (a paused child slept its 300 s out, and the test failed)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(argv: list[str], out: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", _ENTRY, *(a.replace("{out}", str(out)) for a in argv)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=dict(os.environ, GLOWVIZ_NO_DISK_CACHE="1"),
+        preexec_fn=_default_sigint,
     )
 
 
@@ -124,6 +132,7 @@ def _start_paused(argv: list[str], out: Path, phase: str, marker: Path) -> subpr
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=dict(os.environ, GLOWVIZ_NO_DISK_CACHE="1", GLOWVIZ_TEST_PAUSE=f"{phase}:{marker}"),
+        preexec_fn=_default_sigint,
     )
 
 

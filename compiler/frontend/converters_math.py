@@ -39,6 +39,16 @@ def same_elem(ctx: NodeContext, a: Value, b: Value) -> None:
         raise ctx.unsupported(f"operands have different element types {a.type} and {b.type}")
 
 
+def same_kind_operands(
+    ctx: NodeContext, allowed: tuple[ElemKind, ...] = NUMERIC
+) -> tuple[Value, Value]:
+    """The node's two inputs, of one element kind, one of `allowed`."""
+    a, b = ctx.inp(0), ctx.inp(1)
+    check_elem(ctx, a, allowed)
+    same_elem(ctx, a, b)
+    return a, b
+
+
 # -- unary --------------------------------------------------------------------------------------
 
 _UNARY = {
@@ -150,9 +160,7 @@ def convert_mish(ctx: NodeContext) -> list[Value | None]:
 @converter("PRelu")
 def convert_prelu(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({})
-    x, slope = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, x, NUMERIC)
-    same_elem(ctx, x, slope)
+    x, slope = same_kind_operands(ctx)
     out = ctx.create("PRelu", [x, slope])
     if out.type.shape != x.type.shape:
         raise ctx.unsupported(f"slope {slope.type} does not broadcast to the input {x.type}")
@@ -213,9 +221,7 @@ _BINARY = {
 def convert_binary(ctx: NodeContext) -> list[Value | None]:
     op, kinds = _BINARY[ctx.op_type]
     ctx.check_attrs({})  # opset < 7 'broadcast'/'axis' forms are outside the supported range
-    a, b = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, a, kinds)
-    same_elem(ctx, a, b)
+    a, b = same_kind_operands(ctx, kinds)
     return [ctx.create(op, [a, b])]
 
 
@@ -267,9 +273,7 @@ def convert_bit_shift(ctx: NodeContext) -> list[Value | None]:
 @converter("Mod")
 def convert_mod(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"fmod": (0, 1)})
-    a, b = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, a, NUMERIC)
-    same_elem(ctx, a, b)
+    a, b = same_kind_operands(ctx)
     fmod = int(ctx.attr("fmod", 0))
     if not fmod and a.type.elem.is_float and ctx.opset < 28:
         raise ctx.unsupported("fmod=0 on floating-point inputs before opset 28")
@@ -279,18 +283,14 @@ def convert_mod(ctx: NodeContext) -> list[Value | None]:
 @converter("Xor")
 def convert_xor(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({})
-    a, b = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, a, (ElemKind.BOOL,))
-    same_elem(ctx, a, b)
+    a, b = same_kind_operands(ctx, (ElemKind.BOOL,))
     return [ctx.create("Not", [ctx.create("Equal", [a, b], suffix="eq")])]
 
 
 @converter("LessOrEqual", "GreaterOrEqual")
 def convert_compare_or_equal(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({})
-    a, b = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, a, NUMERIC)
-    same_elem(ctx, a, b)
+    a, b = same_kind_operands(ctx)
     strict = "Less" if ctx.op_type == "LessOrEqual" else "Greater"
     # (a < b) or (a == b): NaN compares false either way, as ONNX requires.
     s = ctx.create(strict, [a, b], suffix=strict.lower())

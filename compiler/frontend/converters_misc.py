@@ -20,7 +20,7 @@ from compiler.frontend.converters_math import (
     INT_ONLY,
     NUMERIC,
     check_elem,
-    same_elem,
+    same_kind_operands,
 )
 from compiler.frontend.converters_tensor import INT_KINDS, const_ints, norm_axis, reshape
 from compiler.frontend.onnx_importer import ONNX_TO_ELEM, NodeContext, dtype_name
@@ -155,9 +155,7 @@ def convert_swish(ctx: NodeContext) -> list[Value | None]:
 @converter("SwiGLU")
 def convert_swiglu(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"alpha": None})
-    a, b = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, a, FLOAT_ONLY)
-    same_elem(ctx, a, b)
+    a, b = same_kind_operands(ctx, FLOAT_ONLY)
     if a.type.shape != b.type.shape:
         raise ctx.unsupported(f"A {a.type} and B {b.type} differ in shape")
     return [ctx.create("Mul", [_swish(ctx, a, float(ctx.attr("alpha", 1.0)), "swish_a"), b])]

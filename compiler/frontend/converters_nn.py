@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 
 from compiler.frontend.conv3d import conv3d, conv_transpose3d
-from compiler.frontend.converters_math import FLOAT_ONLY, NUMERIC, check_elem, same_elem
+from compiler.frontend.converters_math import (
+    FLOAT_ONLY,
+    NUMERIC,
+    check_elem,
+    same_elem,
+    same_kind_operands,
+)
 from compiler.frontend.converters_tensor import norm_axis, reshape
 from compiler.frontend.onnx_importer import NodeContext
 from compiler.frontend.registry import converter
@@ -86,9 +92,7 @@ def _lift_1d(ctx: NodeContext, x: Value, suffix: str) -> Value:
 
 def _conv_operands(ctx: NodeContext) -> tuple[Value, Value, int, list[int], list[int], list[int]]:
     """Input, filter, spatial rank, kernel, strides and dilations shared by Conv and ConvTranspose."""
-    x, w = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, x, FLOAT_ONLY)
-    same_elem(ctx, x, w)
+    x, w = same_kind_operands(ctx, FLOAT_ONLY)
     nsp = _spatial_rank(ctx, x)
     if w.type.rank != x.type.rank:
         raise ctx.unsupported(f"filter {w.type} does not match input {x.type}")
@@ -600,9 +604,7 @@ def convert_dropout(ctx: NodeContext) -> list[Value | None]:
 @converter("Gemm")
 def convert_gemm(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"alpha": None, "beta": None, "transA": (0, 1), "transB": (0, 1)})
-    a, b = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, a, FLOAT_ONLY)
-    same_elem(ctx, a, b)
+    a, b = same_kind_operands(ctx, FLOAT_ONLY)
     if a.type.rank != 2 or b.type.rank != 2:
         raise ctx.unsupported(f"operands must be 2-D, got {a.type} and {b.type}")
     alpha = float(np.float32(ctx.attr("alpha", 1.0)))
@@ -665,9 +667,7 @@ def convert_gemm(ctx: NodeContext) -> list[Value | None]:
 @converter("MatMul")
 def convert_matmul(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({})
-    a, b = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, a, NUMERIC)
-    same_elem(ctx, a, b)
+    a, b = same_kind_operands(ctx)
     if a.type.rank == 0 or b.type.rank == 0:
         raise ctx.unsupported("scalar operands")
     a2 = reshape(ctx, a, (1, a.type.shape[0]), "lhs2d") if a.type.rank == 1 else a
@@ -714,9 +714,7 @@ def convert_softmax(ctx: NodeContext) -> list[Value | None]:
 @converter("LayerNormalization")
 def convert_layernorm(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"axis": None, "epsilon": None, "stash_type": (1,)})
-    x, scale = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, x, FLOAT_ONLY)
-    same_elem(ctx, x, scale)
+    x, scale = same_kind_operands(ctx, FLOAT_ONLY)
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), x.type.rank)
     bias = (
         ctx.inp(2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontend.converters_math import FLOAT_ONLY, check_elem, same_elem
+from compiler.frontend.converters_math import FLOAT_ONLY, check_elem, same_elem, same_kind_operands
 from compiler.frontend.converters_tensor import norm_axis
 from compiler.frontend.onnx_importer import NodeContext
 from compiler.frontend.registry import converter
@@ -50,9 +50,7 @@ def _per_channel(ctx: NodeContext, v: Value, reps: np.ndarray, what: str) -> Val
 @converter("RMSNormalization")
 def convert_rms_norm(ctx: NodeContext) -> list[Value | None]:
     ctx.check_attrs({"axis": None, "epsilon": None, "stash_type": (1,)})
-    x, scale = ctx.inp(0), ctx.inp(1)
-    check_elem(ctx, x, FLOAT_ONLY)
-    same_elem(ctx, x, scale)
+    x, scale = same_kind_operands(ctx, FLOAT_ONLY)
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), x.type.rank)
     eps = float(x.type.np_dtype.type(ctx.attr("epsilon", 1e-5)))
     return [ctx.create("RMSNorm", [x, scale], {"axis": axis, "epsilon": eps})]

@@ -10,7 +10,7 @@ from compiler.passes.rewriter import (
     Rewriter,
     const_data,
     graph_patterns,
-    producer,
+    same_op_producer,
 )
 
 
@@ -22,8 +22,8 @@ def remove_identity_reshape(node: Node, rw: Rewriter) -> bool:
 
 
 def merge_reshapes(node: Node, rw: Rewriter) -> bool:
-    inner = producer(node.operands[0])
-    if inner is None or inner.op != "Reshape":
+    inner = same_op_producer(node)
+    if inner is None:
         return False
     new = rw.create(
         "Reshape", [inner.operands[0]], dict(node.attrs), name=node.name, origin=[inner, node]

@@ -61,6 +61,13 @@ def producer(value: Value) -> Node | None:
     return value.node if isinstance(value, Result) else None
 
 
+def same_op_producer(node: Node) -> Node | None:
+    """The node that makes `node`'s first operand when it is of `node`'s own op (the inner
+    Reshape of Reshape(Reshape(x)), ...), else None."""
+    inner = producer(node.operands[0])
+    return inner if inner is not None and inner.op == node.op else None
+
+
 def single_use(value: Value) -> bool:
     return len(value.users) == 1
 
@@ -484,5 +491,6 @@ __all__ = [
     "lir_patterns",
     "producer",
     "rule_name",
+    "same_op_producer",
     "single_use",
 ]

@@ -19,6 +19,7 @@ from compiler.passes.rewriter import (
     const_data,
     graph_patterns,
     producer,
+    same_op_producer,
     single_use,
 )
 
@@ -47,8 +48,8 @@ def remove_identity(node: Node, rw: Rewriter) -> bool:
 
 
 def merge_transposes(node: Node, rw: Rewriter) -> bool:
-    inner = producer(node.operands[0])
-    if inner is None or inner.op != "Transpose":
+    inner = same_op_producer(node)
+    if inner is None:
         return False
     perm = compose(inner.attrs["perm"], node.attrs["perm"])
     x = inner.operands[0]

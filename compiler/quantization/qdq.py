@@ -213,12 +213,21 @@ def fold_matmul(node: Node, rw: Rewriter) -> bool:
     return _finish(rw, quant, rw.create("QMatMul", [qa, qb], attrs, name=f"{node.name}_q").result)
 
 
-def fold_binary(node: Node, rw: Rewriter) -> bool:
+def _all_dequantized(node: Node) -> tuple[list[Value], Node, tuple[int, int]] | None:
+    """(every operand's int8 source, the output's Quantize, its clamp), or None when an
+    operand is not a Dequantize or the output is not quantized."""
     out = _output(node)
-    ops = [_dq(v) for v in node.operands]
-    if out is None or any(v is None for v in ops):
+    ins = [_dq(v) for v in node.operands]
+    if out is None or any(v is None for v in ins):
+        return None
+    return [v for v in ins if v is not None], *out
+
+
+def fold_binary(node: Node, rw: Rewriter) -> bool:
+    m = _all_dequantized(node)
+    if m is None:
         return False
-    quant, clamp = out
+    ops, quant, clamp = m
     attrs = qattrs(params_of(quant.result.type), clamp)
     y = rw.create("Q" + node.op, ops, attrs, name=f"{node.name}_q").result
     return _finish(rw, quant, y)
@@ -273,12 +282,11 @@ def fold_mover(node: Node, rw: Rewriter) -> bool:
 
 
 def fold_concat(node: Node, rw: Rewriter) -> bool:
-    out = _output(node)
-    ins = [_dq(v) for v in node.operands]
-    if out is None or any(v is None for v in ins):
+    m = _all_dequantized(node)
+    if m is None:
         return False
-    quant, clamp = out
-    aligned = [_to(rw, node, v, quant, (QMIN, QMAX)) for v in ins if v is not None]
+    ins, quant, clamp = m
+    aligned = [_to(rw, node, v, quant, (QMIN, QMAX)) for v in ins]
     y = rw.create("Concat", aligned, dict(node.attrs), name=f"{node.name}_q").result
     return _finish(rw, quant, _to(rw, node, y, quant, clamp))
 
