@@ -4,7 +4,8 @@ Runs between loading and converting. `validate_model` checks every tensor stored
 (initializer data length against its dims and type, typed fields, external-data segments, dims
 within limits) and the graph inputs' dims; `validate_node` runs before each node's converter,
 when its operands' types are known, and checks attribute ranges (kernel sizes, strides and
-dilations >= 1, pads >= 0, a group dividing the channels, axes and perms within the rank).
+dilations >= 1, pads >= 0, a group dividing the channels, axes and perms within the rank)
+and each operand's element type against the op's ONNX schema (a Conv with a bool bias).
 Every refusal is an `InvalidModelError` naming the node, the attribute and the value.
 """
 
