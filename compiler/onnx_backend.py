@@ -7,6 +7,7 @@
 Options of `prepare`: `executor` (a key of `compiler.executors.EXECUTORS`), `input_shapes`
 ({input name: shape}), `max_specializations` (how many run-time specializations a prepared
 model keeps, default 16) and any field of `compiler.pipeline.CompileOptions`.
+`rep.with_executor(kind)` runs a prepared model on another executor off the same compiles.
 
 The compiler only compiles static graphs. The API still takes any model, as ONNX harnesses
 drive it: `prepare` compiles what it can, and when the frontend reports that a shape-like
@@ -18,6 +19,7 @@ keyed by them.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
@@ -105,6 +107,31 @@ class GlowvizRep(onnx_base.BackendRep):
     @property
     def result(self) -> CompileResult | None:
         return self._last.result if self._last else None
+
+    def with_executor(self, kind: str) -> GlowvizRep:
+        """This prepared model on executor `kind`, sharing its compiles: every cached
+        specialization gets an executor of `kind` over the same compile result, so nothing is
+        compiled again (the interpreter and LLVM take the same low-level compile). Run-time
+        specializations compiled later are the new rep's own."""
+        if kind not in EXECUTORS:
+            raise UnsupportedError(
+                f"unknown executor '{kind}'; known executors: {', '.join(sorted(EXECUTORS))}"
+            )
+        new = copy.copy(self)
+        new.kind = kind
+        new.compile_count = 0
+        new._cache = OrderedDict()
+        new._last = None
+        if kind in LOW_LEVEL_EXECUTORS and not self.options.low_level:
+            # The compiles stopped before the stages this executor needs: compile anew.
+            new.options = dataclasses.replace(self.options, low_level=True)
+            return new
+        for key, spec in self._cache.items():
+            shared = Specialization(make_executor(spec.result, kind), spec.result, spec.input_names)
+            new._cache[key] = shared
+            if spec is self._last:
+                new._last = shared
+        return new
 
     # -- running ---------------------------------------------------------------------------------
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:

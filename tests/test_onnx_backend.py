@@ -255,6 +255,34 @@ def test_inputs_feeding_shape_operands_are_specialized_at_run_time(executor):
     assert [p.name for p in rep.result.module.inputs()] == ["x"]
 
 
+def test_with_executor_shares_the_compiles():
+    rep = backend.prepare(tiny_model(), executor="interpreter")
+    llvm = rep.with_executor("llvm")
+    assert llvm.kind == "llvm" and llvm.executor.kind == "llvm"
+    assert llvm.result is rep.result and llvm.compile_count == 0  # nothing compiled again
+    check(llvm.run([X, B]))
+    check(rep.run([X, B]))  # the original keeps its own executor
+    assert rep.executor.kind == "interpreter"
+    # Run-time specializations: those compiled so far are shared, later ones are the rep's own.
+    shaped = backend.prepare(reshape_pad_model(), executor="interpreter")
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    pads = np.zeros(4, np.int64)
+    shaped.run([x, np.array([3], np.int64), pads])
+    other = shaped.with_executor("llvm")
+    (y,) = other.run([x, np.array([3], np.int64), pads])
+    np.testing.assert_array_equal(y, x.reshape(-1, 3))
+    assert other.compile_count == 0 and other.executor.kind == "llvm"
+    (y,) = other.run([x, np.array([4], np.int64), pads])
+    np.testing.assert_array_equal(y, x.reshape(-1, 4))
+    assert other.compile_count == 1 and shaped.compile_count == 1
+    # An executor that needs the low-level stages, after a compile that skipped them.
+    graph = backend.prepare(tiny_model(), executor="graph").with_executor("interpreter")
+    check(graph.run([X, B]))
+    assert graph.compile_count == 1 and graph.options.low_level
+    with pytest.raises(UnsupportedError, match="unknown executor 'gpu'"):
+        rep.with_executor("gpu")
+
+
 def test_specializations_are_bounded_and_keyed_by_value():
     rep = backend.prepare(reshape_pad_model(), executor="interpreter", max_specializations=2)
     x = np.zeros((2, 6), np.float32)

@@ -65,8 +65,16 @@ def check_paths(
     want: list[np.ndarray] | None = None,
 ) -> None:
     want = run_ort(model, feeds) if want is None else want
+    # One compile per lowering: the interpreter and LLVM run the same low-level compile (the
+    # compile options do not depend on the executor), so the second executor reuses it.
+    compiled: dict[str, onnx_backend.GlowvizRep] = {}
     for executor, lowering in PATHS:
-        rep = onnx_backend.prepare(model, executor=executor, lowering=lowering)
+        if lowering in compiled:
+            rep = compiled[lowering].with_executor(executor)
+        else:
+            rep = compiled[lowering] = onnx_backend.prepare(
+                model, executor=executor, lowering=lowering
+            )
         got = rep.run(feeds)
         assert len(got) == len(want)
         for g, w in zip(got, want):
