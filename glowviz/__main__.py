@@ -2,6 +2,6 @@
 
 import sys
 
-from glowviz.cli import main
+from glowviz.entry import main
 
 sys.exit(main())

@@ -28,7 +28,7 @@ COMMANDS = {
     "mem --json": ["mem", str(MODEL), "--json", "{out}"],
     "export -o": ["export", str(MODEL), "--view", "graph", "--format", "dot", "-o", "{out}"],
 }
-_ENTRY = "import sys; from glowviz.cli import main; sys.exit(main())"
+_ENTRY = "import sys; from glowviz.entry import main; sys.exit(main())"
 FILES = {"run -o": "out.npz", "mem --json": "report.json", "export -o": "graph.dot"}
 
 

@@ -100,10 +100,22 @@ def _stdout_gone() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _install_signal_handlers()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        print("glowviz: interrupted", file=sys.stderr)
+        return 130
+    except Terminated as t:
+        print("glowviz: terminated", file=sys.stderr)
+        return 128 + int(t.args[0]) if t.args else 143
+
+
+def _main(argv: list[str]) -> int:
+    # Imported here, under main's Ctrl-C handling: the exports pull in the session and the
+    # compiler, a second or so in which an interrupt would otherwise print a traceback.
     from glowviz.exports.render import OutputError
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    _install_signal_handlers()
     try:
         parser = build_parser()
         commands = (
@@ -141,12 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as e:  # a plan under --max-memory that this machine cannot hold
         print(f"glowviz: error: out of memory: {e or 'MemoryError'}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("glowviz: interrupted", file=sys.stderr)
-        return 130
-    except Terminated as t:
-        print("glowviz: terminated", file=sys.stderr)
-        return 128 + int(t.args[0]) if t.args else 143
 
 
 def _open_ide(argv: list[str]) -> int:
