@@ -39,6 +39,7 @@ from benchmarks.models import ensure_model  # noqa: E402
 from compiler.executors import make_executor  # noqa: E402
 from compiler.pipeline import CompileOptions, compile_model, import_model  # noqa: E402
 from compiler.quantization import QuantizeOptions  # noqa: E402
+from compiler.quantization.options import WEIGHT_ROUNDINGS  # noqa: E402
 from compiler.quantize import fallback_search, profile_model, sqnr_db  # noqa: E402
 
 MODELS = ["resnet50", "mobilenet", "inception", "bert_tiny"]
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ort-qdq", action="store_true")
     ap.add_argument(
         "--weight-rounding",
-        choices=("nearest", "gptq"),
+        choices=WEIGHT_ROUNDINGS,
         default="nearest",
         help="int8 weight rounding (gptq: the profile gathers the layers' Hessians)",
     )

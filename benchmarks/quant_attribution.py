@@ -41,6 +41,7 @@ from compiler.graph.ops_quant import is_quantized  # noqa: E402
 from compiler.passes.rewriter import const_data  # noqa: E402
 from compiler.pipeline import CompileOptions, compile_model  # noqa: E402
 from compiler.quantization import QuantizeOptions  # noqa: E402
+from compiler.quantization.options import WEIGHT_ROUNDINGS  # noqa: E402
 from compiler.quantization.params import quantize_weights  # noqa: E402
 from compiler.quantization.quantizer import MOVERS  # noqa: E402
 from compiler.quantize import profile_model, sqnr_db  # noqa: E402
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wide-top", type=int, nargs="*", default=[4, 8, 16])
     ap.add_argument(
         "--weight-rounding",
-        choices=("nearest", "gptq"),
+        choices=WEIGHT_ROUNDINGS,
         default="nearest",
         help="the quantizer's weight rounding (gptq: profiles with Hessians)",
     )

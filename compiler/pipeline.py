@@ -21,7 +21,14 @@ import onnx
 from compiler.errors import CompilerError
 from compiler.graph.ir import Module
 from compiler.limits import DEFAULT_FOLD_LIMIT, DEFAULT_MAX_MEMORY
-from compiler.passes.manager import IR, Observer, PassEvent, PipelineContext, StopPipeline
+from compiler.passes.manager import (
+    IR,
+    Observer,
+    PassEvent,
+    PipelineContext,
+    StopPipeline,
+    ir_text,
+)
 from compiler.scheduling import DEFAULT_SCHEDULER
 
 if TYPE_CHECKING:  # the low-level half is imported only when a compile gets there
@@ -294,12 +301,3 @@ def check_tensor_sizes(module: Module, limit: int) -> None:
                 )
 
 
-def ir_text(ir: IR) -> str:
-    """Text of a snapshot from a PassEvent: graph IR Module or low-level IR function."""
-    if isinstance(ir, Module):
-        from compiler.graph.printer import print_module
-
-        return print_module(ir)
-    from compiler.lir.printer import print_lir
-
-    return print_lir(ir)

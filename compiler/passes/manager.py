@@ -82,7 +82,8 @@ def journals(ir: IR) -> list[Journal]:
     return [fn.journal for fn in ir.functions] if isinstance(ir, Module) else [ir.journal]
 
 
-def _ir_text(ir: IR) -> str:
+def ir_text(ir: IR) -> str:
+    """Text of a snapshot from a PassEvent: graph IR Module or low-level IR function."""
     from compiler.graph.printer import print_module
     from compiler.lir.printer import print_lir
 
@@ -214,7 +215,7 @@ class PipelineContext:
         last = self._last_snapshot
         if not changed and not records and last is not None and last[0] is ir:
             snapshot = last[1]
-            if self.verify and _ir_text(ir) != _ir_text(snapshot):
+            if self.verify and ir_text(ir) != ir_text(snapshot):
                 raise PassError(
                     "the pass changed the IR but reported no change", pass_name=pass_name
                 )
@@ -285,6 +286,7 @@ __all__ = [
     "StopPipeline",
     "ir_kind",
     "ir_size",
+    "ir_text",
     "journals",
     "run_passes",
     "verify_ir",

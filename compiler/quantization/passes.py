@@ -22,6 +22,7 @@ from compiler.passes.manager import GraphPass
 from compiler.passes.rewriter import (
     Rewriter,
     apply_patterns,
+    const_data,
     graph_patterns,
     is_trivially_dead,
     producer,
@@ -59,8 +60,6 @@ def weighted_layers(fn: Function) -> dict[str, dict[str, Any]]:
     """The layers whose int8 weights GPTQ rounds (compiler/quantization/gptq.py), by node name:
     what the profile runner needs to gather each one's input Hessian from the profiled input
     value: {"op", "input" (value name), "weight_shape", and a Conv's geometry}."""
-    from compiler.passes.rewriter import const_data
-
     out: dict[str, dict[str, Any]] = {}
     for node in fn.nodes:
         if node.op not in ("Conv", "FullyConnected", "MatMul") or not node.results:

@@ -307,20 +307,28 @@ class Profile:
             hessian_digest=str(hess.get("sha256", "")),
         )
 
-    def save(self, path: str | Path) -> None:
-        """Writes the JSON (and, with Hessians, `<stem>.hessians.npz` beside it), each to a
-        temporary file renamed into place."""
+    def encoded(self, path: str | Path) -> list[tuple[Path, bytes]]:
+        """The files of this profile saved as `path`, in the order to write them: with
+        Hessians, `<stem>.hessians.npz` beside it first, then the JSON naming that file and
+        its digest. (`save` writes them; the CLI writes them with its own atomic writer.)"""
         path = Path(path)
+        files: list[tuple[Path, bytes]] = []
         name = None
         hs = self.load_hessians()
         if hs is not None:
             data = _hessian_bytes(hs)
             self.hessian_digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            hpath = path.with_name(path.stem + ".hessians.npz")
-            _atomic_write_bytes(hpath, data)
-            self.hessian_file, name = hpath, hpath.name
+            self.hessian_file = path.with_name(path.stem + ".hessians.npz")
+            name = self.hessian_file.name
+            files.append((self.hessian_file, data))
         text = json.dumps(self.to_json(name), separators=(",", ":")) + "\n"
-        _atomic_write_bytes(path, text.encode())
+        files.append((path, text.encode()))
+        return files
+
+    def save(self, path: str | Path) -> None:
+        """Writes the files of `encoded`, each to a temporary file renamed into place."""
+        for target, data in self.encoded(path):
+            _atomic_write_bytes(target, data)
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:

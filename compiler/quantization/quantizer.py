@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compiler.errors import QuantizationError
 from compiler.graph.activations import NONE
 from compiler.graph.ir import Constant, Node, Result, Value
 from compiler.graph.ops_quant import (
@@ -32,6 +33,7 @@ from compiler.graph.ops_quant import (
 from compiler.graph.types import ElemKind, TensorType
 from compiler.kernels.reference_quant import quantize
 from compiler.passes.rewriter import Rewriter, const_data
+from compiler.quantization.gptq import NOISE_FACTOR, gptq_grouped, weights_key
 from compiler.quantization.options import QuantizeOptions
 from compiler.quantization.params import (
     QParams,
@@ -148,9 +150,6 @@ class Quantizer:
         then it is rounded to nearest. `qx`, the quantized input, adds its rounding noise
         (step^2 / 12 per value that is not an exact zero) to the Hessian. Memoised on the
         profile's Hessian."""
-        from compiler.errors import QuantizationError
-        from compiler.quantization import gptq
-
         hs = self.profile.load_hessians()
         if hs is None:
             raise QuantizationError(
@@ -167,11 +166,11 @@ class Quantizer:
         if qx is not None and is_quantized(qx.type) and qx.type.scale:
             tp = self.float_profile(node.operands[0])
             live = 1.0 - tp.zeros / tp.count if tp is not None and tp.count else 1.0
-            noise = gptq.NOISE_FACTOR * lh.rows * live * float(qx.type.scale) ** 2 / 12.0
-        key = gptq.weights_key(w2, scales, noise)
+            noise = NOISE_FACTOR * lh.rows * live * float(qx.type.scale) ** 2 / 12.0
+        key = weights_key(w2, scales, noise)
         got = lh.memo.get(key)
         if got is None:
-            got = gptq.gptq_grouped(w2, lh.h, scales, noise=noise)
+            got = gptq_grouped(w2, lh.h, scales, noise=noise)
             lh.memo[key] = got
         return got.reshape(w.shape) if axis == 0 else np.ascontiguousarray(got.T)
 

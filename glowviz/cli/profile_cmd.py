@@ -16,6 +16,7 @@ from compiler.quantization.profile import DEFAULT_BINS
 from compiler.quantize import load_samples, model_input_types, profile_model, random_samples
 from glowviz.cli.common import add_shape_arg, command_parser
 from glowviz.core.shapes import parse_shape_args
+from glowviz.exports.render import atomic_write
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         bins=args.bins,
         hessians=args.hessians,
     )
-    profile.save(args.output)
+    for target, data in profile.encoded(args.output):
+        atomic_write(target, data)
     widest = sorted(profile.tensors.items(), key=lambda kv: kv[1].min - kv[1].max)[:5]
     print(
         f"profiled {len(profile.tensors)} tensors on {profile.inputs} samples "

@@ -274,7 +274,8 @@ def render_neighbourhood(
     edges: list[tuple[str, str]],
     styles: dict[str, str],
 ) -> Text:
-    """The neighbourhood (`nodes`, `edges`: `CompileSession.neighbourhood`) drawn as text (raises LayoutError when `dot` is missing or fails)."""
+    """The neighbourhood (`nodes`, `edges`: `CompileSession.neighbourhood`) drawn as text
+    (raises LayoutError when `dot` is missing or fails)."""
     if not nodes:
         return Text("(no node selected)", style="dim")
     plain = cached_layout(dot_source(nodes, edges))

@@ -193,9 +193,9 @@ def find_epilogues(
     lir: LIRFunction, addr: Addresses, ctx: EmitContext
 ) -> list[tuple[Instruction, list[Instruction]]]:
     """(producer, chain) pairs: a conv / fully-connected / matmul / batchnorm followed by
-    element-wise instructions that each read the one before (the producer's result first) and otherwise
-    only uniform constants (``lane_sources``), so ``run_all`` can run the chain on the
-    producer's results before they are stored. Every dest but the last is read by nothing
+    element-wise instructions that each read the one before (the producer's result first)
+    and otherwise only uniform constants (``lane_sources``), so ``run_all`` can run the chain
+    on the producer's results before they are stored. Every dest but the last is read by nothing
     else and is not an output; the last must not overlap the producer's operands."""
     code = [i for i in lir.code if i.kind not in NO_CODE]
     out = []
