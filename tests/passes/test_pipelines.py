@@ -125,7 +125,10 @@ def _graph_pipeline(m: Module) -> None:
 def test_scale_2000_nodes_is_not_quadratic() -> None:
     small, big = chain_module(42), chain_module(170)  # 505 and 2,041 nodes
     assert len(big.main) > 2000 and round(len(big.main) / len(small.main)) == NODES_RATIO
-    assert_not_quadratic(small.clone, big.clone, _graph_pipeline, "graph passes")
+    # Best of 5 per size: a pass over 2,000 nodes is ~0.13 s, and beside the suite's other
+    # worker (slow tests start together) one contended sample of 3 measured 6.2x for the
+    # 4.2-4.7x this code takes alone; the bound stays 6x.
+    assert_not_quadratic(small.clone, big.clone, _graph_pipeline, "graph passes", repeats=5)
     after = big.clone()
     _graph_pipeline(after)
     verify_module(after)
