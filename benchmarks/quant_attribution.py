@@ -86,7 +86,7 @@ def activation_grids(qmod: Module, fmod: Module) -> dict[str, Grid]:
                 )
         if n.op == "Quantize":
             t = n.result.type
-            grids.setdefault(n.operands[0].name, (float(t.scale), int(t.offset), -128, 127))
+            grids.setdefault(n.operands[0].name, (float(t.scale or 1.0), int(t.offset or 0), -128, 127))
     return {k: g for k, g in grids.items() if moved.get(k) not in grids}
 
 
@@ -131,11 +131,21 @@ class Attribution:
             if n.op in ("Conv", "FullyConnected")
             or (n.op == "MatMul" and const_data(n.operands[1]) is not None)
         ]
-        self.ref = self.run({}, ())
+        self.values: dict[str, list[np.ndarray]] = {}
+        self.ref = self.run({}, (), capture=set(grids))
 
-    def run(self, acts: dict[str, Grid], weights: Any) -> list[dict[str, np.ndarray]]:
+    def own_sqnr(self, name: str, g: Grid) -> float:
+        """The tensor's own quantization SQNR: its float values on the evaluation inputs
+        against their fake-quantized form (before anything downstream sees the error)."""
+        ref = np.concatenate([v.ravel() for v in self.values.get(name, [])])
+        return sqnr_db(ref, fake_quantize(ref, g)) if ref.size else math.inf
+
+    def run(
+        self, acts: dict[str, Grid], weights: Any, capture: set[str] | None = None
+    ) -> list[dict[str, np.ndarray]]:
         weights = set(weights)
         chosen = self.qweights
+        keep, values = capture or set(), self.values
 
         class Run(GraphInterpreter):
             def run_node(self, node: Any, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -150,6 +160,9 @@ class Attribution:
                         shape[ax] = -1
                         args[1] = wq.astype(np.float32) * ws.reshape(shape)
                 outs = super().run_node(node, args)
+                for r, o in zip(node.results, outs):
+                    if r.name in keep:
+                        values.setdefault(r.name, []).append(np.asarray(o, np.float32).copy())
                 return [
                     fake_quantize(o, acts[r.name]) if r.name in acts else o
                     for r, o in zip(node.results, outs)
@@ -162,7 +175,10 @@ class Attribution:
             it.output_names = [n for n, _ in self.out_specs]
             ins = {}
             for k, v in s.items():
-                g = acts.get(self.onnx_to_graph.get(k, k))
+                gname = self.onnx_to_graph.get(k, k)
+                if gname in keep:
+                    values.setdefault(gname, []).append(np.asarray(v, np.float32).copy())
+                g = acts.get(gname)
                 ins[k] = fake_quantize(v, g) if g is not None else v
             outs.append(it.run(ins, self.aliases))
         return outs
@@ -207,7 +223,21 @@ def attribute(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
     singles = [(at.sqnr({k: g}), "activation", k) for k, g in grids.items()]
     singles += [(at.sqnr(weights=[w]), "weight", w) for w in at.weights]
     singles.sort()
-    r["tensors"] = [{"sqnr_db": s, "kind": kind, "tensor": t} for s, kind, t in singles]
+    def producer_of(n: Any) -> str:
+        act = n.attrs.get("activation", "none")
+        return n.op + (f"+{act}" if act != "none" else "")
+
+    producer = {res.name: producer_of(n) for n in fmod.main.nodes for res in n.results}
+    r["tensors"] = [
+        {
+            "sqnr_db": s,
+            "kind": kind,
+            "tensor": t,
+            "producer": producer.get(t, "input") if kind == "activation" else "weights",
+            "own_db": at.own_sqnr(t, grids[t]) if kind == "activation" else None,
+        }
+        for s, kind, t in singles
+    ]
     acts_ranked = [t for _, kind, t in singles if kind == "activation"]
     wide: dict[str, float] = {}
     for k in (*args.wide_top, len(acts_ranked)):
@@ -230,7 +260,31 @@ def report(r: dict[str, Any], top: int) -> str:
         f"  the {top} most harmful tensors alone (output SQNR):",
     ]
     for t in r["tensors"][:top]:
-        lines.append(f"    {t['sqnr_db']:6.2f} dB  {t['kind']:10s} {t['tensor']}")
+        own = t.get("own_db")
+        extra = f"  own {own:5.2f} dB, gain {own - t['sqnr_db']:+5.2f}" if own is not None else ""
+        lines.append(
+            f"    {t['sqnr_db']:6.2f} dB  {t['kind']:10s} {t['tensor']:24s} "
+            f"{t.get('producer', ''):18s}{extra}"
+        )
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for t in r["tensors"]:
+        if t["kind"] == "activation":
+            groups.setdefault(t.get("producer", "?"), []).append(t)
+    if groups:
+        lines.append(
+            "  activations by producer: count, median own SQNR, median output SQNR alone, "
+            "their summed noise at the output"
+        )
+        def power(ts: list[dict[str, Any]]) -> float:
+            return sum(10 ** (-t["sqnr_db"] / 10) for t in ts)
+
+        for prod, ts in sorted(groups.items(), key=lambda kv: -power(kv[1])):
+            pw = power(ts)
+            lines.append(
+                f"    {prod:18s} {len(ts):3d}  own {np.median([t['own_db'] for t in ts]):5.2f} dB"
+                f"  alone {np.median([t['sqnr_db'] for t in ts]):5.2f} dB"
+                f"  together {-10 * math.log10(pw) if pw > 0 else math.inf:5.2f} dB"
+            )
     noise = sum(10 ** (-t["sqnr_db"] / 10) for t in r["tensors"])
     if noise > 0:
         lines.append(

@@ -95,19 +95,27 @@ def choose_params(lo: float, hi: float, schema: str = "asymmetric") -> QParams:
 
 
 def calibrate(
-    tp: TensorProfile, method: str = "minmax", schema: str = "asymmetric", percentile: float = 99.99
+    tp: TensorProfile,
+    method: str = "minmax",
+    schema: str = "asymmetric",
+    percentile: float = 99.99,
+    keep_max: bool = False,
 ) -> tuple[float, float]:
-    """The real range to quantize a profiled tensor over."""
+    """The real range to quantize a profiled tensor over. `keep_max`: the upper end is never
+    clipped (a Softmax's input: its row maxima decide the result, and clipping them changes
+    the probabilities by factors of e^(clipped amount)); the lower end is still calibrated."""
     check_calibration(method)
     if tp.empty:
         return 0.0, 0.0
     if method == "minmax" or tp.hist.size < 2 or tp.hist.sum() <= 0:
         return tp.min, tp.max
-    if method == "percentile":
-        return _percentile_range(tp, percentile)
     if method == "mse":
-        return _mse_range(tp, schema)
-    return _kl_range(tp, symmetric=schema != "asymmetric")
+        return _mse_range(tp, schema, keep_max)
+    if method == "percentile":
+        lo, hi = _percentile_range(tp, percentile)
+    else:
+        lo, hi = _kl_range(tp, symmetric=schema != "asymmetric")
+    return (lo, tp.max) if keep_max else (lo, hi)
 
 
 def _percentile_range(tp: TensorProfile, p: float) -> tuple[float, float]:
@@ -178,7 +186,7 @@ def _kl_range(tp: TensorProfile, symmetric: bool) -> tuple[float, float]:
     return max(float(edges[bi]), tp.min), min(float(edges[bj]), tp.max)
 
 
-def _mse_range(tp: TensorProfile, schema: str) -> tuple[float, float]:
+def _mse_range(tp: TensorProfile, schema: str, keep_max: bool = False) -> tuple[float, float]:
     """The clipping range of least expected squared error (TensorRT's and AIMET's MSE
     calibration), chosen per tensor from its histogram: every pair of candidate ends (bin
     edges, min and max included, so no clipping is a candidate) is scored as
@@ -232,11 +240,13 @@ def _mse_range(tp: TensorProfile, schema: str) -> tuple[float, float]:
         # One parameter: the step. Candidates from the largest magnitude down.
         amax = max(-lo0, hi0)
         ts = ends(amax / 64, amax, 512)
+        if keep_max:
+            ts = ts[ts >= hi0] if hi0 > 0.0 else ts
         err = cost(-ts[None, :] * (-QMIN / QMAX), ts[None, :])[0]
         t = float(ts[int(np.argmin(err))])
         return max(-t * (-QMIN / QMAX), tp.min), min(t, tp.max)
     los = ends(lo0, 0.0, 160) if lo0 < 0.0 else np.zeros(1)
-    his = ends(0.0, hi0, 160) if hi0 > 0.0 else np.zeros(1)
+    his = ends(0.0, hi0, 160) if hi0 > 0.0 and not keep_max else np.array([hi0])
     err = cost(los[:, None], his[None, :])
     i, j = np.unravel_index(int(np.argmin(err)), err.shape)
     # Refine at bin steps within one coarse step of the best pair.
@@ -246,8 +256,8 @@ def _mse_range(tp: TensorProfile, schema: str) -> tuple[float, float]:
     fh = ends(max(0.0, his[j] - dh), min(hi0, his[j] + dh), max(3, int(2 * dh / width) + 1))
     if lo0 >= 0.0:
         fl = np.zeros(1)
-    if hi0 <= 0.0:
-        fh = np.zeros(1)
+    if hi0 <= 0.0 or keep_max:
+        fh = np.array([hi0])
     err = cost(fl[:, None], fh[None, :])
     i, j = np.unravel_index(int(np.argmin(err)), err.shape)
     return max(float(fl[i]), tp.min), min(float(fh[j]), tp.max)

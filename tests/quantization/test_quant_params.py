@@ -90,6 +90,25 @@ def test_mse_calibration_picks_the_range_of_least_measured_error(schema: str) ->
             assert hi > 0.99 * tp.max and lo < 0.99 * tp.min
 
 
+@pytest.mark.parametrize("schema", ["asymmetric", "symmetric", "symmetric-uint8", "power2"])
+@pytest.mark.parametrize("method", ["mse", "percentile", "kl"])
+def test_keep_max_never_clips_the_top_but_still_calibrates_the_bottom(
+    schema: str, method: str
+) -> None:
+    """A Softmax's input keeps its profiled maximum (the row maxima decide the result); the
+    low tail, which the Softmax maps to ~0, is still clipped."""
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.standard_normal(1_000_000), [30.0, -40.0]])
+    tp = _profile(values)
+    lo, hi = calibrate(tp, method, schema)
+    assert hi < 20  # without keep_max the top outlier is clipped: the case tests something
+    klo, khi = calibrate(tp, method, schema, keep_max=True)
+    p = choose_params(klo, khi, schema)
+    assert khi == pytest.approx(30.0) and p.range()[1] >= 30.0 - p.scale  # the grid rounds
+    if schema == "asymmetric":
+        assert klo > -20  # the bottom outlier is still clipped
+
+
 def test_weights_are_symmetric_per_channel_and_biases_int32() -> None:
     w = np.array([[1.0, -2.0], [0.5, 0.25]], np.float32)
     q, s = quantize_weights(w, axis=0)

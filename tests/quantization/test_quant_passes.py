@@ -18,6 +18,7 @@ from compiler.quantization import (
     QuantizeOptions,
     graph_hash,
 )
+from compiler.quantization.params import calibrate
 from compiler.quantization.qdq import FoldQDQ
 from compiler.quantize import sqnr_db
 from tests.filecheck import check
@@ -366,3 +367,56 @@ def test_bias_correction_removes_the_mean_error_of_quantized_weights() -> None:
     before, after = channel_bias(False), channel_bias(True)
     assert np.abs(before).max() > 0.05
     assert np.linalg.norm(after) < 0.3 * np.linalg.norm(before), (before, after)
+
+
+ATTENTION = """
+module @m {
+  placeholder %q : f32<1x2x16x8>
+  placeholder %kt : f32<1x2x8x16>
+  placeholder %probs : f32<1x2x16x16> output
+  constant %eight : f32<> = dense<8.0>
+  constant %mask : f32<1x1x1x16> = elided<mask>
+  func @main {
+    %scores = MatMul(%q, %kt) : f32<1x2x16x16>
+    %scaled = Div(%scores, %eight) : f32<1x2x16x16>
+    %masked = Add(%scaled, %mask) : f32<1x2x16x16>
+    %sm = Softmax(%masked) {axis = 3} : f32<1x2x16x16>
+    Save(%sm, %probs)
+  }
+}
+"""
+
+
+def test_a_softmax_input_keeps_its_profiled_maximum() -> None:
+    """The attention scores, scaled and masked, reach the Softmax through increasing maps:
+    each keeps the largest profiled value in its int8 range (a clipped row maximum rescales
+    the row's probabilities), while `mse` would clip this heavy upper tail."""
+    m = load(ATTENTION)
+    instrumented = m.clone()
+    run(instrumented, InstrumentProfile())
+    points = instrumented.meta["profile_points"]
+    profile = Profile(instrumented.meta["profile_graph_hash"])
+    rng = np.random.default_rng(4)
+    for _ in range(8):
+        ins = {p.name: rng.laplace(size=p.type.shape).astype(np.float32) for p in m.inputs()}
+        outs = execute(instrumented, ins)
+        profile.update({points[k]: v for k, v in outs.items() if k in points})
+    q = m.clone()
+    run(q, QuantizeGraph(QuantizeOptions(profile), INTERPRETER), QuantCleanup())
+    check(
+        text(q),
+        """
+    CHECK: %scores_q = QMatMul(
+    CHECK: %scaled_q = QLookup(%scores_q, %scaled_table)
+    CHECK: %masked_q = QAdd(%scaled_q, %mask_q)
+    CHECK: %sm_q = QSoftmax(%masked_q
+    """,
+    )
+    types = {r.name: r.type for n in q.main.nodes for r in n.results}
+    clipped = 0
+    for name in ("scores", "scaled", "masked"):
+        tp = profile.tensors[name]
+        clipped += calibrate(tp, "mse")[1] < tp.max  # what plain mse would do
+        t = types[f"{name}_q"]
+        assert t.scale * (127 - t.offset) >= tp.max - t.scale, name
+    assert clipped >= 1  # the case exercises the rule
