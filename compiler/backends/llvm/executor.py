@@ -21,7 +21,7 @@ from compiler.backends.llvm.codegen import Addresses, Program, generate
 from compiler.backends.llvm.emitters.common import LIBM, STATUS_GLOBAL, STATUS_MESSAGES
 from compiler.backends.llvm.jit import CompiledModule, JITEngine, default_engine
 from compiler.backends.llvm.kernels.parallel import LIBC
-from compiler.errors import ExecutionError
+from compiler.errors import CodegenError, ExecutionError
 from compiler.graph.ir import Module
 from compiler.limits import out_of_memory_is_an_error
 from compiler.lir.ir import LIRFunction
@@ -51,6 +51,10 @@ def ensure_libm_symbols() -> None:
     _symbols_done = True
 
 
+#: Stands in `LLVMExecutor._entries` for an entry of the step-only module not compiled yet.
+_STEP_MODULE = object()
+
+
 class LLVMExecutor(ArenaInterpreter):
     """Runs `lir` with JIT-compiled kernels over the arena laid out by `plan`."""
 
@@ -74,7 +78,13 @@ class LLVMExecutor(ArenaInterpreter):
         self.program: Program = generate(lir, plan, fuse=fuse, conv_strategy=conv_strategy)
         t1 = time.perf_counter()
         ensure_libm_symbols()
-        self.compiled: CompiledModule = (engine or default_engine()).compile(self.program.module)
+        self._engine = engine or default_engine()
+        # The entries `run_all` does not call (fused chains' members) are a module of their
+        # own, compiled the first time one is stepped or shown (``_step_module``).
+        run_text, self._step_text = self.program.split_texts()
+        self.compiled: CompiledModule = self._engine.compile(run_text)
+        self._step_compiled: CompiledModule | None = None
+        self._step_names = frozenset(self.program.step_entries)
         t2 = time.perf_counter()
         super().__init__(lir, plan, check_plan=check_plan)
         #: Threads the parallel loops of the kernels run on (results do not depend on it).
@@ -104,15 +114,20 @@ class LLVMExecutor(ArenaInterpreter):
             base + self.region_base["mutable"],
             base + self.region_base["activations"],
         )
-        self._entries = [
-            self.compiled.cfunc(ic.entry) if ic.entry else None for ic in self.program.instrs
+        self._entries: list[Any] = [
+            None
+            if not ic.entry
+            else _STEP_MODULE
+            if ic.entry in self._step_names
+            else self.compiled.cfunc(ic.entry)
+            for ic in self.program.instrs
         ]
         self._run_all = self.compiled.cfunc("run_all")
         # What the code reports instead of trapping (integer division by zero), when it can.
         self._status: ctypes.c_int32 | None = None
+        self._statuses: list[ctypes.c_int32] = []
         if STATUS_GLOBAL in self.program.module.globals:
-            addr = self.compiled.global_address(STATUS_GLOBAL)
-            self._status = ctypes.c_int32.from_address(addr)
+            self._status = self._status_of(self.compiled)
         self.compiled.set_threads(self.threads)
         self._args = tuple(ctypes.c_void_p(a) for a in self._args)
         # Fast path of run(inputs): the input and output views, resolved once.
@@ -120,6 +135,38 @@ class LLVMExecutor(ArenaInterpreter):
         self._out_views = {w.name: self._view(w, writable=False) for w in lir.outputs()}
         self._fast_in = [(n, v, v.shape, v.dtype) for n, v in self._in_views.items()]
         self._fast_out = list(self._out_views.items())
+
+    def _status_of(self, compiled: CompiledModule) -> ctypes.c_int32 | None:
+        try:
+            status = ctypes.c_int32.from_address(compiled.global_address(STATUS_GLOBAL))
+        except CodegenError:  # optimized away: nothing in this module reports
+            return None
+        self._statuses.append(status)
+        return status
+
+    def _step_module(self) -> CompiledModule:
+        """The module of the step-only entries, compiled on first use."""
+        if self._step_compiled is None:
+            assert self._step_text is not None
+            compiled = self._engine.compile(self._step_text)
+            if STATUS_GLOBAL in self.program.module.globals:
+                self._status_of(compiled)
+            self._entries = [
+                compiled.cfunc(ic.entry) if fn is _STEP_MODULE and ic.entry else fn
+                for fn, ic in zip(self._entries, self.program.instrs)
+            ]
+            self._step_compiled = compiled
+        return self._step_compiled
+
+    def _entry(self, index: int) -> Any:
+        fn = self._entries[index]
+        if fn is _STEP_MODULE:
+            self._step_module()
+            fn = self._entries[index]
+        return fn
+
+    def _module_of(self, entry: str) -> CompiledModule:
+        return self._step_module() if entry in self._step_names else self.compiled
 
     def _constant_ranges(self) -> list[tuple[int, int]]:
         ranges = set()
@@ -136,9 +183,10 @@ class LLVMExecutor(ArenaInterpreter):
     # -- execution ------------------------------------------------------------------------------
     def _check_status(self, where: str = "") -> None:
         """Raise what the code reported during the last call (and clear it for the next)."""
-        if self._status is None or not self._status.value:
+        status = next((st for st in self._statuses if st.value), None)
+        if status is None:
             return
-        code, self._status.value = self._status.value, 0
+        code, status.value = status.value, 0
         what = STATUS_MESSAGES.get(code, f"status {code}")
         raise ExecutionError(what + where)
 
@@ -147,7 +195,7 @@ class LLVMExecutor(ArenaInterpreter):
             raise ExecutionError("the program has finished; call reset() to run it again")
         idx = self.pc
         ins = self.lir.code[idx]
-        fn = self._entries[idx]
+        fn = self._entry(idx)
         if fn is not None:
             self._pool()
             fn(*self._args)
@@ -217,7 +265,7 @@ class LLVMExecutor(ArenaInterpreter):
 
     def call_entry(self, index: int) -> None:
         """Call instruction `index`'s entry without moving `pc` (profiling)."""
-        fn = self._entries[index]
+        fn = self._entry(index)
         if fn is not None:
             self._pool()
             fn(*self._args)
@@ -233,6 +281,9 @@ class LLVMExecutor(ArenaInterpreter):
     def _pool(self) -> None:
         if self.compiled.threads != self.threads:
             self.compiled.set_threads(self.threads)
+        step = self._step_compiled
+        if step is not None and step.threads != self.threads:
+            step.set_threads(self.threads)
 
     # -- inspection -----------------------------------------------------------------------------
     def kernels_of(self, index: int) -> list[str]:
@@ -243,7 +294,7 @@ class LLVMExecutor(ArenaInterpreter):
         ic = self.program.instrs[index]
         if ic.entry is None:
             return f"; %{ic.name} ({ic.kind}) generates no code\n"
-        fn_ir = self.compiled.function_ir
+        fn_ir = self._module_of(ic.entry).function_ir
         parts = [fn_ir(ic.entry) or f"; @{ic.entry} was inlined\n"]
         for k in self.kernels_of(index):
             parts.append(fn_ir(k) or f"; @{k} was inlined into @{ic.entry}\n")
@@ -256,7 +307,7 @@ class LLVMExecutor(ArenaInterpreter):
         if ic.entry is None:
             return f"# %{ic.name} ({ic.kind}) generates no code\n"
         names = [ic.entry, *self.kernels_of(index)]
-        asm = self.compiled.assembly_of(names)
+        asm = self._module_of(ic.entry).assembly_of(names)
         return "\n".join(asm.get(n, f"# {n}: inlined\n") for n in names)
 
     def strategy(self, index: int) -> str:

@@ -173,3 +173,31 @@ def test_gelu_chain_runs_in_the_matmul_epilogue():
     model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     strategies, _ = _run(model, (2, 9, 24))
     assert _fused(strategies) == 6
+
+
+def test_fused_members_entries_are_a_module_compiled_on_first_step():
+    """``run_all`` never calls the fused members' own entries: they are a second module,
+    compiled when first stepped (or shown), on the same threads, with the same results."""
+    tail = [
+        helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["c", "s"], ["y"]),
+    ]
+    lir, plan = _lir_and_plan(compile_model(_conv_model(tail)))
+    feed = {lir.inputs()[0].name: np.random.default_rng(1).standard_normal((1, 5, 13, 19))}
+    feed = {k: v.astype(np.float32) for k, v in feed.items()}
+    ex = LLVMExecutor(lir, plan, threads=2)
+    step_only = ex.program.step_entries
+    assert len(step_only) == 3  # conv, sigmoid, mul: run_all calls their fused kernel
+    got = ex.run(feed)
+    assert ex._step_compiled is None
+    for name in step_only:
+        with pytest.raises(Exception, match="no function"):
+            ex.compiled.address(name)
+    ex.reset(feed)
+    while not ex.done:
+        ex.step()
+    assert ex._step_compiled is not None and ex._step_compiled.threads == 2
+    for k, v in ex.outputs().items():
+        np.testing.assert_array_equal(v, got[k])
+    conv = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
+    assert "define" in ex.llvm_ir(conv) and ex.assembly(conv)

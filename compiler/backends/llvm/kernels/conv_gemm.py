@@ -562,20 +562,23 @@ def padded_shift_body(
         fill_phases(bb, vals[0], c0, smin(bb, bb.add(c0, i64(cper)), C), tid)
 
     def operands(v: list[ir.Value]) -> GemmOperands:
-        """The GEMM of a column chunk over (c_base, filter, first column[, bias]): the kernel's
-        values or a parallel chunk's copies."""
-        cbase, w, col0 = v[:3]
+        """The GEMM of a column chunk over (c_base, filter, first column, row table, phase
+        images[, bias]): the kernel's values or a parallel chunk's copies. The table and the
+        images come in as values, not as this kernel's globals, so that two convs over the same
+        grid (a stride-1 and a stride-2 3x3 conv of 15 grid columns) get the same chunk code,
+        which codegen then compiles once (``merge_identical_functions``)."""
+        cbase, w, col0, rows, images = v[:5]
 
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-            start = bb.load(bb.gep(table, [i64(0), i64(k)], source_etype=table.value_type), typ=I64)
-            return gep(bb, xph, add(bb, bb.add(start, col0), mul(bb, jp, nr)))
+            start = bb.load(gep(bb, rows, k, I64), typ=I64)
+            return gep(bb, images, add(bb, bb.add(start, col0), mul(bb, jp, nr)))
 
         return GemmOperands(
             a_addr=panel_a(w, crs, cfg.mr),
             b_addr=b_addr,
             c_base=cbase,
             c_stride=ngrid,
-            bias_col=v[3] if has_bias else None,
+            bias_col=v[5] if has_bias else None,
             activation=None if ep.accumulate else ep.activation,
             b_exact=True,
             a_packed=True,
@@ -583,7 +586,7 @@ def padded_shift_body(
 
     def chunk(n0: ir.Value, ncols: int) -> None:
         """Grid columns n0 .. n0+ncols-1 of every output channel into cbuf."""
-        vals = [gep(b, cbuf, n0), p.w, n0] + ([p.bias] if has_bias else [])
+        vals = [gep(b, cbuf, n0), p.w, n0, table, xph] + ([p.bias] if has_bias else [])
         tiles = -(-K // cfg.mr) * -(-ncols // nr)
         split = Split(work_chunks(K * ncols * crs, tiles), vals, operands, prefer="m")
         emit_gemm_body(b, cfg, K, ncols, crs, operands(vals), split)
