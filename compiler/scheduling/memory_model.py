@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from compiler.errors import CompilerError
 from compiler.graph.activations import NONE
@@ -100,9 +101,9 @@ class NodeInfo:
     inplace_candidates: list[int] = field(default_factory=list)  # operand groups it may reuse
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step of an order: the bytes live while the node runs and after it."""
+class Step(NamedTuple):
+    """One step of an order: the bytes live while the node runs and after it (a named tuple:
+    the optimal search makes one per state expansion)."""
 
     peak: int
     live: int
@@ -126,6 +127,11 @@ class MemoryModel:
         self.info = [NodeInfo(i, n) for i, n in enumerate(self.nodes)]
         self._build_groups()
         self._build_nodes()
+        #: per node, the groups whose liveness its step may change (besides a sum post-op's)
+        self._touched = [
+            frozenset(i.member_groups) | frozenset(i.operand_groups) | frozenset(i.saves_of)
+            for i in self.info
+        ]
 
     # -- static analysis ------------------------------------------------------------------------
     def _new_group(self, v: Value) -> int:
@@ -317,46 +323,69 @@ class MemoryModel:
     ) -> Step:
         """Run node `n` after the nodes in `done` (bit set), `acc` the pending sum post-ops,
         `live` the bytes live after `done`. `copied`: groups whose Save is known not to be
-        their last reader (so they are buffers of their own)."""
+        their last reader (so they are buffers of their own).
+
+        The optimal search calls this once per state expansion (up to its budget of 100,000 a
+        schedule), so the group tests of `counted` and `in_output` are written out inline here;
+        they must stay the same tests."""
         info = self.info[n]
+        groups = self.groups
         bit = 1 << n
-        noop = info.noop_of >= 0 and bool(acc >> info.noop_of & 1)
-        accumulating = self.accumulates(info, done, acc)
+        noop_of = info.noop_of
+        noop = noop_of >= 0 and bool(acc >> noop_of & 1)
+        accumulating = info.acc is not None and self.accumulates(info, done, acc)
         in_place = -1
         if info.inplace_result >= 0 and not noop:
+            pending = ~bit & ~done
             for ci in info.inplace_candidates:
-                if not self.groups[ci].users & ~bit & ~done:
+                if not groups[ci].users & pending:
                     in_place = info.inplace_result
                     break
         # The sum post-op this node starts (its result is never allocated) or ends (this Add
         # writes nothing: its result is the target the producer accumulated into).
         own = info.acc if accumulating else None
-        ended = self.info[info.noop_of].acc if noop else None
+        ended = self.info[noop_of].acc if noop else None
+        skip_own = own.y_group if own is not None else -1
+        skip_ended = ended.z_group if ended is not None else -1
         extra = 0
+        not_done = ~done
         for gi in info.member_groups:
-            g = self.groups[gi]
-            if g.producers & done or not g.users or self.in_output(g, done, copied):
+            g = groups[gi]
+            # in_output(g, done, copied): a pending Save may write it into an output
+            if g.producers & done or not g.users or (g.saves & not_done and gi not in copied):
                 continue
-            if gi == in_place or (own is not None and gi == own.y_group):
-                continue
-            if ended is not None and gi == ended.z_group:
+            if gi == in_place or gi == skip_own or gi == skip_ended:
                 continue
             extra += g.size
         done2 = done | bit
         acc2 = acc
-        touched = set(info.member_groups) | set(info.operand_groups) | set(info.saves_of)
+        touched = self._touched[n]
         if own is not None:
             acc2 |= bit
-            touched.add(own.y_group)
+            touched = touched | {own.y_group}
         if ended is not None:
-            acc2 &= ~(1 << info.noop_of)
-            touched.add(ended.y_group)
+            acc2 &= ~(1 << noop_of)
+            touched = touched | {ended.y_group}
+        not_done2 = ~done2
         delta = 0
         for gi in touched:
-            g = self.groups[gi]
-            delta += g.size * (
-                self.counted(g, done2, acc2, copied) - self.counted(g, done, acc, copied)
+            g = groups[gi]
+            # counted(g, done2, acc2, copied) - counted(g, done, acc, copied)
+            y_of = g.y_of
+            after = bool(
+                g.producers & done2
+                and g.users & not_done2
+                and not (g.saves & not_done2 and gi not in copied)
+                and not (y_of >= 0 and acc2 >> y_of & 1)
             )
+            before = bool(
+                g.producers & done
+                and g.users & not_done
+                and not (g.saves & not_done and gi not in copied)
+                and not (y_of >= 0 and acc >> y_of & 1)
+            )
+            if after != before:
+                delta += g.size if after else -g.size
         return Step(live + extra, live + delta, acc2)
 
     def simulate(self, order: Sequence[Node]) -> list[Step]:

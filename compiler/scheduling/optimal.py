@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from compiler.graph.ir import Node
 from compiler.scheduling.memory_model import MemoryModel
 
-#: State expansions before the search gives up: about a second (10-13 us each measured on the
-#: benchmark models, on the shared 2-core machine).
+#: State expansions before the search gives up: a deterministic count, not a clock. About
+#: 0.3-0.5 s of CPU (3-5 us each, measured on the unrolled recurrent models, which exhaust it,
+#: on the shared 2-core machine; 10-13 us before `MemoryModel.step` was written out inline).
 DEFAULT_BUDGET = 100_000
 
 
@@ -105,6 +106,7 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
     # state key (done, acc) -> [value, area, live, ready, parent key, node]
     level: dict[tuple[int, int], list] = {(0, 0): [0, 0, 0, start_ready, None, -1]}
     parents: list[dict[tuple[int, int], tuple[tuple[int, int] | None, int]]] = []
+    step = model.step
     states = expansions = 0
     for _ in range(n):
         nxt: dict[tuple[int, int], list] = {}
@@ -113,7 +115,7 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
                 expansions += 1
                 if expansions > budget:
                     return _Pass(None, 0, states, expansions)
-                st = model.step(k, done, acc, live)
+                st = step(k, done, acc, live)
                 if st.peak > bound:
                     continue
                 v = st.peak if cap is None or st.peak < cap else 0
