@@ -27,6 +27,7 @@ from compiler.backends.llvm.kernels.common import (  # noqa: F401 - PTR, VOID, e
     apply_activation,
     entry_alloca,
     gep,
+    int_array,
     loop,
     new_kernel,
 )
@@ -557,7 +558,10 @@ class KernelSink:
         aty = ir.ArrayType(ety, max(1, data.size))
         vals = data.tolist() or [0]
         g = ir.GlobalVariable(self.module, aty, self.module.get_unique_name(name_hint))
-        g.initializer = ir.Constant(aty, [ir.Constant(ety, v) for v in vals])
+        if isinstance(ety, ir.IntType):
+            g.initializer = int_array(ety, vals)
+        else:
+            g.initializer = ir.Constant(aty, [ir.Constant(ety, v) for v in vals])
         g.global_constant = True
         g.linkage = "private"
         g.align = ALIGNMENT

@@ -22,6 +22,7 @@ from compiler.backends.llvm.kernels.common import (
     add,
     gep,
     i64,
+    int_array,
     load_vec,
     loop,
     mul,
@@ -494,7 +495,7 @@ def padded_shift_body(
     # Per GEMM row k = c*R*S + r*S + t: where its run starts (c * cstride + offsets[r*S + t]).
     koff = np.array([c * cstride + o for c in range(C) for o in offsets], dtype=np.int64)
     table = ir.GlobalVariable(module, ir.ArrayType(I64, crs), f"{name}.rows")
-    table.initializer = ir.Constant(table.value_type, [int(v) for v in koff])
+    table.initializer = int_array(I64, koff.tolist())
     table.global_constant = True
     table.linkage = "internal"
     # Whole NR panels per chunk (a chunk's last panel is a narrower, slower tile).
