@@ -37,7 +37,7 @@ from benchmarks.bench_quant import model_path, samples  # noqa: E402
 from compiler.backends.interpreter.graph_interpreter import GraphInterpreter  # noqa: E402
 from compiler.executors import io_specs  # noqa: E402
 from compiler.graph.ir import Module  # noqa: E402
-from compiler.graph.ops_quant import is_quantized  # noqa: E402
+from compiler.graph.ops_quant import QMAX, QMIN, is_quantized  # noqa: E402
 from compiler.passes.rewriter import const_data  # noqa: E402
 from compiler.pipeline import CompileOptions, compile_model  # noqa: E402
 from compiler.quantization import QuantizeOptions  # noqa: E402
@@ -86,7 +86,8 @@ def activation_grids(qmod: Module, fmod: Module) -> dict[str, Grid]:
                 )
         if n.op == "Quantize":
             t = n.result.type
-            grids.setdefault(n.operands[0].name, (float(t.scale or 1.0), int(t.offset or 0), -128, 127))
+            g = (float(t.scale or 1.0), int(t.offset or 0), QMIN, QMAX)
+            grids.setdefault(n.operands[0].name, g)
     return {k: g for k, g in grids.items() if moved.get(k) not in grids}
 
 
@@ -239,6 +240,12 @@ def attribute(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
         for s, kind, t in singles
     ]
     acts_ranked = [t for _, kind, t in singles if kind == "activation"]
+    # Leave-one-out: every activation int8 but this one. What keeping it wider would gain;
+    # less than "alone" suggests when the tensors' output errors do not add up.
+    r["all_activations_but_db"] = {
+        t: at.sqnr({k: g for k, g in grids.items() if k != t})
+        for t in acts_ranked[: args.leave_out]
+    }
     wide: dict[str, float] = {}
     for k in (*args.wide_top, len(acts_ranked)):
         g = dict(grids)
@@ -265,6 +272,12 @@ def report(r: dict[str, Any], top: int) -> str:
         lines.append(
             f"    {t['sqnr_db']:6.2f} dB  {t['kind']:10s} {t['tensor']:24s} "
             f"{t.get('producer', ''):18s}{extra}"
+        )
+    if r.get("all_activations_but_db"):
+        lines.append(
+            f"  every activation int8 ({r['all_activations_db']:.2f} dB) but one of the most "
+            "harmful: "
+            + ", ".join(f"{t} {v:.2f}" for t, v in r["all_activations_but_db"].items())
         )
     groups: dict[str, list[dict[str, Any]]] = {}
     for t in r["tensors"]:
@@ -300,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", type=int, default=2)
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--wide-top", type=int, nargs="*", default=[4, 8, 16])
+    ap.add_argument(
+        "--leave-out",
+        type=int,
+        default=6,
+        help="the N most harmful activations: all int8 but that one",
+    )
     ap.add_argument(
         "--weight-rounding",
         choices=WEIGHT_ROUNDINGS,

@@ -125,6 +125,12 @@ class Quantizer:
     def params(self, v: Value) -> QParams | None:
         """Scale and offset for a float value, from its profile (None: never profiled)."""
         if v.name not in self._params:
+            joined = self.concat_of(v)
+            if joined is not None and (p := self.params(joined)) is not None:
+                # Computed straight into the Concat's parameters: no rescale (a second
+                # rounding) between the producer and the int8 Concat.
+                self._params[v.name] = p
+                return p
             tp = self.profile.tensors.get(v.name)
             if tp is None or tp.empty:
                 self._params[v.name] = None
@@ -139,6 +145,15 @@ class Quantizer:
                 )
                 self._params[v.name] = choose_params(lo, hi, self.options.schema)
         return self._params[v.name]
+
+    def concat_of(self, v: Value) -> Value | None:
+        """The result of the Concat that is `v`'s only user, when the options quantize it."""
+        users = v.user_nodes()
+        if len(users) != 1 or users[0].op != "Concat" or "Concat" not in self.options.ops:
+            return None
+        if users[0].name in self.options.keep_float:
+            return None
+        return users[0].result
 
     def float_profile(self, v: Value) -> TensorProfile | None:
         """The profile of the float value `v` stands for: its own, or, for the Dequantize of

@@ -18,7 +18,7 @@ from compiler.quantization import (
     QuantizeOptions,
     graph_hash,
 )
-from compiler.quantization.params import calibrate
+from compiler.quantization.params import calibrate, choose_params
 from compiler.quantization.qdq import FoldQDQ
 from compiler.quantize import sqnr_db
 from tests.filecheck import check
@@ -420,3 +420,49 @@ def test_a_softmax_input_keeps_its_profiled_maximum() -> None:
         t = types[f"{name}_q"]
         assert t.scale * (127 - t.offset) >= tp.max - t.scale, name
     assert clipped >= 1  # the case exercises the rule
+
+
+JOIN = """
+module @m {
+  placeholder %x : f32<1x3x8x8>
+  placeholder %out : f32<1x8x8x8> output
+  constant %w : f32<4x3x3x3> = elided<w>
+  constant %b : f32<4> = elided<b>
+  constant %w2 : f32<4x3x1x1> = elided<w2>
+  constant %b2 : f32<4> = elided<b2>
+  constant %three : f32<> = dense<3.0>
+  func @main {
+    %conv_1 = Conv(%x, %w, %b) {pads = [1, 1, 1, 1], activation = "relu"} : f32<1x4x8x8>
+    %conv_2 = Conv(%x, %w2, %b2) : f32<1x4x8x8>
+    %big = Mul(%conv_2, %three) : f32<1x4x8x8>
+    %cat = Concat(%conv_1, %big) {axis = 1} : f32<1x8x8x8>
+    Save(%cat, %out)
+  }
+}
+"""
+
+
+def test_a_concat_input_is_computed_in_the_concat_parameters() -> None:
+    """Inputs of different ranges whose only user is a Concat are requantized straight into
+    the Concat's scale and offset: no RescaleQuantized, one rounding per value."""
+    m, q = quantized(JOIN)
+    check(
+        text(q),
+        """
+    CHECK: %conv_1_q = QConv(
+    CHECK: %big_q = QMul(
+    CHECK-NOT: RescaleQuantized
+    CHECK: %cat_q = Concat(%conv_1_q, %big_q) {axis = 1}
+    """,
+    )
+    types = {r.name: r.type for n in q.main.nodes for r in n.results}
+    want = (types["cat_q"].scale, types["cat_q"].offset)
+    assert (types["conv_1_q"].scale, types["conv_1_q"].offset) == want
+    assert (types["big_q"].scale, types["big_q"].offset) == want
+    # Their own ranges differ (conv_1 is a Relu's, big three times conv_2's): the case tests
+    # something.
+    profile = profile_of(m)
+    own = {n: choose_params(*calibrate(profile.tensors[n], "mse")) for n in ("conv_1", "big")}
+    assert own["conv_1"] != own["big"]
+    inputs = random_inputs(m, 9)
+    assert sqnr_db(execute(m, inputs)["out"], execute(q, inputs)["out"]) > 25
