@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 import re
 import tempfile
 import traceback
@@ -95,13 +96,61 @@ def backend_for(executor: str) -> type[onnx_backend.Backend]:
     return ExecutorBackend
 
 
+#: Where `node_cases` shares onnx's node cases between the processes of one test session (the
+#: xdist workers): set by tests/conformance/conftest.py; None generates them in each process.
+NODE_CASE_DIR: Path | None = None
+
+
+@functools.cache
+def node_cases() -> list[Any]:
+    """onnx's node test cases (`onnx.backend.test.loader.load_model_tests(kind="node")`, as
+    BackendTest loads them). onnx 1.23 generates them in Python at first use -- every case's
+    model and its expected outputs from onnx's reference implementation: ~6.5 s of CPU. The
+    first process of a session to need them pickles the list under NODE_CASE_DIR (temp file +
+    rename); a later one loads that pickle (0.04 s) instead of generating the same cases
+    again. The key is onnx's and numpy's versions, and the directory lives one session."""
+    from onnx.backend.test.loader import load_model_tests
+
+    if NODE_CASE_DIR is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return load_model_tests(kind="node")
+    import numpy as np
+
+    path = NODE_CASE_DIR / f"onnx-{onnx.__version__}-numpy-{np.__version__}-node-cases.pickle"
+    if path.is_file():
+        with path.open("rb") as f:
+            return pickle.load(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = load_model_tests(kind="node")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL))
+    os.replace(tmp, path)
+    return cases
+
+
 @functools.cache
 def _runner(executor: str) -> Any:
     import onnx.backend.test
+    import onnx.backend.test.runner as runner
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the node cases' own numpy warnings
-        return onnx.backend.test.BackendTest(backend_for(executor), __name__)
+    # BackendTest loads every category's cases in its constructor, the node cases through
+    # the runner module's `load_model_tests`: hand it `node_cases()` (the same list).
+    real_load = runner.load_model_tests
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("kind") == "node" and not args:
+            return node_cases()
+        return real_load(*args, **kwargs)
+
+    runner.load_model_tests = load
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the node cases' own numpy warnings
+            return onnx.backend.test.BackendTest(backend_for(executor), __name__)
+    finally:
+        runner.load_model_tests = real_load
 
 
 def case_names(category: str) -> list[str]:
