@@ -17,10 +17,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Header, Input, ProgressBar, TabbedContent, TabPane
+from textual.widgets._tabbed_content import ContentTabs
 
 from glowviz import keymap
 from glowviz.session import CompileSession, StageRecord, gc_paused
@@ -79,12 +81,17 @@ class MainScreen(Screen):
         ],
     ]
 
+    #: Textual's Screen repaints itself whole when the focus moves (its `focused` reactive
+    #: repaints by default): 25-55 ms at 180x50 and twice per view switch, though a focus
+    #: change restyles only the widgets it concerns (`:focus` rules, which refresh
+    #: themselves). The same reactive without the repaint.
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+
     def __init__(self, session: CompileSession) -> None:
         super().__init__()
         self.session = session
         self.index: int | None = None
         self._shown: dict[str, tuple[int, int | None]] = {}
-        self._focus_pending: str | None = None  # the view to focus once its tab is shown
         #: The stage the screen last selected by itself; a selection of another stage is the
         #: user's, and the end of the compile leaves it alone.
         self._auto_index: int | None = None
@@ -180,7 +187,8 @@ class MainScreen(Screen):
     def _warm_up(self, session: CompileSession) -> None:
         """Off the UI thread, after compiling: compute every stage's view data (text, graph
         rows, diff with the previous stage), the stages next to the selected one first, so
-        that moving between stages only draws; then the memory timeline's plans (a stage
+        that moving between stages only draws, and the selected stage's schedules and memory
+        plan; then the memory timeline's plans (a stage
         each: 0.6 s of CPU on DenseNet-121, which the Memory view's first frame waited for);
         then JIT-compile the debugger's LLVM kernels. Background work: it pauses while a view
         computes what the user is waiting for."""
@@ -199,6 +207,9 @@ class MainScreen(Screen):
             for i in session.prefetch_order(self.index):
                 between()
                 session.prefetch(i)
+                if i == self.index:  # the stage shown: its plans too (the others on demand)
+                    between()
+                    session.prefetch_plans(i)
             if session.error is None and session.result is not None:
                 per_pass_memory(session, between)
         except _WarmUpStopped:
@@ -208,7 +219,10 @@ class MainScreen(Screen):
         session.wait_for_foreground()
         if session.error is None and session.result is not None and not worker.is_cancelled:
             try:
-                session.get_debugger()
+                # and what the debugger view's first frame reads: the final memory plan's
+                # report and the first instruction's operands (their first read of the
+                # arena's pages); ~35 ms of that frame on DenseNet-121 otherwise
+                session.get_debugger().operands()
             except Exception:  # noqa: BLE001 - the debugger view shows its own error
                 pass
 
@@ -332,9 +346,12 @@ class MainScreen(Screen):
     # -- following the selected stage ---------------------------------------------------------
     @on(PipelinePane.StageSelected)
     def _stage_selected(self, event: PipelinePane.StageSelected) -> None:
-        if event.index != self._auto_index:
+        self._select_stage(event.index)
+
+    def _select_stage(self, index: int) -> None:
+        if index != self._auto_index:
             self._user_chose = True
-        self.index = event.index
+        self.index = index
         self.refresh_active_view()
 
     @on(PipelinePane.FilterLeft)
@@ -344,11 +361,6 @@ class MainScreen(Screen):
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
         self.refresh_active_view()
-        if event.pane.id is not None and event.pane.id == self._focus_pending:
-            # Focus once the pane is displayed: focusing a widget of a still-hidden pane is a
-            # no-op, and hiding the old pane then blurs its widget, leaving no focus at all.
-            self._focus_pending = None
-            self.call_after_refresh(self._focus_view, event.pane.id)
 
     def active_view_id(self) -> str:
         return self.query_one(TabbedContent).active or "graph"
@@ -402,13 +414,25 @@ class MainScreen(Screen):
         tabs = self.query_one(TabbedContent)
         if tabs.active == tab_id:
             self.call_after_refresh(self._focus_view, tab_id)
-        else:
-            self._focus_pending = tab_id  # focused when TabActivated says it is shown
-            # Drop the focus first: hiding the pane that holds it makes Textual move it to a
-            # sibling inside that (hidden) pane, and the pane's focus message switches the tabs
-            # straight back (with the Diff view's rewrite strip focused, "1" never left it).
-            self.set_focus(None)
-            tabs.active = tab_id
+            return
+        # One frame for the whole switch: the tab's watchers display the new pane at once
+        # (TabActivated is only posted), so the view draws its stage and takes the focus
+        # before the next layout. Deferred, each step cost a layout and a redraw of its own
+        # (the focus dropped, the pane shown, the view filled, the focus moved, the footer).
+        # The focus moves straight from the old view to the new one: dropped first, Textual
+        # moved it to a sibling inside the pane being hidden, whose focus message switched
+        # the tabs straight back (with the Diff view's rewrite strip focused, "1" never left).
+        tabs.active = tab_id
+        self.refresh_active_view()
+        self._focus_view(tab_id, now=True)
+        # The tab bar's underline slides to the new tab in ~18 frames (0.3 s), each a
+        # compositor pass of its own: 30-40 ms of CPU per switch on a loaded machine, more
+        # than the view's own drawing. Put it under the tab at once (the slide that Textual
+        # starts 20 ms later then finds it there already and does not run).
+        content_tabs = tabs.query_one(ContentTabs)
+        jump = getattr(content_tabs, "_highlight_active", None)
+        if jump is not None:
+            jump(animate=False)
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         self.call_after_refresh(self._keep_focus)
@@ -425,16 +449,21 @@ class MainScreen(Screen):
         if self.is_current and (focused is None or hidden):
             self._focus_view(self.active_view_id())
 
-    def _focus_view(self, tab_id: str) -> None:
-        """Keys go to the view just shown (its table or text), not to the filter box."""
+    def _focus_view(self, tab_id: str, *, now: bool = False) -> None:
+        """Keys go to the view just shown (its table or text), not to the filter box (`now`:
+        in this frame, not after the next message like Widget.focus)."""
         target = self.view(tab_id).focus_target()
-        if target is not None:
-            target.focus()
+        if target is None:
+            for w in self.view(tab_id).query("*"):
+                if isinstance(w, Widget) and w.can_focus and w.display and w.visible:
+                    target = w
+                    break
+        if target is None:
             return
-        for w in self.view(tab_id).query("*"):
-            if isinstance(w, Widget) and w.can_focus and w.display and w.visible:
-                w.focus()
-                return
+        if now:
+            self.set_focus(target)
+        else:
+            target.focus()
 
     def goto_stage(self, index: int) -> None:
         pane = self.query_one(PipelinePane)
@@ -445,6 +474,9 @@ class MainScreen(Screen):
                 pane.toggle_hide_unchanged()
             pane.rebuild()
         pane.select(index)
+        # The views follow now, not when the pane's message arrives: a jump's next step (a
+        # buffer to select, a node) is on this stage, whatever the view drew before.
+        self._select_stage(index)
 
     def goto_node(self, name: str) -> None:
         self.action_show_view("graph")

@@ -684,7 +684,16 @@ def array_stats(arr: Any) -> dict[str, Any]:
 
     a = np.asarray(arr)
     out: dict[str, Any] = {"shape": tuple(a.shape), "dtype": str(a.dtype)}
-    if a.size and a.dtype.kind in "fiub":
+    if a.size and a.dtype.kind == "f":
+        # in the array's own precision (min and max are exact; the mean sums in float64):
+        # a float64 copy of a 1x64x112x112 activation was ~25 ms of the debugger's frame
+        out["nan"] = int(np.isnan(a).sum())
+        out["inf"] = int(np.isinf(a).sum())
+        fv = a if out["nan"] + out["inf"] == 0 else a[np.isfinite(a)]
+        if fv.size:
+            out["min"], out["max"] = float(fv.min()), float(fv.max())
+            out["mean"] = float(fv.mean(dtype=np.float64))
+    elif a.size and a.dtype.kind in "iub":
         f = a.astype(np.float64, copy=False)
         finite = np.isfinite(f)
         out["nan"] = int(np.isnan(f).sum())

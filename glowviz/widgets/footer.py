@@ -4,7 +4,7 @@ Textual's Footer recomposes (a new widget per key, each restyled) every time the
 its bindings may have changed, and a view switch says so a dozen times (the focus leaves, the
 tab changes, the view's widget is focused, its table posts a highlight...): about a tenth of a
 second of every view's first frame on a loaded machine went into footers nobody saw. This one
-coalesces the signals of one refresh into one check and recomposes only when the keys it
+coalesces the signals that come together into one check and recomposes only when the keys it
 would show differ from the ones it shows."""
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ class WorkspaceFooter(Footer):
             return
         if not self._check_pending:
             self._check_pending = True
-            self.call_after_refresh(self._recompose_if_changed)
+            # Next in the footer's queue, not after the next refresh: a view switch moves the
+            # focus in one go (all its signals come before this runs), and the recompose,
+            # which holds the screen's updates until its keys are mounted, then lands in the
+            # switch's first layout instead of a layout and redraw of its own after it.
+            self.call_later(self._recompose_if_changed)
 
     def _signature(self) -> tuple:
         return (

@@ -77,6 +77,7 @@ class LifetimesView(StageView):
         self.buffers: tuple[ReportBuffer, ...] = ()
         self.n = 0
         self.selected: str | None = None
+        self._bar_width = 0  # the lifetime bar's width in the rows drawn
 
     def compose(self) -> ComposeResult:
         yield Static("", id="lifetimes-info")
@@ -100,7 +101,12 @@ class LifetimesView(StageView):
 
     def on_resize(self) -> None:
         # the bar follows the width (the pipeline pane shown or hidden)
-        if self.report is not None and self.session is not None and self.index is not None:
+        if (
+            self.report is not None
+            and self.session is not None
+            and self.index is not None
+            and lifetime_bar_width(self.size.width or 100) != self._bar_width
+        ):
             self._draw(self.report)
 
     def _draw(self, report: MemoryReport | None) -> None:
@@ -130,7 +136,7 @@ class LifetimesView(StageView):
                 ("   o: sort", "dim"),
             )
         )
-        width = lifetime_bar_width(self.size.width or 100)
+        width = self._bar_width = lifetime_bar_width(self.layout_width() or 100)
         t.set_columns(
             [
                 # the width the bar leaves: at 100x30 a capped name column pushed the bar past

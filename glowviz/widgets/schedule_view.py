@@ -89,7 +89,7 @@ class ScheduleView(StageView):
         info = self.query_one("#schedule-info", Static)
         t = self.query_one(VirtualTable)
         self.schedules = scheds
-        self._drawn, self._drawn_width = (session, index, scheds, graph_stage), self.size.width
+        self._drawn, self._drawn_width = (session, index, scheds, graph_stage), self.layout_width()
         if not scheds:
             reason = session.unavailable("schedule")
             info.update(
@@ -127,7 +127,7 @@ class ScheduleView(StageView):
                 style="dim",
             )
         info.update(head)
-        width = max(20, (self.size.width or 100) - 4)
+        width = max(20, (self._drawn_width or 100) - 4)
         curve = Text("live ", style="dim") + sparkline(
             used.live_bytes, width - 5, st.info, used.peak_step, st.removed
         )

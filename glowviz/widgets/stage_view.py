@@ -45,6 +45,18 @@ class StageView(Vertical):
         tables = self.query(VirtualTable)
         return tables.first() if tables else None
 
+    def layout_width(self) -> int:
+        """The view's width; before its first layout, the width it is about to get: its tab
+        pane fills the tab switcher, which another view's pane has laid out. A view that
+        fits its drawing to its width draws its first frame at that width instead of
+        guessing and drawing again once laid out (a second layout and redraw of the view)."""
+        if self.size.width:
+            return self.size.width
+        for node in self.ancestors:
+            if isinstance(node, Widget) and node.size.width:
+                return node.content_region.width
+        return 0
+
     def stage_label(self, session: CompileSession, index: int) -> Text:
         """`stage 12 graph-opt/cse` — every view's header names the stage it shows."""
         rec = session.stages[index]

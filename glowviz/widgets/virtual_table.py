@@ -290,7 +290,17 @@ class VirtualTable(ScrollView, can_focus=True):
         return self._fit_width(self.widths)
 
     def _resize_virtual(self) -> None:
-        self.virtual_size = Size(self._line_width(), len(self.rows) + self._top)
+        size = Size(self._line_width(), len(self.rows) + self._top)
+        if self.styles.auto_dimensions:
+            self.virtual_size = size  # the table's size follows its content: a layout
+        elif size != self.virtual_size:
+            # A table sized by its CSS keeps its region whatever its content: a new virtual
+            # size changes only the lines drawn and the scrollbars (which ask for a layout
+            # themselves when one appears or goes). Textual's reactive would lay the whole
+            # screen out again, and redraw every widget that layout touches: on a view's first
+            # frame, a second pass for the columns refitted to the table's first width.
+            self.set_reactive(VirtualTable.virtual_size, size)
+            self.refresh()
         if self.container_size:
             # Textual decides on the scrollbars when the table's size changes, not its virtual
             # size: a line that shrank to the table's width (the flex columns shared out after

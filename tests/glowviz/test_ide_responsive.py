@@ -177,3 +177,48 @@ async def test_stages_stream_in_without_the_compile_waiting_for_the_ui():
         await until(pilot, lambda: len(pane.records) == len(session.stages))
         assert [r.index for r in pane.records] == list(range(len(session.stages)))
         assert all(a is b for a, b in zip(pane.records, session.stages))
+
+
+@run_async
+async def test_a_view_switch_lays_the_screen_out_in_few_passes():
+    """Each layout pass of the screen redraws what it resized, 20-60 ms at 180x50 on a big
+    model; a view switch took 4-6 of them (the focus dropped, the pane shown, the view filled
+    and refitted to its first width, the focus moved, the footer), redrew the whole screen
+    when the focus moved and slid the tab underline in ~18 frames of its own. Counted by
+    hooking Textual's layout and compositor passes while each view is shown the first time
+    (its first frame) and again."""
+    from textual.screen import Screen
+
+    from glowviz.screens.main import VIEWS
+
+    passes: list[str] = []
+    real_layout, real_refresh = Screen._refresh_layout, Screen._compositor_refresh
+
+    def layout(self, *a, **kw):
+        passes.append("layout")
+        return real_layout(self, *a, **kw)
+
+    def refresh(self):
+        passes.append("whole screen" if self in self._dirty_widgets else "refresh")
+        return real_refresh(self)
+
+    Screen._refresh_layout = layout  # type: ignore[method-assign]
+    Screen._compositor_refresh = refresh  # type: ignore[method-assign]
+    try:
+        async with ide(size=(180, 50)) as (app, pilot, main):
+            main.goto_stage(2)
+            await settle(app, pilot)
+            for _round in range(2):
+                for k, (tab, _title, _cls) in enumerate(VIEWS):
+                    await pilot.pause(0.05)
+                    passes.clear()
+                    await pilot.press(str(k + 1))
+                    await settle(app, pilot)
+                    await pilot.pause(0.4)  # the underline's slide would take 0.3 s
+                    assert main.active_view_id() == tab
+                    assert passes.count("layout") <= 3, (tab, passes)
+                    assert "whole screen" not in passes, (tab, passes)
+                    assert len(passes) <= 10, (tab, passes)
+    finally:
+        Screen._refresh_layout = real_layout  # type: ignore[method-assign]
+        Screen._compositor_refresh = real_refresh  # type: ignore[method-assign]
