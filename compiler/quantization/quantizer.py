@@ -75,8 +75,9 @@ def params_of(t: TensorType) -> QParams:
 
 
 #: Ops through which a value reaches a Softmax increasing and otherwise unchanged in order:
-#: the attention scores' scaling (Div / Mul by a positive scalar) and additive mask.
-_TO_SOFTMAX = frozenset({"Reshape", "Transpose", "Div", "Mul", "Add", "Sub", "Broadcast"})
+#: the attention scores' scaling (Div / Mul by a positive scalar) and additive or selected
+#: (Where, a causal mask) mask.
+_TO_SOFTMAX = frozenset({"Reshape", "Transpose", "Div", "Mul", "Add", "Sub", "Broadcast", "Where"})
 
 
 def feeds_softmax(v: Value, depth: int = 4) -> bool:
@@ -90,6 +91,8 @@ def feeds_softmax(v: Value, depth: int = 4) -> bool:
             return True
         if depth <= 0 or u.op not in _TO_SOFTMAX or len(u.results) != 1:
             continue
+        if u.op == "Where" and u.operands[0] is v:
+            continue  # the condition
         if u.op in ("Div", "Mul", "Sub"):
             if u.operands[0] is not v:
                 continue  # c / x, c - x: decreasing

@@ -422,6 +422,43 @@ def test_a_softmax_input_keeps_its_profiled_maximum() -> None:
     assert clipped >= 1  # the case exercises the rule
 
 
+def test_feeds_softmax_follows_increasing_maps_only() -> None:
+    """Scores reach a Softmax through a positive scaling and a causal Where; a value that
+    reaches one only negated or inverted does not keep its maximum."""
+    from compiler.quantization.quantizer import feeds_softmax
+
+    m = load(
+        """
+module @m {
+  placeholder %s : f32<1x4x4>
+  placeholder %c : f32<1x4x4>
+  placeholder %p : f32<1x4x4> output
+  placeholder %r : f32<1x4x4> output
+  constant %keep : bool<1x4x4> = elided<keep>
+  constant %big : f32<> = dense<-1000.0>
+  constant %half : f32<> = dense<0.5>
+  constant %neg : f32<> = dense<-2.0>
+  func @main {
+    %scaled = Mul(%s, %half) : f32<1x4x4>
+    %masked = Where(%keep, %scaled, %big) : f32<1x4x4>
+    %sm = Softmax(%masked) {axis = 2} : f32<1x4x4>
+    %flipped = Mul(%c, %neg) : f32<1x4x4>
+    %inv = Div(%half, %c) : f32<1x4x4>
+    %both = Add(%flipped, %inv) : f32<1x4x4>
+    %sm2 = Softmax(%both) {axis = 2} : f32<1x4x4>
+    Save(%sm, %p)
+    Save(%sm2, %r)
+  }
+}
+"""
+    )
+    values = {r.name: r for n in m.main.nodes for r in n.results}
+    values.update({p.name: p for p in m.inputs()})
+    assert feeds_softmax(values["s"]) and feeds_softmax(values["scaled"])
+    assert feeds_softmax(values["flipped"]) and feeds_softmax(values["inv"])
+    assert not feeds_softmax(values["c"])  # only through -2 x and 0.5 / x: decreasing
+
+
 JOIN = """
 module @m {
   placeholder %x : f32<1x3x8x8>
