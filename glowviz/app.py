@@ -5,10 +5,12 @@ push screens, widgets post messages, only the app and the screens reach down int
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.theme import Theme
@@ -37,6 +39,7 @@ class GlowvizApp(App):
     ) -> None:
         super().__init__()
         self.session = session or CompileSession(model_path, options)
+        self.last_input = 0.0  # time.monotonic() of the last key press or click
         self._specs: dict[str, themes.ThemeSpec] = {}
         self._load_themes()
         self.set_glowviz_theme(theme or themes.remembered_theme(), remember=False)
@@ -45,6 +48,13 @@ class GlowvizApp(App):
         self._specs = themes.load_themes()
         for spec in self._specs.values():
             self.register_theme(textual_theme(spec))
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(
+            event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)
+        ):
+            self.last_input = time.monotonic()  # the workspace collects garbage in pauses
+        await super().on_event(event)
 
     def on_mount(self) -> None:
         self.exit_on_hangup()

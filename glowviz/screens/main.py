@@ -61,6 +61,9 @@ SHORT_TITLES = {"schedule": "Sched", "lifetimes": "Life", "memory": "Mem", "debu
 NARROW_WIDTH, SHORT_HEIGHT = 140, 40
 #: The pipeline pane adds the stages that finished at most this often while compiling.
 STAGE_BATCH_S = 0.2
+#: Full cycle collections wait for this long a pause in the keys and clicks (checked every
+#: GC_CHECK_S), unless this many young collections went by without one (keys held down).
+GC_IDLE_S, GC_CHECK_S, GC_FORCE_AFTER = 1.0, 0.5, 100
 
 
 class _WarmUpStopped(Exception):
@@ -119,7 +122,27 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         self._size_classes(self.app.size.width, self.app.size.height)
         self.query_one("#pipeline-table").focus()
+        # Python's full collections came whenever enough objects had survived -- Textual's
+        # line caches churn -- and scanned every unfrozen object (~100,000 once the views
+        # are drawn): 50-115 ms pauses, loaded, landing on any key press, a view switch's
+        # frame among them. They now run when the input pauses (young collections as ever).
+        self._gc_thresholds = gc.get_threshold()
+        gc.set_threshold(self._gc_thresholds[0], self._gc_thresholds[1], 1 << 30)
+        self.set_interval(GC_CHECK_S, self._collect_when_idle)
         self.start_compile()
+
+    def on_unmount(self) -> None:
+        gc.set_threshold(*self._gc_thresholds)
+
+    def _collect_when_idle(self) -> None:
+        if not gc.isenabled():  # a compile runs (`gc_paused`): it collects when done
+            return
+        young = gc.get_count()[2]  # young collections since the last full one
+        if young < self._gc_thresholds[2]:
+            return
+        last = getattr(self.app, "last_input", 0.0)
+        if time.monotonic() - last >= GC_IDLE_S or young >= GC_FORCE_AFTER:
+            gc.collect()
 
     def on_resize(self, event: events.Resize) -> None:
         self._size_classes(event.size.width, event.size.height)

@@ -222,3 +222,23 @@ async def test_a_view_switch_lays_the_screen_out_in_few_passes():
     finally:
         Screen._refresh_layout = real_layout  # type: ignore[method-assign]
         Screen._compositor_refresh = real_refresh  # type: ignore[method-assign]
+
+
+@run_async
+async def test_full_collections_wait_for_a_pause_in_the_keys():
+    """Python's full cycle collections scanned every unfrozen object (Textual's line caches:
+    ~100,000 once the views are drawn) whenever enough had survived: 50-115 ms pauses on a
+    loaded machine, landing on view switches. The workspace runs them when the keys pause."""
+    import gc
+
+    threshold = gc.get_threshold()
+    async with ide() as (app, pilot, main):
+        full = gc.get_stats()[2]["collections"]
+        for key in "2345678123456781234567812345678":
+            await pilot.press(key)
+        # enough young collections went by for Python's own rule to collect in the burst
+        assert gc.get_count()[2] >= threshold[2]
+        assert gc.get_stats()[2]["collections"] == full
+        await until(pilot, lambda: gc.get_stats()[2]["collections"] > full)  # the pause
+        assert gc.get_count()[2] < threshold[2]
+    assert gc.get_threshold() == threshold
