@@ -207,6 +207,7 @@ def profile(executor: Any, inputs: dict[str, np.ndarray], runs: int = 5) -> list
     """Median time of every instruction entry over `runs` stepped runs, slowest first."""
     ex = executor.executor
     lir = ex.lir
+    ex.prepare_stepping()
     times: list[list[float]] = [[] for _ in lir.code]
     for _ in range(runs):
         ex.set_inputs(inputs)

@@ -85,6 +85,7 @@ class ArenaInterpreter:
         *,
         poison: bool = False,
         check_plan: bool = True,
+        lazy_constants: bool = False,
     ) -> None:
         self.lir = lir
         self.plan: ArenaLayout = plan if plan is not None else NaivePlan(lir)
@@ -104,17 +105,24 @@ class ArenaInterpreter:
         self.arena: np.ndarray = self._raw[shift : shift + total]
         self._views: dict[tuple[int, bool], np.ndarray] = {}
         self._check_plan = check_plan
-        self._ops: list[list[np.ndarray]] = [
-            [self._view(v, writable=m != "in") for v, m in ins.operands] for ins in lir.code
-        ]
+        #: Every instruction's operand views, made on the first step.
+        self._ops: list[list[np.ndarray]] | None = None
         for w in lir.weights.values():
-            if w.is_constant:
-                if w.data is None:
-                    raise ExecutionError(
-                        f"constant weight %{w.name} has no data (elided); "
-                        "parse IR printed with_data=True to execute it"
-                    )
-                self._view(w, writable=True)[...] = w.data
+            if w.is_constant and w.data is None:
+                raise ExecutionError(
+                    f"constant weight %{w.name} has no data (elided); "
+                    "parse IR printed with_data=True to execute it"
+                )
+        self._constants_filled = False
+        if lazy_constants:
+            for ins in lir.code:
+                for v, _ in ins.operands:
+                    self._placed(v)  # the plan's bounds are checked up front all the same
+        else:
+            self._fill_constants()
+            self._ops = [
+                [self._view(v, writable=m != "in") for v, m in ins.operands] for ins in lir.code
+            ]
         self.pc = 0
         self._last_inputs: dict[str, np.ndarray] | None = None
 
@@ -128,10 +136,8 @@ class ArenaInterpreter:
             raise ExecutionError(f"the memory plan has no offset for %{root.name}") from None
         return region, self.region_base[region] + int(base) + off
 
-    def _view(self, value: LValue, *, writable: bool) -> np.ndarray:
-        key = (id(value), writable)
-        if key in self._views:
-            return self._views[key]
+    def _placed(self, value: LValue) -> tuple[str, int]:
+        """``address_of(value)``, checked against its region's end (``check_plan``)."""
         t = value.type
         assert t is not None, value.name
         region, start = self.address_of(value)
@@ -140,6 +146,28 @@ class ArenaInterpreter:
                 f"%{value.name} ({t}) at byte {start} overruns the {region} "
                 f"region (ends at {self.region_end[region]})"
             )
+        return region, start
+
+    def _fill_constants(self) -> None:
+        """The constant weights' data into the arena (with ``lazy_constants``: on the first
+        view of a constant; the LLVM executor's code reads its own copy, so a run that never
+        looks at a weight never pays for writing ResNet-50's 100 MB here)."""
+        if self._constants_filled:
+            return
+        self._constants_filled = True
+        for w in self.lir.weights.values():
+            if w.is_constant:
+                self._view(w, writable=True)[...] = w.data
+
+    def _view(self, value: LValue, *, writable: bool) -> np.ndarray:
+        key = (id(value), writable)
+        if key in self._views:
+            return self._views[key]
+        t = value.type
+        assert t is not None, value.name
+        region, start = self._placed(value)
+        if region == CONSTANT_REGION and not self._constants_filled:
+            self._fill_constants()
         arr = np.ndarray(t.shape, dtype=t.np_dtype, buffer=self.arena, offset=start)
         if not writable:
             arr.flags.writeable = False
@@ -193,6 +221,11 @@ class ArenaInterpreter:
         idx = self.pc
         ins = self.lir.code[idx]
         try:
+            if self._ops is None:
+                self._ops = [
+                    [self._view(v, writable=m != "in") for v, m in i.operands]
+                    for i in self.lir.code
+                ]
             self._execute(ins, self._ops[idx])
         except ExecutionError:
             raise

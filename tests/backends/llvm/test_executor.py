@@ -124,3 +124,17 @@ def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> Non
         again = LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
         assert again.compiled.from_disk
         assert again.compiled.address("run_all")
+
+
+def test_constants_reach_the_arena_only_when_looked_at() -> None:
+    """The code reads its own copy of the constants: the arena's constant region is written on
+    the first look at a constant (read, a stepped view), and then holds the weights' data."""
+    lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "lenet.onnx")))
+    inputs, expected = _io("lenet")
+    ex = LLVMExecutor(lir, plan)
+    (got,) = ex.run(inputs).values()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    assert not ex._constants_filled
+    w = next(w for w in lir.weights.values() if w.is_constant and w.data is not None)
+    np.testing.assert_array_equal(ex.read(w.name), np.asarray(w.data, dtype=w.type_.np_dtype))
+    assert ex._constants_filled

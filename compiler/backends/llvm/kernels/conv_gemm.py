@@ -48,6 +48,7 @@ from compiler.backends.llvm.kernels.parallel import (
     ELEMENT_WORK,
     parallel_loop,
     scratch,
+    shared_scratch,
     thread_scratch,
     work_chunks,
 )
@@ -340,8 +341,10 @@ def pixel_rows_body(
     crs: Int = s.C * s.R * s.S if p.cin is None else p.cin
     kstat = s.C * s.R * s.S if p.cin is None else shared_cin(s.C, cfg)
     tr = OH if pointwise else max(1, min(OH, PIXROWS_CHUNK // OW))
-    cbuf = scratch(module, f"{name}.c", tr * OW * K)
-    abuf = None if pointwise else scratch(module, f"{name}.a", tr * OW * crs)
+    # Both written in full by each chunk before they are read (the patch rows by im2col, the
+    # GEMM's output tile by its first K block): shared by the pixel-rows convs of one size.
+    cbuf = shared_scratch(module, "pixrows.c", tr * OW * K)
+    abuf = None if pointwise else shared_scratch(module, "pixrows.a", tr * OW * crs)
 
     nfull, rest = divmod(OH, tr)
     nchunks = nfull + (1 if rest else 0)

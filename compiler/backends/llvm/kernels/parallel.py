@@ -449,6 +449,19 @@ def scratch(module: ir.Module, name: str, nfloats: int) -> ir.GlobalVariable:
     return g
 
 
+def shared_scratch(module: ir.Module, tag: str, nfloats: int) -> ir.GlobalVariable:
+    """A ``scratch`` buffer shared by every kernel asking for ``tag`` and this size: only for
+    buffers a kernel writes in full before it reads them (never relying on zeros), which the
+    kernels, run one after another, can then share. Two convs of one shape then name the same
+    buffer, so their code is the same and codegen compiles it once
+    (``merge_identical_functions``)."""
+    name = f"glowviz.scratch.{tag}.{nfloats}"
+    g = module.globals.get(name)
+    if isinstance(g, ir.GlobalVariable):
+        return g
+    return scratch(module, name, nfloats)
+
+
 def scratch_ptr(b: ir.IRBuilder, g: ir.GlobalVariable) -> ir.Value:
     """A float pointer to the start of thread 0's copy of a ``scratch`` buffer."""
     return g
@@ -551,6 +564,7 @@ __all__ = [
     "runtime",
     "scratch",
     "scratch_ptr",
+    "shared_scratch",
     "thread_scratch",
     "work_chunks",
 ]

@@ -1,0 +1,69 @@
+"""In-process A/B of a module-level switch of the code generator: the model compiled with the
+switch at A and at B (two executors), both alternated with onnxruntime (one thread), medians
+of thread CPU time, and whether the outputs are bit-identical.
+
+    python benchmarks/bench_switch_ab.py MODEL REPS MODULE.ATTR A B
+    python benchmarks/bench_switch_ab.py benchmarks/models/resnet50.onnx 31 \\
+        compiler.backends.llvm.kernels.parallel.NOINLINE_PARALLEL_FOR False True
+
+A and B are Python literals. Set GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
+"""
+
+import ast
+import importlib
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan  # noqa: E402
+from compiler.frontend import load_model  # noqa: E402
+from compiler.pipeline import CompileOptions, compile_model  # noqa: E402
+from glowviz.cli.bench_cmd import _ort_session  # noqa: E402
+
+
+def main() -> int:
+    model, reps, knob = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    values = [ast.literal_eval(v) for v in sys.argv[4:6]]
+    modname, attr = knob.rsplit(".", 1)
+    mod = importlib.import_module(modname)
+    proto = load_model(model)
+    lir, plan = _lir_and_plan(compile_model(proto, CompileOptions(low_level=True)))
+    exs = []
+    for v in values:
+        setattr(mod, attr, v)
+        c = time.process_time()
+        exs.append(LLVMExecutor(lir, plan))
+        print(f"{attr}={v!r}: backend {time.process_time() - c:.2f} s CPU", flush=True)
+    rng = np.random.default_rng(0)
+    feed = {w.name: rng.standard_normal(w.type_.shape).astype(np.float32) for w in lir.inputs()}
+    outs = [e.run(feed) for e in exs]
+    same = all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
+    sess = _ort_session(proto, 1)
+    ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
+    sess.run(None, ort_feed)
+    ts: list[list[float]] = [[], [], []]
+    for r in range(reps):
+        for j in (0, 1) if r % 2 == 0 else (1, 0):
+            c = time.thread_time()
+            exs[j].run(feed)
+            ts[j].append(time.thread_time() - c)
+        c = time.thread_time()
+        sess.run(None, ort_feed)
+        ts[2].append(time.thread_time() - c)
+    a, b, o = (statistics.median(t) for t in ts)
+    print(
+        f"{os.path.basename(model)}: A {a * 1e3:.2f} ms ({a / o:.3f} of ort), "
+        f"B {b * 1e3:.2f} ms ({b / o:.3f}), B/A {b / a:.3f}, bit-identical {same}, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
