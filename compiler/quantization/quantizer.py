@@ -842,7 +842,7 @@ def mixed_range_values(q: Quantizer, nodes: list[Node]) -> dict[str, str]:
             (a, b), s = bounds[small[1]], small[0]
             mixed[out.name] = (
                 f"slice {a}:{b} of axis {axis} spans {s:.1f} steps of one int8 scale "
-                f"(the whole {_span(*_range_of(q, out) or (0.0, 0.0)) / p.scale:.0f}; "
+                f"(the observed range {_span(*_range_of(q, out) or (0.0, 0.0)) / p.scale:.0f}; "
                 f"min_slice_steps {need})"
             )
         else:
