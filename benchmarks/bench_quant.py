@@ -256,7 +256,9 @@ def bench(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any] | N
     profile = profile_model(str(path), calib, executor="llvm", hessians=gptq)
     r["profile_s"] = time.perf_counter() - t
     r["profile_cpu_s"] = time.process_time() - c
-    qopts = QuantizeOptions(profile, weight_rounding=args.weight_rounding)
+    qopts = QuantizeOptions(
+        profile, weight_rounding=args.weight_rounding, min_slice_steps=args.min_slice_steps
+    )
     f32 = make_executor(compile_model(str(path)), "llvm")
     t, c = time.perf_counter(), time.process_time()
     qres = compile_model(str(path), CompileOptions(quantize=qopts))
@@ -408,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=WEIGHT_ROUNDINGS,
         default="nearest",
         help="int8 weight rounding (gptq: the profile gathers the layers' Hessians)",
+    )
+    ap.add_argument(
+        "--min-slice-steps",
+        type=int,
+        default=16,
+        help="QuantizeOptions.min_slice_steps (0: a Concat of very different ranges is int8)",
     )
     ap.add_argument(
         "--precision-only", action="store_true", help="SQNR and the search only: no timing"

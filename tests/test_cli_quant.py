@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from glowviz.cli import main
 
@@ -114,3 +115,28 @@ def test_gptq_weight_rounding_from_a_profile_with_hessians(tmp_path, capsys):
     assert cli("compile", LENET, "--quantize", plain, "--weight-rounding", "gptq") == 2
     err = capsys.readouterr().err
     assert "Hessians" in err and "--hessians" in err and "Traceback" not in err
+
+
+def test_quant_report_names_a_concat_of_mixed_ranges_kept_float(tmp_path, capsys):
+    """A ViT's class-token Concat stays float by default, and quant-report says why;
+    `--min-slice-steps 0` forces it to int8; a negative count is a usage error."""
+    import onnx
+
+    from benchmarks.models_transformer import build_vit_tiny
+
+    vit = tmp_path / "vit.onnx"
+    onnx.save(build_vit_tiny(image=32, patch=8, d=32, heads=2, layers=1, classes=10), vit)
+    prof = tmp_path / "p.json"
+    assert cli("profile", vit, "--random", 4, "-o", prof) == 0
+    capsys.readouterr()
+    assert cli("quant-report", vit, "--profile", prof, "--random", 1) == 0
+    out = capsys.readouterr().out
+    assert "float tokens_0: slice 0:1 of axis 1 spans" in out, out
+    assert "float pos_1: slice 0:1 of axis 1 spans" in out
+    argv = ["quant-report", vit, "--profile", prof, "--random", 1, "--min-slice-steps", 0]
+    assert cli(*argv) == 0
+    out = capsys.readouterr().out
+    assert "float tokens_0" not in out and "tokens_0" in out  # quantized: in the node table
+    with pytest.raises(SystemExit) as e:  # argparse's usage error
+        cli(*argv[:-1], -1)
+    assert e.value.code == 2 and "non-negative" in capsys.readouterr().err

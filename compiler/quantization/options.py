@@ -82,6 +82,12 @@ class QuantizeOptions:
     #: through the inverse of the layer's input Hessian from the profile;
     #: compiler/quantization/gptq.py). The grid, and so the kernels, are the same.
     weight_rounding: str = "nearest"
+    #: A Concat whose smallest input would span fewer than this many steps of the output's
+    #: int8 grid (its inputs' ranges differ ~256 / N times: a ViT's class token beside the
+    #: patch embeddings) stays float, with the element-wise ops by a constant that carry the
+    #: small slice on and the nodes reading such a value (quantizer.mixed_range_values).
+    #: 0 quantizes them anyway.
+    min_slice_steps: int = 16
 
     def __post_init__(self) -> None:
         if self.weight_rounding not in WEIGHT_ROUNDINGS:
@@ -89,6 +95,8 @@ class QuantizeOptions:
                 f"unknown weight rounding {self.weight_rounding!r} "
                 f"(one of: {', '.join(WEIGHT_ROUNDINGS)})"
             )
+        if self.min_slice_steps < 0:
+            raise ValueError(f"min_slice_steps must be >= 0, not {self.min_slice_steps}")
         check_schema(self.schema)
         check_calibration(self.calibration)
         for method in self.tensor_calibration.values():

@@ -33,6 +33,7 @@ from compiler.quantization.quantizer import (
     REQUANTIZING,
     Quantizer,
     find_chains,
+    mixed_range_values,
     params_of,
     qattrs,
     quantize_chain,
@@ -134,6 +135,7 @@ class QuantizeGraph(GraphPass):
         rw = Rewriter(fn, rule=self.name)
         q = Quantizer(rw, self.options, self._profile, self.backend)
         nodes = list(fn.nodes)
+        q.mixed = mixed_range_values(q, nodes)
         chains = find_chains(q, nodes)
         inner = {id(m) for _, chain in chains.values() for m in chain[:-1]}
         for node in nodes:

@@ -119,6 +119,8 @@ class Quantizer:
         #: mean included (the Hessian is not centred), is already minimised, so bias
         #: correction leaves their weights' share out and corrects the input's clipping only.
         self.gptq_rounded: set[str] = set()
+        #: Values one int8 grid cannot hold (mixed_range_values): name -> why.
+        self.mixed: dict[str, str] = {}
 
     @property
     def module(self) -> Any:
@@ -154,7 +156,7 @@ class Quantizer:
         users = v.user_nodes()
         if len(users) != 1 or users[0].op != "Concat" or "Concat" not in self.options.ops:
             return None
-        if users[0].name in self.options.keep_float:
+        if users[0].name in self.options.keep_float or users[0].result.name in self.mixed:
             return None
         return users[0].result
 
@@ -759,6 +761,95 @@ def quantize_concat(q: Quantizer, node: Node) -> bool:
     return True
 
 
+def _span(lo: float, hi: float) -> float:
+    """The width of a range widened to hold 0, as every schema's grid is (0 exact)."""
+    return max(hi, 0.0) - min(lo, 0.0)
+
+
+def _range_of(q: Quantizer, v: Value) -> tuple[float, float] | None:
+    data = const_data(v)
+    if data is not None:
+        return (float(data.min()), float(data.max())) if data.size else None
+    tp = q.profile.tensors.get(v.name)
+    return None if tp is None or tp.empty else (tp.min, tp.max)
+
+
+def mixed_range_values(q: Quantizer, nodes: list[Node]) -> dict[str, str]:
+    """Float values that one int8 scale and offset cannot hold, by name, with the reason.
+
+    A Concat puts its inputs on one grid; when one input's (widened) range spans fewer than
+    `min_slice_steps` steps of the result's calibrated grid, that slice keeps at most ~4 bits.
+    A ViT's class token (values ~0.03) concatenated with its patch embeddings (+-4: one step
+    is ~0.03) is rounded to a step or two, and the head reads that token after LayerNorms
+    that scale it back to unit size: ViT-tiny's all-int8 output was at 8.6 dB. Such a Concat
+    stays float, and so does an Add / Sub of a constant on its result whose slices still
+    differ that much (the position embeddings), recomputed per slice from the constant's
+    data; a node reading one of these values stays float too, since its int8 operand would
+    be the same one-scale rounding (quantize_node). Its result is quantized again, on its own
+    range, for int8 users."""
+    need = q.options.min_slice_steps
+    if need <= 0 or "Concat" not in q.options.ops:
+        return {}
+    #: value id -> (axis, [(start, stop)], [(lo, hi)] per slice)
+    sliced: dict[int, tuple[int, list[tuple[int, int]], list[tuple[float, float]]]] = {}
+    mixed: dict[str, str] = {}
+    for node in nodes:
+        if len(node.results) != 1 or node.result.type.elem != F32:
+            continue
+        out = node.result
+        if node.op == "Concat":
+            axis = int(node.attrs["axis"]) % len(out.type.shape)
+            bounds, ranges, start = [], [], 0
+            for v in node.operands:
+                r = _range_of(q, v)
+                if r is None:
+                    break
+                n = v.type.shape[axis]
+                bounds.append((start, start + n))
+                ranges.append(r)
+                start += n
+            else:
+                sliced[id(out)] = (axis, bounds, ranges)
+        elif node.op in ("Add", "Sub") and any(id(v) in sliced for v in node.operands):
+            x, other = node.operands
+            if id(x) not in sliced:
+                if node.op == "Sub":
+                    continue  # c - x: not worth a case of its own
+                x, other = other, x
+            c = const_data(other)
+            if c is None or c.size == 0 or x.type.shape != out.type.shape:
+                continue
+            axis, bounds, ranges = sliced[id(x)]
+            try:
+                full = np.broadcast_to(c, out.type.shape)
+            except ValueError:
+                continue
+            new = []
+            for (a, b), (lo, hi) in zip(bounds, ranges):
+                part = np.take(full, np.arange(a, b), axis=axis)
+                clo, chi = float(part.min()), float(part.max())
+                new.append((lo + clo, hi + chi) if node.op == "Add" else (lo - chi, hi - clo))
+            sliced[id(out)] = (axis, bounds, new)
+        else:
+            continue
+        p = q.params(out)
+        if p is None:
+            continue
+        axis, bounds, ranges = sliced[id(out)]
+        steps = [_span(lo, hi) / p.scale for lo, hi in ranges]
+        small = min((s, i) for i, s in enumerate(steps) if s > 0) if any(steps) else None
+        if small is not None and small[0] < need:
+            (a, b), s = bounds[small[1]], small[0]
+            mixed[out.name] = (
+                f"slice {a}:{b} of axis {axis} spans {s:.1f} steps of one int8 scale "
+                f"(the observed range {_span(*_range_of(q, out) or (0.0, 0.0)) / p.scale:.0f}; "
+                f"min_slice_steps {need})"
+            )
+        else:
+            del sliced[id(out)]  # one grid holds it: nothing to carry on
+    return mixed
+
+
 def quantize_node(q: Quantizer, node: Node) -> bool:
     """Quantize one node if the options, the profile and the backend allow; records why not."""
     fn = BUILDERS.get(node.op)
@@ -766,6 +857,12 @@ def quantize_node(q: Quantizer, node: Node) -> bool:
         return False
     if node.name in q.options.keep_float:
         q.decisions[node.name] = "kept in float (asked)"
+        return False
+    if any(r.name in q.mixed for r in node.results):
+        q.decisions[node.name] = f"float: {q.mixed[node.result.name]}"
+        return False
+    if (v := next((v for v in node.operands if v.name in q.mixed), None)) is not None:
+        q.decisions[node.name] = f"float: reads {v.name}, which one int8 scale cannot hold"
         return False
     missing = [op for op in TARGETS[node.op] if not q.runs_int8(op)]
     if missing:
@@ -784,6 +881,7 @@ def quantize_node(q: Quantizer, node: Node) -> bool:
 __all__ = [
     "BUILDERS",
     "lookup_ops",
+    "mixed_range_values",
     "MOVERS",
     "find_chains",
     "quantize_chain",

@@ -160,6 +160,14 @@ def add_quantize_args(p: argparse.ArgumentParser, *, required: bool = False) -> 
         "(`glowviz profile --hessians`); the same per-channel grid either way",
     )
     g.add_argument(
+        "--min-slice-steps",
+        type=non_negative_int,
+        default=16,
+        metavar="N",
+        help="keep float a Concat whose smallest input would span fewer than N steps of its "
+        "int8 grid (a ViT's class token beside the patch embeddings); 0: quantize it anyway",
+    )
+    g.add_argument(
         "--keep-float",
         action="append",
         default=[],
@@ -178,6 +186,7 @@ def quantize_options(args: argparse.Namespace) -> QuantizeOptions | None:
         calibration=args.calibration,
         keep_float=frozenset(args.keep_float),
         weight_rounding=getattr(args, "weight_rounding", "nearest"),
+        min_slice_steps=getattr(args, "min_slice_steps", 16),
     )
 
 

@@ -61,6 +61,9 @@ def format_report(r: QuantReport) -> str:
         lines.append(f"output {name}: SQNR {_db(v).strip()} dB")
     if r.float_nodes:
         lines.append(f"kept in float: {', '.join(r.float_nodes)}")
+    for name, why in r.decisions.items():
+        if why.startswith("float: "):  # the quantizer's own reasons (a Concat of mixed ranges)
+            lines.append(f"float {name}: {why.removeprefix('float: ')}")
     return "\n".join(lines)
 
 

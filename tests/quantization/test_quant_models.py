@@ -133,3 +133,36 @@ def test_onnxruntime_qdq_models_run_to_onnxruntime_int8_results(name, act, tmp_p
         got = next(iter(llvm.run({inp.name: x}).values()))
         assert np.array_equal(got, next(iter(interp.run({inp.name: x}).values())))
         assert np.array_equal(got, want), float(np.max(np.abs(got - want)))
+
+
+def test_a_vit_class_token_concat_stays_float_and_both_executors_agree(tmp_path) -> None:
+    """A small ViT (benchmarks/models_transformer.py's builder): the class token (~0.02) is
+    concatenated with patch embeddings of a ~100x wider range. By default the token Concat and
+    the position Add stay float (quantizer.mixed_range_values), the rest is int8, LLVM equals
+    the interpreter bit for bit, and the output is far closer to float than with the Concat
+    forced to int8 (`min_slice_steps=0`)."""
+    from benchmarks.models_transformer import build_vit_tiny
+
+    path = tmp_path / "vit.onnx"
+    onnx.save(build_vit_tiny(image=32, patch=8, d=32, heads=2, layers=2, classes=10), path)
+    types = _types(path)
+    profile = profile_model(str(path), random_samples(types, 8, seed=1), executor="llvm")
+    float_ex = make_executor(compile_model(str(path)), "llvm")
+    evals = random_samples(types, 2, seed=5)
+    sqnr = {}
+    for steps in (16, 0):
+        qopts = QuantizeOptions(profile, min_slice_steps=steps)
+        result = compile_model(str(path), CompileOptions(quantize=qopts))
+        why = result.module.meta["quantization"]
+        tokens = next(k for k in why if k.startswith("tokens"))
+        assert why[tokens].startswith("float: slice 0:1 of axis 1") == (steps > 0), why[tokens]
+        llvm, interp = make_executor(result, "llvm"), make_executor(result, "interpreter")
+        want, got = [], []
+        for sample in evals:
+            g, r = llvm.run(sample), interp.run(sample)
+            for k in r:
+                assert np.array_equal(g[k], r[k]), k
+            want.append(next(iter(float_ex.run(sample).values())))
+            got.append(next(iter(g.values())))
+        sqnr[steps] = sqnr_db(np.stack(want), np.stack(got))
+    assert sqnr[16] > sqnr[0] + 6, sqnr

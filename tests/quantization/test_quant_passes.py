@@ -503,3 +503,80 @@ def test_a_concat_input_is_computed_in_the_concat_parameters() -> None:
     assert own["conv_1"] != own["big"]
     inputs = random_inputs(m, 9)
     assert sqnr_db(execute(m, inputs)["out"], execute(q, inputs)["out"]) > 25
+
+
+def _dense(a: np.ndarray) -> str:
+    return "dense<[" + ", ".join(f"{v:.4f}" for v in a.reshape(-1)) + "]>"
+
+
+_rng = np.random.default_rng(5)
+TOKENS = f"""
+module @m {{
+  placeholder %x : f32<1x4x8>
+  placeholder %out : f32<1x5x8> output
+  constant %w : f32<8x8> = elided<w>
+  constant %w2 : f32<8x8> = elided<w2>
+  constant %cls : f32<1x1x8> = {_dense(0.02 * _rng.standard_normal(8))}
+  constant %pos : f32<1x5x8> = {_dense(0.02 * _rng.standard_normal(40))}
+  func @main {{
+    %emb = MatMul(%x, %w) : f32<1x4x8>
+    %tokens = Concat(%cls, %emb) {{axis = 1}} : f32<1x5x8>
+    %pos_add = Add(%tokens, %pos) : f32<1x5x8>
+    %h = MatMul(%pos_add, %w2) : f32<1x5x8>
+    %res = Add(%pos_add, %h) : f32<1x5x8>
+    Save(%res, %out)
+  }}
+}}
+"""
+
+
+def test_a_concat_of_very_different_ranges_stays_float() -> None:
+    """A ViT's class token (values ~0.02) concatenated with patch embeddings (one int8 step
+    of their range is ~0.1) would keep a step or two on the Concat's grid: the Concat, the
+    position Add (its class row is still small) and the nodes reading that sum stay float,
+    with the reason in the decisions; `min_slice_steps=0` quantizes them anyway."""
+    m, q = quantized(TOKENS)
+    check(
+        text(q),
+        """
+    CHECK: %emb_dq = Dequantize(
+    CHECK: %tokens = Concat(%cls, %emb_dq) {axis = 1} : f32<1x5x8>
+    CHECK-NEXT: %pos_add = Add(%tokens, %pos) : f32<1x5x8>
+    CHECK: %res = Add(%pos_add, {{.*}}) : f32<1x5x8>
+    CHECK-NOT: Quantize(%pos_add
+    """,
+    )
+    why = q.meta["quantization"]
+    assert why["tokens"].startswith("float: slice 0:1 of axis 1 spans")
+    assert why["pos_add"].startswith("float: slice 0:1 of axis 1 spans")
+    assert why["h"] == why["res"] == "float: reads pos_add, which one int8 scale cannot hold"
+    assert why["emb"] == "quantized"
+
+    _, forced = quantized(TOKENS, min_slice_steps=0)
+    check(
+        text(forced),
+        """
+    CHECK: %tokens_q = Concat(
+    CHECK: %pos_add_q = QAdd(%tokens_q,
+    """,
+    )
+    # What it buys: the class row (the token a ViT's head reads) keeps its values.
+    inputs = random_inputs(m, 9)
+    want = execute(m, inputs)["out"][:, 0]
+    kept = sqnr_db(want, execute(q, inputs)["out"][:, 0])
+    lost = sqnr_db(want, execute(forced, inputs)["out"][:, 0])
+    assert kept > 40 and lost < 15, (kept, lost)
+
+
+def test_a_concat_of_similar_ranges_is_still_int8() -> None:
+    """The rule is about the ranges, not the op: a Concat of comparable inputs stays int8."""
+    m = load(TOKENS)
+    cls = m.constants["cls"]
+    scaled = TOKENS.replace(
+        "constant %cls : f32<1x1x8> = " + _dense(np.asarray(cls.data)),
+        "constant %cls : f32<1x1x8> = " + _dense(100 * np.asarray(cls.data)),
+    )
+    assert scaled != TOKENS
+    _, q = quantized(scaled)
+    check(text(q), "CHECK: %tokens_q = Concat(")
+    assert q.meta["quantization"]["tokens"] == "quantized"
