@@ -114,13 +114,16 @@ def check_tensor(t: onnx.TensorProto, what: str, *, model: str | None = None) ->
         _check_external_entries(t, bad)
         return
     present = [f for f in _TYPED_FIELDS if len(getattr(t, f))]
-    if t.raw_data:
+    # Each read of ``t.raw_data`` copies the bytes out of the protobuf (0.27 s for VGG-19's
+    # 411 MB classifier): read once.
+    raw = t.raw_data if t.HasField("raw_data") else b""
+    if raw:
         if present:
             raise bad(f"holds both raw_data and {present[0]}; which one is the data?")
         want = _expected_bytes(numel, t.data_type)
-        if want is not None and len(t.raw_data) != want:
+        if want is not None and len(raw) != want:
             raise bad(
-                f"raw_data holds {len(t.raw_data)} bytes, but {_shape(dims)} "
+                f"raw_data holds {len(raw)} bytes, but {_shape(dims)} "
                 f"{_dtype_name(t.data_type)} needs {want}"
             )
         if t.data_type == TensorProto.STRING:

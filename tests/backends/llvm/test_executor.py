@@ -89,7 +89,7 @@ def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     from compiler.backends.llvm.codegen import generate
     from compiler.backends.llvm.jit import module_key
 
-    JITEngine._memory.pop(module_key(str(generate(lir, plan).module)), None)  # a cold compile
+    JITEngine._memory.pop(module_key(generate(lir, plan).split_texts()[0]), None)  # cold
     engine = JITEngine(directory=tmp_path)
     first = LLVMExecutor(lir, plan, engine=engine)
     assert not first.compiled.from_disk
@@ -113,7 +113,7 @@ def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> Non
     from compiler.backends.llvm.codegen import generate
     from compiler.backends.llvm.jit import module_key
 
-    key = module_key(str(generate(lir, plan).module))
+    key = module_key(generate(lir, plan).split_texts()[0])
     for attempt in range(4):
         JITEngine._memory.pop(key, None)
         directory = tmp_path / str(attempt)

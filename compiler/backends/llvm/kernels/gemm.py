@@ -109,11 +109,13 @@ def pack_b_constant(
     if transpose_b:
         bm = bm.T
     k, n = bm.shape
-    npan = math.ceil(n / cfg.nr)
-    out = np.zeros((npan, k, cfg.nr), dtype=np.float32)
-    padded = np.zeros((k, npan * cfg.nr), dtype=np.float32)
-    padded[:, :n] = bm
-    out[:] = padded.reshape(k, npan, cfg.nr).transpose(1, 0, 2)
+    nr = cfg.nr
+    npf, tail = divmod(n, nr)
+    out = np.zeros((npf + (1 if tail else 0), k, nr), dtype=np.float32)
+    # Straight into the panels (a zero-padded copy of B first touched twice the memory).
+    out[:npf] = bm[:, : npf * nr].reshape(k, npf, nr).transpose(1, 0, 2)
+    if tail:
+        out[npf, :, :tail] = bm[:, npf * nr :]
     return out
 
 
@@ -143,10 +145,12 @@ def panel_a(base: ir.Value, K: Int, mr: int) -> AAddr:
 
 def pack_a_constant(a: np.ndarray, mr: int) -> np.ndarray:
     m, k = a.shape
-    npan = math.ceil(m / mr)
-    padded = np.zeros((npan * mr, k), dtype=np.float32)
-    padded[:m] = a
-    return np.ascontiguousarray(padded.reshape(npan, mr, k).transpose(0, 2, 1))
+    full, tail = divmod(m, mr)
+    out = np.zeros((full + (1 if tail else 0), k, mr), dtype=np.float32)
+    out[:full] = a[: full * mr].reshape(full, mr, k).transpose(0, 2, 1)
+    if tail:
+        out[full, :, :tail] = a[full * mr :].T
+    return out
 
 
 @dataclass
