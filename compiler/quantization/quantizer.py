@@ -847,6 +847,9 @@ def mixed_range_values(q: Quantizer, nodes: list[Node]) -> dict[str, str]:
             )
         else:
             del sliced[id(out)]  # one grid holds it: nothing to carry on
+    # Parameters chosen above did not know these values stay float (a Concat's input takes
+    # the parameters of the Concat it feeds unless that Concat is one of them): choose again.
+    q._params.clear()
     return mixed
 
 
