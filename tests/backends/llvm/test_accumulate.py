@@ -84,10 +84,17 @@ def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch, tmp_path) -> None
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
 
 
-def test_accumulating_tiles_prefetch_the_next_tiles_c_rows(monkeypatch, tmp_path) -> None:
-    """ResNet's residual 1x1 convs (few input channels, a short k loop) prefetch the next row
-    tile's C lines: the kernel gains a prefetch per C vector of its tiles, computes the very same
-    bits as without, still matches the reference and writes nothing outside its output."""
+@pytest.mark.parametrize(
+    ("strategy", "switch", "value"),
+    [("gemm-1x1", "PREFETCH_C_NEXT", True), ("pixel-rows-gemm", "PREFETCH_TRANSPOSE_ROWS", 32)],
+)
+def test_accumulating_convs_prefetch_what_they_add_to(
+    strategy: str, switch: str, value: object, monkeypatch, tmp_path
+) -> None:
+    """ResNet's residual 1x1 convs prefetch the output they add to: gemm-1x1 tiles (a short k
+    loop whose accumulators start from C) the next row tile's C lines, the pixel-rows transpose
+    the output rows ahead. The kernel gains prefetches, computes the very same bits as without,
+    still matches the reference and writes nothing outside its output."""
     import compiler.backends.llvm.kernels.gemm as gemm
     from compiler.backends.llvm.kernels.conv import conv_shape
 
@@ -99,12 +106,13 @@ def test_accumulating_tiles_prefetch_the_next_tiles_c_rows(monkeypatch, tmp_path
     bias = rng.standard_normal(s.K).astype(np.float32)
     old = rng.standard_normal((1, s.K, s.OH, s.OW)).astype(np.float32)
     outs, prefetches = [], []
-    for on in (False, True):
-        monkeypatch.setattr(gemm, "PREFETCH_C_NEXT", on)
+    for on in (type(value)(0), value):
+        monkeypatch.setattr(gemm, switch, on)
         module = ir.Module()
         ck = emit_for_shape(
-            module, "acc", s, w, activation="relu", strategy="gemm-1x1", accumulate=True
+            module, "acc", s, w, activation="relu", strategy=strategy, accumulate=True
         )
+        assert ck.strategy == strategy
         text = str(module)
         prefetches.append(text.count('call void @"llvm.prefetch.p0"'))
         fn = JITEngine(disk_cache=False).compile(module).cfunc("acc")
