@@ -82,3 +82,48 @@ def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch, tmp_path) -> None
     fn(a.ctypes.data, b.ctypes.data, out.ctypes.data, bias.ctypes.data)
     want = np.maximum(c + a.astype(np.float64) @ b + bias, 0)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "switch", "value"),
+    [("gemm-1x1", "PREFETCH_C_NEXT", True), ("pixel-rows-gemm", "PREFETCH_TRANSPOSE_ROWS", 32)],
+)
+def test_accumulating_convs_prefetch_what_they_add_to(
+    strategy: str, switch: str, value: object, monkeypatch, tmp_path
+) -> None:
+    """ResNet's residual 1x1 convs prefetch the output they add to: gemm-1x1 tiles (a short k
+    loop whose accumulators start from C) the next row tile's C lines, the pixel-rows transpose
+    the output rows ahead. The kernel gains prefetches, computes the very same bits as without,
+    still matches the reference and writes nothing outside its output."""
+    import compiler.backends.llvm.kernels.gemm as gemm
+    from compiler.backends.llvm.kernels.conv import conv_shape
+
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(5)
+    s = conv_shape(1, 16, 9, 9, 40, 1, 1)  # 81 pixels: a full and a tail panel, a tail row tile
+    x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)
+    w = rng.standard_normal((s.K, s.C, 1, 1)).astype(np.float32)
+    bias = rng.standard_normal(s.K).astype(np.float32)
+    old = rng.standard_normal((1, s.K, s.OH, s.OW)).astype(np.float32)
+    outs, prefetches = [], []
+    for on in (type(value)(0), value):
+        monkeypatch.setattr(gemm, switch, on)
+        module = ir.Module()
+        ck = emit_for_shape(
+            module, "acc", s, w, activation="relu", strategy=strategy, accumulate=True
+        )
+        assert ck.strategy == strategy
+        text = str(module)
+        prefetches.append(text.count('call void @"llvm.prefetch.p0"'))
+        fn = JITEngine(disk_cache=False).compile(module).cfunc("acc")
+        bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
+        obuf, out = _guarded(old, SENTINEL)
+        fn(bufs[0][1].ctypes.data, bufs[1][1].ctypes.data, out.ctypes.data, bufs[2][1].ctypes.data)
+        assert np.all(obuf[:64] == SENTINEL) and np.all(obuf[-64:] == SENTINEL)
+        outs.append(out.reshape(old.shape).copy())
+    assert prefetches[1] > prefetches[0], prefetches
+    assert np.array_equal(outs[0], outs[1])
+    attrs = dict(group=1, strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0))
+    attrs.update(activation="none", act_args=())
+    want = np.maximum(old + reference_conv([x, w, bias], attrs)[0], 0)
+    np.testing.assert_allclose(outs[1], want, rtol=1e-4, atol=1e-4 * np.sqrt(s.C))

@@ -30,6 +30,7 @@ from compiler.backends.llvm.kernels.common import (
     store_vec,
     vector_runs,
 )
+from compiler.backends.llvm.kernels import gemm as _gemm
 from compiler.backends.llvm.kernels.direct import copy_padded, strided_vector
 from compiler.backends.llvm.kernels.gemm import (
     AAddr,
@@ -319,6 +320,10 @@ def _transpose_out(
         with loop(b, 0, nfull, TP, "tp") as p0, loop(b, 0, K, 1, "tk") as k:
             src = gep(b, cbuf, b.add(b.mul(p0, i64(K)), k))
             dst = gep(b, on, b.add(b.mul(k, i64(ostride)), p0))
+            if ep is not None and ep.accumulate and _gemm.PREFETCH_TRANSPOSE_ROWS:
+                ahead = gep(b, dst, _gemm.PREFETCH_TRANSPOSE_ROWS * ostride)
+                _gemm._prefetch(b, ahead)
+                _gemm._prefetch(b, gep(b, ahead, TP - 1))
             for j in range(TP):
                 put(b.load(gep(b, src, j * K), typ=F32), gep(b, dst, j))
     if nfull < m:

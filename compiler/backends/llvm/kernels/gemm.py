@@ -204,6 +204,14 @@ def _micro_kernel(
         gep(b, ops.c_base, add(b, mul(b, add(b, i0, r), ops.c_stride), col0)) for r in range(mr)
     ]
     zero = splat(0.0, vw)
+    if ops.accumulate and PREFETCH_C_NEXT:
+        # The accumulators start from C, so the tile's first FMAs wait for its loads: a short
+        # k loop (ResNet's 64-channel 1x1 convs adding into the residual) stalls on each
+        # tile's C rows from L3. Fetch the next row tile's lines (same panel) one tile ahead.
+        nxt = mul(b, mr, ops.c_stride)
+        for r in range(mr):
+            for v in range(nvec):
+                _prefetch(b, gep(b, c_rows[r], add(b, nxt, v * vw)))
 
     bias_r = (
         [load_vec(b, gep(b, ops.bias_row, add(b, col0, v * vw)), vw, valid[v]) for v in range(nvec)]
@@ -283,6 +291,15 @@ def _micro_kernel(
     if not light:
         # After the K block that completes the tile, on the stored tile (Epilogue.store_rows).
         _when(b, last, lambda: activate_rows(b, act, c_rows[0], ops.c_stride, mr, vw, valid))
+
+
+#: Accumulating tiles (the sum post-op) prefetch the next row tile's C lines (``_micro_kernel``).
+PREFETCH_C_NEXT = True
+#: Output rows ahead the accumulating pixel-rows transpose (``conv_gemm._transpose_out``)
+#: prefetches the rows it adds to: ResNet-50's 7x7 residual 1x1s read their 400 KB residual
+#: one 196-byte row piece at a time. Two-conv model 0.95-0.96 with 8-32 rows (64: no gain),
+#: ResNet-50 0.990 / 0.996 (21 runs each).
+PREFETCH_TRANSPOSE_ROWS = 32
 
 
 #: Independent FMA chains a register tile wants (FMA latency x FMA pipes: 4 x 2 on current
