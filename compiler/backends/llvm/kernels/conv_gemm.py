@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 from llvmlite import ir
 
+import compiler.backends.llvm.kernels.gemm as _gemm
 from compiler.backends.llvm.kernels.common import (
     F32,
     I64,
@@ -30,7 +31,6 @@ from compiler.backends.llvm.kernels.common import (
     store_vec,
     vector_runs,
 )
-from compiler.backends.llvm.kernels import gemm as _gemm
 from compiler.backends.llvm.kernels.direct import copy_padded, strided_vector
 from compiler.backends.llvm.kernels.gemm import (
     AAddr,
@@ -42,6 +42,7 @@ from compiler.backends.llvm.kernels.gemm import (
     pack_a_constant,
     pack_b_constant,
     panel_a,
+    prefetch,
     runtime_packed_b,
     strided_a,
 )
@@ -322,8 +323,8 @@ def _transpose_out(
             dst = gep(b, on, b.add(b.mul(k, i64(ostride)), p0))
             if ep is not None and ep.accumulate and _gemm.PREFETCH_TRANSPOSE_ROWS:
                 ahead = gep(b, dst, _gemm.PREFETCH_TRANSPOSE_ROWS * ostride)
-                _gemm._prefetch(b, ahead)
-                _gemm._prefetch(b, gep(b, ahead, TP - 1))
+                prefetch(b, ahead)
+                prefetch(b, gep(b, ahead, TP - 1))
             for j in range(TP):
                 put(b.load(gep(b, src, j * K), typ=F32), gep(b, dst, j))
     if nfull < m:

@@ -211,7 +211,7 @@ def _micro_kernel(
         nxt = mul(b, mr, ops.c_stride)
         for r in range(mr):
             for v in range(nvec):
-                _prefetch(b, gep(b, c_rows[r], add(b, nxt, v * vw)))
+                prefetch(b, gep(b, c_rows[r], add(b, nxt, v * vw)))
 
     bias_r = (
         [load_vec(b, gep(b, ops.bias_row, add(b, col0, v * vw)), vw, valid[v]) for v in range(nvec)]
@@ -326,10 +326,10 @@ def _prefetch_b(
     prefetch per 64-byte line (past the end of B it is a no-op, prefetches never fault)."""
     ahead = ops.b_addr(b, jp, add(b, k, rows))
     for off in range(0, floats, 16):
-        _prefetch(b, gep(b, ahead, off))
+        prefetch(b, gep(b, ahead, off))
 
 
-def _prefetch(b: ir.IRBuilder, ptr: ir.Value) -> None:
+def prefetch(b: ir.IRBuilder, ptr: ir.Value) -> None:
     """Prefetch the line at ``ptr`` into L1 for reading."""
     fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(), I32, I32, I32])
     fn = intrinsic(b.module, "llvm.prefetch.p0", fnty)
@@ -381,7 +381,7 @@ def _k_loop(
         if prefetch_rows and (u == 0 or prefetch_every):
             _prefetch_b(b, ops, jp, kk, vw * nvec, prefetch_rows)
         if u == 0 and prefetch_a:
-            _prefetch(b, ops.a_addr(b, i0, 0, add(b, kk, prefetch_a)))
+            prefetch(b, ops.a_addr(b, i0, 0, add(b, kk, prefetch_a)))
         if ops.b_exact:
             bvecs = [load_vec(b, gep(b, bptr, v * vw), vw, valid[v]) for v in range(nvec)]
         else:
