@@ -56,9 +56,14 @@ class Constant(Value):
         type: TensorType | None = None,
         digest: str | None = None,
     ) -> None:
-        if data is not None:
+        if data is not None and not (
+            isinstance(data, np.ndarray) and data.flags.c_contiguous and not data.flags.writeable
+        ):
             data = np.ascontiguousarray(data).reshape(np.shape(data))
             data.setflags(write=False)
+        # (data already read-only and contiguous -- another constant's, a clone's -- is kept as
+        # is: the same array object, so `content_digest` hashes it once for all of them)
+        if data is not None:
             type = type or TensorType.of(data)
         assert type is not None
         super().__init__(name, type)

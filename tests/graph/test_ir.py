@@ -74,6 +74,31 @@ def test_clone_is_independent():
     assert "max = 6.0" in print_module(m)
 
 
+def test_clones_share_their_weights_and_hash_them_once(monkeypatch):
+    """A clone's constants hold the same read-only arrays, so their digests (printed for every
+    stage snapshot) are computed once; a writable array's digest follows its bytes."""
+    import hashlib
+
+    from compiler.graph import uses
+
+    m = small_module()
+    c = m.clone()
+    assert c.constants["w"].data is m.constants["w"].data
+    calls = []
+    real_sha1 = hashlib.sha1
+    monkeypatch.setattr(uses.hashlib, "sha1", lambda b: calls.append(1) or real_sha1(b))
+    assert print_module(c) == print_module(m)
+    first = len(calls)
+    assert first >= 1 and c.constants["w"].digest == m.constants["w"].digest
+    assert len(calls) == first  # the clone's digest came from the shared array
+    # the digests are the bytes' own: equal to a fresh hash of a copy
+    assert m.constants["w"].digest == uses.content_digest(m.constants["w"].data.copy())
+    data = np.arange(4, dtype=np.float32)  # writable: never cached
+    before = uses.content_digest(data)
+    data[0] = 7
+    assert uses.content_digest(data) != before
+
+
 def test_topological_order_is_stable_after_insertion():
     m = small_module()
     fn = m.main
