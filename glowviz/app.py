@@ -28,6 +28,7 @@ class GlowvizApp(App):
     TITLE = "glowviz"
     COMMANDS = App.COMMANDS | {GlowvizCommands}
     BINDINGS = keymap.bindings("GlowvizApp")
+    CSS_PATH = MainScreen.CSS_PATH
 
     def __init__(
         self,
@@ -64,7 +65,12 @@ class GlowvizApp(App):
         for w in warnings:
             self.notify(w, title="keymap", severity="warning")
         self.theme_changed_signal.subscribe(self, self._theme_changed)
-        self.push_screen(MainScreen(self.session))
+
+    def get_default_screen(self) -> MainScreen:
+        # The workspace is the app's first screen: it was pushed over Textual's empty default
+        # screen, which was mounted, laid out and drawn first for nothing. (Its style sheets
+        # are the app's too: Textual reads a screen's CSS_PATH only when it is pushed.)
+        return MainScreen(self.session)
 
     def exit_on_hangup(self, loop=None) -> None:
         """SIGHUP (the terminal went away: a closed window, `tmux kill-session`) and SIGTERM
