@@ -861,8 +861,8 @@ def quantize_node(q: Quantizer, node: Node) -> bool:
     if node.name in q.options.keep_float:
         q.decisions[node.name] = "kept in float (asked)"
         return False
-    if any(r.name in q.mixed for r in node.results):
-        q.decisions[node.name] = f"float: {q.mixed[node.result.name]}"
+    if (r := next((r for r in node.results if r.name in q.mixed), None)) is not None:
+        q.decisions[node.name] = f"float: {q.mixed[r.name]}"
         return False
     if (v := next((v for v in node.operands if v.name in q.mixed), None)) is not None:
         q.decisions[node.name] = f"float: reads {v.name}, which one int8 scale cannot hold"

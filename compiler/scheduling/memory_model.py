@@ -293,20 +293,6 @@ class MemoryModel:
             info.inplace_candidates.append(g)
 
     # -- dynamic --------------------------------------------------------------------------------
-    @staticmethod
-    def in_output(g: Group, done: int, copied: frozenset[int]) -> bool:
-        """The buffer is (still) to be written into an output by a pending Save: unless the
-        order is known to leave the Save a reader after it (`copied`), it costs nothing."""
-        return bool(g.saves & ~done) and g.index not in copied
-
-    def counted(self, g: Group, done: int, acc: int, copied: frozenset[int] = frozenset()) -> bool:
-        return bool(
-            g.producers & done
-            and g.users & ~done
-            and not self.in_output(g, done, copied)
-            and not (g.y_of >= 0 and acc >> g.y_of & 1)
-        )
-
     def accumulates(self, info: NodeInfo, done: int, acc: int) -> bool:
         a = info.acc
         if a is None:
@@ -325,9 +311,12 @@ class MemoryModel:
         `live` the bytes live after `done`. `copied`: groups whose Save is known not to be
         their last reader (so they are buffers of their own).
 
-        The optimal search calls this once per state expansion (up to its budget of 100,000 a
-        schedule), so the group tests of `counted` and `in_output` are written out inline here;
-        they must stay the same tests."""
+        A group is *counted* live after `done` when it is produced, still has a pending user,
+        is not (still) to be written into an output by a pending Save (unless `copied` says
+        the Save is not its last reader: then it is a buffer of its own), and is not the
+        target of a pending sum post-op (its producer accumulates into it). The optimal
+        search calls this once per state expansion (up to its budget of 100,000 a schedule),
+        so those tests are written out inline, not as helper calls."""
         info = self.info[n]
         groups = self.groups
         bit = 1 << n
@@ -351,7 +340,7 @@ class MemoryModel:
         not_done = ~done
         for gi in info.member_groups:
             g = groups[gi]
-            # in_output(g, done, copied): a pending Save may write it into an output
+            # a pending Save may write it into an output: it costs nothing
             if g.producers & done or not g.users or (g.saves & not_done and gi not in copied):
                 continue
             if gi == in_place or gi == skip_own or gi == skip_ended:
@@ -370,7 +359,7 @@ class MemoryModel:
         delta = 0
         for gi in touched:
             g = groups[gi]
-            # counted(g, done2, acc2, copied) - counted(g, done, acc, copied)
+            # counted after this step, and before it
             y_of = g.y_of
             after = bool(
                 g.producers & done2

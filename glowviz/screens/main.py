@@ -21,8 +21,7 @@ from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Header, Input, ProgressBar, TabbedContent, TabPane
-from textual.widgets._tabbed_content import ContentTabs
+from textual.widgets import Header, Input, ProgressBar, TabbedContent, TabPane, Tabs
 
 from glowviz import keymap
 from glowviz.session import CompileSession, StageRecord, gc_paused
@@ -452,8 +451,7 @@ class MainScreen(Screen):
         # compositor pass of its own: 30-40 ms of CPU per switch on a loaded machine, more
         # than the view's own drawing. Put it under the tab at once (the slide that Textual
         # starts 20 ms later then finds it there already and does not run).
-        content_tabs = tabs.query_one(ContentTabs)
-        jump = getattr(content_tabs, "_highlight_active", None)
+        jump = getattr(tabs.query_one(Tabs), "_highlight_active", None)  # the tab bar
         if jump is not None:
             jump(animate=False)
 
