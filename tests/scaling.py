@@ -5,6 +5,12 @@ Each size is timed several times in this process's CPU time (work of other proce
 machine does not count; wall time under load gave ratios from 4x to 10x for the same code),
 interleaved so a burst of load hits both sizes alike, with the garbage collector off (as `timeit`
 does); the best time of each size counts.
+
+A measurement can still come out high when the other test worker evicts the big input's working
+set from a shared cache (a linear scheduler measured 6.8x in CI, 4.3x on a quiet machine), so a
+ratio over the limit is measured again, up to `ROUNDS` times, and the best round counts. Noise only
+ever adds time, and the best of five small runs is stable, so a retry cannot bring real quadratic
+growth (16x) under the limit: it can only take back a slow round.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ T = TypeVar("T")
 #: Linear work grows ~4x (a little more as the working set leaves the caches), quadratic 16x.
 NODES_RATIO = 4
 MAX_TIME_RATIO = 6.0
+#: Measurement rounds before a ratio over the limit fails the test.
+ROUNDS = 3
 
 
 def _time_once(setup: Callable[[], T], work: Callable[[T], object]) -> float:
@@ -57,10 +65,14 @@ def assert_not_quadratic(
     """Assert that `work` on the big input (NODES_RATIO times the small one) takes less than
     `max_ratio` times as long; returns the measured ratio. An n log n algorithm passes a higher
     `max_ratio` (still well under the quadratic 16x)."""
-    small, big, ratio = growth_ratio(setup_small, setup_big, work, repeats)
-    print(
-        f"\n{what}: {small * 1000:.1f} ms -> {big * 1000:.1f} ms for {NODES_RATIO}x nodes ({ratio:.2f}x)"
-    )
+    for _ in range(ROUNDS):
+        small, big, ratio = growth_ratio(setup_small, setup_big, work, repeats)
+        print(
+            f"\n{what}: {small * 1000:.1f} ms -> {big * 1000:.1f} ms for {NODES_RATIO}x nodes "
+            f"({ratio:.2f}x)"
+        )
+        if ratio < max_ratio:
+            break
     assert ratio < max_ratio, (
         f"{what}: {NODES_RATIO}x the nodes took {ratio:.1f}x the time "
         f"({small * 1000:.1f} ms -> {big * 1000:.1f} ms); linear is ~{NODES_RATIO}x, "
