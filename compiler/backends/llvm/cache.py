@@ -111,10 +111,7 @@ def codegen_version() -> str:
     """A digest of the code generator's sources (``source_files``) and of the versions of what
     else shapes the machine code, computed once per process: editing any emitter, kernel or
     module they import changes every key."""
-    h = hashlib.sha256()
-    for path in source_files():
-        h.update(str(path.relative_to(_ROOT)).encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
+    h = hashlib.sha256(sources_digest(source_files()).encode())
     versions = [
         f"format {FORMAT}",
         f"python {sys.version_info[0]}.{sys.version_info[1]}",
@@ -124,6 +121,17 @@ def codegen_version() -> str:
         f"ml_dtypes {ml_dtypes.__version__}",
     ]
     h.update("\n".join(versions).encode())
+    return h.hexdigest()
+
+
+def sources_digest(paths: Iterable[Path]) -> str:
+    """A digest of the files' names (relative to the ``compiler`` package's parent when inside
+    it) and bytes."""
+    h = hashlib.sha256()
+    for path in paths:
+        name = path.relative_to(_ROOT) if path.is_relative_to(_ROOT) else path
+        h.update(str(name).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -469,6 +477,7 @@ __all__ = [
     "program_key",
     "read_entry",
     "source_files",
+    "sources_digest",
     "switches_digest",
     "write_entry",
 ]

@@ -395,10 +395,13 @@ class JITEngine:
             return obj if m.name == key else None
 
         engine.set_object_cache(lambda m, buf: None, getbuffer)
-        with _interrupts_deferred():
-            engine.add_module(mod)
-            engine.finalize_object()
-            engine.run_static_constructors()
+        try:
+            with _interrupts_deferred():
+                engine.add_module(mod)
+                engine.finalize_object()
+                engine.run_static_constructors()
+        except RuntimeError:
+            return None
         if any(not engine.get_function_address(n) for n in signatures):
             return None  # not the object its table describes
         extras: dict[str, bytes | memoryview] = {
