@@ -118,18 +118,16 @@ class LLVMExecutor(ArenaInterpreter):
             "jit_s": t2 - t1 - generated,
             "from_disk": float(self.compiled.from_disk),
         }
-        # The extended constant region: the plan's constants, then the packed blobs.
-        csize = max(self.info.constant_size, 64)
-        with out_of_memory_is_an_error("for the constant region and packed weights"):
-            raw = np.empty(csize + 64, dtype=np.uint8)
-        shift = (-raw.ctypes.data) % 64
-        self._const_raw = raw
-        self.constants = raw[shift : shift + csize]
+        # The extended constant region: the plan's constants, then the packed blobs (already
+        # in place when this executor generated them).
+        if self._constants is None:
+            blobs = np.frombuffer(self.compiled.extras["blobs"], dtype=np.uint8)
+            self._blob_region(self.info.constant_size, self.info.blob_start)[...] = blobs
+        assert self._constants is not None
+        self.constants = self._constants
         # Only constants some kernel reads in place are copied (packed filters replace the rest).
         for start, data in self._constant_ranges():
             self.constants[start : start + data.size] = data
-        blobs = np.frombuffer(self.compiled.extras["blobs"], dtype=np.uint8)
-        self.constants[self.info.blob_start : self.info.blob_start + blobs.size] = blobs
         base = self.arena.ctypes.data
         self._args: tuple[int | ctypes.c_void_p, ...] = (
             self.constants.ctypes.data,
@@ -177,13 +175,26 @@ class LLVMExecutor(ArenaInterpreter):
         lir, plan = self._lir_plan
         blob_start = align(int(plan.region_sizes.get(CONSTANT_REGION, 0)))
         info = ProgramInfo.of(program, Addresses(plan), blob_start)
-        region = np.zeros(program.constant_size - blob_start, dtype=np.uint8)
+        region = self._blob_region(program.constant_size, blob_start)
         for blob, off in zip(program.blobs, program.blob_offsets):
             at = off - blob_start
             region[at : at + blob.nbytes] = blob.view(np.uint8).ravel()
         run_text, _ = program.split_texts()
         self._codegen_s = time.perf_counter() - t
         return run_text, {"program": info.to_json(), "blobs": region.data}
+
+    _constants: np.ndarray | None = None
+
+    def _blob_region(self, constant_size: int, blob_start: int) -> np.ndarray:
+        """Allocate the extended constant region (64-byte aligned, zeroed: the padding between
+        packed weights is stored in the cache entry) and return its packed-weights part."""
+        csize = max(constant_size, 64)
+        with out_of_memory_is_an_error("for the constant region and packed weights"):
+            raw = np.zeros(csize + 64, dtype=np.uint8)
+        shift = (-raw.ctypes.data) % 64
+        self._const_raw = raw
+        self._constants = raw[shift : shift + csize]
+        return self._constants[blob_start:constant_size]
 
     def _status_of(self, compiled: CompiledModule) -> ctypes.c_int32 | None:
         try:
