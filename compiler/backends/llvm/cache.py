@@ -269,7 +269,11 @@ def program_key(
         if w.data is not None:
             lines.append(f" data {w.digest} {w.data.dtype.str} {w.data.shape}")
     for i, ins in enumerate(lir.code):
-        line = f"{i} {format_instruction(ins)}"
+        try:
+            line = f"{i} {format_instruction(ins)}"
+        except TypeError:  # an attribute value the printer has no form for: by its repr
+            line = f"{i} {ins.kind} {[(v.name, m) for v, m in ins.operands]} {ins.attrs!r}"
+            line += f" : {ins.type}"
         if ins.is_alloc:
             line += f" @ {_where(plan, ins.name)}"
         lines.append(line)
