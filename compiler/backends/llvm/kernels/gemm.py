@@ -29,6 +29,7 @@ from compiler.backends.llvm.kernels.common import (
     apply_activation,
     broadcast,
     fma,
+    folded,
     gep,
     i64,
     intrinsic,
@@ -127,9 +128,10 @@ BAddr = Callable[[ir.IRBuilder, Int, Int], ir.Value]
 BPack = Callable[[ir.IRBuilder, ir.Value, ir.Value], None]
 
 
-def strided_a(base: ir.Value, stride_m: int, stride_k: int = 1) -> AAddr:
+def strided_a(base: ir.Value, stride_m: Int, stride_k: Int = 1) -> AAddr:
     def addr(b: ir.IRBuilder, i0: Int, r: int, k: Int) -> ir.Value:
-        return gep(b, base, add(b, add(b, mul(b, i0, stride_m), r * stride_m), mul(b, k, stride_k)))
+        row = add(b, mul(b, i0, stride_m), mul(b, r, stride_m))
+        return gep(b, base, add(b, row, mul(b, k, stride_k)))
 
     return addr
 
@@ -160,7 +162,7 @@ class GemmOperands:
     a_addr: AAddr
     b_addr: BAddr
     c_base: ir.Value
-    c_stride: int
+    c_stride: Int
     b_pack: BPack | None = None
     bias_row: ir.Value | None = None  # float[N], added to every row
     bias_col: ir.Value | None = None  # float[M], added to every column
@@ -189,16 +191,16 @@ def _micro_kernel(
     i0: Int,
     jp: Int,
     mr: int,
-    ncols: int,
+    valid: Sequence[Int],
     pc: Int,
     kend: Int,
     first: bool | ir.Value,
     last: bool | ir.Value,
 ) -> None:
-    """C[i0:i0+mr, jp*NR : jp*NR+ncols] (+)= A[i0.., pc:kend] @ Bpanel[jp][pc:kend] + epilogue."""
+    """C[i0:i0+mr, jp*NR : jp*NR+ncols] (+)= A[i0.., pc:kend] @ Bpanel[jp][pc:kend] + epilogue,
+    ``valid[v]`` the columns of vector v (``_lanes``; the last may be a run-time count)."""
     vw = cfg.vw
-    nvec = math.ceil(ncols / vw)
-    valid = [min(vw, ncols - v * vw) for v in range(nvec)]
+    nvec = len(valid)
     col0 = mul(b, jp, cfg.nr)
     c_rows = [
         gep(b, ops.c_base, add(b, mul(b, add(b, i0, r), ops.c_stride), col0)) for r in range(mr)
@@ -336,13 +338,18 @@ def prefetch(b: ir.IRBuilder, ptr: ir.Value) -> None:
     b.call(fn, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
 
+def _lanes(ncols: int, vw: int) -> list[int]:
+    """The columns of each vector of a tile ``ncols`` wide."""
+    return [min(vw, ncols - v * vw) for v in range(math.ceil(ncols / vw))]
+
+
 def _k_loop(
     b: ir.IRBuilder,
     ops: GemmOperands,
     i0: Int,
     jp: Int,
     mr: int,
-    valid: list[int],
+    valid: Sequence[Int],
     vw: int,
     k0: Int,
     kend: Int,
@@ -429,6 +436,33 @@ def _when(b: ir.IRBuilder, cond: bool | ir.Value, emit: Callable[[], None]) -> N
             emit()
 
 
+#: Parallel GEMM chunks read their shape (M and N in tiles and panels, the tail panel's width,
+#: K, the chunk grid) from the task's context instead of having it pasted in as constants, so
+#: the chunks of every GEMM of one structure (the operands' kind, the epilogue, one K block or
+#: more, the tail panel's vector count, the tail tile's rows) are one function, which codegen
+#: compiles once (``merge_identical_functions``): ResNet-50's 23 conv GEMM chunk functions,
+#: 40-60 ms of LLVM each, become 12. The k loop does not depend on the shape.
+SHARED_CHUNKS = True
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The GEMM's shape as its code sees it: ``int`` where it is a constant of the code, a
+    run-time value in a shared chunk; the tails' structure is always static."""
+
+    npf: Int  # full NR panels
+    ntail: Int  # columns of the tail panel (0: none)
+    mtf: Int  # full MR tiles
+    nvt: int  # vectors of the tail panel (0: no tail panel)
+    mtail: int  # rows of the tail tile (0: none)
+    m_blocks: bool  # the M-block (MC) loop is emitted
+
+    def tail_lanes(self, b: ir.IRBuilder, vw: int) -> list[Int]:
+        if isinstance(self.ntail, int):
+            return _lanes(self.ntail, vw)
+        return [vw] * (self.nvt - 1) + [add(b, self.ntail, -(self.nvt - 1) * vw)]
+
+
 def emit_gemm_body(
     b: ir.IRBuilder,
     cfg: GemmConfig,
@@ -447,45 +481,54 @@ def emit_gemm_body(
     npan, ntile = npf + (1 if ntail else 0), mtf + (1 if mtail else 0)
     kc = cfg.kc if K > cfg.kc else K
     mc = max(mr, cfg.mc - cfg.mc % mr)
+    nvt = len(_lanes(ntail, cfg.vw))
+    static = _Shape(npf, ntail, mtf, nvt, mtail, mtf * mr > mc)
 
-    def region(bb, o, pc, kend, first, last, t_lo: Int, t_hi: Int, p_lo: Int, p_hi: Int) -> None:
+    def region(
+        bb, o, sh: _Shape, pc, kend, first, last, t_lo: Int, t_hi: Int, p_lo: Int, p_hi: Int
+    ) -> None:
         """C tiles [t_lo, t_hi) x panels [p_lo, p_hi) for the K block [pc, kend)."""
 
-        def micro(i0: Int, jp: Int, rows: int, cols: int) -> None:
-            _micro_kernel(bb, cfg, o, i0, jp, rows, cols, pc, kend, first, last)
+        def micro(i0: Int, jp: Int, rows: int, valid: Sequence[Int]) -> None:
+            _micro_kernel(bb, cfg, o, i0, jp, rows, valid, pc, kend, first, last)
 
-        fp_hi = _min(bb, p_hi, npf)
-        tail_panel = _lt(bb, npf, p_hi) if ntail else False
+        full = [cfg.vw] * cfg.nv
+        fp_hi = _min(bb, p_hi, sh.npf)
+        tail_panel = _lt(bb, sh.npf, p_hi) if sh.nvt else False
         if mtf:
             r_lo = mul(bb, t_lo, mr)
-            r_hi = mul(bb, _min(bb, t_hi, mtf), mr)
+            r_hi = mul(bb, _min(bb, t_hi, sh.mtf), mr)
 
             def mtile_loops(ic: Int, ie: Int) -> None:
                 if npf:
                     with loop(bb, p_lo, fp_hi, 1, "jp") as jp:
                         with loop(bb, ic, ie, mr, "ir") as i0:
-                            micro(i0, jp, mr, nr)
+                            micro(i0, jp, mr, full)
 
                 def tail() -> None:
+                    lanes = sh.tail_lanes(bb, cfg.vw)
                     with loop(bb, ic, ie, mr, "irt") as i0:
-                        micro(i0, npf, mr, ntail)
+                        micro(i0, sh.npf, mr, lanes)
 
                 _when(bb, tail_panel, tail)
 
-            if mtf * mr > mc:
+            if sh.m_blocks:
                 with loop(bb, r_lo, r_hi, mc, "ic") as ic:
                     mtile_loops(ic, smin(bb, bb.add(ic, i64(mc)), r_hi))
             else:
                 mtile_loops(r_lo, r_hi)
         if mtail:
+            i_tail = mul(bb, sh.mtf, mr)
 
             def tail_tile() -> None:
                 if npf:
                     with loop(bb, p_lo, fp_hi, 1, "jpt") as jp:
-                        micro(mtf * mr, jp, mtail, nr)
-                _when(bb, tail_panel, lambda: micro(mtf * mr, npf, mtail, ntail))
+                        micro(i_tail, jp, mtail, full)
+                _when(
+                    bb, tail_panel, lambda: micro(i_tail, sh.npf, mtail, sh.tail_lanes(bb, cfg.vw))
+                )
 
-            _when(bb, _lt(bb, mtf, t_hi), tail_tile)
+            _when(bb, _lt(bb, sh.mtf, t_hi), tail_tile)
 
     def k_blocks(bb, o, body: Callable[[Int, Int, bool | ir.Value, bool | ir.Value], None]) -> None:
         """``body(pc, kend, first, last)`` for every K block, packing B first if it must."""
@@ -502,7 +545,9 @@ def emit_gemm_body(
             body(pc, kend, bb.icmp_signed("==", pc, i64(0)), bb.icmp_signed("==", kend, i64(kk)))
 
     if split is None or split.chunks <= 1:
-        k_blocks(b, ops, lambda pc, ke, f, la: region(b, ops, pc, ke, f, la, 0, ntile, 0, npan))
+        k_blocks(
+            b, ops, lambda pc, ke, f, la: region(b, ops, static, pc, ke, f, la, 0, ntile, 0, npan)
+        )
         return
 
     # Chunks: groups of the preferred dimension first (each thread streams its own part of the
@@ -524,11 +569,36 @@ def emit_gemm_body(
         p_hi = smin(bb, bb.add(p_lo, i64(ps)), npan)
         blocks(bb, split.make(vals[:ncap]), vals[ncap:], t_lo, t_hi, p_lo, p_hi)
 
+    if ops.b_pack is None and SHARED_CHUNKS:
+        # Every chunk runs all K blocks over its own tiles: one parallel region, the shape and
+        # the chunk grid passed in (see SHARED_CHUNKS).
+        shape = [npf, ntail, mtf, K, pg, ps, ts, ntile, npan]
+
+        def shared(bb: ir.IRBuilder, i: ir.Value, _tid: ir.Value, v: list[ir.Value]) -> None:
+            s_npf, s_ntail, s_mtf, s_k, s_pg, s_ps, s_ts, s_ntile, s_npan = v[ncap:]
+            sh = _Shape(s_npf, s_ntail, s_mtf, nvt, mtail, True)
+            t, p = bb.udiv(i, s_pg), bb.urem(i, s_pg)
+            t_lo, p_lo = bb.mul(t, s_ts), bb.mul(p, s_ps)
+            t_hi = smin(bb, bb.add(t_lo, s_ts), s_ntile)
+            p_hi = smin(bb, bb.add(p_lo, s_ps), s_npan)
+            o = split.make(v[:ncap])
+            if o.k_run is None:
+                o = replace(o, k_run=s_k)
+            k_blocks(
+                bb, o, lambda pc, ke, f, la: region(bb, o, sh, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi)
+            )
+
+        captures = [*split.captures, *(i64(x) for x in shape)]
+        parallel_loop(b, pg * tg, captures, shared, "gemm", pass_constants=True)
+        return
+
     if ops.b_pack is None:
         # Every chunk runs all K blocks over its own tiles: one parallel region.
         def whole(bb, o, _extra, t_lo, t_hi, p_lo, p_hi):
             k_blocks(
-                bb, o, lambda pc, ke, f, la: region(bb, o, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi)
+                bb,
+                o,
+                lambda pc, ke, f, la: region(bb, o, static, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi),
             )
 
         parallel_loop(
@@ -541,7 +611,7 @@ def emit_gemm_body(
         extra = [i64(pc), i64(kend), _i1(first), _i1(last)]
 
         def one(bb, o, ex, t_lo, t_hi, p_lo, p_hi):
-            region(bb, o, ex[0], ex[1], ex[2], ex[3], t_lo, t_hi, p_lo, p_hi)
+            region(bb, o, static, ex[0], ex[1], ex[2], ex[3], t_lo, t_hi, p_lo, p_hi)
 
         parallel_loop(
             b,
@@ -660,18 +730,21 @@ def emit_matmul(
         )
 
     def operands(args: list[ir.Value]) -> GemmOperands:
-        """The operands over the kernel's arguments (or a parallel chunk's copies of them)."""
+        """The operands over the kernel's arguments and the strides and K (or a parallel
+        chunk's copies of them: values in a shared chunk, ``SHARED_CHUNKS``)."""
         pa, pb, pcv = args[:3]
+        a_st, c_st, kv = (folded(v) for v in args[-3:])
         if b_packed:
 
             def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-                return gep(bb, pb, add(bb, mul(bb, jp, K * cfg.nr), mul(bb, k, cfg.nr)))
+                panel = mul(bb, kv, cfg.nr)
+                return gep(bb, pb, add(bb, mul(bb, jp, panel), mul(bb, k, cfg.nr)))
 
         return GemmOperands(
-            a_addr=strided_a(pa, a_stride),
+            a_addr=strided_a(pa, a_st),
             b_addr=b_addr if b_packed else b_addr_rt,
             c_base=pcv,
-            c_stride=c_stride,
+            c_stride=c_st,
             b_pack=None if b_packed else b_pack,
             bias_row=args[3] if bias == "row" else None,
             bias_col=args[3] if bias == "col" else None,
@@ -679,9 +752,10 @@ def emit_matmul(
             activation=activation,
         )
 
-    ops = operands(list(fn.args))
+    args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
+    ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    split = Split(work_chunks(M * N * K, cfg_tiles), list(fn.args), operands) if parallel else None
+    split = Split(work_chunks(M * N * K, cfg_tiles), args, operands) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
     emit_gemm_body(b, cfg, M, N, K, ops, split)
