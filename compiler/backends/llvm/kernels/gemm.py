@@ -585,7 +585,9 @@ def emit_gemm_body(
             if o.k_run is None:
                 o = replace(o, k_run=s_k)
             k_blocks(
-                bb, o, lambda pc, ke, f, la: region(bb, o, sh, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi)
+                bb,
+                o,
+                lambda pc, ke, f, la: region(bb, o, sh, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi),
             )
 
         captures = [*split.captures, *(i64(x) for x in shape)]
