@@ -44,7 +44,7 @@ SPARSE_CONSTANTS = True
 
 
 def constant_region(size: int, dense: int) -> tuple[Any, np.ndarray]:
-    """(owner, view): ``size`` zero bytes, 64-byte aligned, for the extended constant region
+    """(owner, view): ``size`` bytes, 64-byte aligned, for the extended constant region
     whose bytes from ``dense`` on (the packed blobs) are all written and read by every run,
     and those before (the plan's constants) only where a kernel reads a constant in place.
 
