@@ -10,10 +10,10 @@ import compiler.backends.llvm.executor as executor
 from compiler.backends.llvm.executor import HUGE_PAGE, constant_region
 
 
-@pytest.mark.parametrize("sparse", [True, False])
 SIZES = [(64, 64), (5000, 128), (3 << 20, 1 << 20), (999_936, 0)]
 
 
+@pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize(("size", "dense"), SIZES)
 def test_region_is_aligned_and_writable(sparse, size, dense, monkeypatch) -> None:
     monkeypatch.setattr(executor, "SPARSE_CONSTANTS", sparse)
