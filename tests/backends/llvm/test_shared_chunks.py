@@ -170,3 +170,33 @@ def test_models_through_shared_chunks(strategy, channels, K, monkeypatch) -> Non
         np.testing.assert_array_equal(two, got[shared])
     np.testing.assert_array_equal(got[True], got[False])
     assert tasks[True] and len(tasks[True]) <= len(tasks[False])  # the chunks did run
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_one_chunk_function_for_relu_or_none_and_any_k_blocks(isa, monkeypatch) -> None:
+    """ReLU or no activation is a run-time flag and K any number of blocks (``SHARED_FLAGS``):
+    GEMMs of one tail structure with one K block or three, with ReLU or without, run one chunk
+    function, each computing its own epilogue."""
+    cfg = gemm_config(isa)
+    nr, mr, kc = cfg.nr, cfg.mr, cfg.kc
+    cases = [((2 * mr + 1, nr + 1, 40), "relu"), ((3 * mr + 1, 2 * nr + 1, 2 * kc + 5), None)]
+    cases.append(((4 * mr + 1, nr + 1, kc + 3), "relu"))
+    m = ir.Module()
+    for i, ((M, N, K), act) in enumerate(cases):
+        strides = dict(a_stride=K, b_stride=N, c_stride=N)
+        emit_matmul(m, f"mm{i}", M, N, K, **strides, b_packed=True, isa=isa, activation=act)
+    alias = merge_identical_functions(m)
+    assert alias == {"mm1.gemm": "mm0.gemm", "mm2.gemm": "mm0.gemm"}, alias
+    compiled = JITEngine(disk_cache=False).compile(m)
+    rng = np.random.default_rng(11)
+    for i, ((M, N, K), act) in enumerate(cases):
+        a = rng.standard_normal((M, K), dtype=np.float32)
+        bm = rng.standard_normal((K, N), dtype=np.float32)
+        c = np.full((M, N), np.nan, dtype=np.float32)  # C is never read before it is written
+        packed = pack_b_constant(bm, isa=isa)
+        compiled.cfunc(f"mm{i}")(a.ctypes.data, packed.ctypes.data, c.ctypes.data)
+        ref = a.astype(np.float64) @ bm.astype(np.float64)
+        if act == "relu":
+            ref = np.maximum(ref, 0)
+        assert (c < 0).any() == (act is None)
+        np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))

@@ -176,6 +176,9 @@ class GemmOperands:
     #: K as a run-time value (a shared kernel's shape argument) standing for the ``K`` the body
     #: was emitted with: at most one K block when that K is, more than one otherwise.
     k_run: ir.Value | None = None
+    #: An i1 value: ReLU after the last K block when it is true (a shared chunk's activation,
+    #: None or ReLU, taken at run time; ``activation`` is then None).
+    relu_if: ir.Value | None = None
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -221,6 +224,9 @@ def _micro_kernel(
         else None
     )
     init: list[list[ir.Value]] = []
+    # A run-time first K block (several blocks, or a shared chunk's loop): C is read only
+    # after it, behind a branch (a select read C, not yet written, on the first block too).
+    branch = BRANCH_FIRST and isinstance(first, ir.Value) and not ops.accumulate
     for r in range(mr):
         row = []
         bias_c = None
@@ -238,10 +244,25 @@ def _micro_kernel(
                 val = b.fadd(old, _cond(b, first, bias, zero)) if bias is not zero else old
             else:
                 val = bias
-                if first is not True:
+                if first is not True and not branch:
                     val = _cond(b, first, bias, load_vec(b, cptr, vw, valid[v]))
             row.append(val)
         init.append(row)
+    if branch:
+        assert isinstance(first, ir.Value)
+        entry = b.block
+        with b.if_then(b.not_(first)):
+            loaded = [
+                [load_vec(b, gep(b, c_rows[r], v * vw), vw, valid[v]) for v in range(nvec)]
+                for r in range(mr)
+            ]
+            later = b.block
+        for r in range(mr):
+            for v in range(nvec):
+                phi = b.phi(init[r][v].type, f"c{r}_{v}")
+                phi.add_incoming(init[r][v], entry)
+                phi.add_incoming(loaded[r][v], later)
+                init[r][v] = phi
 
     # With few accumulators (a tail tile of 1-3 rows, a GEMV) the FMAs of one chain wait for
     # each other: run several sets of partial sums over interleaved k and add them at the end.
@@ -284,11 +305,16 @@ def _micro_kernel(
 
     act = ops.activation if last is not False else None
     light = is_light(act)
+    relu_if = None
+    if ops.relu_if is not None and last is not False:
+        relu_if = ops.relu_if if last is True else b.and_(last, ops.relu_if)
     for r in range(mr):
         for v in range(nvec):
             out = accs[r][v]
             if act is not None and light:
                 out = _cond(b, last, apply_activation(b, out, act), out)
+            if relu_if is not None:
+                out = b.select(relu_if, apply_activation(b, out, "relu"), out)
             store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
     if not light:
         # After the K block that completes the tile, on the stored tile (Epilogue.store_rows).
@@ -297,6 +323,8 @@ def _micro_kernel(
 
 #: Accumulating tiles (the sum post-op) prefetch the next row tile's C lines (``_micro_kernel``).
 PREFETCH_C_NEXT = True
+#: A tile's first K block, when only known at run time, skips reading C behind a branch.
+BRANCH_FIRST = True
 #: Output rows ahead the accumulating pixel-rows transpose (``conv_gemm._transpose_out``)
 #: prefetches the rows it adds to: ResNet-50's 7x7 residual 1x1s read their 400 KB residual
 #: one 196-byte row piece at a time. Two-conv model 0.95-0.96 with 8-32 rows (64: no gain),
@@ -443,6 +471,9 @@ def _when(b: ir.IRBuilder, cond: bool | ir.Value, emit: Callable[[], None]) -> N
 #: compiles once (``merge_identical_functions``): ResNet-50's 23 conv GEMM chunk functions,
 #: 40-60 ms of LLVM each, become 12. The k loop does not depend on the shape.
 SHARED_CHUNKS = True
+#: Shared chunks loop over K blocks for any K (one function for one block or several) and
+#: take "ReLU or none" as a run-time flag: ResNet-50's 11 chunk functions become 7.
+SHARED_FLAGS = True
 
 
 @dataclass(frozen=True)
@@ -530,16 +561,22 @@ def emit_gemm_body(
 
             _when(bb, _lt(bb, sh.mtf, t_hi), tail_tile)
 
-    def k_blocks(bb, o, body: Callable[[Int, Int, bool | ir.Value, bool | ir.Value], None]) -> None:
-        """``body(pc, kend, first, last)`` for every K block, packing B first if it must."""
+    def k_blocks(
+        bb,
+        o,
+        body: Callable[[Int, Int, bool | ir.Value, bool | ir.Value], None],
+        one_block: bool = kc == K,
+    ) -> None:
+        """``body(pc, kend, first, last)`` for every K block, packing B first if it must (a
+        loop of blocks unless ``one_block``: a shared chunk loops, for any K)."""
         kk = o.k_run if o.k_run is not None else K
-        if kc == K:
+        if one_block:
             if o.b_pack is not None:
                 o.b_pack(bb, i64(0), i64(kk))
             body(0, kk, True, True)
             return
-        with loop(bb, 0, kk, kc, "pc") as pc:
-            kend = smin(bb, bb.add(pc, i64(kc)), kk)
+        with loop(bb, 0, kk, cfg.kc, "pc") as pc:  # (one_block is false whenever K > KC)
+            kend = smin(bb, bb.add(pc, i64(cfg.kc)), kk)
             if o.b_pack is not None:
                 o.b_pack(bb, pc, bb.sub(kend, pc))
             body(pc, kend, bb.icmp_signed("==", pc, i64(0)), bb.icmp_signed("==", kend, i64(kk)))
@@ -573,9 +610,13 @@ def emit_gemm_body(
         # Every chunk runs all K blocks over its own tiles: one parallel region, the shape and
         # the chunk grid passed in (see SHARED_CHUNKS).
         shape = [npf, ntail, mtf, K, pg, ps, ts, ntile, npan]
+        # No activation or ReLU: a run-time flag (the chunks of a conv and of its ReLU-less
+        # twin are one function); K: any number of blocks (one K or several, one function).
+        relu_flag = SHARED_FLAGS and ops.activation in (None, "relu")
+        flags = [ir.Constant(ir.IntType(1), ops.activation == "relu")] if relu_flag else []
 
         def shared(bb: ir.IRBuilder, i: ir.Value, _tid: ir.Value, v: list[ir.Value]) -> None:
-            s_npf, s_ntail, s_mtf, s_k, s_pg, s_ps, s_ts, s_ntile, s_npan = v[ncap:]
+            s_npf, s_ntail, s_mtf, s_k, s_pg, s_ps, s_ts, s_ntile, s_npan = v[ncap : ncap + 9]
             sh = _Shape(s_npf, s_ntail, s_mtf, nvt, mtail, True)
             t, p = bb.udiv(i, s_pg), bb.urem(i, s_pg)
             t_lo, p_lo = bb.mul(t, s_ts), bb.mul(p, s_ps)
@@ -584,13 +625,16 @@ def emit_gemm_body(
             o = split.make(v[:ncap])
             if o.k_run is None:
                 o = replace(o, k_run=s_k)
+            if relu_flag:
+                o = replace(o, activation=None, relu_if=v[ncap + 9])
             k_blocks(
                 bb,
                 o,
                 lambda pc, ke, f, la: region(bb, o, sh, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi),
+                one_block=not SHARED_FLAGS and kc == K,
             )
 
-        captures = [*split.captures, *(i64(x) for x in shape)]
+        captures = [*split.captures, *(i64(x) for x in shape), *flags]
         parallel_loop(b, pg * tg, captures, shared, "gemm", pass_constants=True)
         return
 
