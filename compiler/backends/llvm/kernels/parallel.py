@@ -485,11 +485,15 @@ def parallel_loop(
     captures: Sequence[ir.Value],
     body: Body,
     name: str = "par",
+    *,
+    pass_constants: bool = False,
 ) -> None:
     """``for i in range(n)``, the iterations spread over the pool: ``body(builder, i, tid,
     values)`` emits one iteration into a task function, where ``values`` stand for
     ``captures`` (values of the enclosing function; nothing else of it may be used). With one
-    chunk the body is emitted in place (thread 0)."""
+    chunk the body is emitted in place (thread 0). Constant captures are pasted into the task
+    as they are, unless ``pass_constants``: then they too come through the context, so tasks
+    that differ only in those constants are the same function (the GEMM chunks' shapes)."""
     if n <= 1:
         body(b, i64(0), i64(0), list(captures))
         return
@@ -502,12 +506,13 @@ def parallel_loop(
         hand_tiled(task)  # the chunk is the kernel's own code
     tb = ir.IRBuilder(task.append_basic_block("entry"))
     # Constants go to the task as they are; other captures through a context struct.
-    passed = [c for c in captures if not isinstance(c, ir.Constant)]
+    inline = (lambda c: False) if pass_constants else (lambda c: isinstance(c, ir.Constant))
+    passed = [c for c in captures if not inline(c)]
     ctx_ty = ir.LiteralStructType([c.type for c in passed] or [I64])
     values = []
     j = 0
     for c in captures:
-        if isinstance(c, ir.Constant):
+        if inline(c):
             values.append(c)
             continue
         idx = [ir.Constant(I32, 0), ir.Constant(I32, j)]
