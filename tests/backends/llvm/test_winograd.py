@@ -13,6 +13,8 @@ test's (1e-4 relative, 1e-4 * sqrt(C * 9) absolute) times 4; the direct strategi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from llvmlite import ir
@@ -23,6 +25,7 @@ from compiler.backends.llvm.executor import LLVMExecutor
 from compiler.backends.llvm.jit import JITEngine
 from compiler.backends.llvm.kernels import winograd
 from compiler.backends.llvm.kernels.conv import applicable, conv_shape, emit_conv2d, select
+from compiler.backends.llvm.kernels.gemm import conv_gemm_config, pack_a_constant
 from compiler.kernels.reference_nn import conv as reference_conv
 from tests.backends.llvm.test_conv_strategies import _conv_model, _lir
 
@@ -40,6 +43,22 @@ def test_the_transforms_compute_a_3x3_correlation() -> None:
     y = AT @ (u * (BT @ d @ BT.T)) @ AT.T
     want = np.array([[np.sum(d[i : i + 3, j : j + 3] * g) for j in range(2)] for i in range(2)])
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_the_packed_filter_is_each_transform_in_gemm_panels() -> None:
+    """``pack`` lays out U[xi] as ``pack_a_constant`` does, K a multiple of MR or not."""
+    rng = np.random.default_rng(1)
+    for k, c, mr in ((16, 5, 8), (13, 7, 8), (9, 3, 6)):
+        w = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+        cfg = replace(conv_gemm_config("avx2"), mr=mr)
+        u = winograd.transform_filter(w).reshape(16, k, c)
+        want = np.concatenate([pack_a_constant(u[xi], mr).ravel() for xi in range(16)])
+        got = winograd.pack(w, conv_shape(1, c, 6, 6, k, 3, 3), cfg)
+        np.testing.assert_array_equal(got, want)
+    # the transform itself, against G g G^T in float64
+    w = rng.standard_normal((3, 4, 3, 3))
+    want = np.einsum("ir,kcrs,js->ijkc", winograd.G, w, winograd.G)
+    np.testing.assert_allclose(winograd.transform_filter(w), want, rtol=1e-6, atol=1e-6)
 
 
 def test_applies_to_3x3_stride_1_single_group_only() -> None:

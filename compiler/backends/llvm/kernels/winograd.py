@@ -82,6 +82,11 @@ def applies(s: ConvShape) -> bool:
     )
 
 
+#: Whether the table chooses it by itself (False: only when forced; an A/B switch for
+#: benchmarks/bench_switch_ab.py).
+CHOOSE = True
+
+
 def prefers(s: ConvShape) -> bool:
     """Where it beat the GEMM rows alone (benchmarks/README.md, issue 15 session 8): a tile
     grid that fills a vector of the host's lanes at least once (the tiles are the GEMMs' N, on
@@ -89,7 +94,7 @@ def prefers(s: ConvShape) -> bool:
     pixel rows, a 7x7 image's 16 fill them and ran 0.75x), and enough channels for the GEMMs
     to outweigh the transforms (8 -> 8 channels: even; 8 -> 16 and 16 -> 16: 0.8-0.9x)."""
     th, tw = tiles(s)
-    return th * tw >= conv_gemm_config().vw and s.C >= 8 and s.K >= 16
+    return CHOOSE and th * tw >= conv_gemm_config().vw and s.C >= 8 and s.K >= 16
 
 
 def tiles(s: ConvShape) -> tuple[int, int]:
@@ -97,16 +102,34 @@ def tiles(s: ConvShape) -> tuple[int, int]:
     return -(-s.OH // 2), -(-s.OW // 2)
 
 
+def _g(a0: np.ndarray, a1: np.ndarray, a2: np.ndarray) -> list[np.ndarray]:
+    """G applied to three values: its rows as adds (the halves are exact)."""
+    return [a0, (a0 + a1 + a2) * 0.5, (a0 - a1 + a2) * 0.5, a2]
+
+
 def transform_filter(w: np.ndarray) -> np.ndarray:
-    """[K, C, 3, 3] -> U[4, 4, K, C] = G g G^T (in float64, rounded once to float32)."""
-    u = np.einsum("ir,kcrs,js->ijkc", G, np.asarray(w, dtype=np.float64), G)
-    return u.astype(np.float32)
+    """[K, C, 3, 3] -> U[4, 4, K, C] = G g G^T, in float64 rounded once to float32, element by
+    element (ResNet-50's 13 filters in 0.05 s; an einsum over the six indices took ~1 s for
+    one 512 x 512 filter, and a BLAS GEMM's threads spun on the loaded machine)."""
+    w = np.asarray(w, dtype=np.float64)
+    out = np.empty((4, 4) + w.shape[:2], np.float32)
+    for j, t in enumerate(_g(w[..., 0], w[..., 1], w[..., 2])):  # columns: t[k, c, r]
+        for i, v in enumerate(_g(t[..., 0], t[..., 1], t[..., 2])):  # then rows
+            out[i, j] = v
+    return out
 
 
 def pack(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
-    """The 16 transformed filters U[xi] (K x C), each as the GEMM's MR-row A panels."""
-    u = transform_filter(w).reshape(16, s.K, s.C)
-    return np.concatenate([pack_a_constant(u[xi], cfg.mr).ravel() for xi in range(16)])
+    """The 16 transformed filters U[xi] (K x C), each as the GEMM's MR-row A panels
+    [ceil(K/MR)][C][MR] (``pack_a_constant``'s layout), the last panel's rows past K zero."""
+    mr, K, C = cfg.mr, s.K, s.C
+    u = transform_filter(w).reshape(16, K, C)
+    full, tail = divmod(K, mr)
+    out = np.zeros((16, full + (1 if tail else 0), C, mr), np.float32)
+    out[:, :full] = u[:, : full * mr].reshape(16, full, mr, C).transpose(0, 1, 3, 2)
+    if tail:
+        out[:, full, :, :tail] = u[:, full * mr :].transpose(0, 2, 1)
+    return out.ravel()
 
 
 #: The most floats of V and M (the transformed input and the GEMMs' output) one block of tile
@@ -346,6 +369,7 @@ def winograd_body(
 
 __all__ = [
     "BLOCK_FLOATS",
+    "CHOOSE",
     "Geometry",
     "applies",
     "geometry",
