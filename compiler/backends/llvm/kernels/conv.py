@@ -12,17 +12,20 @@ FIRST row that applies and prefers it, in this order:
 1. ``direct-vector`` (group 1; by choice at most 4 input channels, kernels up to 7x7 and strides
    up to 2, e.g. stems): a direct loop over a padded copy of the image, tiles of output
    channels x column vectors (kernels/direct.py);
-2. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
+2. ``winograd`` (3x3, stride 1, dilation 1, group 1; by choice at least 8 input and output
+   channels): Winograd's F(2x2, 3x3), 16 GEMMs over transformed 4x4 input patches
+   (kernels/winograd.py); a finite constant filter only;
+3. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
    output channels on the vector lanes over an im2col buffer, then a transpose;
-3. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
+4. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
    GEMM over the zero-padded image split into its stride phases, whose im2col rows are
    contiguous runs read in place;
-4. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
+5. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
    channel copy, tiles of output rows x a column vector (kernels/direct.py);
-5. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
+6. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
    image's channel rows;
-6. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
-7. ``direct`` (any shape, run-time filters too): a scalar loop nest.
+7. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
+8. ``direct`` (any shape, run-time filters too): a scalar loop nest.
 
 ``select(shape, forced=name)`` returns a forced row instead, and raises ``CodegenError`` when it
 does not apply. A padded conv whose filter holds an infinity or a NaN always gets ``direct``,
@@ -65,6 +68,7 @@ from compiler.backends.llvm.kernels.conv_gemm import (
 from compiler.backends.llvm.kernels.direct import depthwise_body, direct_vector_body, pack_direct
 from compiler.backends.llvm.kernels.gemm import GemmConfig, conv_gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, window_taps
+from compiler.backends.llvm.kernels import winograd
 from compiler.errors import CodegenError
 
 Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Epilogue], None]
@@ -86,6 +90,9 @@ class ConvStrategy:
     prefers: Callable[[ConvShape], bool] = _always
     #: Vectorised by hand (``hand_tiled``); False for the scalar nest the vectoriser widens.
     hand_tiled: bool = True
+    #: Needs a finite constant filter: its filter transform adds taps together, so one infinite
+    #: tap would reach outputs it does not touch as inf - inf = NaN (``winograd``).
+    finite_filter: bool = False
 
     def usable(self, s: ConvShape, constant: bool = True) -> bool:
         return (constant or self.pack is None) and self.applies(s)
@@ -173,6 +180,14 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         prefers=lambda s: s.C <= 4 and s.OW >= 8 and s.R * s.S <= 49 and max(s.stride) <= 2,
     ),
     ConvStrategy(
+        "winograd",
+        winograd.winograd_body,
+        winograd.pack,
+        applies=winograd.applies,
+        prefers=winograd.prefers,
+        finite_filter=True,
+    ),
+    ConvStrategy(
         "pixel-rows-gemm",
         pixel_rows_body,
         pack_b_rows,
@@ -228,11 +243,17 @@ def select(
 ) -> ConvStrategy:
     """The row for ``s``: ``forced`` if given (it must apply), else the first that applies and
     prefers ``s``; ``direct`` whatever is forced when the constant filter ``weights`` is not
-    finite and ``s`` is padded. ``where`` names the instruction in errors."""
+    finite and ``s`` is padded, or when the forced row needs a finite filter (the default
+    choice then skips such rows). ``where`` names the instruction in errors."""
     if skips_padding(s, weights):
         return next(r for r in STRATEGIES if r.name == "direct")
+    finite = weights is None or bool(np.isfinite(weights).all())
     if not forced:
-        return next(r for r in STRATEGIES if r.usable(s, constant) and r.prefers(s))
+        return next(
+            r
+            for r in STRATEGIES
+            if r.usable(s, constant) and r.prefers(s) and (finite or not r.finite_filter)
+        )
     row = next((r for r in STRATEGIES if r.name == forced), None)
     if row is None:
         raise CodegenError(
@@ -246,6 +267,8 @@ def select(
             f"these do: {', '.join(applicable(s, constant))}",
             instruction=where,
         )
+    if row.finite_filter and not finite:
+        return next(r for r in STRATEGIES if r.name == "direct")
     return row
 
 
