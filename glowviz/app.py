@@ -172,19 +172,24 @@ class GlowvizApp(App):
         main = next(s for s in self.screen_stack if isinstance(s, MainScreen))
         main.start_compile(self.session)
 
-    def _debugger(self):
+    def _in_debugger(self, fn) -> None:
+        """Show the debugger view, then call `fn(view)` (once the view is built)."""
         main = next(s for s in self.screen_stack if isinstance(s, MainScreen))
-        main.action_show_view("debugger")
-        main.refresh_active_view()
-        return main.view("debugger")
+        main.show_view("debugger", fn)
 
     def break_on_op(self, kind: str) -> None:
-        on = self._debugger().toggle_op_breakpoint(kind)
-        self.notify(f"breakpoint on op {kind} {'set' if on else 'cleared'}")
+        def toggle(view) -> None:
+            on = view.toggle_op_breakpoint(kind)
+            self.notify(f"breakpoint on op {kind} {'set' if on else 'cleared'}")
+
+        self._in_debugger(toggle)
 
     def break_on_write(self, buffer: str) -> None:
-        on = self._debugger().toggle_write_breakpoint(buffer)
-        self.notify(f"breakpoint on writes to {buffer} {'set' if on else 'cleared'}")
+        def toggle(view) -> None:
+            on = view.toggle_write_breakpoint(buffer)
+            self.notify(f"breakpoint on writes to {buffer} {'set' if on else 'cleared'}")
+
+        self._in_debugger(toggle)
 
     def action_export_view(self) -> None:
         from glowviz.screens.export import export_current_view
