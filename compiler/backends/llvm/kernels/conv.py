@@ -68,7 +68,7 @@ from compiler.backends.llvm.kernels.conv_gemm import (
 from compiler.backends.llvm.kernels.direct import depthwise_body, direct_vector_body, pack_direct
 from compiler.backends.llvm.kernels.gemm import GemmConfig, conv_gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, window_taps
-from compiler.backends.llvm.kernels import winograd
+import compiler.backends.llvm.kernels.winograd as winograd
 from compiler.errors import CodegenError
 
 Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Epilogue], None]
