@@ -41,6 +41,7 @@ from compiler.backends.llvm.kernels.common import (
     Int,
     add,
     broadcast,
+    entry_alloca,
     gep,
     i64,
     load_vec,
@@ -51,6 +52,7 @@ from compiler.backends.llvm.kernels.common import (
     store_vec,
     vector_runs,
 )
+from compiler.backends.llvm.kernels.direct import direct_body
 from compiler.backends.llvm.kernels.gemm import (
     GemmConfig,
     GemmOperands,
@@ -240,6 +242,57 @@ def _copy_rows(
         vector_runs(b, s.W, vw, run, "ww")
 
 
+#: g from U, per axis: G's first and last rows are g0 and g2, its middle rows' difference is
+#: g1, so each filter tap is a signed sum of one, two or four entries of U: (U index, sign).
+_UNDO_G = (((0, 1),), ((1, 1), (2, -1)), ((3, 1),))
+
+
+def _nonfinite_in(b: ir.IRBuilder, x: ir.Value, n: int, vw: int) -> ir.Value:
+    """i1: does any of the ``n`` floats at ``x`` hold an infinity or a NaN? A test of the
+    exponent bits, so no fast-math flag can fold it away."""
+    ivec = ir.VectorType(I32, vw)
+    exp = ir.Constant(ivec, [0x7F800000] * vw)
+    acc = entry_alloca(b, ivec)
+    b.store(ir.Constant(ivec, [0] * vw), acc)
+
+    def run(j0: Int, valid: int) -> None:
+        bits = b.bitcast(load_vec(b, gep(b, x, j0), vw, valid), ivec)
+        hit = b.zext(b.icmp_unsigned("==", b.and_(bits, exp), exp), ivec)
+        b.store(b.or_(b.load(acc, typ=ivec), hit), acc)
+
+    vector_runs(b, n, vw, run, "wnf")
+    lanes = b.load(acc, typ=ivec)
+    hits = b.extract_element(lanes, ir.Constant(I32, 0))
+    for lane in range(1, vw):
+        hits = b.or_(hits, b.extract_element(lanes, ir.Constant(I32, lane)))
+    return b.icmp_unsigned("!=", hits, ir.Constant(I32, 0))
+
+
+def _recover_filter(
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, u: ir.Value, g: ir.Value
+) -> None:
+    """The filter g [K][C][3][3] at ``g`` from the packed U panels at ``u`` (``pack``'s layout;
+    each tap within a few float32 roundings of the model's), for the direct fallback."""
+    K, C, mr = s.K, s.C, cfg.mr
+    gw = -(-K // mr) * mr * C
+    with loop(b, 0, K, 1, "wgk") as k, loop(b, 0, C, 1, "wgc") as c:
+        kp, kr = b.udiv(k, i64(mr)), b.urem(k, i64(mr))
+        base = b.add(b.mul(kp, i64(mr * C)), b.add(b.mul(c, i64(mr)), kr))
+        dst = gep(b, g, b.mul(b.add(b.mul(k, i64(C)), c), i64(9)))
+        for r in range(3):
+            for t in range(3):
+                tap: ir.Value | None = None
+                for i, si in _UNDO_G[r]:
+                    for j, sj in _UNDO_G[t]:
+                        v = b.load(gep(b, u, b.add(base, i64((i * 4 + j) * gw))), typ=F32)
+                        if tap is None:
+                            tap = v
+                        else:
+                            tap = b.fadd(tap, v) if si * sj > 0 else b.fsub(tap, v)
+                assert tap is not None
+                b.store(tap, gep(b, dst, r * 3 + t))
+
+
 def winograd_body(
     b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue
 ) -> None:
@@ -358,13 +411,24 @@ def winograd_body(
 
                 _runs(bb, TW, vw, run, "wor")
 
-    with loop(b, 0, s.N, 1, "n") as n, loop(b, 0, g.blocks * bt, bt, "wb") as tb:
-        xn = gep(b, p.x, b.mul(n, i64(C * H * W)))
-        parallel_loop(b, cgroups, [xn, tb], in_chunk, "wino_in")
-        parallel_loop(b, xgroups, [p.w], gemm_chunk, "wino_gemm")
-        on = gep(b, p.out, b.mul(n, i64(K * OH * OW)))
-        captures = [on, tb] + ([p.bias] if has_bias else [])
-        parallel_loop(b, kgroups, captures, out_chunk, "wino_out")
+    # The transforms only ever combine values an output's window holds, so a non-finite input
+    # reaches the outputs a direct sum reaches, but an infinity meets itself with both signs on
+    # the way (inf - inf): NaN where a direct sum gives +-inf. An input holding an infinity or
+    # a NaN runs the direct loop nest instead, on the filter recovered from U; the test is one
+    # pass of exponent checks over the input (~1% of the conv's time).
+    gbuf = shared_scratch(module, "wino.g", K * C * 9)
+    with b.if_else(_nonfinite_in(b, p.x, s.N * C * H * W, vw)) as (nonfinite, finite):
+        with nonfinite:
+            _recover_filter(b, s, cfg, p.w, gbuf)
+            direct_body(b, s, cfg, p._replace(w=gbuf), ep)
+        with finite:
+            with loop(b, 0, s.N, 1, "n") as n, loop(b, 0, g.blocks * bt, bt, "wb") as tb:
+                xn = gep(b, p.x, b.mul(n, i64(C * H * W)))
+                parallel_loop(b, cgroups, [xn, tb], in_chunk, "wino_in")
+                parallel_loop(b, xgroups, [p.w], gemm_chunk, "wino_gemm")
+                on = gep(b, p.out, b.mul(n, i64(K * OH * OW)))
+                captures = [on, tb] + ([p.bias] if has_bias else [])
+                parallel_loop(b, kgroups, captures, out_chunk, "wino_out")
 
 
 __all__ = [
