@@ -51,11 +51,14 @@ class GlowvizApp(App):
             self.register_theme(textual_theme(spec))
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(
+        user = isinstance(
             event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)
-        ):
+        )
+        if user:
             self.last_input = time.monotonic()  # the workspace collects garbage in pauses
         await super().on_event(event)
+        if user:  # a pause starts when the input is handled (a view's first show builds it)
+            self.last_input = time.monotonic()
 
     def on_mount(self) -> None:
         self.exit_on_hangup()
