@@ -449,12 +449,7 @@ class MainScreen(Screen):
         self._wanted_view = tab_id
         view = self.view(tab_id)
         if not view.built and tab_id not in self._building:
-            self._building.add(tab_id)
-            try:
-                await view.build()
-            finally:
-                self._building.discard(tab_id)
-            self._view_built(tab_id)
+            await self._build(tab_id)
             return
         self.show_view(tab_id)
 
@@ -476,18 +471,20 @@ class MainScreen(Screen):
             then(view)
 
     def _build_view(self, tab_id: str) -> None:
-        if tab_id in self._building:
-            return
-        self._building.add(tab_id)
+        if tab_id not in self._building:
+            self._building.add(tab_id)
+            self.call_later(self._build, tab_id)
 
-        async def build() -> None:
+    async def _build(self, tab_id: str) -> None:
+        """Build a view, then show it: one layout and frame for both (the screen would lay
+        itself out and draw, for nothing, while the hidden pane's widgets mount)."""
+        self._building.add(tab_id)
+        with self.app.batch_update():
             try:
                 await self.view(tab_id).build()
             finally:
                 self._building.discard(tab_id)
             self._view_built(tab_id)
-
-        self.call_later(build)
 
     def _view_built(self, tab_id: str) -> None:
         """A view's widgets are mounted: switch to it if it is still the one asked for (or its
