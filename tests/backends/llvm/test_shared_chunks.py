@@ -103,10 +103,10 @@ def test_shared_chunks_compute_every_tail(isa, bias, act, acc, monkeypatch) -> N
     for shared in (False, True):
         monkeypatch.setattr(gemm, "SHARED_CHUNKS", shared)
         m = _module(isa, shapes, **options)
-        alias = merge_identical_functions(m)
+        merge_identical_functions(m)
         if shared:
             # The first and the last GEMM differ only in their sizes: one chunk function.
-            assert alias.get(f"mm{len(shapes) - 1}.gemm") == "mm0.gemm", alias
+            assert '@"mm0.gemm"' in split_functions(str(m))[f"mm{len(shapes) - 1}"]
         compiled = JITEngine(disk_cache=False).compile(m)
         outs = _run(compiled, isa, shapes, 5, bias=bias, accumulate=acc, act=act)
         if not shared:
@@ -185,8 +185,10 @@ def test_one_chunk_function_for_relu_or_none_and_any_k_blocks(isa, monkeypatch) 
     for i, ((M, N, K), act) in enumerate(cases):
         strides = dict(a_stride=K, b_stride=N, c_stride=N)
         emit_matmul(m, f"mm{i}", M, N, K, **strides, b_packed=True, isa=isa, activation=act)
-    alias = merge_identical_functions(m)
-    assert alias == {"mm1.gemm": "mm0.gemm", "mm2.gemm": "mm0.gemm"}, alias
+    merge_identical_functions(m)
+    fns = split_functions(str(m))
+    assert [n for n in fns if n.endswith(".gemm")] == ["mm0.gemm"]
+    assert all('@"mm0.gemm"' in fns[f"mm{i}"] for i in range(3))
     compiled = JITEngine(disk_cache=False).compile(m)
     rng = np.random.default_rng(11)
     for i, ((M, N, K), act) in enumerate(cases):
@@ -200,3 +202,38 @@ def test_one_chunk_function_for_relu_or_none_and_any_k_blocks(isa, monkeypatch) 
             ref = np.maximum(ref, 0)
         assert (c < 0).any() == (act is None)
         np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
+def _canonical(text: str) -> str:
+    """The IR with the GEMM chunk tasks renamed in order of first mention (which duplicate a
+    conv's chunk was built or merged under does not matter)."""
+    import re
+
+    names: dict[str, str] = {}
+
+    def rename(m: re.Match[str]) -> str:
+        return '@"' + names.setdefault(m.group(1), f"task{len(names)}") + '"'
+
+    return re.sub(r'@"([\w.]+\.gemm(?:\.\d+)?)"', rename, text)
+
+
+@pytest.mark.parametrize("model", ["resnet_small", "mobilenet_small", "transformer_block"])
+@pytest.mark.parametrize("chunk_fmas", [1 << 10, 1 << 21])
+def test_keyed_tasks_build_what_the_merge_would_keep(model, chunk_fmas, monkeypatch) -> None:
+    """Chunks built once per key (``KEYED_TASKS``, ``Split.key``) give the program the merge
+    gives when every GEMM builds its own: the keys miss nothing the code depends on."""
+    from pathlib import Path
+
+    from compiler.backends.llvm.codegen import generate
+    from compiler.backends.llvm.executor import _lir_and_plan
+    from compiler.pipeline import compile_model
+
+    monkeypatch.setattr(parallel, "CHUNK_FMAS", chunk_fmas)  # many chunks, or the default
+    path = Path(__file__).resolve().parents[3] / "sample_models" / f"{model}.onnx"
+    lir, plan = _lir_and_plan(compile_model(str(path)))
+    texts = []
+    for keyed in (False, True):
+        monkeypatch.setattr(gemm, "KEYED_TASKS", keyed)
+        texts.append(_canonical(generate(lir, plan).ir_text))
+    assert texts[0] == texts[1]
+    assert "task0" in texts[0] or chunk_fmas > 1 << 10

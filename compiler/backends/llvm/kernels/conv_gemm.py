@@ -201,7 +201,10 @@ def gemm_body(
         if p.cin is not None:  # K, the kernel's argument, is captured as kgemm
             kstat = shared_cin(s.C, cfg)
         ntiles = -(-kgr // cfg.mr) * -(-npix // cfg.nr)
-        split = Split(work_chunks(kgr * npix * kstat, ntiles), captures, operands, prefer="m")
+        key = ("conv-gemm", direct, bg is not None, ep.accumulate, ep.activation)
+        split = Split(
+            work_chunks(kgr * npix * kstat, ntiles), captures, operands, prefer="m", key=key
+        )
         emit_gemm_body(b, cfg, kgr, npix, kstat, operands(captures), split)
 
 
@@ -425,7 +428,8 @@ def pixel_rows_body(
                 return operands(v[0], v[7] if has_bias else None, a, v[1], crs_v, k_v)
 
             tiles = -(-m // gcfg.mr) * -(-K // cfg.nr)
-            split = Split(work_chunks(m * K * kstat, tiles), caps, split_ops)
+            key = ("pixel-rows", has_bias, ep.accumulate, ep.activation, cfg)
+            split = Split(work_chunks(m * K * kstat, tiles), caps, split_ops, key=key)
         emit_gemm_body(bb, gcfg, m, K, kstat, operands(w, bias, a_addr, cb, crs_here, K), split)
         # out[n, k, oh0*OW + j] = C[j, k]
         # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
@@ -616,7 +620,8 @@ def padded_shift_body(
         vals = [gep(b, cbuf, n0), p.w, n0, table, xph, i64(crs), i64(ngrid)]
         vals += [p.bias] if has_bias else []
         tiles = -(-K // cfg.mr) * -(-ncols // nr)
-        split = Split(work_chunks(K * ncols * crs, tiles), vals, operands, prefer="m")
+        key = ("padded-shift", has_bias, ep.accumulate, ep.activation, cfg)
+        split = Split(work_chunks(K * ncols * crs, tiles), vals, operands, prefer="m", key=key)
         emit_gemm_body(b, cfg, K, ncols, crs, operands(vals), split)
 
     kgroups = work_chunks(K * OH * OW * ELEMENT_WORK, K)  # the crop: a copy, by channels

@@ -12,7 +12,7 @@ AVX2, 6x8 on SSE) and issues one FMA per (row, vector) per k; loops: K blocks (K
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -444,6 +444,10 @@ class Split:
     #: Which dimension the chunks cut first: "n" (B's panels: each thread streams its own part
     #: of B, for constant B = weights) or "m" (A's tiles, for A = conv weights).
     prefer: str = "n"
+    #: What ``make`` depends on besides the captures (the operands' kind, bias, epilogue):
+    #: with it, chunks of one structure are built once (``parallel_loop(task_key=...)``);
+    #: None: each GEMM builds its own (``merge_identical_functions`` may still merge them).
+    key: Hashable | None = None
 
 
 def _lt(b: ir.IRBuilder, x: Int, y: Int) -> bool | ir.Value:
@@ -471,6 +475,8 @@ def _when(b: ir.IRBuilder, cond: bool | ir.Value, emit: Callable[[], None]) -> N
 #: compiles once (``merge_identical_functions``): ResNet-50's 23 conv GEMM chunk functions,
 #: 40-60 ms of LLVM each, become 12. The k loop does not depend on the shape.
 SHARED_CHUNKS = True
+#: Chunks of one structure are built once (``Split.key``), not built and then merged.
+KEYED_TASKS = True
 #: Shared chunks loop over K blocks for any K (one function for one block or several) and
 #: take "ReLU or none" as a run-time flag: ResNet-50's 11 chunk functions become 7.
 SHARED_FLAGS = True
@@ -635,7 +641,19 @@ def emit_gemm_body(
             )
 
         captures = [*split.captures, *(i64(x) for x in shape), *flags]
-        parallel_loop(b, pg * tg, captures, shared, "gemm", pass_constants=True)
+        task_key = None
+        if split.key is not None and KEYED_TASKS:
+            # Everything the chunk's code depends on besides its captures' types.
+            switches = (BRANCH_FIRST, PREFETCH_C_NEXT, INDEPENDENT_CHAINS, SHARED_FLAGS) + (
+                PREFETCH_B_BYTES,
+                PREFETCH_A_BYTES,
+                PREFETCH_FEW_BYTES,
+            )
+            shape_key = (nvt, mtail, npf > 0, mtf > 0, relu_flag, SHARED_FLAGS or kc == K)
+            task_key = ("gemm", split.key, cfg, shape_key, switches)
+        parallel_loop(
+            b, pg * tg, captures, shared, "gemm", pass_constants=True, task_key=task_key
+        )
         return
 
     if ops.b_pack is None:
@@ -801,7 +819,8 @@ def emit_matmul(
     args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
     ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    split = Split(work_chunks(M * N * K, cfg_tiles), args, operands) if parallel else None
+    key = ("matmul", b_packed, transpose_b, bias, accumulate, activation)
+    split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
     emit_gemm_body(b, cfg, M, N, K, ops, split)
