@@ -223,26 +223,70 @@ def _code_digest(code: types.CodeType) -> str:
     return h.hexdigest()[:16]
 
 
+def _switch_values(m: types.ModuleType) -> list[tuple[str, Any]]:
+    out = []
+    for name, value in m.__dict__.items():
+        if name.startswith("__"):
+            continue
+        if isinstance(value, dict) and name.startswith("_"):
+            continue  # private dicts are memos (weight digests, task classes)
+        if name.isupper() or isinstance(value, types.FunctionType):
+            out.append((name, value))
+    return out
+
+
 def switches() -> Iterator[str]:
     """The module-level values the code generator reads now, as text: every upper-case
     constant (tile sizes, chunk sizes, A/B switches; public tables such as the emitter table)
     and every function of its modules."""
     for m in _loaded_codegen_modules():
-        for name, value in m.__dict__.items():
-            if name.startswith("__"):
-                continue
-            if isinstance(value, dict) and name.startswith("_"):
-                continue  # private dicts are memos (weight digests, task classes)
-            if name.isupper() or isinstance(value, types.FunctionType):
-                text = _describe(value)
-                if text is not None:
-                    yield f"{m.__name__}.{name}={text}"
+        for name, value in _switch_values(m):
+            text = _describe(value)
+            if text is not None:
+                yield f"{m.__name__}.{name}={text}"
+
+
+#: Per module: its globals when last described (keys and values, held: compared by identity,
+#: no id is reused meanwhile), its tables' entries then, and the digest of their texts.
+_SEEN: dict[str, tuple[tuple[Any, ...], dict[str, tuple[Any, ...]], str]] = {}
+
+
+def _unchanged(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    try:
+        return a == b  # element by element, identity first: C speed when nothing changed
+    except Exception:  # noqa: BLE001 - an array or other value without a plain truth value
+        return False
+
+
+def _module_digest(m: types.ModuleType) -> str:
+    glob = (tuple(m.__dict__), tuple(m.__dict__.values()))
+    seen = _SEEN.get(m.__name__)
+    if seen is not None and _unchanged(seen[0], glob):
+        tables = seen[1]
+        if all(_unchanged(items, tuple(m.__dict__[n].items())) for n, items in tables.items()):
+            return seen[2]
+    texts = []
+    tables = {}
+    for name, value in _switch_values(m):
+        text = _describe(value)
+        if text is not None:
+            texts.append(f"{m.__name__}.{name}={text}")
+            if isinstance(value, dict):
+                tables[name] = tuple(value.items())
+    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()
+    _SEEN[m.__name__] = (glob, tables, digest)
+    return digest
 
 
 def switches_digest() -> str:
     """A digest of ``switches()``: a test or benchmark that changes one
-    (``monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)``) gets keys of its own."""
-    return hashlib.sha256("\0".join(switches()).encode()).hexdigest()
+    (``monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)``) gets keys of its own. A module's
+    part is described again only when one of its values (or a table's entry) is another
+    object than last time."""
+    h = hashlib.sha256()
+    for m in _loaded_codegen_modules():
+        h.update(_module_digest(m).encode())
+    return h.hexdigest()
 
 
 def program_key(

@@ -199,6 +199,13 @@ def test_a_stand_in_function_gets_a_key_of_its_own(monkeypatch):
             keys.add(executor_key(lir, plan))
     assert len(keys) == 2 and base not in keys
     assert executor_key(lir, plan) == base
+    # An entry of a table replaced in place (the table itself is the same dict).
+    from compiler.backends.llvm.emitters import EMITTERS
+
+    with monkeypatch.context() as m:
+        m.setitem(EMITTERS, "relu", lambda ctx, ins: None)
+        assert executor_key(lir, plan) != base
+    assert executor_key(lir, plan) == base
 
 
 def test_sources_are_the_code_generators_import_closure(tmp_path):
