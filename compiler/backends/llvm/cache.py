@@ -35,14 +35,14 @@ import numpy as np
 import compiler.backends.llvm.target as target
 from compiler.errors import CompilerError
 from compiler.lir.ir import LIRFunction, WeightVar, view_root
-from compiler.lir.printer import format_instruction
+from compiler.graph.printer import format_attr
 from compiler.memory.regions import ArenaLayout
 
 if TYPE_CHECKING:
     from compiler.backends.llvm.codegen import Addresses, Program
 
 #: Bumped whenever the entry layout or what a key covers changes.
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"GLOWVIZ-JIT\0"
 _HEAD = struct.Struct("<12sII")  # magic, format, length of the JSON table of sections
 
@@ -223,33 +223,81 @@ def _code_digest(code: types.CodeType) -> str:
     return h.hexdigest()[:16]
 
 
+def _switch_values(m: types.ModuleType) -> list[tuple[str, Any]]:
+    out = []
+    for name, value in m.__dict__.items():
+        if name.startswith("__"):
+            continue
+        if isinstance(value, dict) and name.startswith("_"):
+            continue  # private dicts are memos (weight digests, task classes)
+        if name.isupper() or isinstance(value, types.FunctionType):
+            out.append((name, value))
+    return out
+
+
 def switches() -> Iterator[str]:
     """The module-level values the code generator reads now, as text: every upper-case
     constant (tile sizes, chunk sizes, A/B switches; public tables such as the emitter table)
     and every function of its modules."""
     for m in _loaded_codegen_modules():
-        for name, value in m.__dict__.items():
-            if name.startswith("__"):
-                continue
-            if isinstance(value, dict) and name.startswith("_"):
-                continue  # private dicts are memos (weight digests, task classes)
-            if name.isupper() or isinstance(value, types.FunctionType):
-                text = _describe(value)
-                if text is not None:
-                    yield f"{m.__name__}.{name}={text}"
+        for name, value in _switch_values(m):
+            text = _describe(value)
+            if text is not None:
+                yield f"{m.__name__}.{name}={text}"
+
+
+#: Per module: its globals when last described (keys and values, held: compared by identity,
+#: no id is reused meanwhile), its tables' entries then, and the digest of their texts.
+_SEEN: dict[str, tuple[tuple[Any, ...], dict[str, tuple[Any, ...]], str]] = {}
+
+
+def _unchanged(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    try:
+        return a == b  # element by element, identity first: C speed when nothing changed
+    except Exception:  # noqa: BLE001 - an array or other value without a plain truth value
+        return False
+
+
+def _module_digest(m: types.ModuleType) -> str:
+    glob = (tuple(m.__dict__), tuple(m.__dict__.values()))
+    seen = _SEEN.get(m.__name__)
+    if seen is not None and _unchanged(seen[0], glob):
+        tables = seen[1]
+        if all(_unchanged(items, tuple(m.__dict__[n].items())) for n, items in tables.items()):
+            return seen[2]
+    texts = []
+    tables = {}
+    for name, value in _switch_values(m):
+        text = _describe(value)
+        if text is not None:
+            texts.append(f"{m.__name__}.{name}={text}")
+            if isinstance(value, dict):
+                tables[name] = tuple(value.items())
+    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()
+    _SEEN[m.__name__] = (glob, tables, digest)
+    return digest
 
 
 def switches_digest() -> str:
     """A digest of ``switches()``: a test or benchmark that changes one
-    (``monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)``) gets keys of its own."""
-    return hashlib.sha256("\0".join(switches()).encode()).hexdigest()
+    (``monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)``) gets keys of its own. A module's
+    part is described again only when one of its values (or a table's entry) is another
+    object than last time."""
+    h = hashlib.sha256()
+    for m in _loaded_codegen_modules():
+        h.update(_module_digest(m).encode())
+    return h.hexdigest()
 
 
 def program_key(
     lir: LIRFunction, plan: ArenaLayout, *, fuse: bool, conv_strategy: str | None
 ) -> str:
     """The key of the module `CodeGen(lir, plan, fuse=..., conv_strategy=...)` generates,
-    computed without generating it (``conv_strategy`` already resolved from the environment)."""
+    computed without generating it (``conv_strategy`` already resolved from the environment).
+
+    Values are named by position (weights ``w<i>`` in declaration order, instructions by
+    index): the code never depends on value names (entries are ``instr_<index>``), so programs
+    that differ only in names share an entry, as they shared their IR text's."""
     cpu = target.host_cpu()
     h = hashlib.sha256()
     head = [
@@ -260,20 +308,23 @@ def program_key(
         f"fuse {fuse} conv_strategy {conv_strategy}",
         f"alignment {plan.alignment}",
         "regions " + repr(sorted((k, int(v)) for k, v in plan.region_sizes.items())),
-        f"function {lir.name}",
     ]
     h.update("\n".join(head).encode() + b"\n")
+    ref: dict[int, str] = {}
     lines = []
-    for w in lir.weights.values():
-        lines.append(f"%{w.name} {w.mutability} {w.role} {w.type} {_where(plan, w.name)}")
+    for i, w in enumerate(lir.weights.values()):
+        ref[id(w)] = f"w{i}"
+        lines.append(f"w{i} {w.mutability} {w.role} {w.type} {_where(plan, w.name)}")
         if w.data is not None:
             lines.append(f" data {w.digest} {w.data.dtype.str} {w.data.shape}")
     for i, ins in enumerate(lir.code):
+        ref[id(ins)] = f"i{i}"
+        ops = ", ".join(f"@{m} {ref.get(id(v)) or f'?{v.name}:{v.type}'}" for v, m in ins.operands)
         try:
-            line = f"{i} {format_instruction(ins)}"
+            attrs = ", ".join(f"{k} = {format_attr(v)}" for k, v in ins.attrs.items())
         except TypeError:  # an attribute value the printer has no form for: by its repr
-            line = f"{i} {ins.kind} {[(v.name, m) for v, m in ins.operands]} {ins.attrs!r}"
-            line += f" : {ins.type}"
+            attrs = repr(ins.attrs)
+        line = f"i{i} {ins.kind} {ops} {{{attrs}}} : {ins.type}"
         if ins.is_alloc:
             line += f" @ {_where(plan, ins.name)}"
         lines.append(line)
@@ -297,7 +348,6 @@ class InstrInfo:
     """One instruction's entry (None: no code) and the kernels it calls."""
 
     index: int
-    name: str
     kind: str
     entry: str | None
     kernels: tuple[str, ...]
@@ -318,9 +368,10 @@ class ProgramInfo:
     constant_size: int
     #: Where the packed weights start in it (the plan's constant size, aligned).
     blob_start: int
-    #: (offset in the constant region, weight, byte offset in the weight, bytes) of every
-    #: constant some kernel reads in place.
-    constant_reads: tuple[tuple[int, str, int, int], ...]
+    #: (offset in the constant region, weight's position in the declare section, byte offset
+    #: in the weight, bytes) of every constant some kernel reads in place. No names: programs
+    #: that differ only in names share an entry.
+    constant_reads: tuple[tuple[int, int, int, int], ...]
     #: Whether the module has the status global (integer division by zero reports).
     has_status: bool
 
@@ -330,10 +381,17 @@ class ProgramInfo:
         return [i.entry for i in self.instrs if i.entry and i.entry not in self.run_entries]
 
     @classmethod
-    def of(cls, program: Program, addresses: Addresses, blob_start: int) -> ProgramInfo:
+    def of(
+        cls,
+        program: Program,
+        addresses: Addresses,
+        blob_start: int,
+        weights: Iterable[WeightVar],
+    ) -> ProgramInfo:
         from compiler.backends.llvm.emitters.common import STATUS_GLOBAL
 
-        reads: dict[tuple[int, int], tuple[int, str, int, int]] = {}
+        position = {id(w): i for i, w in enumerate(weights)}
+        reads: dict[tuple[int, int], tuple[int, int, int, int]] = {}
         for ic in program.instrs:
             for call in ic.calls:
                 for arg in call.args:
@@ -343,12 +401,11 @@ class ProgramInfo:
                     if region == 0 and (off, size) not in reads:
                         root, inner = view_root(arg.value)
                         assert isinstance(root, WeightVar) and root.data is not None, root.name
-                        reads[(off, size)] = (off, root.name, inner, size)
+                        reads[(off, size)] = (off, position[id(root)], inner, size)
         return cls(
             instrs=tuple(
                 InstrInfo(
                     ic.index,
-                    ic.name,
                     ic.kind,
                     ic.entry,
                     tuple(dict.fromkeys(c.name for c in ic.calls)),
@@ -368,7 +425,7 @@ class ProgramInfo:
     def to_json(self) -> bytes:
         d = {
             "instrs": [
-                [i.index, i.name, i.kind, i.entry, list(i.kernels), i.strategy]
+                [i.index, i.kind, i.entry, list(i.kernels), i.strategy]
                 for i in self.instrs
             ],
             "groups": [list(g) for g in self.groups],
@@ -386,8 +443,7 @@ class ProgramInfo:
         d = json.loads(bytes(raw))
         return cls(
             instrs=tuple(
-                InstrInfo(int(i), str(n), str(k), e, tuple(ks), str(s))
-                for i, n, k, e, ks, s in d["instrs"]
+                InstrInfo(int(i), str(k), e, tuple(ks), str(s)) for i, k, e, ks, s in d["instrs"]
             ),
             groups=tuple(tuple(int(x) for x in g) for g in d["groups"]),
             run_entries=frozenset(d["run_entries"]),
@@ -395,7 +451,7 @@ class ProgramInfo:
             constant_size=int(d["constant_size"]),
             blob_start=int(d["blob_start"]),
             constant_reads=tuple(
-                (int(o), str(w), int(i), int(s)) for o, w, i, s in d["constant_reads"]
+                (int(o), int(w), int(i), int(s)) for o, w, i, s in d["constant_reads"]
             ),
             has_status=bool(d["has_status"]),
         )

@@ -214,7 +214,7 @@ class LLVMExecutor(ArenaInterpreter):
         program = self.program
         lir, plan = self._lir_plan
         blob_start = align(int(plan.region_sizes.get(CONSTANT_REGION, 0)))
-        info = ProgramInfo.of(program, Addresses(plan), blob_start)
+        info = ProgramInfo.of(program, Addresses(plan), blob_start, lir.weights.values())
         region = self._blob_region(program.constant_size, blob_start)
         for blob, off in zip(program.blobs, program.blob_offsets):
             at = off - blob_start
@@ -275,16 +275,17 @@ class LLVMExecutor(ArenaInterpreter):
     def _constant_ranges(self) -> list[tuple[int, np.ndarray]]:
         """(offset in the constant region, bytes) of every constant a kernel reads in place,
         from the weights' own data."""
-        roots: dict[str, np.ndarray] = {}
+        weights = list(self.lir.weights.values())
+        roots: dict[int, np.ndarray] = {}
         out = []
-        for off, name, inner, size in self.info.constant_reads:
-            if name not in roots:
-                w = self.lir.weights[name]
-                assert w.data is not None, name
+        for off, at, inner, size in self.info.constant_reads:
+            if at not in roots:
+                w = weights[at]
+                assert w.data is not None, w.name
                 full = np.empty(w.type_.shape, dtype=w.type_.np_dtype)
                 full[...] = w.data  # as the arena's fill converts it
-                roots[name] = full.reshape(-1).view(np.uint8)
-            out.append((off, roots[name][inner : inner + size]))
+                roots[at] = full.reshape(-1).view(np.uint8)
+            out.append((off, roots[at][inner : inner + size]))
         return out
 
     # -- execution ------------------------------------------------------------------------------
@@ -400,7 +401,7 @@ class LLVMExecutor(ArenaInterpreter):
         """Optimized LLVM IR of instruction `index`'s entry and the kernels it calls."""
         ic = self.info.instrs[index]
         if ic.entry is None:
-            return f"; %{ic.name} ({ic.kind}) generates no code\n"
+            return f"; %{self.lir.code[index].name} ({ic.kind}) generates no code\n"
         fn_ir = self._module_of(ic.entry).function_ir
         parts = [fn_ir(ic.entry) or f"; @{ic.entry} was inlined\n"]
         for k in self.kernels_of(index):
@@ -412,7 +413,7 @@ class LLVMExecutor(ArenaInterpreter):
         those functions alone, in a fraction of the whole module's time)."""
         ic = self.info.instrs[index]
         if ic.entry is None:
-            return f"# %{ic.name} ({ic.kind}) generates no code\n"
+            return f"# %{self.lir.code[index].name} ({ic.kind}) generates no code\n"
         names = [ic.entry, *self.kernels_of(index)]
         asm = self._module_of(ic.entry).assembly_of(names)
         return "\n".join(asm.get(n, f"# {n}: inlined\n") for n in names)

@@ -151,6 +151,55 @@ def test_a_changed_weight_misses(tmp_path, generations):
     assert not np.allclose(got["y"], first.run(feed)["y"])
 
 
+def _renamed(model: onnx.ModelProto, suffix: str) -> onnx.ModelProto:
+    """The same model with every value, node and graph name changed."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    g.name += suffix
+    for vi in [*g.input, *g.output, *g.value_info]:
+        vi.name += suffix
+    for init in g.initializer:
+        init.name += suffix
+    for node in g.node:
+        node.name += suffix
+        node.input[:] = [n + suffix for n in node.input]
+        node.output[:] = [n + suffix for n in node.output]
+    return m
+
+
+def test_programs_that_differ_only_in_names_share_an_entry(tmp_path, generations):
+    """The code never depends on value names: a renamed model hits the entry of the first
+    (as the IR-text key did), and reads its own constants in place by position."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 33])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 33])
+    c = numpy_helper.from_array(np.linspace(-2, 2, 33, dtype=np.float32), "c")
+    nodes = [
+        helper.make_node("Add", ["x", "c"], ["a"]),
+        helper.make_node("Tanh", ["a"], ["t"]),
+        helper.make_node("Mul", ["t", "c"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "addmul", [x], [y], [c])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    engine = JITEngine(directory=tmp_path)
+    for m in (model, _conv_model(_weight(4))):
+        lir, plan = _lir_and_plan(compile_model(m))
+        first = LLVMExecutor(lir, plan, engine=engine)
+        lir2, plan2 = _lir_and_plan(compile_model(_renamed(m, "_2")))
+        assert [w.name for w in lir2.weights.values()] != [w.name for w in lir.weights.values()]
+        _forget_memory()
+        count = len(generations)
+        second = LLVMExecutor(lir2, plan2, engine=engine)
+        assert second.key == first.key and second.compiled.from_disk
+        assert len(generations) == count
+        feed = _feed(lir2)
+        got = second.run(feed)
+        _check_against_interpreter(lir2, plan2, got, feed)
+        want = first.run({a.name: v for a, v in zip(lir.inputs(), feed.values())})
+        for (_, a), (_, b) in zip(sorted(got.items()), sorted(want.items())):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_options_switches_and_the_plan_are_in_the_key(tmp_path, monkeypatch):
     lir, plan = _lir_and_plan(compile_model(_conv_model(_weight())))
     base = executor_key(lir, plan)
@@ -198,6 +247,13 @@ def test_a_stand_in_function_gets_a_key_of_its_own(monkeypatch):
             m.setattr(pool, "vector_width_f32", lambda isa=None: lanes)
             keys.add(executor_key(lir, plan))
     assert len(keys) == 2 and base not in keys
+    assert executor_key(lir, plan) == base
+    # An entry of a table replaced in place (the table itself is the same dict).
+    from compiler.backends.llvm.emitters import EMITTERS
+
+    with monkeypatch.context() as m:
+        m.setitem(EMITTERS, "relu", lambda ctx, ins: None)
+        assert executor_key(lir, plan) != base
     assert executor_key(lir, plan) == base
 
 
