@@ -180,6 +180,14 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         prefers=lambda s: s.C <= 4 and s.OW >= 8 and s.R * s.S <= 49 and max(s.stride) <= 2,
     ),
     ConvStrategy(
+        "winograd-4x4",
+        partial(winograd.winograd_body, v=winograd.F4),
+        partial(winograd.pack, v=winograd.F4),
+        applies=winograd.applies,
+        prefers=winograd.prefers_f4,
+        finite_filter=True,
+    ),
+    ConvStrategy(
         "winograd",
         winograd.winograd_body,
         winograd.pack,
