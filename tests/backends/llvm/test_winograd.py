@@ -229,20 +229,24 @@ def test_executor_threads_bit_identical(strategy: str, monkeypatch, tmp_path) ->
     np.testing.assert_array_equal(two["y"], got["y"])
 
 
-def test_chosen_by_default_where_it_fills_a_vector() -> None:
-    """ResNet's 3x3 stride-1 planes get F(4x4) from 14x14 up (its 4x4-tile grid of a 14x14
-    plane holds 16 tiles), F(2x2) on 7x7 (F(4x4)'s 4 tiles would fill a quarter of the
-    lanes), neither on 4x4 planes or with few channels."""
+def test_chosen_by_default_where_it_fills_a_vector(monkeypatch) -> None:
+    """ResNet's 3x3 stride-1 planes get F(2x2) where its tile grid fills a vector of the
+    host's lanes, not on 4x4 planes or with few channels; with ``CHOOSE_F4``, F(4x4) where
+    its own grid does (a 14x14 plane's 16 tiles) and F(2x2) on 7x7 (F(4x4)'s 4 tiles)."""
     vw = conv_gemm_config().vw
 
     def pick(c: int, hw: int, k: int) -> str:
         return select(conv_shape(1, c, hw, hw, k, 3, 3, pad=1)).name
 
-    assert pick(256, 14, 256) == ("winograd-4x4" if vw <= 16 else pick(256, 14, 256))
-    assert pick(64, 56, 64) == pick(128, 28, 128) == "winograd-4x4"
+    for c, hw in ((64, 56), (128, 28), (256, 14)):
+        assert pick(c, hw, c) == "winograd"
     assert pick(512, 7, 512) == ("winograd" if vw <= 16 else pick(512, 7, 512))
     assert not pick(256, 4, 256).startswith("winograd")
     assert not pick(4, 28, 16).startswith("winograd")
+    monkeypatch.setattr(winograd, "CHOOSE_F4", True)
+    assert pick(64, 56, 64) == pick(128, 28, 128) == "winograd-4x4"
+    assert pick(256, 14, 256) == ("winograd-4x4" if vw <= 16 else "winograd")
+    assert pick(512, 7, 512) == ("winograd" if vw <= 16 else pick(512, 7, 512))
 
 
 def test_forced_by_the_environment(monkeypatch, tmp_path) -> None:

@@ -136,9 +136,12 @@ def applies(s: ConvShape) -> bool:
 
 
 #: Whether the table chooses them by itself (False: only when forced; A/B switches for
-#: benchmarks/bench_switch_ab.py).
+#: benchmarks/bench_switch_ab.py). F(4x4) is off by default: ResNet-50 ran 0.94x F(2x2)'s
+#: time with it, but its cold compile took ~0.3 s more (its filters are 36/9 of the ONNX
+#: weights, 131 MB for ResNet-50's 3x3 convs against F(2x2)'s 58 MB, and bigger kernels),
+#: against a budget of 0.1 s (benchmarks/README.md, issue 15 session 8).
 CHOOSE = True
-CHOOSE_F4 = True
+CHOOSE_F4 = False
 
 
 def _fills_a_vector(s: ConvShape, v: Variant) -> bool:
@@ -156,7 +159,8 @@ def prefers(s: ConvShape) -> bool:
 
 
 def prefers_f4(s: ConvShape) -> bool:
-    """F(4x4) where it beat F(2x2) (benchmarks/README.md, issue 15 session 8)."""
+    """With ``CHOOSE_F4``: F(4x4) wherever its tile grid fills a vector (it beat F(2x2) on
+    every such ResNet plane, 0.42-0.50x onnxruntime's time against 0.60-0.78x)."""
     return CHOOSE and CHOOSE_F4 and _fills_a_vector(s, F4)
 
 
@@ -188,35 +192,45 @@ def _lin(
     return acc
 
 
-def transform_filter(w: np.ndarray, v: Variant = F2) -> np.ndarray:
-    """[K, C, 3, 3] -> U[n, n, K, C] = G g G^T, in float64 rounded once to float32, element by
-    element (ResNet-50's 13 filters in 0.05 s for F(2x2); an einsum over the six indices took
-    ~1 s for one 512 x 512 filter, and a BLAS GEMM's threads spun on the loaded machine)."""
-    w = np.asarray(w, dtype=np.float64)
-    n = v.n
-    out = np.empty((n, n) + w.shape[:2], np.float32)
+def _transform_taps(taps: np.ndarray, v: Variant, out: np.ndarray) -> None:
+    """out[i * n + j] = (G g G^T)[i, j] for every filter g laid out as ``taps[r * 3 + s]``
+    (float32 arrays of any one shape: the filter's taps in whatever order the caller wants its
+    result in), element by element: G over each tap row, then over the rows."""
 
     def lin(coefs: tuple[float, ...], xs: list[np.ndarray]) -> np.ndarray:
-        r = _lin(coefs, xs, np.add, np.subtract, lambda x, c: x * c)
-        return r if r is not None else np.zeros_like(xs[0])
+        return _lin(coefs, xs, np.add, np.subtract, lambda x, c: x * np.float32(c))
 
-    cols = [lin(gj, [w[..., 0], w[..., 1], w[..., 2]]) for gj in v.g]  # over s: [K, C, 3(r)]
-    for j, t in enumerate(cols):
-        for i, gi in enumerate(v.g):  # then over r
-            out[i, j] = lin(gi, [t[..., 0], t[..., 1], t[..., 2]])
-    return out
+    n = v.n
+    for j, gj in enumerate(v.g):
+        cols = [lin(gj, [taps[r * 3], taps[r * 3 + 1], taps[r * 3 + 2]]) for r in range(3)]
+        for i, gi in enumerate(v.g):
+            out[i * n + j] = lin(gi, cols)
+
+
+def transform_filter(w: np.ndarray, v: Variant = F2) -> np.ndarray:
+    """[K, C, 3, 3] -> U[n, n, K, C] = G g G^T, in float32 (``pack``'s arithmetic)."""
+    k, c = w.shape[:2]
+    taps = np.ascontiguousarray(np.asarray(w, np.float32).reshape(k, c, 9).transpose(2, 0, 1))
+    out = np.empty((v.n * v.n, k, c), np.float32)
+    _transform_taps(taps, v, out)
+    return out.reshape(v.n, v.n, k, c)
 
 
 def pack(w: np.ndarray, s: ConvShape, cfg: GemmConfig, v: Variant = F2) -> np.ndarray:
     """The n*n transformed filters U[xi] (K x C), each as the GEMM's MR-row A panels
-    [ceil(K/MR)][C][MR] (``pack_a_constant``'s layout), the last panel's rows past K zero."""
-    mr, K, C, nn = cfg.mr, s.K, s.C, v.n * v.n
-    u = transform_filter(w, v).reshape(nn, K, C)
-    full, tail = divmod(K, mr)
-    out = np.zeros((nn, full + (1 if tail else 0), C, mr), np.float32)
-    out[:, :full] = u[:, : full * mr].reshape(nn, full, mr, C).transpose(0, 1, 3, 2)
-    if tail:
-        out[:, full, :, :tail] = u[:, full * mr :].transpose(0, 2, 1)
+    [ceil(K/MR)][C][MR] (``pack_a_constant``'s layout; the last panel's rows past K zero).
+    The filter's taps are put in that order first (9 * K * C floats), so the transform writes
+    its n*n times bigger result once, in place, in float32: ResNet-50's 13 filters in 0.03 s
+    (F(2x2)) and 0.06 s (F(4x4)); the first version's float64 einsum over the six indices took
+    ~1 s for one 512 x 512 filter, a BLAS GEMM's threads spun on the loaded machine, and a
+    float64 transform followed by a packing copy took 0.14 / 0.29 s."""
+    mr, K, C = cfg.mr, s.K, s.C
+    panels = -(-K // mr)
+    wp = np.zeros((panels * mr, C, 9), np.float32)
+    wp[:K] = np.asarray(w, np.float32).reshape(K, C, 9)
+    taps = np.ascontiguousarray(wp.reshape(panels, mr, C, 9).transpose(3, 0, 2, 1))
+    out = np.empty((v.n * v.n, panels, C, mr), np.float32)
+    _transform_taps(taps, v, out)
     return out.ravel()
 
 
