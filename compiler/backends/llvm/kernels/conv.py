@@ -12,9 +12,10 @@ FIRST row that applies and prefers it, in this order:
 1. ``direct-vector`` (group 1; by choice at most 4 input channels, kernels up to 7x7 and strides
    up to 2, e.g. stems): a direct loop over a padded copy of the image, tiles of output
    channels x column vectors (kernels/direct.py);
-2. ``winograd`` (3x3, stride 1, dilation 1, group 1; by choice at least 8 input and output
-   channels): Winograd's F(2x2, 3x3), 16 GEMMs over transformed 4x4 input patches
-   (kernels/winograd.py); a finite constant filter only;
+2. ``winograd-4x4`` and ``winograd`` (3x3, stride 1, dilation 1, group 1; by choice a tile
+   grid of at least a vector, 8 input and 16 output channels, F(4x4) only with
+   ``winograd.CHOOSE_F4``): Winograd's F(4x4, 3x3) and F(2x2, 3x3), 36 or 16 GEMMs over
+   transformed input patches (kernels/winograd.py); a finite constant filter only;
 3. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
    output channels on the vector lanes over an im2col buffer, then a transpose;
 4. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one

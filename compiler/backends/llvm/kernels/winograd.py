@@ -145,16 +145,21 @@ CHOOSE_F4 = False
 
 
 def _fills_a_vector(s: ConvShape, v: Variant) -> bool:
+    """The tile grid fills at least one vector of the host's lanes, and its last vector
+    mostly: P tiles in ceil(P / vw) vectors use at least 3/4 of their lanes."""
     th, tw = tiles(s, v)
-    return th * tw >= conv_gemm_config().vw and s.C >= 8 and s.K >= 16
+    vw = conv_gemm_config().vw
+    p = th * tw
+    return p >= vw and 4 * p >= 3 * -(-p // vw) * vw and s.C >= 8 and s.K >= 16
 
 
 def prefers(s: ConvShape) -> bool:
-    """F(2x2) where it beat the GEMM rows alone (benchmarks/README.md, issue 15 session 8): a
-    tile grid that fills a vector of the host's lanes at least once (the tiles are the GEMMs'
-    N, on the lanes: a 4x4 image's 4 tiles used a quarter of AVX-512's and ran 1.7x slower
-    than pixel rows, a 7x7 image's 16 fill them and ran 0.75x), and enough channels for the
-    GEMMs to outweigh the transforms (8 -> 8 channels: even; 8 -> 16 and 16 -> 16: 0.8-0.9x)."""
+    """F(2x2) where it beat the GEMM rows alone (benchmarks/README.md, issue 15 session 8):
+    tiles that fill the host's vectors (the tiles are the GEMMs' N, on the lanes; AVX-512: a
+    4x4 image's 4 tiles used a quarter of a vector and ran 1.7x slower than pixel rows, a
+    7x7 image's 16 fill one and ran 0.75x; AVX2: a 5x5 image's 9 tiles in two vectors ran
+    1.3x slower, a 7x7's 16 even to 0.9x), and enough channels for the GEMMs to outweigh the
+    transforms (8 -> 8 channels: even; 8 -> 16 and 16 -> 16: 0.8-0.9x)."""
     return CHOOSE and _fills_a_vector(s, F2)
 
 
