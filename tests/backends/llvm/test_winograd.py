@@ -292,3 +292,43 @@ def test_a_non_finite_filter_still_gets_direct() -> None:
     w0[3, 2, 1, 1] = -np.inf
     assert select(s0, weights=w0).name != "winograd"
     assert select(s0, forced="winograd", weights=w0).name == "direct"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("act", [None, "Relu"])
+def test_a_non_finite_input_gives_what_a_direct_sum_gives(bad, act, strategy) -> None:
+    """An infinity or a NaN in the input reaches the outputs whose windows hold it, as +-inf
+    or NaN as a direct sum makes them: the kernel sees it and runs the direct loop nest on the
+    filter recovered from U (the transforms reach the same outputs, but an infinity meets
+    itself with both signs there: NaN for +-inf). Finite inputs still take the Winograd path."""
+    model, feed = _conv_model(C=16, H=10, W=11, K=24, k=3, pads=(1, 1, 1, 1), act=act)
+    lir, plan = _lir(model)
+    conv = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
+    ex = LLVMExecutor(lir, plan, conv_strategy=strategy)
+    assert ex.strategy(conv).startswith(strategy)
+    ref = ArenaInterpreter(lir, plan)
+    tol = dict(rtol=4e-4, atol=4e-4 * np.sqrt(16 * 9))
+    np.testing.assert_allclose(ex.run(feed)["y"], ref.run(feed)["y"], **tol)
+    x = feed["x"].copy()
+    x[0, 3, 4, 5] = bad  # one pixel: 3x3 outputs around it of every output channel
+    x[0, 9, 0, 10] = bad  # a corner: the padded edge of a cropped tile
+    got, want = ex.run({"x": x})["y"], ref.run({"x": x})["y"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    assert np.isfinite(want).sum() > want.size // 2  # most outputs stay finite
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(got[ok], want[ok], **tol)
+    # and back to finite inputs: the Winograd path again, the same numbers as before
+    np.testing.assert_allclose(ex.run(feed)["y"], ref.run(feed)["y"], **tol)
+
+
+def test_a_filter_whose_transform_overflows_gets_direct() -> None:
+    """Finite taps above float32's largest / 2.25 could make infinities in U: direct."""
+    s = conv_shape(1, 32, 12, 12, 32, 3, 3)
+    w = np.ones((32, 32, 3, 3), np.float32)
+    assert select(s, weights=w).name == "winograd"
+    w[1, 1, 0, :] = np.float32(3e38)
+    assert select(s, weights=w).name != "winograd"
+    assert select(s, forced="winograd", weights=w).name == "direct"

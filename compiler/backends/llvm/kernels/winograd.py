@@ -47,6 +47,7 @@ from compiler.backends.llvm.kernels.common import (
     Int,
     add,
     broadcast,
+    entry_alloca,
     gep,
     i64,
     load_vec,
@@ -58,6 +59,7 @@ from compiler.backends.llvm.kernels.common import (
     store_vec,
     vector_runs,
 )
+from compiler.backends.llvm.kernels.direct import direct_body
 from compiler.backends.llvm.kernels.gemm import (
     GemmConfig,
     GemmOperands,
@@ -357,6 +359,66 @@ def _copy_rows(
         vector_runs(b, s.W, vw, run, "ww")
 
 
+#: g from U, per axis, for each variant: each filter tap is a scaled sum of one or two of
+#: U's rows per axis, (U index, factor). F(2x2): G's first and last rows are g0 and g2, its
+#: middle rows' difference is g1. F(4x4): its first row is g0 / 4, its last g2, and its second
+#: and third rows differ by g1 / 3.
+_UNDO_G = {
+    2: (((0, 1.0),), ((1, 1.0), (2, -1.0)), ((3, 1.0),)),
+    4: (((0, 4.0),), ((2, 3.0), (1, -3.0)), ((5, 1.0),)),
+}
+
+
+def _nonfinite_in(b: ir.IRBuilder, x: ir.Value, n: int, vw: int) -> ir.Value:
+    """i1: does any of the ``n`` floats at ``x`` hold an infinity or a NaN? A test of the
+    exponent bits, so no fast-math flag can fold it away."""
+    ivec = ir.VectorType(I32, vw)
+    exp = ir.Constant(ivec, [0x7F800000] * vw)
+    acc = entry_alloca(b, ivec)
+    b.store(ir.Constant(ivec, [0] * vw), acc)
+
+    def run(j0: Int, valid: int) -> None:
+        bits = b.bitcast(load_vec(b, gep(b, x, j0), vw, valid), ivec)
+        hit = b.zext(b.icmp_unsigned("==", b.and_(bits, exp), exp), ivec)
+        b.store(b.or_(b.load(acc, typ=ivec), hit), acc)
+
+    vector_runs(b, n, vw, run, "wnf")
+    lanes = b.load(acc, typ=ivec)
+    hits = b.extract_element(lanes, ir.Constant(I32, 0))
+    for lane in range(1, vw):
+        hits = b.or_(hits, b.extract_element(lanes, ir.Constant(I32, lane)))
+    return b.icmp_unsigned("!=", hits, ir.Constant(I32, 0))
+
+
+def _recover_filter(
+    b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, u: ir.Value, g: ir.Value, v: Variant = F2
+) -> None:
+    """The filter g [K][C][3][3] at ``g`` from the packed U panels at ``u`` (``pack``'s layout;
+    each tap within a few float32 roundings of the model's), for the direct fallback."""
+    K, C, mr, n = s.K, s.C, cfg.mr, v.n
+    gw = -(-K // mr) * mr * C
+    undo = _UNDO_G[v.m]
+    with loop(b, 0, K, 1, "wgk") as k, loop(b, 0, C, 1, "wgc") as c:
+        kp, kr = b.udiv(k, i64(mr)), b.urem(k, i64(mr))
+        base = b.add(b.mul(kp, i64(mr * C)), b.add(b.mul(c, i64(mr)), kr))
+        dst = gep(b, g, b.mul(b.add(b.mul(k, i64(C)), c), i64(9)))
+        for r in range(3):
+            for t in range(3):
+                tap: ir.Value | None = None
+                for i, fi in undo[r]:
+                    for j, fj in undo[t]:
+                        x = b.load(gep(b, u, b.add(base, i64((i * n + j) * gw))), typ=F32)
+                        f = fi * fj
+                        if abs(f) != 1:
+                            x = b.fmul(x, ir.Constant(F32, abs(f)))
+                        if tap is None:
+                            tap = x if f > 0 else b.fneg(x)
+                        else:
+                            tap = b.fadd(tap, x) if f > 0 else b.fsub(tap, x)
+                assert tap is not None
+                b.store(tap, gep(b, dst, r * 3 + t))
+
+
 def winograd_body(
     b: ir.IRBuilder,
     s: ConvShape,
@@ -493,13 +555,24 @@ def winograd_body(
 
                 _runs(bb, TW, vw, run, "wor")
 
-    with loop(b, 0, s.N, 1, "n") as n_, loop(b, 0, g.blocks * bt, bt, "wb") as tb:
-        xn = gep(b, p.x, b.mul(n_, i64(C * H * W)))
-        parallel_loop(b, cgroups, [xn, tb], in_chunk, "wino_in")
-        parallel_loop(b, xgroups, [p.w], gemm_chunk, "wino_gemm")
-        on = gep(b, p.out, b.mul(n_, i64(K * OH * OW)))
-        captures = [on, tb] + ([p.bias] if has_bias else [])
-        parallel_loop(b, kgroups, captures, out_chunk, "wino_out")
+    # The transforms only ever combine values an output's window holds, so a non-finite input
+    # reaches the outputs a direct sum reaches, but an infinity meets itself with both signs on
+    # the way (inf - inf): NaN where a direct sum gives +-inf. An input holding an infinity or
+    # a NaN runs the direct loop nest instead, on the filter recovered from U; the test is one
+    # pass of exponent checks over the input (~1% of the conv's time).
+    gbuf = shared_scratch(module, "wino.g", K * C * 9)
+    with b.if_else(_nonfinite_in(b, p.x, s.N * C * H * W, vw)) as (nonfinite, finite):
+        with nonfinite:
+            _recover_filter(b, s, cfg, p.w, gbuf, v)
+            direct_body(b, s, cfg, p._replace(w=gbuf), ep)
+        with finite:
+            with loop(b, 0, s.N, 1, "n") as n_, loop(b, 0, g.blocks * bt, bt, "wb") as tb:
+                xn = gep(b, p.x, b.mul(n_, i64(C * H * W)))
+                parallel_loop(b, cgroups, [xn, tb], in_chunk, "wino_in")
+                parallel_loop(b, xgroups, [p.w], gemm_chunk, "wino_gemm")
+                on = gep(b, p.out, b.mul(n_, i64(K * OH * OW)))
+                captures = [on, tb] + ([p.bias] if has_bias else [])
+                parallel_loop(b, kgroups, captures, out_chunk, "wino_out")
 
 
 __all__ = [
