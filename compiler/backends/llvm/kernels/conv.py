@@ -12,9 +12,10 @@ FIRST row that applies and prefers it, in this order:
 1. ``direct-vector`` (group 1; by choice at most 4 input channels, kernels up to 7x7 and strides
    up to 2, e.g. stems): a direct loop over a padded copy of the image, tiles of output
    channels x column vectors (kernels/direct.py);
-2. ``winograd`` (3x3, stride 1, dilation 1, group 1; by choice at least 8 input and output
-   channels): Winograd's F(2x2, 3x3), 16 GEMMs over transformed 4x4 input patches
-   (kernels/winograd.py); a finite constant filter only;
+2. ``winograd-4x4`` and ``winograd`` (3x3, stride 1, dilation 1, group 1; by choice a tile
+   grid of at least a vector, 8 input and 16 output channels, F(4x4) only with
+   ``winograd.CHOOSE_F4``): Winograd's F(4x4, 3x3) and F(2x2, 3x3), 36 or 16 GEMMs over
+   transformed input patches (kernels/winograd.py); a finite constant filter only;
 3. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
    output channels on the vector lanes over an im2col buffer, then a transpose;
 4. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
@@ -150,6 +151,14 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         prefers=lambda s: s.C <= 4 and s.OW >= 8 and s.R * s.S <= 49 and max(s.stride) <= 2,
     ),
     ConvStrategy(
+        "winograd-4x4",
+        partial(winograd.winograd_body, v=winograd.F4),
+        partial(winograd.pack, v=winograd.F4),
+        applies=winograd.applies,
+        prefers=winograd.prefers_f4,
+        finite_filter=True,
+    ),
+    ConvStrategy(
         "winograd",
         winograd.winograd_body,
         winograd.pack,
@@ -204,8 +213,8 @@ def skips_padding(s: ConvShape, weights: np.ndarray | None) -> bool:
 
 
 #: The largest filter tap a ``finite_filter`` row takes: its transform adds taps together (by
-#: at most 1.5x the largest per axis, 2.25x for both: ``winograd.G``), and a tap above
-#: float32's largest / 2.25 could come out of it as an infinity.
+#: at most 1.5x the largest per axis, 2.25x for both: ``winograd.F2``; F(4x4)'s G at most
+#: 1x), and a tap above float32's largest / 2.25 could come out of it as an infinity.
 FINITE_TRANSFORM_MAX = float(np.finfo(np.float32).max) / 2.25
 
 
