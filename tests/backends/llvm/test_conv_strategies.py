@@ -171,9 +171,12 @@ def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> Non
 @pytest.mark.parametrize("isa", [i for i in ("avx2", "generic") if i != target.default_isa()])
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_strategies_on_other_isas(strategy: str, isa: str, monkeypatch, tmp_path) -> None:
-    """The register tiles and vector widths of the other ISAs, on every 10th grid shape."""
+    """The register tiles and vector widths of the other ISAs, on every 10th grid shape (or,
+    for a row that applies to none of those, on its first three)."""
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
-    _run_grid(strategy, isa, [(c, s) for c, s in GRID[::10] if strategy in applicable(s)])
+    mine = [(c, s) for c, s in GRID if strategy in applicable(s)]
+    tenth = [(c, s) for c, s in GRID[::10] if strategy in applicable(s)]
+    _run_grid(strategy, isa, tenth or mine[:3])
 
 
 def test_the_grid_reaches_every_strategy() -> None:
@@ -186,8 +189,8 @@ def test_forced_strategy_that_does_not_apply_is_refused() -> None:
     kw = dict(N=1, C=3, H=5, W=5, K=6, R=3, S=3, weights=w, stride=2, pad=1, group=3)
     with pytest.raises(CodegenError, match="'padded-shift-gemm' does not apply.*these do: "):
         emit_conv2d(ir.Module(), "cv", strategy="padded-shift-gemm", **kw)
-    with pytest.raises(CodegenError, match="unknown conv strategy 'winograd'"):
-        emit_conv2d(ir.Module(), "cv", strategy="winograd", **kw)
+    with pytest.raises(CodegenError, match="unknown conv strategy 'fft'"):
+        emit_conv2d(ir.Module(), "cv", strategy="fft", **kw)
 
 
 # -- through the emitter table and the executor ------------------------------------------------
