@@ -237,3 +237,35 @@ def test_keyed_tasks_build_what_the_merge_would_keep(model, chunk_fmas, monkeypa
         texts.append(_canonical(generate(lir, plan).ir_text))
     assert texts[0] == texts[1]
     assert "task0" in texts[0] or chunk_fmas > 1 << 10
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chunks_past_the_last_panel_or_tile_do_not_run_the_tail(shared, threads, monkeypatch):
+    """A chunk grid that overshoots (5 panels in 4 chunks of 2; 5 tiles in 4 chunks of 2)
+    leaves the last chunk an empty range: it must not run the tail panel or tail tile too.
+    It did, adding A @ B into C twice in an accumulating GEMM (wrong on any thread count) and,
+    with several K blocks, racing with the owner on two threads (ResNet-50's 7x7 1x1 convs:
+    43 panels in 24 chunks of 2)."""
+    monkeypatch.setattr(gemm, "SHARED_CHUNKS", shared)
+    isa = "avx512"
+    cfg = gemm_config(isa)
+    nr, mr, kc = cfg.nr, cfg.mr, cfg.kc
+    # (M, N, K): 2 tiles x 5 panels (the last a tail), and 5 tiles (the last a tail) x 1 panel.
+    for M, N, K in [(2 * mr, 4 * nr + 3, 2 * kc + 7), (4 * mr + 3, nr, kc + 9)]:
+        monkeypatch.setattr(parallel, "CHUNK_FMAS", M * N * K // 4)  # four chunks
+        m = ir.Module()
+        strides = dict(a_stride=K, b_stride=N, c_stride=N)
+        emit_matmul(m, "mm", M, N, K, **strides, b_packed=True, isa=isa, accumulate=True)
+        compiled = JITEngine(disk_cache=False).compile(m)
+        if threads > 1:
+            compiled.set_threads(threads)
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((M, K), dtype=np.float32)
+        bm = rng.standard_normal((K, N), dtype=np.float32)
+        packed = pack_b_constant(bm, isa=isa)
+        for _ in range(5 if threads > 1 else 1):
+            c = np.ones((M, N), dtype=np.float32)
+            compiled.cfunc("mm")(a.ctypes.data, packed.ctypes.data, c.ctypes.data)
+            ref = a.astype(np.float64) @ bm.astype(np.float64) + 1.0
+            np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))

@@ -243,8 +243,11 @@ def _mask(n: int, valid: int) -> ir.Constant:
 
 
 @cache
-def _lane_indices(n: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(I64, n), list(range(n)))
+def _lane_indices(n: int) -> tuple[ir.Constant, ir.Constant]:
+    """(0, 1, ..., n-1) and undef, as i64 vectors: one shared constant each (llvmlite formats
+    a constant's every lane once per instance)."""
+    lanes = ir.VectorType(I64, n)
+    return ir.Constant(lanes, list(range(n))), ir.Constant(lanes, ir.Undefined)
 
 
 def lane_mask(b: ir.IRBuilder, n: int, valid: Int) -> ir.Value:
@@ -253,10 +256,10 @@ def lane_mask(b: ir.IRBuilder, n: int, valid: Int) -> ir.Value:
     AVX-512 keeps it in a mask register)."""
     if isinstance(valid, int):
         return _mask(n, valid)
-    lanes = ir.VectorType(I64, n)
-    count = b.insert_element(ir.Constant(lanes, ir.Undefined), valid, ir.Constant(I32, 0))
-    count = b.shuffle_vector(count, ir.Constant(lanes, ir.Undefined), _broadcast_constants(n)[1])
-    return b.icmp_signed("<", _lane_indices(n), count)
+    indices, undef = _lane_indices(n)
+    count = b.insert_element(undef, valid, ir.Constant(I32, 0))
+    count = b.shuffle_vector(count, undef, _broadcast_constants(n)[1])
+    return b.icmp_signed("<", indices, count)
 
 
 def _lanes(ty: ir.VectorType) -> str:

@@ -450,6 +450,17 @@ class Split:
     key: Hashable | None = None
 
 
+def _within(b: ir.IRBuilder, x: Int, lo: Int, hi: Int) -> bool | ir.Value:
+    """``lo <= x < hi``: whether a chunk's range [lo, hi) holds tile or panel ``x``."""
+    below = _lt(b, x, hi)
+    at_or_above = _lt(b, lo, add(b, x, 1))  # lo <= x
+    if isinstance(below, bool) or isinstance(at_or_above, bool):
+        if below is False or at_or_above is False:
+            return False
+        return at_or_above if below is True else below
+    return b.and_(at_or_above, below)
+
+
 def _lt(b: ir.IRBuilder, x: Int, y: Int) -> bool | ir.Value:
     if isinstance(x, int) and isinstance(y, int):
         return x < y
@@ -531,7 +542,10 @@ def emit_gemm_body(
 
         full = [cfg.vw] * cfg.nv
         fp_hi = _min(bb, p_hi, sh.npf)
-        tail_panel = _lt(bb, sh.npf, p_hi) if sh.nvt else False
+        # Only the chunk whose panels hold the tail panel runs it: a chunk past the last panel
+        # (more chunks than panels) has an empty range, and running the tail there as well
+        # raced with its owner (two chunks adding the second K block into one C tile).
+        tail_panel = _within(bb, sh.npf, p_lo, p_hi) if sh.nvt else False
         if mtf:
             r_lo = mul(bb, t_lo, mr)
             r_hi = mul(bb, _min(bb, t_hi, sh.mtf), mr)
@@ -565,7 +579,7 @@ def emit_gemm_body(
                     bb, tail_panel, lambda: micro(i_tail, sh.npf, mtail, sh.tail_lanes(bb, cfg.vw))
                 )
 
-            _when(bb, _lt(bb, sh.mtf, t_hi), tail_tile)
+            _when(bb, _within(bb, sh.mtf, t_lo, t_hi), tail_tile)
 
     def k_blocks(
         bb,
