@@ -6,6 +6,7 @@ push screens, widgets post messages, only the app and the screens reach down int
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from collections.abc import Iterable
 from functools import partial
 from typing import Any
@@ -28,7 +29,6 @@ class GlowvizApp(App):
     TITLE = "glowviz"
     COMMANDS = App.COMMANDS | {GlowvizCommands}
     BINDINGS = keymap.bindings("GlowvizApp")
-    CSS_PATH = MainScreen.CSS_PATH
 
     def __init__(
         self,
@@ -51,11 +51,14 @@ class GlowvizApp(App):
             self.register_theme(textual_theme(spec))
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(
+        user = isinstance(
             event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)
-        ):
+        )
+        if user:
             self.last_input = time.monotonic()  # the workspace collects garbage in pauses
         await super().on_event(event)
+        if user:  # a pause starts when the input is handled (a view's first show builds it)
+            self.last_input = time.monotonic()
 
     def on_mount(self) -> None:
         self.exit_on_hangup()
@@ -68,8 +71,19 @@ class GlowvizApp(App):
 
     def get_default_screen(self) -> MainScreen:
         # The workspace is the app's first screen: it was pushed over Textual's empty default
-        # screen, which was mounted, laid out and drawn first for nothing. (Its style sheets
-        # are the app's too: Textual reads a screen's CSS_PATH only when it is pushed.)
+        # screen, which was mounted, laid out and drawn first for nothing. Its style sheets
+        # are read here (Textual reads a screen's CSS_PATH only when it is pushed), not as the
+        # app's CSS_PATH: those are read before the theme set in __init__ refreshes the CSS,
+        # which parsed them into a throwaway copy of the stylesheet and emptied its parse
+        # cache, so the first widget mounted parsed them all again (a third of the parsing at
+        # start). Read now, they are parsed once. The rules are the same: user CSS, in the
+        # same order, outranking every widget's DEFAULT_CSS whatever the sources' order.
+        paths = MainScreen.CSS_PATH
+        for path in paths:
+            if not self.stylesheet.has_source(str(path), ""):
+                self.stylesheet.read(path)
+        if self.css_monitor is not None:  # `textual run --dev` reloads them when edited
+            self.css_monitor.add_paths([Path(p) for p in paths])
         return MainScreen(self.session)
 
     def exit_on_hangup(self, loop=None) -> None:
@@ -172,19 +186,24 @@ class GlowvizApp(App):
         main = next(s for s in self.screen_stack if isinstance(s, MainScreen))
         main.start_compile(self.session)
 
-    def _debugger(self):
+    def _in_debugger(self, fn) -> None:
+        """Show the debugger view, then call `fn(view)` (once the view is built)."""
         main = next(s for s in self.screen_stack if isinstance(s, MainScreen))
-        main.action_show_view("debugger")
-        main.refresh_active_view()
-        return main.view("debugger")
+        main.show_view("debugger", fn)
 
     def break_on_op(self, kind: str) -> None:
-        on = self._debugger().toggle_op_breakpoint(kind)
-        self.notify(f"breakpoint on op {kind} {'set' if on else 'cleared'}")
+        def toggle(view) -> None:
+            on = view.toggle_op_breakpoint(kind)
+            self.notify(f"breakpoint on op {kind} {'set' if on else 'cleared'}")
+
+        self._in_debugger(toggle)
 
     def break_on_write(self, buffer: str) -> None:
-        on = self._debugger().toggle_write_breakpoint(buffer)
-        self.notify(f"breakpoint on writes to {buffer} {'set' if on else 'cleared'}")
+        def toggle(view) -> None:
+            on = view.toggle_write_breakpoint(buffer)
+            self.notify(f"breakpoint on writes to {buffer} {'set' if on else 'cleared'}")
+
+        self._in_debugger(toggle)
 
     def action_export_view(self) -> None:
         from glowviz.screens.export import export_current_view

@@ -28,20 +28,24 @@ def _main(app):
 
 
 def _debug_mode(screen, mode: str) -> None:
-    screen.action_show_view("debugger")
-    screen.refresh_active_view()
-    screen.view("debugger").set_mode(mode)
+    screen.show_view("debugger", lambda view: view.set_mode(mode))
 
 
 def _view_action(screen, tab: str, action: str) -> None:
     """Show a view, then run one of its actions as its key would (`action` as keymap.toml
     writes it, `rewrite(1)`, or a method name)."""
-    screen.action_show_view(tab)
-    screen.refresh_active_view()
     _, name, params = parse_action(action)
-    view = screen.view(tab)
-    method = getattr(view, f"action_{name}", None) or getattr(view, name)
-    method(*params)
+
+    def run(view) -> None:
+        method = getattr(view, f"action_{name}", None) or getattr(view, name)
+        method(*params)
+
+    screen.show_view(tab, run)
+
+
+def _memory_compare(screen, **with_: str) -> None:
+    """Show the Memory view, then compare its plan with another allocator or scheduler."""
+    screen.show_view("memory", lambda view: view.compare(**with_))
 
 
 def _add_theme_file(app) -> None:
@@ -70,7 +74,7 @@ def entries(app) -> Iterator[Entry]:
     from glowviz.screens.main import VIEWS
 
     for tab_id, title, _ in VIEWS:
-        yield (f"View: {title}", partial(screen.action_show_view, tab_id), f"show the {title} view")
+        yield (f"View: {title}", partial(screen.show_view, tab_id), f"show the {title} view")
     yield ("Next stage", partial(screen.action_step_stage, 1), "n or ]")
     yield ("Previous stage", partial(screen.action_step_stage, -1), "p or [")
     yield ("Toggle hide unchanged passes", screen.action_toggle_unchanged, "u")
@@ -103,11 +107,18 @@ def entries(app) -> Iterator[Entry]:
     from compiler.memory.allocators import allocator_names
     from compiler.scheduling import SCHEDULERS
 
-    mem = screen.view("memory")
     for a in allocator_names():
-        yield (f"Memory: compare with allocator {a}", partial(mem.compare, allocator=a), "")
+        yield (
+            f"Memory: compare with allocator {a}",
+            partial(_memory_compare, screen, allocator=a),
+            "",
+        )
     for s in SCHEDULERS:
-        yield (f"Memory: compare with scheduler {s}", partial(mem.compare, scheduler=s), "")
+        yield (
+            f"Memory: compare with scheduler {s}",
+            partial(_memory_compare, screen, scheduler=s),
+            "",
+        )
     for i, rec in enumerate(session.stages):
         yield (
             f"Go to pass: {i} {rec.label}",

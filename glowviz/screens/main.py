@@ -9,6 +9,7 @@ import gc
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -36,6 +37,7 @@ from glowviz.widgets.memory_view import MemoryView
 from glowviz.widgets.pipeline_pane import PipelinePane, fmt_ms
 from glowviz.widgets.quant_view import QuantView
 from glowviz.widgets.schedule_view import ScheduleView
+from glowviz.widgets.stage_view import StageView
 
 if TYPE_CHECKING:  # the app above pushes this screen; only its type is needed here
     from glowviz.app import GlowvizApp
@@ -104,6 +106,10 @@ class MainScreen(Screen):
         self._arrived: deque[StageRecord] = deque()
         self._flush_posted = False
         self._last_flush = 0.0
+        #: The view last asked for, views being built and what to do with them once shown.
+        self._wanted_view = VIEWS[0][0]
+        self._building: set[str] = set()
+        self._then: dict[str, list[Callable[[StageView], object]]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -113,9 +119,11 @@ class MainScreen(Screen):
             yield PipelinePane(id="pipeline")
             with Vertical(id="views"):
                 with TabbedContent(id="tabs"):
-                    for tab_id, title, cls in VIEWS:
+                    for k, (tab_id, title, cls) in enumerate(VIEWS):
                         with TabPane(title, id=tab_id):
-                            yield cls(id=f"view-{tab_id}")
+                            # the first view is shown at once; the others mount their
+                            # widgets when first shown (`show_view`)
+                            yield cls(id=f"view-{tab_id}", lazy=k > 0)
         yield WorkspaceFooter()
 
     def on_mount(self) -> None:
@@ -391,9 +399,12 @@ class MainScreen(Screen):
         return self.query_one(f"#view-{tab_id}")
 
     def refresh_active_view(self) -> None:
+        tab = self.active_view_id()
+        if not self.view(tab).built:  # its tab was clicked: build it, then show it
+            self._build_view(tab)
+            return
         if self.index is None or not self.session.stages:
             return
-        tab = self.active_view_id()
         # The debugger runs the compiled program; every other view shows the selected stage.
         stage_bound = tab != "debugger"
         key = (id(self.session), self.index if stage_bound else None)
@@ -432,7 +443,62 @@ class MainScreen(Screen):
     def action_export(self) -> None:
         cast("GlowvizApp", self.app).action_export_view()
 
-    def action_show_view(self, tab_id: str) -> None:
+    async def action_show_view(self, tab_id: str) -> None:
+        """The view's key: show it (a view shown the first time mounts its widgets first, in
+        the same frame)."""
+        self._wanted_view = tab_id
+        view = self.view(tab_id)
+        if not view.built and tab_id not in self._building:
+            await self._build(tab_id)
+            return
+        self.show_view(tab_id)
+
+    def show_view(self, tab_id: str, then: Callable[[StageView], object] | None = None) -> None:
+        """Show a view and, once it shows the selected stage, call `then(view)` (a jump's next
+        step: select a buffer, a node, an instruction). A view shown the first time is built
+        first, so `then` may run later, and only if the user did not ask for another view
+        meanwhile."""
+        self._wanted_view = tab_id
+        view = self.view(tab_id)
+        if not view.built:
+            if then is not None:
+                self._then.setdefault(tab_id, []).append(then)
+            self._build_view(tab_id)
+            return
+        self._switch_to(tab_id)
+        self.refresh_active_view()
+        if then is not None:
+            then(view)
+
+    def _build_view(self, tab_id: str) -> None:
+        if tab_id not in self._building:
+            self._building.add(tab_id)
+            self.call_later(self._build, tab_id)
+
+    async def _build(self, tab_id: str) -> None:
+        """Build a view, then show it: one layout and frame for both (the screen would lay
+        itself out and draw, for nothing, while the hidden pane's widgets mount)."""
+        self._building.add(tab_id)
+        with self.app.batch_update():
+            try:
+                await self.view(tab_id).build()
+            finally:
+                self._building.discard(tab_id)
+            self._view_built(tab_id)
+
+    def _view_built(self, tab_id: str) -> None:
+        """A view's widgets are mounted: switch to it if it is still the one asked for (or its
+        tab is already shown), and run what waited for it."""
+        thens = self._then.pop(tab_id, [])
+        if not self.is_attached:
+            return
+        if self._wanted_view == tab_id or self.active_view_id() == tab_id:
+            self.show_view(tab_id)
+            view = self.view(tab_id)
+            for then in thens:
+                then(view)
+
+    def _switch_to(self, tab_id: str) -> None:
         tabs = self.query_one(TabbedContent)
         if tabs.active == tab_id:
             self.call_after_refresh(self._focus_view, tab_id)
@@ -500,20 +566,17 @@ class MainScreen(Screen):
         self._select_stage(index)
 
     def goto_node(self, name: str) -> None:
-        self.action_show_view("graph")
-        self.refresh_active_view()
-        if not self.view("graph").select_node(name):
-            self.notify(f"node {name} is not in this stage", severity="warning")
+        def select(view: StageView) -> None:
+            if not cast(GraphView, view).select_node(name):
+                self.notify(f"node {name} is not in this stage", severity="warning")
+
+        self.show_view("graph", select)
 
     def goto_buffer(self, name: str) -> None:
-        self.action_show_view("memory")
-        self.refresh_active_view()
-        self.view("memory").select(name)
+        self.show_view("memory", lambda view: cast(MemoryView, view).select(name))
 
     def goto_instruction(self, k: int) -> None:
-        self.action_show_view("debugger")
-        self.refresh_active_view()
-        self.view("debugger").goto_instruction(k)
+        self.show_view("debugger", lambda view: cast(DebuggerView, view).goto_instruction(k))
 
     def action_open_model(self) -> None:
         from glowviz.screens.open_model import OpenModelScreen

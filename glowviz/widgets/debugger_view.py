@@ -99,7 +99,7 @@ class DebuggerView(StageView):
                     yield Static("", id="debug-operands")
                     yield Static("", id="debug-code")
 
-    def on_mount(self) -> None:
+    def on_built(self) -> None:
         self.query_one("#debug-code").display = False
 
     def reset(self) -> None:

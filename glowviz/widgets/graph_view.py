@@ -81,7 +81,7 @@ class GraphView(StageView):
             yield GraphCanvas(id="graph-canvas")
             yield Static("", id="graph-minimap")
 
-    def on_mount(self) -> None:
+    def on_built(self) -> None:
         self._apply_theme()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._apply_theme())
         self.set_class(self.whole, "-whole")
@@ -100,7 +100,8 @@ class GraphView(StageView):
         self.rows, self._shown_session, self.selected_node = [], None, None
         self.folded, self.drawing, self._layout_key = None, None, None
         self.expanded = set()
-        self.query_one(GraphCanvas).set_drawing(None)
+        if self.built:
+            self.query_one(GraphCanvas).set_drawing(None)
 
     def focus_target(self) -> Widget | None:
         return self.query_one(GraphCanvas) if self.whole else self.query_one(NodeList)

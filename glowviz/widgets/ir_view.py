@@ -190,7 +190,8 @@ class IRView(StageView):
     def reset(self) -> None:
         super().reset()
         self.text = ""
-        self.query_one(IRTextArea).load_text("")
+        if self.built:
+            self.query_one(IRTextArea).load_text("")
 
     def focus_target(self) -> Widget | None:
         return self.query_one(IRTextArea)

@@ -144,7 +144,7 @@ class MemoryView(StageView):
                 yield Static("", id="memory-plan-more")
                 yield Static("", id="memory-compare")
 
-    def on_mount(self) -> None:
+    def on_built(self) -> None:
         self._apply_styles()
         self.app.theme_changed_signal.subscribe(self, lambda _t: self._apply_styles())
 
@@ -164,6 +164,8 @@ class MemoryView(StageView):
         if self.comparison or self.compare_error:
             self._close_compare()
         self.timeline_rows, self._timeline_session = None, None
+        if not self.built:
+            return
         self.query_one(MemoryTimeline).clear()
         self.query_one(MemoryMap).set_report(None, self._palette())
 

@@ -103,7 +103,7 @@ class QuantView(StageView):
             None,
             None,
         )
-        if self.is_mounted:
+        if self.built:
             self.query_one("#quant-table", DataTable).clear(columns=True)
             for wid in ("#quant-info", "#quant-whatif", "#quant-hist", "#quant-graph"):
                 self.query_one(wid, Static).update("")

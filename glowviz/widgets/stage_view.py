@@ -17,16 +17,48 @@ from glowviz.widgets.virtual_table import VirtualTable
 
 
 class StageView(Vertical):
-    """A view of the selected stage."""
+    """A view of the selected stage.
+
+    A `lazy` view (every tab but the first) composes its widgets with the workspace but mounts
+    them only when it is first shown (`build`, which the screen awaits before it switches to
+    the view): most sessions never open half of the views, and every mounted widget costs at
+    start (styles, mount), in every stylesheet update (a theme change) and every message
+    broadcast. Until then `built` is False and the view holds state only: `reset` and the
+    setters a jump calls before showing it must not query its widgets; `on_built` sets up
+    what does (in place of `on_mount`)."""
 
     #: Ids of the Statics a new compile blanks (`reset` also clears every table of the view).
     CLEARED: tuple[str, ...] = ()
 
-    def __init__(self, **kw: Any) -> None:
+    def __init__(self, *, lazy: bool = False, **kw: Any) -> None:
         super().__init__(**kw)
         self.session: CompileSession | None = None
         self.index: int | None = None
         self._want: tuple[int, int | None, str] | None = None
+        #: The view's widgets are mounted (and `on_built` ran).
+        self.built = False
+        self._lazy = lazy
+        self._parts: list[Widget] | None = None
+
+    async def mount_composed_widgets(self, widgets: list[Widget]) -> None:
+        if self._lazy:  # composed now, mounted by `build`
+            self._parts = widgets
+            return
+        await super().mount_composed_widgets(widgets)
+        self.built = True
+        self.on_built()
+
+    async def build(self) -> None:
+        """Mount the view's widgets, if not yet (the first time the view is shown)."""
+        if self.built or self._parts is None:
+            return
+        parts, self._parts = self._parts, None
+        await self.mount_all(parts)
+        self.built = True
+        self.on_built()
+
+    def on_built(self) -> None:
+        """The view's widgets are mounted: set up what reads them (styles, theme signals)."""
 
     def show(self, session: CompileSession, index: int) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -34,6 +66,8 @@ class StageView(Vertical):
     def reset(self) -> None:
         """A new compile starts: forget the old one's data (nothing of it may stay drawn)."""
         self.session, self.index, self._want = None, None, None
+        if not self.built:  # nothing drawn yet
+            return
         for wid in self.CLEARED:
             self.query_one(f"#{wid}", Static).update("")
         for table in self.query(VirtualTable):
