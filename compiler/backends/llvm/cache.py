@@ -7,8 +7,10 @@ digests of the constants' bytes, the code generator's options and module-level s
 target CPU and features, the LLVM / llvmlite / numpy / ml_dtypes versions, and a digest of the
 code generator's own sources (``codegen_version``). So a hit loads the object, the entry names,
 the packed weights and the constants the kernels read in place (``ProgramInfo``) without
-running a single emitter. An entry is one file written through a temporary file and a rename,
-checked on read (format, key, every section's length and sha256): anything else is a miss.
+running a single emitter (``JITEngine.compile_keyed``: the program's entry names its object,
+which is stored under the hash of its IR text, so programs with the same code share it). An
+entry is one file written through a temporary file and a rename, checked on read (format, key,
+every section's length and sha256): anything else is a miss.
 """
 
 from __future__ import annotations

@@ -140,8 +140,11 @@ class LLVMExecutor(ArenaInterpreter):
         # skips the emitters: the cache entry holds what this executor reads of the program.
         self.key = executor_key(lir, plan, fuse=fuse, conv_strategy=self._conv_strategy)
         t1 = time.perf_counter()
-        self.compiled: CompiledModule = self._engine.compile_keyed(self.key, self._build_run)
-        self.info = ProgramInfo.from_json(self.compiled.extras["program"])
+        program = self._engine.compile_keyed(self.key, self._build_run)
+        #: The program's entry was found (memory or disk): no code was generated.
+        self.from_cache = program.from_cache
+        self.compiled: CompiledModule = program.module
+        self.info = ProgramInfo.from_json(program.extras["program"])
         self._step_compiled: CompiledModule | None = None
         self._step_names = frozenset(self.info.step_entries)
         t2 = time.perf_counter()
@@ -156,12 +159,12 @@ class LLVMExecutor(ArenaInterpreter):
             "key_s": t1 - t0,
             "codegen_s": generated,
             "jit_s": t2 - t1 - generated,
-            "from_disk": float(self.compiled.from_disk),
+            "from_disk": float(self.from_cache),
         }
         # The extended constant region: the plan's constants, then the packed blobs (already
         # in place when this executor generated them).
         if self._constants is None:
-            blobs = np.frombuffer(self.compiled.extras["blobs"], dtype=np.uint8)
+            blobs = np.frombuffer(program.extras["blobs"], dtype=np.uint8)
             self._blob_region(self.info.constant_size, self.info.blob_start)[...] = blobs
         assert self._constants is not None
         self.constants = self._constants
@@ -247,7 +250,7 @@ class LLVMExecutor(ArenaInterpreter):
         if self._step_compiled is None:
             compiled = self._engine.compile_keyed(
                 self.key + "-step", lambda: (self.program.split_texts()[1] or "", {})
-            )
+            ).module
             if self.info.has_status:
                 self._status_of(compiled)
             self._entries = [

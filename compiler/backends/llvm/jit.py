@@ -1,11 +1,11 @@
 """JIT engine for the LLVM backend: IR text -> verify -> O3 -> MCJIT -> ctypes callables.
 
 Compiled objects are cached on disk (``~/.cache/glowviz/llvm`` or ``$GLOWVIZ_CACHE_DIR``, one
-checked entry file per key: ``cache.py``) and in memory, least recently used out first, up to a
-count and a byte budget (``ModuleCache``). ``compile_keyed`` takes a key computed before the IR
-exists (``cache.program_key``) and builds the IR only on a miss; ``compile`` keys IR text by its
-hash. A disk hit hands MCJIT the stored object through its object-cache hooks: no IR is parsed,
-optimized or code-generated.
+checked entry file per key: ``cache.py``) by the hash of their IR text, and in memory, least
+recently used out first, up to a count and a byte budget (``ModuleCache``). ``compile_keyed``
+takes a program key computed before the IR exists (``cache.program_key``), whose entry names its
+object, and builds the IR only on a miss. A disk hit hands MCJIT the stored object through its
+object-cache hooks: no IR is parsed, optimized or code-generated.
 A ``CompiledModule`` shows the optimized IR and the host assembly of single functions: the
 assembly of a few functions is generated on its own, never the whole module's.
 """
@@ -23,8 +23,9 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -117,8 +118,6 @@ class CompiledModule:
         self._finalizer: weakref.finalize | None = None
         #: (return type, argument types) of every exported function, as IR type text.
         self.signatures: dict[str, tuple[str, list[str]]] = {}
-        #: The sections stored beside the object (``JITEngine.compile_keyed``).
-        self.extras: dict[str, bytes | memoryview] = {}
         self._optimized_raw: bytes | memoryview | None = None  # a disk hit's, decoded on use
 
     def address(self, name: str) -> int:
@@ -254,7 +253,15 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
-class ModuleCache:
+class _Weighed(Protocol):
+    @property
+    def nbytes(self) -> int: ...
+
+
+M = TypeVar("M", bound=_Weighed)
+
+
+class ModuleCache(Generic[M]):
     """Compiled modules in memory by key, least recently used evicted first once there are more
     than ``max_entries`` of them or they weigh more than ``max_bytes`` (``CompiledModule.nbytes``).
 
@@ -271,18 +278,18 @@ class ModuleCache:
             if max_bytes is not None
             else _env_int("GLOWVIZ_JIT_CACHE_MB", 512) * (1 << 20)
         )
-        self._items: OrderedDict[str, CompiledModule] = OrderedDict()
+        self._items: OrderedDict[str, M] = OrderedDict()
         self._lock = threading.Lock()
         self.nbytes = 0
 
-    def get(self, key: str) -> CompiledModule | None:
+    def get(self, key: str) -> M | None:
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
             return hit
 
-    def put(self, key: str, compiled: CompiledModule) -> CompiledModule:
+    def put(self, key: str, compiled: M) -> M:
         """Insert (unless another thread got there first: then that one), evict, return it."""
         with self._lock:
             have = self._items.get(key)
@@ -298,7 +305,7 @@ class ModuleCache:
                 self.nbytes -= old.nbytes
             return compiled
 
-    def pop(self, key: str, default: CompiledModule | None = None) -> CompiledModule | None:
+    def pop(self, key: str, default: M | None = None) -> M | None:
         with self._lock:
             item = self._items.pop(key, None)
             if item is None:
@@ -334,37 +341,95 @@ def static_bytes(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> int:
     return sum(td.get_abi_size(g.global_value_type) for g in mod.global_variables)
 
 
-class JITEngine:
-    """Compiles modules; one MCJIT engine per compiled module, with memory and disk caches."""
+@dataclass
+class ProgramModule:
+    """What ``JITEngine.compile_keyed`` returns: the compiled module and the sections stored
+    with the program (the executor's program info, the packed weights)."""
 
-    #: Shared by every engine (one process, one host target).
-    _memory = ModuleCache()
+    key: str
+    module: CompiledModule
+    extras: Mapping[str, bytes | memoryview]
+    #: The program's entry was found (in memory or on disk): nothing was generated.
+    from_cache: bool
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(v) for v in self.extras.values())
+
+
+class JITEngine:
+    """Compiles modules; one MCJIT engine per compiled module, with memory and disk caches.
+
+    Two kinds of entries: an object (``<hash of the IR text>.gvz``: the object, the optimized
+    IR, the exported signatures), and a program (``<program key>.gvz``: the key of its object
+    and the sections the caller stores beside it). Programs whose IR comes out the same share
+    one object, as they did when the IR text was the only key."""
+
+    #: Shared by every engine (one process, one host target): objects by IR-text key ...
+    _memory: ModuleCache[CompiledModule] = ModuleCache()
+    #: ... and programs by their key (``ProgramModule``, holding its module).
+    _programs: ModuleCache[ProgramModule] = ModuleCache()
 
     def __init__(self, *, disk_cache: bool = True, directory: Path | None = None) -> None:
         self.disk_cache = disk_cache and os.environ.get("GLOWVIZ_NO_DISK_CACHE") is None
         self.directory = directory
 
+    def _path(self, key: str) -> Path | None:
+        return entry_path(self.directory or cache_dir(), key) if self.disk_cache else None
+
     def compile(self, modules: ir.Module | str | Sequence[ir.Module | str]) -> CompiledModule:
         """Compile IR (modules are linked into one), keyed by the hash of its text."""
         text = _module_text(modules)
-        return self.compile_keyed(module_key(text), lambda: (text, {}))
+        compiled = self._object(module_key(text), lambda: text)
+        assert compiled is not None
+        return compiled
 
-    def compile_keyed(
-        self, key: str, build: Callable[[], tuple[str, Mapping[str, bytes | memoryview]]]
-    ) -> CompiledModule:
-        """The module under ``key``: from memory, from its disk entry, or compiled from the IR
-        text ``build()`` returns, which is called only then, with the extra sections to store
-        beside the object (``CompiledModule.extras`` on a hit). The key must determine the
-        text: it names what the entry holds."""
+    def _object(self, key: str, text: Callable[[], str] | None) -> CompiledModule | None:
+        """The object under ``key``: from memory, from disk, or (``text`` given) compiled."""
         hit = self._memory.get(key)
         if hit is not None:
             return hit
-        path = entry_path(self.directory or cache_dir(), key) if self.disk_cache else None
+        path = self._path(key)
         loaded = self._load(key, path) if path is not None else None
         if loaded is None:
-            text, extras = build()
-            loaded = self._compile(text, key, path, extras)
+            if text is None:
+                return None
+            loaded = self._compile(text(), key, path)
         return self._memory.put(key, loaded)
+
+    def forget(self, key: str) -> None:
+        """Drop the program ``key`` and its module from the memory caches (benchmarks)."""
+        program = self._programs.pop(key)
+        if program is not None:
+            self._memory.pop(program.module.key)
+
+    def compile_keyed(
+        self, key: str, build: Callable[[], tuple[str, Mapping[str, bytes | memoryview]]]
+    ) -> ProgramModule:
+        """The program under ``key`` (computed before any IR exists; it must determine what
+        ``build`` returns): from memory, from its disk entry and its object's, or built:
+        ``build()`` returns the IR text and the sections to store with the program, and is
+        called only on a miss. A miss whose IR text has an object already loads that object."""
+        hit = self._programs.get(key)
+        if hit is not None:
+            return hit
+        path = self._path(key)
+        found = None
+        if path is not None:
+            entry = read_entry(path, key, required=("object_key",))
+            if entry is not None:
+                module = self._object(bytes(entry["object_key"]).decode(), None)
+                if module is not None:
+                    stored = {n: v for n, v in entry.items() if n != "object_key"}
+                    found = ProgramModule(key, module, stored, True)
+        if found is None:
+            text, extras = build()
+            module = self._object(module_key(text), lambda: text)
+            assert module is not None
+            if path is not None:
+                write_entry(path, key, {"object_key": module.key.encode(), **extras})
+            found = ProgramModule(key, module, dict(extras), False)
+        return self._programs.put(key, found)
 
     def _load(self, key: str, path: Path) -> CompiledModule | None:
         """The module stored at ``path``, or None (no entry, a damaged or foreign one, an
@@ -404,23 +469,13 @@ class JITEngine:
             return None
         if any(not engine.get_function_address(n) for n in signatures):
             return None  # not the object its table describes
-        extras: dict[str, bytes | memoryview] = {
-            n: v for n, v in entry.items() if n not in ("meta", "object", "ir")
-        }
-        nbytes = len(entry["ir"]) + len(obj) + sum(len(v) for v in extras.values())
+        nbytes = len(entry["ir"]) + len(obj)
         compiled = CompiledModule(key, engine, mod, None, path, True, nbytes)
         compiled.signatures = signatures
-        compiled.extras = extras
         compiled._optimized_raw = entry["ir"]
         return compiled
 
-    def _compile(
-        self,
-        text: str,
-        key: str,
-        path: Path | None,
-        extras: Mapping[str, bytes | memoryview],
-    ) -> CompiledModule:
+    def _compile(self, text: str, key: str, path: Path | None) -> CompiledModule:
         # LLVM aborts the whole process (SIGABRT) when one of its allocations fails, as under a
         # memory ulimit with a large arena already allocated: refuse cleanly first.
         ensure_headroom("JIT-compiling the generated code", jit_headroom(text))
@@ -461,11 +516,10 @@ class JITEngine:
                 "signatures": [[n, r, a] for n, (r, a) in signatures.items()],
             }
             sections = {"meta": json.dumps(meta).encode(), "object": obj}
-            write_entry(path, key, {**sections, "ir": optimized.encode(), **extras})
-        nbytes = len(text) + len(optimized) + len(obj) + sum(len(v) for v in extras.values())
+            write_entry(path, key, {**sections, "ir": optimized.encode()})
+        nbytes = len(text) + len(optimized) + len(obj)
         compiled = CompiledModule(key, engine, mod, optimized, path, False, nbytes)
         compiled.signatures = signatures
-        compiled.extras = dict(extras)
         return compiled
 
 

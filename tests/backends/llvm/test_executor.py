@@ -89,13 +89,13 @@ def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "lenet.onnx")))
     from compiler.backends.llvm.executor import executor_key
 
-    JITEngine._memory.pop(executor_key(lir, plan), None)  # cold
     engine = JITEngine(directory=tmp_path)
+    engine.forget(executor_key(lir, plan))  # cold
     first = LLVMExecutor(lir, plan, engine=engine)
-    assert not first.compiled.from_disk
-    JITEngine._memory.pop(first.compiled.key, None)  # forget the in-memory copy
+    assert not first.compiled.from_disk and not first.from_cache
+    engine.forget(first.key)  # forget the in-memory copy
     second = LLVMExecutor(lir, plan, engine=engine)
-    assert second.compiled.from_disk
+    assert second.compiled.from_disk and second.from_cache
     assert second.compiled.key == first.compiled.key
     assert list(tmp_path.glob("*.gvz"))
     inputs, expected = _io("lenet")
@@ -114,12 +114,13 @@ def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> Non
 
     key = executor_key(lir, plan)
     for attempt in range(4):
-        JITEngine._memory.pop(key, None)
+        JITEngine().forget(key)
         directory = tmp_path / str(attempt)
-        LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
-        (entry,) = directory.glob("*.gvz")
-        assert b"run_all" in bytes(read_entry(entry, key)["object"])
-        JITEngine._memory.pop(key, None)
+        ex = LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
+        obj_key = ex.compiled.key
+        assert len(list(directory.glob("*.gvz"))) == 2  # the program's entry, its object's
+        assert b"run_all" in bytes(read_entry(directory / f"{obj_key}.gvz", obj_key)["object"])
+        JITEngine().forget(key)
         again = LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
         assert again.compiled.from_disk
         assert again.compiled.address("run_all")

@@ -27,6 +27,7 @@ SAMPLES = Path(__file__).resolve().parents[3] / "sample_models"
 def own_memory_cache(monkeypatch):
     """Each test starts with an empty in-memory module cache (the disk is what is tested)."""
     monkeypatch.setattr(JITEngine, "_memory", ModuleCache())
+    monkeypatch.setattr(JITEngine, "_programs", ModuleCache())
     monkeypatch.delenv("GLOWVIZ_NO_DISK_CACHE", raising=False)
     monkeypatch.delenv("GLOWVIZ_CONV_STRATEGY", raising=False)
 
@@ -47,6 +48,7 @@ def generations(monkeypatch):
 
 def _forget_memory() -> None:
     JITEngine._memory.clear()
+    JITEngine._programs.clear()
 
 
 def _feed(lir, seed: int = 0) -> dict[str, np.ndarray]:
@@ -89,13 +91,13 @@ def test_a_hit_generates_nothing_and_computes_what_a_fresh_compile_does(
     feed = _feed(lir)
     engine = JITEngine(directory=tmp_path)
     fresh = LLVMExecutor(lir, plan, engine=engine)
-    assert not fresh.compiled.from_disk and len(generations) == 1
+    assert not fresh.from_cache and not fresh.compiled.from_disk and len(generations) == 1
     expected = fresh.run(feed)
     _check_against_interpreter(lir, plan, expected, feed)
 
     _forget_memory()
     hit = LLVMExecutor(lir, plan, engine=engine)
-    assert hit.compiled.from_disk and hit.key == fresh.key
+    assert hit.from_cache and hit.compiled.from_disk and hit.key == fresh.key
     assert len(generations) == 1  # no emitter ran
     assert hit.info == fresh.info
     got = hit.run(feed)
@@ -122,7 +124,7 @@ def test_stepping_a_hit_compiles_the_step_only_module(model, tmp_path, generatio
         _forget_memory()
         before = len(generations)
         ex = LLVMExecutor(lir, plan, engine=engine)
-        assert ex.compiled.from_disk
+        assert ex.from_cache
         ex.reset(feed)
         while not ex.done:
             ex.step()
@@ -143,7 +145,7 @@ def test_a_changed_weight_misses(tmp_path, generations):
     lir2, plan2 = _lir_and_plan(compile_model(_conv_model(w2)))
     _forget_memory()
     second = LLVMExecutor(lir2, plan2, engine=engine)
-    assert second.key != first.key and not second.compiled.from_disk
+    assert second.key != first.key and not second.from_cache
     assert len(generations) == 2
     feed = _feed(lir2)
     got = second.run(feed)
@@ -190,7 +192,7 @@ def test_programs_that_differ_only_in_names_share_an_entry(tmp_path, generations
         _forget_memory()
         count = len(generations)
         second = LLVMExecutor(lir2, plan2, engine=engine)
-        assert second.key == first.key and second.compiled.from_disk
+        assert second.key == first.key and second.from_cache
         assert len(generations) == count
         feed = _feed(lir2)
         got = second.run(feed)
@@ -198,6 +200,29 @@ def test_programs_that_differ_only_in_names_share_an_entry(tmp_path, generations
         want = first.run({a.name: v for a, v in zip(lir.inputs(), feed.values())})
         for (_, a), (_, b) in zip(sorted(got.items()), sorted(want.items())):
             np.testing.assert_array_equal(a, b)
+
+
+def test_programs_with_the_same_code_share_its_object(tmp_path, generations):
+    """Two keys whose code comes out the same (ArgMax's keepdims only changes the output's
+    shape): the second is generated (its key misses) but not compiled: it loads the object of
+    the first, as the IR-text key did."""
+    engine = JITEngine(directory=tmp_path)
+    executors = []
+    for keepdims in (1, 0):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 7])
+        y = helper.make_tensor_value_info("y", TensorProto.INT64, [5, 1] if keepdims else [5])
+        node = helper.make_node("ArgMax", ["x"], ["y"], axis=1, keepdims=keepdims)
+        graph = helper.make_graph([node], "argmax", [x], [y])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        lir, plan = _lir_and_plan(compile_model(model))
+        _forget_memory()
+        ex = LLVMExecutor(lir, plan, engine=engine)
+        feed = _feed(lir)
+        _check_against_interpreter(lir, plan, ex.run(feed), feed)
+        executors.append(ex)
+    first, second = executors
+    assert first.key != second.key and not second.from_cache and len(generations) == 2
+    assert second.compiled.key == first.compiled.key and second.compiled.from_disk
 
 
 def test_options_switches_and_the_plan_are_in_the_key(tmp_path, monkeypatch):
@@ -294,7 +319,7 @@ def _damage_blob_byte(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["flip", "truncate", "empty", "garbage", "other-key", "old-format"],
+    ["flip", "truncate", "empty", "garbage", "other-key", "old-format", "object", "no-object"],
 )
 def test_a_damaged_entry_recompiles_and_computes_right(damage, tmp_path, generations):
     lir, plan = _lir_and_plan(compile_model(_conv_model(_weight(2))))
@@ -304,7 +329,16 @@ def test_a_damaged_entry_recompiles_and_computes_right(damage, tmp_path, generat
     want = first.run(feed)
     path = _entry_of(tmp_path, first.key)
     raw = path.read_bytes()
-    if damage == "flip":
+    if damage in ("object", "no-object"):  # the program's entry is whole, its object is not
+        obj = _entry_of(tmp_path, first.compiled.key)
+        if damage == "object":
+            _damage_blob_byte(obj)  # the last section: the optimized IR
+            data = bytearray(obj.read_bytes())
+            data[len(data) // 3] ^= 0x01  # and a byte of the object code
+            obj.write_bytes(bytes(data))
+        else:
+            obj.unlink()
+    elif damage == "flip":
         _damage_blob_byte(path)
     elif damage == "truncate":
         path.write_bytes(raw[: len(raw) // 2])
@@ -326,13 +360,17 @@ def test_a_damaged_entry_recompiles_and_computes_right(damage, tmp_path, generat
     _forget_memory()
     count = len(generations)
     again = LLVMExecutor(lir, plan, engine=engine)
-    assert not again.compiled.from_disk and len(generations) == count + 1
+    assert not again.from_cache and len(generations) == count + 1
+    if damage in ("object", "no-object"):
+        assert not again.compiled.from_disk
     got = again.run(feed)
     np.testing.assert_array_equal(got["y"], want["y"])
     _check_against_interpreter(lir, plan, got, feed)
-    # The entry was rewritten whole: the next compile is a hit again.
+    # The entries were rewritten whole: the next compile is a hit again.
     _forget_memory()
-    assert LLVMExecutor(lir, plan, engine=engine).compiled.from_disk
+    last = LLVMExecutor(lir, plan, engine=engine)
+    assert last.from_cache and last.compiled.from_disk
+    np.testing.assert_array_equal(last.run(feed)["y"], want["y"])
 
 
 def test_entries_are_checked_section_by_section(tmp_path):
@@ -380,4 +418,4 @@ def test_a_read_only_cache_only_costs_speed(tmp_path, generations):
     got = LLVMExecutor(lir, plan, engine=engine).run(feed)
     _check_against_interpreter(lir, plan, got, feed)
     _forget_memory()
-    assert not LLVMExecutor(lir, plan, engine=engine).compiled.from_disk
+    assert not LLVMExecutor(lir, plan, engine=engine).from_cache
