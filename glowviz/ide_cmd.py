@@ -58,6 +58,9 @@ def leave_stuck_workers(code: int, grace_s: float = QUIT_GRACE_S) -> None:
     for t in _workers():
         t.join(max(0.0, deadline - time.monotonic()))
     if any(t.is_alive() for t in _workers()):
+        from compiler.backends.llvm.cache import flush_writes
+
+        flush_writes()  # os._exit skips the exit hook that finishes the JIT cache's entries
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

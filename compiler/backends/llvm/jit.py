@@ -32,7 +32,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 import compiler.backends.llvm.target as target
-from compiler.backends.llvm.cache import cache_dir, entry_path, read_entry, write_entry
+from compiler.backends.llvm.cache import cache_dir, entry_path, read_entry, write_entry_later
 from compiler.errors import CodegenError
 from compiler.limits import MIB, ensure_headroom
 
@@ -427,7 +427,7 @@ class JITEngine:
             module = self._object(module_key(text), lambda: text)
             assert module is not None
             if path is not None:
-                write_entry(path, key, {"object_key": module.key.encode(), **extras})
+                write_entry_later(path, key, {"object_key": module.key.encode(), **extras})
             found = ProgramModule(key, module, dict(extras), False)
         return self._programs.put(key, found)
 
@@ -516,7 +516,7 @@ class JITEngine:
                 "signatures": [[n, r, a] for n, (r, a) in signatures.items()],
             }
             sections = {"meta": json.dumps(meta).encode(), "object": obj}
-            write_entry(path, key, {**sections, "ir": optimized.encode()})
+            write_entry_later(path, key, {**sections, "ir": optimized.encode()})
         nbytes = len(text) + len(optimized) + len(obj)
         compiled = CompiledModule(key, engine, mod, optimized, path, False, nbytes)
         compiled.signatures = signatures

@@ -87,6 +87,7 @@ def test_onnx_backend_defaults_to_llvm() -> None:
 
 def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "lenet.onnx")))
+    from compiler.backends.llvm.cache import flush_writes
     from compiler.backends.llvm.executor import executor_key
 
     engine = JITEngine(directory=tmp_path)
@@ -110,6 +111,7 @@ def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> Non
     and in no promised order; the cached file must be the model's object (it defines the
     entries), or a later process loads an object without them."""
     lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "mlp.onnx")))
+    from compiler.backends.llvm.cache import flush_writes
     from compiler.backends.llvm.executor import executor_key
 
     key = executor_key(lir, plan)
@@ -118,6 +120,7 @@ def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> Non
         directory = tmp_path / str(attempt)
         ex = LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
         obj_key = ex.compiled.key
+        flush_writes()  # the entries are written in the background
         assert len(list(directory.glob("*.gvz"))) == 2  # the program's entry, its object's
         assert b"run_all" in bytes(read_entry(directory / f"{obj_key}.gvz", obj_key)["object"])
         JITEngine().forget(key)

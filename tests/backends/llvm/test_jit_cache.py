@@ -4,6 +4,9 @@ what a fresh compile computes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -20,7 +23,8 @@ from compiler.backends.llvm.jit import JITEngine, ModuleCache
 from compiler.backends.llvm.kernels import parallel
 from compiler.pipeline import compile_model
 
-SAMPLES = Path(__file__).resolve().parents[3] / "sample_models"
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLES = ROOT / "sample_models"
 
 
 @pytest.fixture(autouse=True)
@@ -306,6 +310,7 @@ def test_sources_are_the_code_generators_import_closure(tmp_path):
 
 
 def _entry_of(tmp_path: Path, key: str) -> Path:
+    jit_cache.flush_writes()  # entries are written in the background (as a later process sees them)
     path = jit_cache.entry_path(tmp_path, key)
     assert path.exists()
     return path
@@ -419,3 +424,22 @@ def test_a_read_only_cache_only_costs_speed(tmp_path, generations):
     _check_against_interpreter(lir, plan, got, feed)
     _forget_memory()
     assert not LLVMExecutor(lir, plan, engine=engine).from_cache
+
+
+def test_a_process_leaves_its_entries_written_when_it_exits(tmp_path):
+    """Entries are written on a background thread, after the executor is ready; the process's
+    exit waits for them: a run that ends right after its compile leaves whole entries (the
+    program's and its object's) and no temporary file."""
+    code = (
+        "import sys; from compiler.pipeline import compile_model;"
+        "from compiler.backends.llvm.executor import LLVMModelExecutor;"
+        f"LLVMModelExecutor(compile_model({str(SAMPLES / 'lenet.onnx')!r}))"
+    )
+    env = dict(os.environ, GLOWVIZ_CACHE_DIR=str(tmp_path))
+    env.pop("GLOWVIZ_NO_DISK_CACHE", None)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=300)
+    entries = sorted(tmp_path.rglob("*.gvz"))
+    assert len(entries) == 2, entries
+    assert not list(tmp_path.rglob("*.tmp*"))
+    for path in entries:
+        assert jit_cache.read_entry(path, path.stem) is not None
