@@ -1,9 +1,11 @@
 """JIT engine for the LLVM backend: IR text -> verify -> O3 -> MCJIT -> ctypes callables.
 
-Compiled objects are cached on disk (``~/.cache/glowviz/llvm`` or ``$GLOWVIZ_CACHE_DIR``), keyed
-by sha256 of the IR text, CPU, features and llvmlite version, through MCJIT's object-cache
-hooks (a disk hit skips the optimizer and the code generator), and compiled modules in memory,
-least recently used out first, up to a count and a byte budget (``ModuleCache``).
+Compiled objects are cached on disk (``~/.cache/glowviz/llvm`` or ``$GLOWVIZ_CACHE_DIR``, one
+checked entry file per key: ``cache.py``) and in memory, least recently used out first, up to a
+count and a byte budget (``ModuleCache``). ``compile_keyed`` takes a key computed before the IR
+exists (``cache.program_key``) and builds the IR only on a miss; ``compile`` keys IR text by its
+hash. A disk hit hands MCJIT the stored object through its object-cache hooks: no IR is parsed,
+optimized or code-generated.
 A ``CompiledModule`` shows the optimized IR and the host assembly of single functions: the
 assembly of a few functions is generated on its own, never the whole module's.
 """
@@ -12,13 +14,14 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import re
 import signal
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 import compiler.backends.llvm.target as target
+from compiler.backends.llvm.cache import cache_dir, entry_path, read_entry, write_entry
 from compiler.errors import CodegenError
 from compiler.limits import MIB, ensure_headroom
 
@@ -39,11 +43,6 @@ _CTYPES = {
     "float": ctypes.c_float,
     "double": ctypes.c_double,
 }
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("GLOWVIZ_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "glowviz" / "llvm"
 
 
 def module_key(ir_text: str) -> str:
@@ -116,6 +115,11 @@ class CompiledModule:
         #: Threads of the module's own pool (kernels/parallel.py); 1: none started.
         self.threads = 1
         self._finalizer: weakref.finalize | None = None
+        #: (return type, argument types) of every exported function, as IR type text.
+        self.signatures: dict[str, tuple[str, list[str]]] = {}
+        #: The sections stored beside the object (``JITEngine.compile_keyed``).
+        self.extras: dict[str, bytes | memoryview] = {}
+        self._optimized_raw: bytes | memoryview | None = None  # a disk hit's, decoded on use
 
     def address(self, name: str) -> int:
         addr = self._engine.get_function_address(name)
@@ -132,11 +136,11 @@ class CompiledModule:
     def cfunc(self, name: str) -> Any:
         """A ctypes callable for ``name``; pointer args take ints (addresses) or ctypes pointers."""
         if name not in self._cfuncs:
-            fn = self._mod.get_function(name)
-            argtypes = [_CTYPES.get(str(a.type), ctypes.c_void_p) for a in fn.arguments]
-            ret = str(fn.type)  # "ptr" under opaque pointers; use the global value type
-            fty = str(fn.global_value_type)
-            rt = fty.split(" ", 1)[0] if fty else ret
+            sig = self.signatures.get(name)
+            if sig is None:
+                raise CodegenError(f"JIT: no function named {name!r} in module {self.key[:12]}")
+            rt, args = sig
+            argtypes = [_CTYPES.get(a, ctypes.c_void_p) for a in args]
             restype = None if rt == "void" else _CTYPES.get(rt, ctypes.c_void_p)
             proto = ctypes.CFUNCTYPE(restype, *argtypes)
             self._cfuncs[name] = proto(self.address(name))
@@ -160,10 +164,9 @@ class CompiledModule:
 
     @property
     def optimized_ir(self) -> str:
-        if self._optimized_ir is None and self._cache_path is not None:
-            ll = self._cache_path.with_suffix(".ll")
-            if ll.exists():
-                self._optimized_ir = ll.read_text()
+        if self._optimized_ir is None and self._optimized_raw is not None:
+            self._optimized_ir = bytes(self._optimized_raw).decode()
+            self._optimized_raw = None
         return self._optimized_ir or ""
 
     def _source_ir(self) -> str:
@@ -318,7 +321,11 @@ class ModuleCache:
 def jit_headroom(text: str) -> int:
     """Address space that O3 and MCJIT may want for a module of IR `text`: measured peaks are
     about 50 MiB for the sample models' modules (0.1-0.7 MiB of IR)."""
-    return 128 * MIB + 16 * len(text)
+    return jit_headroom_bytes(len(text))
+
+
+def jit_headroom_bytes(text_len: int) -> int:
+    return 128 * MIB + 16 * text_len
 
 
 def static_bytes(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> int:
@@ -338,14 +345,82 @@ class JITEngine:
         self.directory = directory
 
     def compile(self, modules: ir.Module | str | Sequence[ir.Module | str]) -> CompiledModule:
+        """Compile IR (modules are linked into one), keyed by the hash of its text."""
         text = _module_text(modules)
-        key = module_key(text)
+        return self.compile_keyed(module_key(text), lambda: (text, {}))
+
+    def compile_keyed(
+        self, key: str, build: Callable[[], tuple[str, Mapping[str, bytes | memoryview]]]
+    ) -> CompiledModule:
+        """The module under ``key``: from memory, from its disk entry, or compiled from the IR
+        text ``build()`` returns, which is called only then, with the extra sections to store
+        beside the object (``CompiledModule.extras`` on a hit). The key must determine the
+        text: it names what the entry holds."""
         hit = self._memory.get(key)
         if hit is not None:
             return hit
-        return self._memory.put(key, self._compile(text, key))
+        path = entry_path(self.directory or cache_dir(), key) if self.disk_cache else None
+        loaded = self._load(key, path) if path is not None else None
+        if loaded is None:
+            text, extras = build()
+            loaded = self._compile(text, key, path, extras)
+        return self._memory.put(key, loaded)
 
-    def _compile(self, text: str, key: str) -> CompiledModule:
+    def _load(self, key: str, path: Path) -> CompiledModule | None:
+        """The module stored at ``path``, or None (no entry, a damaged or foreign one, an
+        object MCJIT does not accept): the caller compiles afresh and rewrites the entry."""
+        entry = read_entry(path, key, required=("meta", "object", "ir"))
+        if entry is None:
+            return None
+        try:
+            meta = json.loads(bytes(entry["meta"]))
+            signatures = {
+                str(n): (str(r), [str(a) for a in args]) for n, r, args in meta["signatures"]
+            }
+            text_len, statics = int(meta["text_len"]), int(meta["statics"])
+        except (ValueError, KeyError, TypeError):
+            return None
+        ensure_headroom("loading the cached code", jit_headroom_bytes(text_len) + statics)
+        obj = bytes(entry["object"])
+        tm = target.new_target_machine()
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        # MCJIT wants a module to load: an empty one named by the key, whose object the
+        # cache hook hands over instead of generating one.
+        mod = llvm.parse_assembly("")
+        mod.name = key
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+
+        def getbuffer(m: llvm.ModuleRef) -> bytes | None:
+            return obj if m.name == key else None
+
+        engine.set_object_cache(lambda m, buf: None, getbuffer)
+        try:
+            with _interrupts_deferred():
+                engine.add_module(mod)
+                engine.finalize_object()
+                engine.run_static_constructors()
+        except RuntimeError:
+            return None
+        if any(not engine.get_function_address(n) for n in signatures):
+            return None  # not the object its table describes
+        extras: dict[str, bytes | memoryview] = {
+            n: v for n, v in entry.items() if n not in ("meta", "object", "ir")
+        }
+        nbytes = len(entry["ir"]) + len(obj) + sum(len(v) for v in extras.values())
+        compiled = CompiledModule(key, engine, mod, None, path, True, nbytes)
+        compiled.signatures = signatures
+        compiled.extras = extras
+        compiled._optimized_raw = entry["ir"]
+        return compiled
+
+    def _compile(
+        self,
+        text: str,
+        key: str,
+        path: Path | None,
+        extras: Mapping[str, bytes | memoryview],
+    ) -> CompiledModule:
         # LLVM aborts the whole process (SIGABRT) when one of its allocations fails, as under a
         # memory ulimit with a large arena already allocated: refuse cleanly first.
         ensure_headroom("JIT-compiling the generated code", jit_headroom(text))
@@ -360,49 +435,51 @@ class JITEngine:
         statics = static_bytes(mod, tm)
         if statics:
             ensure_headroom("JIT-compiling the generated code", jit_headroom(text) + statics)
+        signatures = _signatures(mod)
         mod.name = key
-        path: Path | None = None
-        cached: bytes | None = None
-        if self.disk_cache:
-            d = self.directory or cache_dir()
-            path = d / f"{key}.o"
-            if path.exists():
-                cached = path.read_bytes()
-        optimized: str | None = None
-        if cached is None:
-            target.optimize(mod)
-            optimized = str(mod)
+        target.optimize(mod)
+        optimized = str(mod)
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-        object_size = [len(cached) if cached is not None else 0]
+        objects: list[bytes] = []
 
         # MCJIT calls both hooks for every module of the engine, the empty seed module
-        # included, in an order it does not promise: only `mod` (named by its key) may be
-        # stored or served, or the cache file can end up holding the seed's empty object.
+        # included, in an order it does not promise: only `mod` (named by its key) is kept.
         def notify(m: llvm.ModuleRef, buf: bytes) -> None:
-            if m.name != key:
-                return
-            object_size[0] = len(buf)
-            if path is None or cached is not None:
-                return
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_bytes(buf)
-                os.replace(tmp, path)
-                path.with_suffix(".ll").write_text(optimized or "")
-            except OSError:
-                pass  # a read-only cache only costs speed
+            if m.name == key:
+                objects.append(bytes(buf))
 
-        def getbuffer(m: llvm.ModuleRef) -> bytes | None:
-            return cached if m.name == key else None
-
-        engine.set_object_cache(notify, getbuffer)
+        engine.set_object_cache(notify, lambda m: None)
         with _interrupts_deferred():
             engine.add_module(mod)
             engine.finalize_object()
             engine.run_static_constructors()
-        nbytes = len(text) + len(optimized or "") + object_size[0]
-        return CompiledModule(key, engine, mod, optimized, path, cached is not None, nbytes)
+        obj = objects[-1] if objects else b""
+        if path is not None and obj:
+            meta = {
+                "text_len": len(text),
+                "statics": statics,
+                "signatures": [[n, r, a] for n, (r, a) in signatures.items()],
+            }
+            sections = {"meta": json.dumps(meta).encode(), "object": obj}
+            write_entry(path, key, {**sections, "ir": optimized.encode(), **extras})
+        nbytes = len(text) + len(optimized) + len(obj) + sum(len(v) for v in extras.values())
+        compiled = CompiledModule(key, engine, mod, optimized, path, False, nbytes)
+        compiled.signatures = signatures
+        compiled.extras = dict(extras)
+        return compiled
+
+
+def _signatures(mod: llvm.ModuleRef) -> dict[str, tuple[str, list[str]]]:
+    """(return type, argument types) of every function the module exports, as IR type text:
+    what ``CompiledModule.cfunc`` makes its ctypes prototypes of."""
+    out = {}
+    for fn in mod.functions:
+        if fn.is_declaration or fn.linkage in (llvm.Linkage.internal, llvm.Linkage.private):
+            continue
+        fty = str(fn.global_value_type)
+        ret = fty.split(" ", 1)[0] if fty else "void"
+        out[fn.name] = (ret, [str(a.type) for a in fn.arguments])
+    return out
 
 
 @contextmanager

@@ -171,9 +171,12 @@ def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> Non
 @pytest.mark.parametrize("isa", [i for i in ("avx2", "generic") if i != target.default_isa()])
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_strategies_on_other_isas(strategy: str, isa: str, monkeypatch, tmp_path) -> None:
-    """The register tiles and vector widths of the other ISAs, on every 10th grid shape."""
+    """The register tiles and vector widths of the other ISAs, on every 10th grid shape (or,
+    for a row that applies to none of those, on its first three)."""
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
-    _run_grid(strategy, isa, [(c, s) for c, s in GRID[::10] if strategy in applicable(s)])
+    mine = [(c, s) for c, s in GRID if strategy in applicable(s)]
+    tenth = [(c, s) for c, s in GRID[::10] if strategy in applicable(s)]
+    _run_grid(strategy, isa, tenth or mine[:3])
 
 
 def test_the_grid_reaches_every_strategy() -> None:
@@ -186,8 +189,8 @@ def test_forced_strategy_that_does_not_apply_is_refused() -> None:
     kw = dict(N=1, C=3, H=5, W=5, K=6, R=3, S=3, weights=w, stride=2, pad=1, group=3)
     with pytest.raises(CodegenError, match="'padded-shift-gemm' does not apply.*these do: "):
         emit_conv2d(ir.Module(), "cv", strategy="padded-shift-gemm", **kw)
-    with pytest.raises(CodegenError, match="unknown conv strategy 'winograd'"):
-        emit_conv2d(ir.Module(), "cv", strategy="winograd", **kw)
+    with pytest.raises(CodegenError, match="unknown conv strategy 'fft'"):
+        emit_conv2d(ir.Module(), "cv", strategy="fft", **kw)
 
 
 # -- through the emitter table and the executor ------------------------------------------------
@@ -288,7 +291,14 @@ def test_executor_runs_every_applicable_strategy(case, monkeypatch, tmp_path) ->
         assert ex.strategy(lir.code.index(conv)).startswith(name)
         got = ex.run(feed)
         for k in want:
-            np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=name)
+            # F(4x4, 3x3)'s transforms have coefficients up to 8 (A^T) and 5 (B^T) and cancel
+            # terms larger than the result: measured 5-8x a direct GEMM's rounding error,
+            # ~1e-5 of the outputs' magnitude (3e-5 on plane-7x7's), so for it alone an
+            # absolute tolerance of 2e-5 of that magnitude (tests/backends/llvm/test_winograd.py
+            # has the measurements).
+            scale = float(np.abs(want[k]).max())
+            atol = max(1e-5, 2e-5 * scale) if name == "winograd-4x4" else 1e-5
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=atol, err_msg=name)
         again = ex.run(feed)
         for k in want:
             np.testing.assert_array_equal(again[k], got[k], err_msg=f"{name}: two runs differ")

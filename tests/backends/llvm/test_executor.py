@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler.backends.llvm.cache import read_entry
 from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.backends.llvm.jit import JITEngine
 from compiler.executors import make_executor
@@ -86,10 +87,9 @@ def test_onnx_backend_defaults_to_llvm() -> None:
 
 def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "lenet.onnx")))
-    from compiler.backends.llvm.codegen import generate
-    from compiler.backends.llvm.jit import module_key
+    from compiler.backends.llvm.executor import executor_key
 
-    JITEngine._memory.pop(module_key(generate(lir, plan).split_texts()[0]), None)  # cold
+    JITEngine._memory.pop(executor_key(lir, plan), None)  # cold
     engine = JITEngine(directory=tmp_path)
     first = LLVMExecutor(lir, plan, engine=engine)
     assert not first.compiled.from_disk
@@ -97,7 +97,7 @@ def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     second = LLVMExecutor(lir, plan, engine=engine)
     assert second.compiled.from_disk
     assert second.compiled.key == first.compiled.key
-    assert list(tmp_path.glob("*.o"))
+    assert list(tmp_path.glob("*.gvz"))
     inputs, expected = _io("lenet")
     feed = {lir.inputs()[0].name: inputs["input"]}
     np.testing.assert_array_equal(
@@ -110,16 +110,15 @@ def test_disk_cache_stores_the_model_object_not_the_engine_seed(tmp_path) -> Non
     and in no promised order; the cached file must be the model's object (it defines the
     entries), or a later process loads an object without them."""
     lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "mlp.onnx")))
-    from compiler.backends.llvm.codegen import generate
-    from compiler.backends.llvm.jit import module_key
+    from compiler.backends.llvm.executor import executor_key
 
-    key = module_key(generate(lir, plan).split_texts()[0])
+    key = executor_key(lir, plan)
     for attempt in range(4):
         JITEngine._memory.pop(key, None)
         directory = tmp_path / str(attempt)
         LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
-        (obj,) = directory.glob("*.o")
-        assert b"run_all" in obj.read_bytes()
+        (entry,) = directory.glob("*.gvz")
+        assert b"run_all" in bytes(read_entry(entry, key)["object"])
         JITEngine._memory.pop(key, None)
         again = LLVMExecutor(lir, plan, engine=JITEngine(directory=directory))
         assert again.compiled.from_disk

@@ -275,7 +275,7 @@ def test_jit_disk_cache_roundtrip(tmp_path):
     emit_matmul(m, "mm_cache", 5, 7, 9, a_stride=9, b_stride=7, c_stride=7)
     text = str(m)
     first = JITEngine(directory=tmp_path).compile(text)
-    assert not first.from_disk and list(tmp_path.glob("*.o"))
+    assert not first.from_disk and list(tmp_path.glob("*.gvz"))
     JITEngine._memory.clear()
     second = JITEngine(directory=tmp_path).compile(text)
     assert second.from_disk

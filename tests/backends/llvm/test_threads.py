@@ -111,6 +111,10 @@ CONVS = [
     ("direct-vector", (3, 41, 45, 37, 5, 2, 2, 1)),
     ("depthwise-direct", (13, 27, 35, 13, 5, 2, 2, 13)),
     ("depthwise-direct", (7, 19, 41, 14, 3, 1, 1, 7)),  # channel multiplier 2
+    # Input transform in channel groups, the GEMMs by transform position, the output
+    # transform in output-channel groups; odd planes (cropped tiles).
+    ("winograd", (64, 29, 31, 48, 3, 1, 1, 1)),
+    ("winograd-4x4", (64, 29, 31, 48, 3, 1, 1, 1)),
 ]
 
 
@@ -133,7 +137,10 @@ def test_conv_strategies_on_threads(strategy, case):
         [w, bias],
     )
     model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-    _same_on_threads(model, conv_strategy=strategy)
+    # F(4x4, 3x3): 5-8x a direct GEMM's rounding error, ~1e-5 of the outputs' magnitude (~20
+    # here; see tests/backends/llvm/test_winograd.py); the bits across threads stay exact.
+    atol = 3e-4 if strategy == "winograd-4x4" else 1e-5
+    _same_on_threads(model, conv_strategy=strategy, atol=atol)
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,14 @@ def entry_alloca(b: ir.IRBuilder, ty: ir.Type) -> ir.Value:
         return b.alloca(ty)
 
 
+def folded(v: Int) -> Int:
+    """An integer constant as the ``int`` it is (so ``add``/``mul`` fold it), else ``v``: for
+    values that are run-time in a shared GEMM chunk and constants everywhere else."""
+    if isinstance(v, ir.Constant) and isinstance(v.type, ir.IntType):
+        return int(v.constant)
+    return v
+
+
 def add(b: ir.IRBuilder, x: Int, y: Int) -> Int:
     if isinstance(x, int) and isinstance(y, int):
         return x + y
@@ -234,6 +242,26 @@ def _mask(n: int, valid: int) -> ir.Constant:
     return ir.Constant(ir.VectorType(I1, n), [1 if i < valid else 0 for i in range(n)])
 
 
+@cache
+def _lane_indices(n: int) -> tuple[ir.Constant, ir.Constant]:
+    """(0, 1, ..., n-1) and undef, as i64 vectors: one shared constant each (llvmlite formats
+    a constant's every lane once per instance)."""
+    lanes = ir.VectorType(I64, n)
+    return ir.Constant(lanes, list(range(n))), ir.Constant(lanes, ir.Undefined)
+
+
+def lane_mask(b: ir.IRBuilder, n: int, valid: Int) -> ir.Value:
+    """The first ``valid`` of ``n`` lanes: a constant, or for a run-time count (a shared GEMM
+    chunk's tail panel) a compare of the lane numbers with it (LLVM hoists it out of loops;
+    AVX-512 keeps it in a mask register)."""
+    if isinstance(valid, int):
+        return _mask(n, valid)
+    indices, undef = _lane_indices(n)
+    count = b.insert_element(undef, valid, ir.Constant(I32, 0))
+    count = b.shuffle_vector(count, undef, _broadcast_constants(n)[1])
+    return b.icmp_signed("<", indices, count)
+
+
 def _lanes(ty: ir.VectorType) -> str:
     """The intrinsics' name of a vector type: ``v8f32``, ``v16i8``..."""
     e = ty.element
@@ -241,27 +269,30 @@ def _lanes(ty: ir.VectorType) -> str:
 
 
 def masked_load_call(
-    b: ir.IRBuilder, ptr: ir.Value, ty: ir.VectorType, valid: int, fill: ir.Value, align: int
+    b: ir.IRBuilder, ptr: ir.Value, ty: ir.VectorType, valid: Int, fill: ir.Value, align: int
 ) -> ir.Value:
     """``llvm.masked.load``: the first ``valid`` lanes of a ``ty`` vector at ``ptr``, the
     others ``fill`` (a vector) and never read."""
     fnty = ir.FunctionType(ty, [PTR, I32, ir.VectorType(I1, ty.count), ty])
     fn = intrinsic(b.module, f"llvm.masked.load.{_lanes(ty)}.p0", fnty)
-    return b.call(fn, [ptr, ir.Constant(I32, align), _mask(ty.count, valid), fill])
+    return b.call(fn, [ptr, ir.Constant(I32, align), lane_mask(b, ty.count, valid), fill])
 
 
-def masked_store_call(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: int, align: int) -> None:
+def masked_store_call(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: Int, align: int) -> None:
     """``llvm.masked.store``: the first ``valid`` lanes of vector ``v`` to ``ptr``."""
     n = v.type.count
     fnty = ir.FunctionType(VOID, [v.type, PTR, I32, ir.VectorType(I1, n)])
     fn = intrinsic(b.module, f"llvm.masked.store.{_lanes(v.type)}.p0", fnty)
-    b.call(fn, [v, ptr, ir.Constant(I32, align), _mask(n, valid)])
+    b.call(fn, [v, ptr, ir.Constant(I32, align), lane_mask(b, n, valid)])
 
 
 def load_vec(
-    b: ir.IRBuilder, ptr: ir.Value, n: int, valid: int | None = None, align: int = 4
+    b: ir.IRBuilder, ptr: ir.Value, n: int, valid: Int | None = None, align: int = 4
 ) -> ir.Value:
-    """Vector load of ``n`` floats; only the first ``valid`` lanes are read (others are 0)."""
+    """Vector load of ``n`` floats; only the first ``valid`` lanes are read (others are 0).
+    ``valid`` may be a run-time count (0 < valid <= n)."""
+    if isinstance(valid, ir.Value):
+        return masked_load_call(b, ptr, vec(n), valid, splat(0.0, n), 4)
     if valid is None or valid >= n:
         return b.load(ptr, typ=vec(n), align=align)
     if valid == 1:
@@ -270,8 +301,11 @@ def load_vec(
 
 
 def store_vec(
-    b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int, valid: int | None = None, align: int = 4
+    b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, n: int, valid: Int | None = None, align: int = 4
 ) -> None:
+    if isinstance(valid, ir.Value):
+        masked_store_call(b, v, ptr, valid, 4)
+        return
     if valid is None or valid >= n:
         b.store(v, ptr, align=align)
         return
@@ -367,7 +401,7 @@ def activate_rows(
     stride: Int,
     rows: int,
     n: int,
-    valid: Sequence[int],
+    valid: Sequence[Int],
 ) -> None:
     """Apply ``act`` in place to ``rows`` x ``len(valid)`` vectors at ``base + r * stride +
     v * n``, one row per loop iteration (see ``Epilogue.store_rows``)."""

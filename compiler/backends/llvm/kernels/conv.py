@@ -12,17 +12,21 @@ FIRST row that applies and prefers it, in this order:
 1. ``direct-vector`` (group 1; by choice at most 4 input channels, kernels up to 7x7 and strides
    up to 2, e.g. stems): a direct loop over a padded copy of the image, tiles of output
    channels x column vectors (kernels/direct.py);
-2. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
+2. ``winograd-4x4`` and ``winograd`` (3x3, stride 1, dilation 1, group 1; by choice a tile
+   grid of at least a vector, 8 input and 16 output channels, F(4x4) only with
+   ``winograd.CHOOSE_F4``): Winograd's F(4x4, 3x3) and F(2x2, 3x3), 36 or 16 GEMMs over
+   transformed input patches (kernels/winograd.py); a finite constant filter only;
+3. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
    output channels on the vector lanes over an im2col buffer, then a transpose;
-3. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
+4. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
    GEMM over the zero-padded image split into its stride phases, whose im2col rows are
    contiguous runs read in place;
-4. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
+5. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
    channel copy, tiles of output rows x a column vector (kernels/direct.py);
-5. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
+6. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
    image's channel rows;
-6. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
-7. ``direct`` (any shape, run-time filters too): a scalar loop nest.
+7. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
+8. ``direct`` (any shape, run-time filters too): a scalar loop nest.
 
 ``select(shape, forced=name)`` returns a forced row instead, and raises ``CodegenError`` when it
 does not apply. A padded conv whose filter holds an infinity or a NaN always gets ``direct``,
@@ -44,14 +48,9 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.backends.llvm.kernels.common import (
-    F32,
     Activation,
     Epilogue,
-    entry_alloca,
-    gep,
     hand_tiled,
-    i64,
-    loop,
     new_kernel,
 )
 from compiler.backends.llvm.kernels.conv_gemm import (
@@ -62,9 +61,15 @@ from compiler.backends.llvm.kernels.conv_gemm import (
     padded_shift_body,
     pixel_rows_body,
 )
-from compiler.backends.llvm.kernels.direct import depthwise_body, direct_vector_body, pack_direct
+from compiler.backends.llvm.kernels.direct import (
+    depthwise_body,
+    direct_body,
+    direct_vector_body,
+    pack_direct,
+)
 from compiler.backends.llvm.kernels.gemm import GemmConfig, conv_gemm_config
-from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, window_taps
+from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
+import compiler.backends.llvm.kernels.winograd as winograd
 from compiler.errors import CodegenError
 
 Body = Callable[[ir.IRBuilder, ConvShape, GemmConfig, ConvPtrs, Epilogue], None]
@@ -86,6 +91,9 @@ class ConvStrategy:
     prefers: Callable[[ConvShape], bool] = _always
     #: Vectorised by hand (``hand_tiled``); False for the scalar nest the vectoriser widens.
     hand_tiled: bool = True
+    #: Needs a finite constant filter: its filter transform adds taps together, so one infinite
+    #: tap would reach outputs it does not touch as inf - inf = NaN (``winograd``).
+    finite_filter: bool = False
 
     def usable(self, s: ConvShape, constant: bool = True) -> bool:
         return (constant or self.pack is None) and self.applies(s)
@@ -126,37 +134,7 @@ def _prefers_pixel_rows(s: ConvShape) -> bool:
     return s.npix <= 64 and s.K >= 64 and s.Cg * s.R * s.S >= 64
 
 
-# -- direct loops: depthwise (vectorised over output columns) and the general scalar nest ------
 
-
-def _direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue) -> None:
-    """The plain loop nest over the ONNX filter layout."""
-    C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
-    Cg, Kg = s.Cg, s.Kg
-    rows, cols = s.rows, s.cols
-    zero = ir.Constant(F32, 0.0)
-    acc_slot = entry_alloca(b, F32)
-    with loop(b, 0, s.N, 1, "n") as n, loop(b, 0, K, 1, "k") as k:
-        gi = b.udiv(k, i64(Kg))
-        bv = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else zero
-        with loop(b, 0, OH, 1, "oh") as oh, loop(b, 0, OW, 1, "ow") as ow:
-            b.store(bv, acc_slot)
-            with loop(b, 0, Cg, 1, "c") as c:
-                cin = b.add(b.mul(gi, i64(Cg)), c)
-                xbase = b.mul(b.add(b.mul(n, i64(C)), cin), i64(H * W))
-                wbase = b.mul(b.add(b.mul(k, i64(Cg)), c), i64(R * S))
-                for tap, okh, okw, ih, iw in window_taps(b, rows, cols, oh, ow):
-                    idx = b.add(xbase, b.add(b.mul(ih, i64(W)), iw))
-                    xv = b.load(gep(b, p.x, idx), typ=F32)
-                    wv = b.load(gep(b, p.w, b.add(wbase, i64(tap))), typ=F32)
-                    # A padded tap adds nothing (not 0 * w: NaN for an infinite w).
-                    acc = b.load(acc_slot, typ=F32)
-                    summed = b.fadd(acc, b.fmul(xv, wv))
-                    b.store(b.select(b.and_(okh, okw), summed, acc), acc_slot)
-            o = b.add(
-                b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW)), b.add(b.mul(oh, i64(OW)), ow)
-            )
-            ep.store(b, b.load(acc_slot, typ=F32), gep(b, p.out, o))
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -171,6 +149,22 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         # Its taps are unrolled (strided vectors lane by lane past stride 2): a ViT's 16x16/16
         # patch conv emitted 4.5 MB of IR and spent minutes in O3. Stems up to 7x7/2 only.
         prefers=lambda s: s.C <= 4 and s.OW >= 8 and s.R * s.S <= 49 and max(s.stride) <= 2,
+    ),
+    ConvStrategy(
+        "winograd-4x4",
+        partial(winograd.winograd_body, v=winograd.F4),
+        partial(winograd.pack, v=winograd.F4),
+        applies=winograd.applies,
+        prefers=winograd.prefers_f4,
+        finite_filter=True,
+    ),
+    ConvStrategy(
+        "winograd",
+        winograd.winograd_body,
+        winograd.pack,
+        applies=winograd.applies,
+        prefers=winograd.prefers,
+        finite_filter=True,
     ),
     ConvStrategy(
         "pixel-rows-gemm",
@@ -201,7 +195,7 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
     ),
     ConvStrategy("gemm-1x1", partial(gemm_body, pointwise=True), pack_a, lambda s: s.pointwise),
     ConvStrategy("implicit-gemm", partial(gemm_body, pointwise=False), pack_a),
-    ConvStrategy("direct", _direct_body, None, hand_tiled=False),
+    ConvStrategy("direct", direct_body, None, hand_tiled=False),
 )
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(r.name for r in STRATEGIES)
@@ -218,6 +212,17 @@ def skips_padding(s: ConvShape, weights: np.ndarray | None) -> bool:
     return weights is not None and any(s.pad) and not bool(np.isfinite(weights).all())
 
 
+#: The largest filter tap a ``finite_filter`` row takes: its transform adds taps together (by
+#: at most 1.5x the largest per axis, 2.25x for both: ``winograd.F2``; F(4x4)'s G at most
+#: 1x), and a tap above float32's largest / 2.25 could come out of it as an infinity.
+FINITE_TRANSFORM_MAX = float(np.finfo(np.float32).max) / 2.25
+
+
+def _transform_stays_finite(weights: np.ndarray) -> bool:
+    a = np.abs(np.asarray(weights, dtype=np.float32))
+    return bool(np.isfinite(a).all()) and float(a.max(initial=0.0)) <= FINITE_TRANSFORM_MAX
+
+
 def select(
     s: ConvShape,
     *,
@@ -228,11 +233,17 @@ def select(
 ) -> ConvStrategy:
     """The row for ``s``: ``forced`` if given (it must apply), else the first that applies and
     prefers ``s``; ``direct`` whatever is forced when the constant filter ``weights`` is not
-    finite and ``s`` is padded. ``where`` names the instruction in errors."""
+    finite and ``s`` is padded, or when the forced row needs a filter whose transform stays
+    finite (the default choice then skips such rows). ``where`` names the instruction in errors."""
     if skips_padding(s, weights):
         return next(r for r in STRATEGIES if r.name == "direct")
+    finite = weights is None or _transform_stays_finite(weights)
     if not forced:
-        return next(r for r in STRATEGIES if r.usable(s, constant) and r.prefers(s))
+        return next(
+            r
+            for r in STRATEGIES
+            if r.usable(s, constant) and r.prefers(s) and (finite or not r.finite_filter)
+        )
     row = next((r for r in STRATEGIES if r.name == forced), None)
     if row is None:
         raise CodegenError(
@@ -246,6 +257,8 @@ def select(
             f"these do: {', '.join(applicable(s, constant))}",
             instruction=where,
         )
+    if row.finite_filter and not finite:
+        return next(r for r in STRATEGIES if r.name == "direct")
     return row
 
 

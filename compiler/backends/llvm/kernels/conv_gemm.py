@@ -18,9 +18,11 @@ import compiler.backends.llvm.kernels.gemm as _gemm
 from compiler.backends.llvm.kernels.common import (
     F32,
     I64,
+    PTR,
     Epilogue,
     Int,
     add,
+    folded,
     gep,
     i64,
     int_array,
@@ -168,36 +170,41 @@ def gemm_body(
 
         def operands(vals: list[ir.Value]) -> GemmOperands:
             """The GEMM over (this kernel's, or a parallel chunk's copies of) the group's
-            filter, input, output and bias."""
+            filter, input, output, pixels, plane size, K and bias (the sizes are values in a
+            shared chunk, ``gemm.SHARED_CHUNKS``)."""
             wv, xv, ov = vals[:3]
+            npx, hwv, kgv = (folded(v) for v in vals[3:6])
             if direct:
 
                 def b_in_place(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-                    return gep(bb, xv, add(bb, mul(bb, k, hw), mul(bb, jp, cfg.nr)))
+                    return gep(bb, xv, add(bb, mul(bb, k, hwv), mul(bb, jp, cfg.nr)))
 
-            k_run = vals[-1] if p.cin is not None else None
+            # A run-time K: a shared 1x1 kernel's argument, or a shared chunk's value.
+            k_run = None if isinstance(kgv, int) else kgv
             return GemmOperands(
-                a_addr=panel_a(wv, kgemm if k_run is None else k_run, cfg.mr),
+                a_addr=panel_a(wv, kgv, cfg.mr),
                 b_addr=b_in_place if direct else b_addr,
                 c_base=ov,
-                c_stride=npix,
+                c_stride=npx,
                 b_pack=None if direct else b_pack,
                 b_exact=direct,
                 a_packed=True,
-                bias_col=vals[3] if bg is not None else None,
+                bias_col=vals[6] if bg is not None else None,
                 accumulate=ep.accumulate,
                 activation=ep.activation,
                 k_run=k_run,
             )
 
-        captures = [wg, xg, og] + ([bg] if bg is not None else [])
+        captures = [wg, xg, og, i64(npix), i64(hw), i64(kgemm)] + ([bg] if bg is not None else [])
         # A shared kernel's chunks follow the K it stands for (see ``shared_cin``).
         kstat = s.Cg * s.R * s.S
-        if p.cin is not None:
-            captures.append(p.cin)
+        if p.cin is not None:  # K, the kernel's argument, is captured as kgemm
             kstat = shared_cin(s.C, cfg)
         ntiles = -(-kgr // cfg.mr) * -(-npix // cfg.nr)
-        split = Split(work_chunks(kgr * npix * kstat, ntiles), captures, operands, prefer="m")
+        key = ("conv-gemm", direct, bg is not None, ep.accumulate, ep.activation)
+        split = Split(
+            work_chunks(kgr * npix * kstat, ntiles), captures, operands, prefer="m", key=key
+        )
         emit_gemm_body(b, cfg, kgr, npix, kstat, operands(captures), split)
 
 
@@ -356,21 +363,23 @@ def pixel_rows_body(
     nchunks = nfull + (1 if rest else 0)
     has_bias = p.bias is not None
 
-    def operands(vals: list[ir.Value], a_addr: AAddr, c_base: ir.Value) -> GemmOperands:
-        """The GEMM of a chunk: ``vals`` = (image, output, packed W^T[, bias])."""
-        w = vals[2]
-        k_run = vals[-1] if p.cin is not None else None
+    def operands(
+        w: ir.Value, bias: ir.Value | None, a_addr: AAddr, c_base: ir.Value, crs_v: Int, k_v: Int
+    ) -> GemmOperands:
+        """The GEMM of a chunk over packed W^T ``w``: A at ``a_addr``, C at ``c_base``, K =
+        ``crs_v`` (a run-time K, a shared 1x1 kernel's or a shared chunk's, is ``k_run``) and
+        N = ``k_v`` output channels."""
+        k_run = None if isinstance(crs_v, int) else crs_v
 
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-            panel = crs * cfg.nr if k_run is None else bb.mul(k_run, i64(cfg.nr))
-            return gep(bb, w, add(bb, mul(bb, jp, panel), mul(bb, k, cfg.nr)))
+            return gep(bb, w, add(bb, mul(bb, jp, mul(bb, crs_v, cfg.nr)), mul(bb, k, cfg.nr)))
 
         return GemmOperands(
             a_addr=a_addr,
             b_addr=b_addr,
             c_base=c_base,
-            c_stride=K,
-            bias_row=vals[3] if has_bias else None,
+            c_stride=k_v,
+            bias_row=bias,
             activation=None if ep.accumulate else ep.activation,
             k_run=k_run,
         )
@@ -402,16 +411,26 @@ def pixel_rows_body(
             a_src = thread_scratch(bb, abuf, tid)
             _im2col_rows(bb, s, xn, a_src, oh0, nrows)
             a_addr = strided_a(a_src, crs)
+        w, bias = vals[2], vals[3] if has_bias else None
+        crs_here = vals[-1] if p.cin is not None else crs  # this function's copy of C
         split = None
         if nchunks == 1:
-            # Thread 0's buffers are globals the chunks of the split can use as they are.
+            # Thread 0's buffers are globals the chunks of the split can use as they are; they,
+            # A's strides and the sizes go in as values, so that the chunks of convs of one
+            # structure are one function (``gemm.SHARED_CHUNKS``).
+            a_base, a_sm, a_sk = (xn, 1, s.H * s.W) if abuf is None else (abuf, crs_here, 1)
+            caps = [w, cbuf, a_base] + [i64(x) for x in (a_sm, a_sk, crs_here, K)]
+            caps += [bias] if bias is not None else []
+
             def split_ops(v: list[ir.Value]) -> GemmOperands:
-                a = strided_a(v[0], 1, s.H * s.W) if abuf is None else strided_a(abuf, crs)
-                return operands(v, a, cbuf)
+                sm, sk, crs_v, k_v = (folded(x) for x in v[3:7])
+                a = strided_a(v[2], sm, sk)
+                return operands(v[0], v[7] if has_bias else None, a, v[1], crs_v, k_v)
 
             tiles = -(-m // gcfg.mr) * -(-K // cfg.nr)
-            split = Split(work_chunks(m * K * kstat, tiles), vals, split_ops)
-        emit_gemm_body(bb, gcfg, m, K, kstat, operands(vals, a_addr, cb), split)
+            key = ("pixel-rows", has_bias, ep.accumulate, ep.activation, cfg)
+            split = Split(work_chunks(m * K * kstat, tiles), caps, split_ops, key=key)
+        emit_gemm_body(bb, gcfg, m, K, kstat, operands(w, bias, a_addr, cb, crs_here, K), split)
         # out[n, k, oh0*OW + j] = C[j, k]
         # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
         dst = gep(bb, on, bb.mul(oh0, i64(OW)))
@@ -507,6 +526,7 @@ def padded_shift_body(
     table.initializer = int_array(I64, koff.tolist())
     table.global_constant = True
     table.linkage = "internal"
+    table.type = PTR  # opaque: the chunks' context holds a plain pointer, whatever C*R*S is
     # Whole NR panels per chunk (a chunk's last panel is a narrower, slower tile).
     nc_full = min(max(nr, SHIFT_NC // nr * nr), ngrid)
     nfull, rest = divmod(ngrid, nc_full)
@@ -578,17 +598,18 @@ def padded_shift_body(
         grid (a stride-1 and a stride-2 3x3 conv of 15 grid columns) get the same chunk code,
         which codegen then compiles once (``merge_identical_functions``)."""
         cbase, w, col0, rows, images = v[:5]
+        crs_v, ngrid_v = folded(v[5]), folded(v[6])
 
         def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
             start = bb.load(gep(bb, rows, k, I64), typ=I64)
             return gep(bb, images, add(bb, bb.add(start, col0), mul(bb, jp, nr)))
 
         return GemmOperands(
-            a_addr=panel_a(w, crs, cfg.mr),
+            a_addr=panel_a(w, crs_v, cfg.mr),
             b_addr=b_addr,
             c_base=cbase,
-            c_stride=ngrid,
-            bias_col=v[5] if has_bias else None,
+            c_stride=ngrid_v,
+            bias_col=v[7] if has_bias else None,
             activation=None if ep.accumulate else ep.activation,
             b_exact=True,
             a_packed=True,
@@ -596,9 +617,11 @@ def padded_shift_body(
 
     def chunk(n0: ir.Value, ncols: int) -> None:
         """Grid columns n0 .. n0+ncols-1 of every output channel into cbuf."""
-        vals = [gep(b, cbuf, n0), p.w, n0, table, xph] + ([p.bias] if has_bias else [])
+        vals = [gep(b, cbuf, n0), p.w, n0, table, xph, i64(crs), i64(ngrid)]
+        vals += [p.bias] if has_bias else []
         tiles = -(-K // cfg.mr) * -(-ncols // nr)
-        split = Split(work_chunks(K * ncols * crs, tiles), vals, operands, prefer="m")
+        key = ("padded-shift", has_bias, ep.accumulate, ep.activation, cfg)
+        split = Split(work_chunks(K * ncols * crs, tiles), vals, operands, prefer="m", key=key)
         emit_gemm_body(b, cfg, K, ncols, crs, operands(vals), split)
 
     kgroups = work_chunks(K * OH * OW * ELEMENT_WORK, K)  # the crop: a copy, by channels

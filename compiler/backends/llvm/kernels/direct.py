@@ -11,6 +11,9 @@ fused activation (or epilogue) run on the accumulators before the (masked) store
   tiles of KB output channels x one column vector; each loaded input vector feeds KB
   multiply-adds with the filter packed as [K/KB][C][R][S][KB] (broadcast from consecutive
   floats).
+- ``direct`` (any shape, run-time filters too): ``direct_body``, the plain scalar loop nest
+  over the ONNX filter layout with a bounds test per tap; also what a ``winograd`` conv falls
+  back to when its input holds an infinity or a NaN.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from compiler.backends.llvm.kernels.common import (
     activate_span,
     apply_activation,
     broadcast,
+    entry_alloca,
     fma,
     gep,
     i64,
@@ -43,7 +47,7 @@ from compiler.backends.llvm.kernels.parallel import (
     work_chunks,
 )
 from compiler.backends.llvm.kernels.rows import masked_load, masked_store, vector_loop
-from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
+from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape, window_taps
 
 #: Output rows per register tile (each holds one vector of columns).
 ROW_TILE = 4
@@ -450,8 +454,39 @@ def direct_vector_body(
                 chunk(b, i, i64(0), args)
 
 
+def direct_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue) -> None:
+    """The plain loop nest over the ONNX filter layout."""
+    C, H, W, K, R, S, OH, OW = s.C, s.H, s.W, s.K, s.R, s.S, s.OH, s.OW
+    Cg, Kg = s.Cg, s.Kg
+    rows, cols = s.rows, s.cols
+    zero = ir.Constant(F32, 0.0)
+    acc_slot = entry_alloca(b, F32)
+    with loop(b, 0, s.N, 1, "n") as n, loop(b, 0, K, 1, "k") as k:
+        gi = b.udiv(k, i64(Kg))
+        bv = b.load(gep(b, p.bias, k), typ=F32) if p.bias is not None else zero
+        with loop(b, 0, OH, 1, "oh") as oh, loop(b, 0, OW, 1, "ow") as ow:
+            b.store(bv, acc_slot)
+            with loop(b, 0, Cg, 1, "c") as c:
+                cin = b.add(b.mul(gi, i64(Cg)), c)
+                xbase = b.mul(b.add(b.mul(n, i64(C)), cin), i64(H * W))
+                wbase = b.mul(b.add(b.mul(k, i64(Cg)), c), i64(R * S))
+                for tap, okh, okw, ih, iw in window_taps(b, rows, cols, oh, ow):
+                    idx = b.add(xbase, b.add(b.mul(ih, i64(W)), iw))
+                    xv = b.load(gep(b, p.x, idx), typ=F32)
+                    wv = b.load(gep(b, p.w, b.add(wbase, i64(tap))), typ=F32)
+                    # A padded tap adds nothing (not 0 * w: NaN for an infinite w).
+                    acc = b.load(acc_slot, typ=F32)
+                    summed = b.fadd(acc, b.fmul(xv, wv))
+                    b.store(b.select(b.and_(okh, okw), summed, acc), acc_slot)
+            o = b.add(
+                b.mul(b.add(b.mul(n, i64(K)), k), i64(OH * OW)), b.add(b.mul(oh, i64(OW)), ow)
+            )
+            ep.store(b, b.load(acc_slot, typ=F32), gep(b, p.out, o))
+
+
 __all__ = [
     "ROW_TILE",
+    "direct_body",
     "direct_tile",
     "copy_padded",
     "depthwise_body",

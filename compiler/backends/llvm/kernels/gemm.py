@@ -12,7 +12,7 @@ AVX2, 6x8 on SSE) and issues one FMA per (row, vector) per k; loops: K blocks (K
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,6 +29,7 @@ from compiler.backends.llvm.kernels.common import (
     apply_activation,
     broadcast,
     fma,
+    folded,
     gep,
     i64,
     intrinsic,
@@ -127,9 +128,10 @@ BAddr = Callable[[ir.IRBuilder, Int, Int], ir.Value]
 BPack = Callable[[ir.IRBuilder, ir.Value, ir.Value], None]
 
 
-def strided_a(base: ir.Value, stride_m: int, stride_k: int = 1) -> AAddr:
+def strided_a(base: ir.Value, stride_m: Int, stride_k: Int = 1) -> AAddr:
     def addr(b: ir.IRBuilder, i0: Int, r: int, k: Int) -> ir.Value:
-        return gep(b, base, add(b, add(b, mul(b, i0, stride_m), r * stride_m), mul(b, k, stride_k)))
+        row = add(b, mul(b, i0, stride_m), mul(b, r, stride_m))
+        return gep(b, base, add(b, row, mul(b, k, stride_k)))
 
     return addr
 
@@ -160,7 +162,7 @@ class GemmOperands:
     a_addr: AAddr
     b_addr: BAddr
     c_base: ir.Value
-    c_stride: int
+    c_stride: Int
     b_pack: BPack | None = None
     bias_row: ir.Value | None = None  # float[N], added to every row
     bias_col: ir.Value | None = None  # float[M], added to every column
@@ -174,6 +176,9 @@ class GemmOperands:
     #: K as a run-time value (a shared kernel's shape argument) standing for the ``K`` the body
     #: was emitted with: at most one K block when that K is, more than one otherwise.
     k_run: ir.Value | None = None
+    #: An i1 value: ReLU after the last K block when it is true (a shared chunk's activation,
+    #: None or ReLU, taken at run time; ``activation`` is then None).
+    relu_if: ir.Value | None = None
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -189,16 +194,16 @@ def _micro_kernel(
     i0: Int,
     jp: Int,
     mr: int,
-    ncols: int,
+    valid: Sequence[Int],
     pc: Int,
     kend: Int,
     first: bool | ir.Value,
     last: bool | ir.Value,
 ) -> None:
-    """C[i0:i0+mr, jp*NR : jp*NR+ncols] (+)= A[i0.., pc:kend] @ Bpanel[jp][pc:kend] + epilogue."""
+    """C[i0:i0+mr, jp*NR : jp*NR+ncols] (+)= A[i0.., pc:kend] @ Bpanel[jp][pc:kend] + epilogue,
+    ``valid[v]`` the columns of vector v (``_lanes``; the last may be a run-time count)."""
     vw = cfg.vw
-    nvec = math.ceil(ncols / vw)
-    valid = [min(vw, ncols - v * vw) for v in range(nvec)]
+    nvec = len(valid)
     col0 = mul(b, jp, cfg.nr)
     c_rows = [
         gep(b, ops.c_base, add(b, mul(b, add(b, i0, r), ops.c_stride), col0)) for r in range(mr)
@@ -219,6 +224,9 @@ def _micro_kernel(
         else None
     )
     init: list[list[ir.Value]] = []
+    # A run-time first K block (several blocks, or a shared chunk's loop): C is read only
+    # after it, behind a branch (a select read C, not yet written, on the first block too).
+    branch = BRANCH_FIRST and isinstance(first, ir.Value) and not ops.accumulate
     for r in range(mr):
         row = []
         bias_c = None
@@ -236,10 +244,25 @@ def _micro_kernel(
                 val = b.fadd(old, _cond(b, first, bias, zero)) if bias is not zero else old
             else:
                 val = bias
-                if first is not True:
+                if first is not True and not branch:
                     val = _cond(b, first, bias, load_vec(b, cptr, vw, valid[v]))
             row.append(val)
         init.append(row)
+    if branch:
+        assert isinstance(first, ir.Value)
+        entry = b.block
+        with b.if_then(b.not_(first)):
+            loaded = [
+                [load_vec(b, gep(b, c_rows[r], v * vw), vw, valid[v]) for v in range(nvec)]
+                for r in range(mr)
+            ]
+            later = b.block
+        for r in range(mr):
+            for v in range(nvec):
+                phi = b.phi(init[r][v].type, f"c{r}_{v}")
+                phi.add_incoming(init[r][v], entry)
+                phi.add_incoming(loaded[r][v], later)
+                init[r][v] = phi
 
     # With few accumulators (a tail tile of 1-3 rows, a GEMV) the FMAs of one chain wait for
     # each other: run several sets of partial sums over interleaved k and add them at the end.
@@ -282,11 +305,16 @@ def _micro_kernel(
 
     act = ops.activation if last is not False else None
     light = is_light(act)
+    relu_if = None
+    if ops.relu_if is not None and last is not False:
+        relu_if = ops.relu_if if last is True else b.and_(last, ops.relu_if)
     for r in range(mr):
         for v in range(nvec):
             out = accs[r][v]
             if act is not None and light:
                 out = _cond(b, last, apply_activation(b, out, act), out)
+            if relu_if is not None:
+                out = b.select(relu_if, apply_activation(b, out, "relu"), out)
             store_vec(b, out, gep(b, c_rows[r], v * vw), vw, valid[v])
     if not light:
         # After the K block that completes the tile, on the stored tile (Epilogue.store_rows).
@@ -295,6 +323,8 @@ def _micro_kernel(
 
 #: Accumulating tiles (the sum post-op) prefetch the next row tile's C lines (``_micro_kernel``).
 PREFETCH_C_NEXT = True
+#: A tile's first K block, when only known at run time, skips reading C behind a branch.
+BRANCH_FIRST = True
 #: Output rows ahead the accumulating pixel-rows transpose (``conv_gemm._transpose_out``)
 #: prefetches the rows it adds to: ResNet-50's 7x7 residual 1x1s read their 400 KB residual
 #: one 196-byte row piece at a time. Two-conv model 0.95-0.96 with 8-32 rows (64: no gain),
@@ -336,13 +366,18 @@ def prefetch(b: ir.IRBuilder, ptr: ir.Value) -> None:
     b.call(fn, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
 
+def _lanes(ncols: int, vw: int) -> list[int]:
+    """The columns of each vector of a tile ``ncols`` wide."""
+    return [min(vw, ncols - v * vw) for v in range(math.ceil(ncols / vw))]
+
+
 def _k_loop(
     b: ir.IRBuilder,
     ops: GemmOperands,
     i0: Int,
     jp: Int,
     mr: int,
-    valid: list[int],
+    valid: Sequence[Int],
     vw: int,
     k0: Int,
     kend: Int,
@@ -409,6 +444,21 @@ class Split:
     #: Which dimension the chunks cut first: "n" (B's panels: each thread streams its own part
     #: of B, for constant B = weights) or "m" (A's tiles, for A = conv weights).
     prefer: str = "n"
+    #: What ``make`` depends on besides the captures (the operands' kind, bias, epilogue):
+    #: with it, chunks of one structure are built once (``parallel_loop(task_key=...)``);
+    #: None: each GEMM builds its own (``merge_identical_functions`` may still merge them).
+    key: Hashable | None = None
+
+
+def _within(b: ir.IRBuilder, x: Int, lo: Int, hi: Int) -> bool | ir.Value:
+    """``lo <= x < hi``: whether a chunk's range [lo, hi) holds tile or panel ``x``."""
+    below = _lt(b, x, hi)
+    at_or_above = _lt(b, lo, add(b, x, 1))  # lo <= x
+    if isinstance(below, bool) or isinstance(at_or_above, bool):
+        if below is False or at_or_above is False:
+            return False
+        return at_or_above if below is True else below
+    return b.and_(at_or_above, below)
 
 
 def _lt(b: ir.IRBuilder, x: Int, y: Int) -> bool | ir.Value:
@@ -429,6 +479,38 @@ def _when(b: ir.IRBuilder, cond: bool | ir.Value, emit: Callable[[], None]) -> N
             emit()
 
 
+#: Parallel GEMM chunks read their shape (M and N in tiles and panels, the tail panel's width,
+#: K, the chunk grid) from the task's context instead of having it pasted in as constants, so
+#: the chunks of every GEMM of one structure (the operands' kind, the epilogue, one K block or
+#: more, the tail panel's vector count, the tail tile's rows) are one function, which codegen
+#: compiles once (``merge_identical_functions``): ResNet-50's 23 conv GEMM chunk functions,
+#: 40-60 ms of LLVM each, become 12. The k loop does not depend on the shape.
+SHARED_CHUNKS = True
+#: Chunks of one structure are built once (``Split.key``), not built and then merged.
+KEYED_TASKS = True
+#: Shared chunks loop over K blocks for any K (one function for one block or several) and
+#: take "ReLU or none" as a run-time flag: ResNet-50's 11 chunk functions become 7.
+SHARED_FLAGS = True
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The GEMM's shape as its code sees it: ``int`` where it is a constant of the code, a
+    run-time value in a shared chunk; the tails' structure is always static."""
+
+    npf: Int  # full NR panels
+    ntail: Int  # columns of the tail panel (0: none)
+    mtf: Int  # full MR tiles
+    nvt: int  # vectors of the tail panel (0: no tail panel)
+    mtail: int  # rows of the tail tile (0: none)
+    m_blocks: bool  # the M-block (MC) loop is emitted
+
+    def tail_lanes(self, b: ir.IRBuilder, vw: int) -> list[Int]:
+        if isinstance(self.ntail, int):
+            return _lanes(self.ntail, vw)
+        return [vw] * (self.nvt - 1) + [add(b, self.ntail, -(self.nvt - 1) * vw)]
+
+
 def emit_gemm_body(
     b: ir.IRBuilder,
     cfg: GemmConfig,
@@ -447,62 +529,82 @@ def emit_gemm_body(
     npan, ntile = npf + (1 if ntail else 0), mtf + (1 if mtail else 0)
     kc = cfg.kc if K > cfg.kc else K
     mc = max(mr, cfg.mc - cfg.mc % mr)
+    nvt = len(_lanes(ntail, cfg.vw))
+    static = _Shape(npf, ntail, mtf, nvt, mtail, mtf * mr > mc)
 
-    def region(bb, o, pc, kend, first, last, t_lo: Int, t_hi: Int, p_lo: Int, p_hi: Int) -> None:
+    def region(
+        bb, o, sh: _Shape, pc, kend, first, last, t_lo: Int, t_hi: Int, p_lo: Int, p_hi: Int
+    ) -> None:
         """C tiles [t_lo, t_hi) x panels [p_lo, p_hi) for the K block [pc, kend)."""
 
-        def micro(i0: Int, jp: Int, rows: int, cols: int) -> None:
-            _micro_kernel(bb, cfg, o, i0, jp, rows, cols, pc, kend, first, last)
+        def micro(i0: Int, jp: Int, rows: int, valid: Sequence[Int]) -> None:
+            _micro_kernel(bb, cfg, o, i0, jp, rows, valid, pc, kend, first, last)
 
-        fp_hi = _min(bb, p_hi, npf)
-        tail_panel = _lt(bb, npf, p_hi) if ntail else False
+        full = [cfg.vw] * cfg.nv
+        fp_hi = _min(bb, p_hi, sh.npf)
+        # Only the chunk whose panels hold the tail panel runs it: a chunk past the last panel
+        # (more chunks than panels) has an empty range, and running the tail there as well
+        # raced with its owner (two chunks adding the second K block into one C tile).
+        tail_panel = _within(bb, sh.npf, p_lo, p_hi) if sh.nvt else False
         if mtf:
             r_lo = mul(bb, t_lo, mr)
-            r_hi = mul(bb, _min(bb, t_hi, mtf), mr)
+            r_hi = mul(bb, _min(bb, t_hi, sh.mtf), mr)
 
             def mtile_loops(ic: Int, ie: Int) -> None:
                 if npf:
                     with loop(bb, p_lo, fp_hi, 1, "jp") as jp:
                         with loop(bb, ic, ie, mr, "ir") as i0:
-                            micro(i0, jp, mr, nr)
+                            micro(i0, jp, mr, full)
 
                 def tail() -> None:
+                    lanes = sh.tail_lanes(bb, cfg.vw)
                     with loop(bb, ic, ie, mr, "irt") as i0:
-                        micro(i0, npf, mr, ntail)
+                        micro(i0, sh.npf, mr, lanes)
 
                 _when(bb, tail_panel, tail)
 
-            if mtf * mr > mc:
+            if sh.m_blocks:
                 with loop(bb, r_lo, r_hi, mc, "ic") as ic:
                     mtile_loops(ic, smin(bb, bb.add(ic, i64(mc)), r_hi))
             else:
                 mtile_loops(r_lo, r_hi)
         if mtail:
+            i_tail = mul(bb, sh.mtf, mr)
 
             def tail_tile() -> None:
                 if npf:
                     with loop(bb, p_lo, fp_hi, 1, "jpt") as jp:
-                        micro(mtf * mr, jp, mtail, nr)
-                _when(bb, tail_panel, lambda: micro(mtf * mr, npf, mtail, ntail))
+                        micro(i_tail, jp, mtail, full)
+                _when(
+                    bb, tail_panel, lambda: micro(i_tail, sh.npf, mtail, sh.tail_lanes(bb, cfg.vw))
+                )
 
-            _when(bb, _lt(bb, mtf, t_hi), tail_tile)
+            _when(bb, _within(bb, sh.mtf, t_lo, t_hi), tail_tile)
 
-    def k_blocks(bb, o, body: Callable[[Int, Int, bool | ir.Value, bool | ir.Value], None]) -> None:
-        """``body(pc, kend, first, last)`` for every K block, packing B first if it must."""
+    def k_blocks(
+        bb,
+        o,
+        body: Callable[[Int, Int, bool | ir.Value, bool | ir.Value], None],
+        one_block: bool = kc == K,
+    ) -> None:
+        """``body(pc, kend, first, last)`` for every K block, packing B first if it must (a
+        loop of blocks unless ``one_block``: a shared chunk loops, for any K)."""
         kk = o.k_run if o.k_run is not None else K
-        if kc == K:
+        if one_block:
             if o.b_pack is not None:
                 o.b_pack(bb, i64(0), i64(kk))
             body(0, kk, True, True)
             return
-        with loop(bb, 0, kk, kc, "pc") as pc:
-            kend = smin(bb, bb.add(pc, i64(kc)), kk)
+        with loop(bb, 0, kk, cfg.kc, "pc") as pc:  # (one_block is false whenever K > KC)
+            kend = smin(bb, bb.add(pc, i64(cfg.kc)), kk)
             if o.b_pack is not None:
                 o.b_pack(bb, pc, bb.sub(kend, pc))
             body(pc, kend, bb.icmp_signed("==", pc, i64(0)), bb.icmp_signed("==", kend, i64(kk)))
 
     if split is None or split.chunks <= 1:
-        k_blocks(b, ops, lambda pc, ke, f, la: region(b, ops, pc, ke, f, la, 0, ntile, 0, npan))
+        k_blocks(
+            b, ops, lambda pc, ke, f, la: region(b, ops, static, pc, ke, f, la, 0, ntile, 0, npan)
+        )
         return
 
     # Chunks: groups of the preferred dimension first (each thread streams its own part of the
@@ -524,11 +626,57 @@ def emit_gemm_body(
         p_hi = smin(bb, bb.add(p_lo, i64(ps)), npan)
         blocks(bb, split.make(vals[:ncap]), vals[ncap:], t_lo, t_hi, p_lo, p_hi)
 
+    if ops.b_pack is None and SHARED_CHUNKS:
+        # Every chunk runs all K blocks over its own tiles: one parallel region, the shape and
+        # the chunk grid passed in (see SHARED_CHUNKS).
+        shape = [npf, ntail, mtf, K, pg, ps, ts, ntile, npan]
+        # No activation or ReLU: a run-time flag (the chunks of a conv and of its ReLU-less
+        # twin are one function); K: any number of blocks (one K or several, one function).
+        relu_flag = SHARED_FLAGS and ops.activation in (None, "relu")
+        flags = [ir.Constant(ir.IntType(1), ops.activation == "relu")] if relu_flag else []
+
+        def shared(bb: ir.IRBuilder, i: ir.Value, _tid: ir.Value, v: list[ir.Value]) -> None:
+            s_npf, s_ntail, s_mtf, s_k, s_pg, s_ps, s_ts, s_ntile, s_npan = v[ncap : ncap + 9]
+            sh = _Shape(s_npf, s_ntail, s_mtf, nvt, mtail, True)
+            t, p = bb.udiv(i, s_pg), bb.urem(i, s_pg)
+            t_lo, p_lo = bb.mul(t, s_ts), bb.mul(p, s_ps)
+            t_hi = smin(bb, bb.add(t_lo, s_ts), s_ntile)
+            p_hi = smin(bb, bb.add(p_lo, s_ps), s_npan)
+            o = split.make(v[:ncap])
+            if o.k_run is None:
+                o = replace(o, k_run=s_k)
+            if relu_flag:
+                o = replace(o, activation=None, relu_if=v[ncap + 9])
+            k_blocks(
+                bb,
+                o,
+                lambda pc, ke, f, la: region(bb, o, sh, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi),
+                one_block=not SHARED_FLAGS and kc == K,
+            )
+
+        captures = [*split.captures, *(i64(x) for x in shape), *flags]
+        task_key = None
+        if split.key is not None and KEYED_TASKS:
+            # Everything the chunk's code depends on besides its captures' types.
+            switches = (BRANCH_FIRST, PREFETCH_C_NEXT, INDEPENDENT_CHAINS, SHARED_FLAGS) + (
+                PREFETCH_B_BYTES,
+                PREFETCH_A_BYTES,
+                PREFETCH_FEW_BYTES,
+            )
+            shape_key = (nvt, mtail, npf > 0, mtf > 0, relu_flag, SHARED_FLAGS or kc == K)
+            task_key = ("gemm", split.key, cfg, shape_key, switches)
+        parallel_loop(
+            b, pg * tg, captures, shared, "gemm", pass_constants=True, task_key=task_key
+        )
+        return
+
     if ops.b_pack is None:
         # Every chunk runs all K blocks over its own tiles: one parallel region.
         def whole(bb, o, _extra, t_lo, t_hi, p_lo, p_hi):
             k_blocks(
-                bb, o, lambda pc, ke, f, la: region(bb, o, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi)
+                bb,
+                o,
+                lambda pc, ke, f, la: region(bb, o, static, pc, ke, f, la, t_lo, t_hi, p_lo, p_hi),
             )
 
         parallel_loop(
@@ -541,7 +689,7 @@ def emit_gemm_body(
         extra = [i64(pc), i64(kend), _i1(first), _i1(last)]
 
         def one(bb, o, ex, t_lo, t_hi, p_lo, p_hi):
-            region(bb, o, ex[0], ex[1], ex[2], ex[3], t_lo, t_hi, p_lo, p_hi)
+            region(bb, o, static, ex[0], ex[1], ex[2], ex[3], t_lo, t_hi, p_lo, p_hi)
 
         parallel_loop(
             b,
@@ -660,18 +808,21 @@ def emit_matmul(
         )
 
     def operands(args: list[ir.Value]) -> GemmOperands:
-        """The operands over the kernel's arguments (or a parallel chunk's copies of them)."""
+        """The operands over the kernel's arguments and the strides and K (or a parallel
+        chunk's copies of them: values in a shared chunk, ``SHARED_CHUNKS``)."""
         pa, pb, pcv = args[:3]
+        a_st, c_st, kv = (folded(v) for v in args[-3:])
         if b_packed:
 
             def b_addr(bb: ir.IRBuilder, jp: Int, k: Int) -> ir.Value:
-                return gep(bb, pb, add(bb, mul(bb, jp, K * cfg.nr), mul(bb, k, cfg.nr)))
+                panel = mul(bb, kv, cfg.nr)
+                return gep(bb, pb, add(bb, mul(bb, jp, panel), mul(bb, k, cfg.nr)))
 
         return GemmOperands(
-            a_addr=strided_a(pa, a_stride),
+            a_addr=strided_a(pa, a_st),
             b_addr=b_addr if b_packed else b_addr_rt,
             c_base=pcv,
-            c_stride=c_stride,
+            c_stride=c_st,
             b_pack=None if b_packed else b_pack,
             bias_row=args[3] if bias == "row" else None,
             bias_col=args[3] if bias == "col" else None,
@@ -679,9 +830,11 @@ def emit_matmul(
             activation=activation,
         )
 
-    ops = operands(list(fn.args))
+    args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
+    ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    split = Split(work_chunks(M * N * K, cfg_tiles), list(fn.args), operands) if parallel else None
+    key = ("matmul", b_packed, transpose_b, bias, accumulate, activation)
+    split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
     emit_gemm_body(b, cfg, M, N, K, ops, split)
