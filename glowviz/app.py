@@ -6,9 +6,9 @@ push screens, widgets post messages, only the app and the screens reach down int
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from collections.abc import Iterable
-from functools import partial
+from functools import lru_cache, partial
+from pathlib import Path
 from typing import Any
 
 from textual import events
@@ -23,6 +23,34 @@ from glowviz.session import CompileSession
 
 #: After SIGHUP/SIGTERM, how long the orderly shutdown may take before the process just ends.
 HANGUP_GRACE_S = 3.0
+
+
+def _unpin_styles_caches() -> None:
+    """Textual's `StylesCache.get_inner_outer` is an `lru_cache` on an instance method, so its
+    keys hold the StylesCache: up to 1,024 caches of widgets long gone stay alive with every
+    line they rendered (Textualize/textual#6665, open). The IDE makes and drops widgets all
+    the time (the footer's keys at each view switch, dialogs, the palette): ~75,000 objects
+    pinned per workspace's worth, which each full collection then scans (a test process
+    opening a hundred workspaces spent more time collecting than drawing). The method never
+    reads its instance: cache by the two colours alone. Left alone if Textual changed it."""
+    from textual._styles_cache import StylesCache
+
+    pinned = StylesCache.__dict__.get("get_inner_outer")
+    inner = getattr(pinned, "__wrapped__", None)
+    if inner is None or not hasattr(pinned, "cache_info"):
+        return
+
+    @lru_cache(1024)
+    def by_colours(base_background, background):
+        return inner(None, base_background, background)
+
+    def get_inner_outer(self, base_background, background):
+        return by_colours(base_background, background)
+
+    setattr(StylesCache, "get_inner_outer", get_inner_outer)  # noqa: B010
+
+
+_unpin_styles_caches()
 
 
 class GlowvizApp(App):
