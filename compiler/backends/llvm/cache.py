@@ -23,6 +23,7 @@ import re
 import struct
 import sys
 import threading
+import time
 import types
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
@@ -513,6 +514,7 @@ class _EntryWriter:
         self._queue: list[tuple[Path, str, Mapping[str, bytes | memoryview], threading.Event]] = []
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        self._written = PRUNE_EVERY_BYTES  # bytes written since the last prune: prune at once
 
     def submit(self, path: Path, key: str, sections: Mapping[str, bytes | memoryview]) -> None:
         done = threading.Event()
@@ -534,7 +536,11 @@ class _EntryWriter:
                     self._wake.wait()
                 path, key, sections, done = self._queue.pop(0)
             try:
-                write_entry(path, key, sections)
+                if write_entry(path, key, sections):
+                    self._written += sum(len(v) for v in sections.values())
+                    if self._written >= PRUNE_EVERY_BYTES:
+                        self._written = 0
+                        prune(path.parent, cache_limit_bytes())
             finally:
                 with self._lock:
                     if self._pending.get(path) is done:
@@ -554,6 +560,62 @@ class _EntryWriter:
             pending = list(self._pending.values())
         for done in pending:
             done.wait()
+
+
+#: The cache directory's size limit in MiB when ``$GLOWVIZ_CACHE_MAX_MB`` does not set one.
+#: Entries hold the packed weights (ResNet-50: 110 MB), and each change to the code generator
+#: makes every key new, so an unpruned cache grew by gigabytes a day of development.
+DEFAULT_LIMIT_MB = 2048
+#: The writer prunes after its first entry and then after every this many bytes written.
+PRUNE_EVERY_BYTES = 256 << 20
+
+
+def cache_limit_bytes() -> int:
+    """``$GLOWVIZ_CACHE_MAX_MB`` (MiB; 0: no limit) or ``DEFAULT_LIMIT_MB``."""
+    try:
+        mb = int(os.environ.get("GLOWVIZ_CACHE_MAX_MB", DEFAULT_LIMIT_MB))
+    except ValueError:
+        mb = DEFAULT_LIMIT_MB
+    return max(0, mb) << 20
+
+
+def prune(directory: Path, limit: int) -> int:
+    """Delete the least recently used files of the cache ``directory`` (by modification time:
+    a hit touches its entry) until the rest fit in 80% of ``limit`` bytes, once they exceed
+    it; temporary files of writers gone for an hour go too. Returns the bytes freed. Safe
+    beside readers (an unlinked file stays readable to whoever opened it) and writers (a
+    pruned entry, or a program entry's pruned object, is a miss: compiled and written again)."""
+    if limit <= 0:
+        return 0
+    files: list[tuple[float, int, Path]] = []
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if e.is_file(follow_symlinks=False):
+                    files.append((st.st_mtime, st.st_size, Path(e.path)))
+    except OSError:
+        return 0
+    total = sum(size for _, size, _ in files)
+    now = time.time()
+    freed = 0
+    for mtime, size, path in sorted(files):
+        stale_tmp = ".tmp" in path.name and now - mtime > 3600
+        if total - freed <= limit * 0.8 and not stale_tmp:
+            if total <= limit:
+                break
+            continue
+        if ".tmp" in path.name and not stale_tmp:
+            continue  # another writer's, in progress
+        try:
+            path.unlink()
+            freed += size
+        except OSError:
+            pass
+    return freed
 
 
 _writer = _EntryWriter()
@@ -597,6 +659,10 @@ def read_entry(path: Path, key: str, required: Iterable[str] = ()) -> dict[str, 
             pos += size
         if pos != len(raw) or any(r not in out for r in required):
             return None
+        try:
+            os.utime(path)  # used now: the last to go when the cache is pruned
+        except OSError:
+            pass
         return out
     except (struct.error, ValueError, KeyError, TypeError):
         return None
@@ -610,7 +676,9 @@ __all__ = [
     "codegen_version",
     "entry_path",
     "program_key",
+    "cache_limit_bytes",
     "flush_writes",
+    "prune",
     "read_entry",
     "source_files",
     "sources_digest",

@@ -443,3 +443,46 @@ def test_a_process_leaves_its_entries_written_when_it_exits(tmp_path):
     assert not list(tmp_path.rglob("*.tmp*"))
     for path in entries:
         assert jit_cache.read_entry(path, path.stem) is not None
+
+
+def test_prune_drops_the_least_recently_used_files_first(tmp_path):
+    """Over the limit, the oldest files go until the rest fit in 80% of it; a writer's fresh
+    temporary file stays, one left for an hour goes; under the limit nothing else is touched."""
+    import time
+
+    now = time.time()
+    for i in range(10):  # 10 files of 100 KiB, file0 the oldest
+        p = tmp_path / f"file{i}.gvz"
+        p.write_bytes(bytes(100 << 10))
+        os.utime(p, (now - 1000 + i, now - 1000 + i))
+    fresh_tmp = tmp_path / "x.gvz.tmp1.a"
+    fresh_tmp.write_bytes(b"1")
+    stale_tmp = tmp_path / "y.gvz.tmp2.b"
+    stale_tmp.write_bytes(b"2")
+    os.utime(stale_tmp, (now - 7200, now - 7200))
+    assert jit_cache.prune(tmp_path, 2000 << 10) == 1  # under the limit: the stale tmp only
+    assert len(list(tmp_path.glob("file*"))) == 10
+    assert fresh_tmp.exists() and not stale_tmp.exists()
+    freed = jit_cache.prune(tmp_path, 800 << 10)  # 1,000 KiB > 800: keep <= 640 KiB
+    left = sorted(p.name for p in tmp_path.glob("file*"))
+    assert left == [f"file{i}.gvz" for i in range(4, 10)], left
+    assert freed == 4 * (100 << 10)
+    assert fresh_tmp.exists()
+
+
+def test_the_writer_keeps_the_cache_under_its_limit_and_hits_stay(tmp_path, monkeypatch):
+    """With $GLOWVIZ_CACHE_MAX_MB set, compiles past the limit prune the oldest entries; a
+    hit touches its entry, so the model in use stays; a pruned model compiles again, right."""
+    monkeypatch.setenv("GLOWVIZ_CACHE_MAX_MB", "1")
+    monkeypatch.setattr(jit_cache, "PRUNE_EVERY_BYTES", 0)  # prune after every entry
+    engine = JITEngine(directory=tmp_path)
+    models = [_lir_and_plan(compile_model(_conv_model(_weight(i)))) for i in range(2, 6)]
+    feed = _feed(models[0][0])
+    want = ArenaInterpreter(*models[0]).run(feed)
+    for lir, plan in models:
+        LLVMExecutor(lir, plan, engine=engine)
+        jit_cache.flush_writes()
+        assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= 1 << 20
+    _forget_memory()
+    again = LLVMExecutor(*models[0], engine=engine)  # pruned or not: right
+    np.testing.assert_allclose(again.run(feed)["y"], want["y"], rtol=1e-5, atol=1e-5)
