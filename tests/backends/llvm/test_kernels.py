@@ -7,6 +7,7 @@ import pytest
 from llvmlite import ir
 
 from compiler.backends.llvm import target
+from compiler.backends.llvm.cache import flush_writes
 from compiler.backends.llvm.jit import JITEngine, ModuleCache, module_key
 from compiler.backends.llvm.kernels.conv import emit_conv2d
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
@@ -275,6 +276,7 @@ def test_jit_disk_cache_roundtrip(tmp_path):
     emit_matmul(m, "mm_cache", 5, 7, 9, a_stride=9, b_stride=7, c_stride=7)
     text = str(m)
     first = JITEngine(directory=tmp_path).compile(text)
+    flush_writes()  # entries are written in the background (as a later process finds them)
     assert not first.from_disk and list(tmp_path.glob("*.gvz"))
     JITEngine._memory.clear()
     second = JITEngine(directory=tmp_path).compile(text)
