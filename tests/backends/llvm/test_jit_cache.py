@@ -445,9 +445,10 @@ def test_a_process_leaves_its_entries_written_when_it_exits(tmp_path):
         assert jit_cache.read_entry(path, path.stem) is not None
 
 
-def test_prune_drops_the_least_recently_used_files_first(tmp_path):
-    """Over the limit, the oldest files go until the rest fit in 80% of it; a writer's fresh
-    temporary file stays, one left for an hour goes; under the limit nothing else is touched."""
+def test_prune_drops_the_costliest_files_first(tmp_path):
+    """Over the limit, files go (of one size: the least recently used first) until the rest
+    fit in 80% of it; a writer's fresh temporary file stays, one left for an hour goes; under
+    the limit nothing else is touched."""
     import time
 
     now = time.time()
@@ -468,6 +469,14 @@ def test_prune_drops_the_least_recently_used_files_first(tmp_path):
     assert left == [f"file{i}.gvz" for i in range(4, 10)], left
     assert freed == 4 * (100 << 10)
     assert fresh_tmp.exists()
+    # bytes times idle time: a 6x bigger entry used 10 minutes ago goes before the small ones
+    # used ~16 minutes ago (a run's few model entries must not push out its many small ones)
+    big = tmp_path / "big.gvz"
+    big.write_bytes(bytes(600 << 10))
+    os.utime(big, (now - 600, now - 600))
+    jit_cache.prune(tmp_path, 1000 << 10)  # 1,200 KiB > 1,000: keep <= 800 KiB
+    assert not big.exists()
+    assert len(list(tmp_path.glob("file*"))) == 6
 
 
 def test_the_writer_keeps_the_cache_under_its_limit_and_hits_stay(tmp_path, monkeypatch):
