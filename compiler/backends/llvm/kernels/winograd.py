@@ -41,6 +41,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.backends.llvm.kernels.common import (
+    I32,
     UNROLL_FLOATS,
     F32,
     Epilogue,
@@ -78,7 +79,6 @@ from compiler.backends.llvm.kernels.parallel import (
 )
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 
-I32 = ir.IntType(32)
 
 
 @dataclass(frozen=True)
