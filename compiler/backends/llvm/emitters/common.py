@@ -337,6 +337,16 @@ def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(is_nan(b, x), x, y)
 
 
+def fast_exp_nonpositive(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``fast_exp`` of an ``x`` known to be <= 0 or NaN (softmax's x - max): the same values
+    without the overflow clamp and its infinity select."""
+    lo = EXP_LO
+    low = b.fcmp_ordered("<", x, like(x, lo))
+    y = exp_in_range(b, b.select(low, like(x, lo), x))
+    y = b.select(low, like(x, 0.0), y)
+    return b.select(is_nan(b, x), x, y)
+
+
 def exp_in_range(b: ir.IRBuilder, xc: ir.Value) -> ir.Value:
     """exp of a float32 ``xc`` already within [EXP_LO, EXP_HI]: Cody-Waite reduction by ln 2,
     Cephes' polynomial, the power of two put in the exponent bits."""
