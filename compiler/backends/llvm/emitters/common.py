@@ -337,6 +337,16 @@ def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(is_nan(b, x), x, y)
 
 
+def fast_exp_nonpositive(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``fast_exp`` of an ``x`` known to be <= 0 or NaN (softmax's x - max): the same values
+    without the overflow clamp and its infinity select."""
+    lo = EXP_LO
+    low = b.fcmp_ordered("<", x, like(x, lo))
+    y = exp_in_range(b, b.select(low, like(x, lo), x))
+    y = b.select(low, like(x, 0.0), y)
+    return b.select(is_nan(b, x), x, y)
+
+
 #: exp's reduction rounds x / ln 2 to an integer by adding this float (1.5 * 2^23, plus the
 #: exponent bias): the sum's low mantissa bits are then n + 127, which shifted into the
 #: exponent field are 2^n. One FMA and a shift instead of floor, a conversion and an add.
@@ -596,21 +606,32 @@ class EmitContext:
         self._alias = alias
         #: A conv strategy every conv must use (tests, debugging); None: each conv's choice.
         self.conv_strategy = conv_strategy
-        self._fused: tuple[Any, LaneEpilogue] | None = None
+        self._fused: tuple[Any, LaneEpilogue | None] | None = None
+        self._bias: Any = None
 
     def may_alias(self, a: Any, b: Any) -> bool:
         return self._alias(a, b)
 
     # -- epilogue fusion: the code generator runs an element-wise chain in a kernel's epilogue
     @contextmanager
-    def fusing(self, result: Any, epilogue: LaneEpilogue) -> Iterator[None]:
+    def fusing(
+        self, result: Any, epilogue: LaneEpilogue | None, bias: Any = None
+    ) -> Iterator[None]:
         """Within the block, emitters that support it write ``result`` (the chain's last dest)
-        instead of their dest, through ``epilogue`` after their own activation."""
+        instead of their dest, through ``epilogue`` after their own activation; ``bias``: a
+        row constant the kernel adds to its finished sums first (``fused_bias``)."""
         self._fused = (result, epilogue)
+        self._bias = bias
         try:
             yield
         finally:
             self._fused = None
+            self._bias = None
+
+    def fused_bias(self) -> Any:
+        """The row bias of the chain being fused (its first step, a MatMul's bias Add), else
+        None; only the matmul emitter takes one (``matmul_row_bias``)."""
+        return self._bias
 
     def result(self, ins: Any) -> Any:
         """The value the instruction's kernel must write: its dest, or the last dest of the
@@ -622,6 +643,8 @@ class EmitContext:
         if not self._fused:
             return act
         chain = self._fused[1]
+        if chain is None:
+            return act
         if act is None:
             return chain
         return LaneEpilogue(

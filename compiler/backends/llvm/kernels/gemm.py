@@ -166,6 +166,9 @@ class GemmOperands:
     b_pack: BPack | None = None
     bias_row: ir.Value | None = None  # float[N], added to every row
     bias_col: ir.Value | None = None  # float[M], added to every column
+    #: ``bias_row`` is added to the finished sum (after the last K block) instead of starting
+    #: it: a MatMul + Add fused into one kernel gives the bits of the two run apart.
+    bias_after: bool = False
     accumulate: bool = False
     activation: Activation = None
     #: B is read in place (not from zero-padded panels): the last panel's lanes past N must
@@ -235,7 +238,7 @@ def _micro_kernel(
         for v in range(nvec):
             cptr = gep(b, c_rows[r], v * vw)
             bias = zero
-            if bias_r is not None:
+            if bias_r is not None and not ops.bias_after:
                 bias = bias_r[v]
             if bias_c is not None:
                 bias = b.fadd(bias, bias_c) if bias is not zero else bias_c
@@ -308,9 +311,12 @@ def _micro_kernel(
     relu_if = None
     if ops.relu_if is not None and last is not False:
         relu_if = ops.relu_if if last is True else b.and_(last, ops.relu_if)
+    late_bias = bias_r if ops.bias_after and last is not False else None
     for r in range(mr):
         for v in range(nvec):
             out = accs[r][v]
+            if late_bias is not None:
+                out = _cond(b, last, b.fadd(out, late_bias[v]), out)
             if act is not None and light:
                 out = _cond(b, last, apply_activation(b, out, act), out)
             if relu_if is not None:
@@ -787,11 +793,13 @@ def emit_matmul(
     b_packed: bool = False,
     isa: str | None = None,
     parallel: bool = True,
+    bias_after: bool = False,
 ) -> ir.Function:
     """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
 
     Row-major float32, strides in elements. ``transpose_b``: B is given as [N, K] (FC weights).
     ``bias='row'``: a float[N] added to every row; ``'col'``: a float[M] added to every column.
+    ``bias_after``: the row bias is added to the finished sum, not used as its start.
     ``accumulate``: C += A @ B instead of C = A @ B. ``activation``: None, 'relu', ('clip', lo, hi).
     ``b_packed``: B was packed with ``pack_b_constant(B, transpose_b=..., isa=isa)``; strides and
     ``transpose_b`` then only describe the source. Runtime-packed kernels are not reentrant.
@@ -826,6 +834,7 @@ def emit_matmul(
             b_pack=None if b_packed else b_pack,
             bias_row=args[3] if bias == "row" else None,
             bias_col=args[3] if bias == "col" else None,
+            bias_after=bias_after and bias == "row",
             accumulate=accumulate,
             activation=activation,
         )
@@ -833,7 +842,7 @@ def emit_matmul(
     args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
     ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    key = ("matmul", b_packed, transpose_b, bias, accumulate, activation)
+    key = ("matmul", b_packed, transpose_b, bias, bias_after, accumulate, activation)
     split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
