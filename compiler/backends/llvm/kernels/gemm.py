@@ -28,6 +28,7 @@ from compiler.backends.llvm.kernels.common import (
     add,
     apply_activation,
     broadcast,
+    entry_alloca,
     fma,
     folded,
     gep,
@@ -305,6 +306,9 @@ def _micro_kernel(
 
     act = ops.activation if last is not False else None
     light = is_light(act)
+    if not light and SCRATCH_EPILOGUE:
+        _store_through_scratch(b, accs, c_rows, ops, act, vw, valid, last)
+        return
     relu_if = None
     if ops.relu_if is not None and last is not False:
         relu_if = ops.relu_if if last is True else b.and_(last, ops.relu_if)
@@ -319,6 +323,60 @@ def _micro_kernel(
     if not light:
         # After the K block that completes the tile, on the stored tile (Epilogue.store_rows).
         _when(b, last, lambda: activate_rows(b, act, c_rows[0], ops.c_stride, mr, vw, valid))
+
+
+#: A heavy epilogue (``Epilogue.store_rows``) goes through a scratch tile: the register tile
+#: is stored to a small stack buffer (L1), and the activation reads it row by row and stores
+#: each row to C once. Storing to C and activating C in place re-read each line just stored,
+#: which on an output larger than L2 had its store miss still pending. 1x1 convs with SiLU
+#: alone (A/B in one process, same bits): 16 -> 96 on 112x112 1.72 -> 1.35 ms, 24 -> 144 on
+#: 56x56 0.56 -> 0.49, 40 -> 240 on 28x28 0.97x, 14x14 0.99x; EfficientNet-B0 0.989x.
+SCRATCH_EPILOGUE = True
+
+
+def _store_through_scratch(
+    b: ir.IRBuilder,
+    accs: Sequence[Sequence[ir.Value]],
+    c_rows: Sequence[ir.Value],
+    ops: GemmOperands,
+    act: Activation,
+    vw: int,
+    valid: Sequence[Int],
+    last: bool | ir.Value,
+) -> None:
+    """Store the tile ``accs`` to ``c_rows``; after the last K block through ``act`` by way
+    of a scratch tile (``SCRATCH_EPILOGUE``)."""
+    mr, nvec = len(accs), len(valid)
+
+    def plain() -> None:
+        for r in range(mr):
+            for v in range(nvec):
+                store_vec(b, accs[r][v], gep(b, c_rows[r], v * vw), vw, valid[v])
+
+    def activated() -> None:
+        tile = entry_alloca(b, ir.ArrayType(F32, mr * nvec * vw))
+        tile.align = 64
+        tile.type = ir.PointerType()  # opaque, as ``scratch``: vector accesses need no casts
+        for r in range(mr):
+            for v in range(nvec):
+                b.store(accs[r][v], gep(b, tile, (r * nvec + v) * vw), align=64)
+        with loop(b, 0, mr, 1, "act") as r:
+            src = gep(b, tile, b.mul(r, i64(nvec * vw)))
+            dst = gep(b, c_rows[0], mul(b, r, ops.c_stride))
+            for v in range(nvec):
+                x = b.load(gep(b, src, v * vw), typ=vec(vw), align=64)
+                store_vec(b, apply_activation(b, x, act), gep(b, dst, v * vw), vw, valid[v])
+
+    if last is True:
+        activated()
+    elif last is False:
+        plain()
+    else:
+        with b.if_else(last) as (then, otherwise):
+            with then:
+                activated()
+            with otherwise:
+                plain()
 
 
 #: Accumulating tiles (the sum post-op) prefetch the next row tile's C lines (``_micro_kernel``).
