@@ -27,8 +27,8 @@ from compiler.backends.llvm.kernels.common import (
     activate_rows,
     add,
     apply_activation,
+    Epilogue,
     broadcast,
-    entry_alloca,
     fma,
     folded,
     gep,
@@ -307,7 +307,7 @@ def _micro_kernel(
     act = ops.activation if last is not False else None
     light = is_light(act)
     if not light and SCRATCH_EPILOGUE:
-        _store_through_scratch(b, accs, c_rows, ops, act, vw, valid, last)
+        _store_heavy(b, accs, c_rows, ops, act, vw, valid, last)
         return
     relu_if = None
     if ops.relu_if is not None and last is not False:
@@ -325,16 +325,16 @@ def _micro_kernel(
         _when(b, last, lambda: activate_rows(b, act, c_rows[0], ops.c_stride, mr, vw, valid))
 
 
-#: A heavy epilogue (``Epilogue.store_rows``) goes through a scratch tile: the register tile
-#: is stored to a small stack buffer (L1), and the activation reads it row by row and stores
-#: each row to C once. Storing to C and activating C in place re-read each line just stored,
-#: which on an output larger than L2 had its store miss still pending. 1x1 convs with SiLU
-#: alone (A/B in one process, same bits): 16 -> 96 on 112x112 1.72 -> 1.35 ms, 24 -> 144 on
-#: 56x56 0.56 -> 0.49, 40 -> 240 on 28x28 0.97x, 14x14 0.99x; EfficientNet-B0 0.989x.
+#: A heavy epilogue goes through ``Epilogue.store_rows`` (a scratch tile in L1, see
+#: ``SCRATCH_TILE``) instead of storing the tile and activating C in place, which re-read each
+#: line just stored: on an output larger than L2 its store miss was still pending. 1x1 convs
+#: with SiLU alone (A/B in one process, same bits): 16 -> 96 on 112x112 1.72 -> 1.35 ms,
+#: 24 -> 144 on 56x56 0.56 -> 0.49, 40 -> 240 on 28x28 0.97x, 14x14 0.99x; EfficientNet-B0
+#: 0.989x.
 SCRATCH_EPILOGUE = True
 
 
-def _store_through_scratch(
+def _store_heavy(
     b: ir.IRBuilder,
     accs: Sequence[Sequence[ir.Value]],
     c_rows: Sequence[ir.Value],
@@ -344,28 +344,16 @@ def _store_through_scratch(
     valid: Sequence[Int],
     last: bool | ir.Value,
 ) -> None:
-    """Store the tile ``accs`` to ``c_rows``; after the last K block through ``act`` by way
-    of a scratch tile (``SCRATCH_EPILOGUE``)."""
-    mr, nvec = len(accs), len(valid)
+    """Store the tile ``accs`` to ``c_rows``, through the heavy ``act`` after the last K
+    block (``SCRATCH_EPILOGUE``)."""
 
     def plain() -> None:
-        for r in range(mr):
-            for v in range(nvec):
-                store_vec(b, accs[r][v], gep(b, c_rows[r], v * vw), vw, valid[v])
+        for r, row in enumerate(accs):
+            for v, x in enumerate(row):
+                store_vec(b, x, gep(b, c_rows[r], v * vw), vw, valid[v])
 
     def activated() -> None:
-        tile = entry_alloca(b, ir.ArrayType(F32, mr * nvec * vw))
-        tile.align = 64
-        tile.type = ir.PointerType()  # opaque, as ``scratch``: vector accesses need no casts
-        for r in range(mr):
-            for v in range(nvec):
-                b.store(accs[r][v], gep(b, tile, (r * nvec + v) * vw), align=64)
-        with loop(b, 0, mr, 1, "act") as r:
-            src = gep(b, tile, b.mul(r, i64(nvec * vw)))
-            dst = gep(b, c_rows[0], mul(b, r, ops.c_stride))
-            for v in range(nvec):
-                x = b.load(gep(b, src, v * vw), typ=vec(vw), align=64)
-                store_vec(b, apply_activation(b, x, act), gep(b, dst, v * vw), vw, valid[v])
+        Epilogue(act).store_rows(b, accs, c_rows[0], ops.c_stride, vw, valid)
 
     if last is True:
         activated()
