@@ -91,7 +91,8 @@ SILU_CONVS = [
     # flat runs of up to two flat tiles: the activation on all accumulators after the taps
     (5, 7, 7, 5, 3, 1, 5, ("depthwise-direct",)),
     (3, 5, 6, 3, 3, 1, 3, ("depthwise-direct",)),
-    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: on the registers
+    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: column phases, registers
+    (5, 17, 23, 5, 3, 2, 5, ("depthwise-direct",)),  # odd planes: phases of unequal width
     (8, 30, 30, 8, 5, 2, 8, ("depthwise-direct",)),  # column phases, then the plane pass
 ]
 
