@@ -179,7 +179,7 @@ def loop_blocks(b: ir.IRBuilder, name: str) -> tuple[ir.Block, ir.Block, ir.Bloc
 
 @contextmanager
 def loop(
-    b: ir.IRBuilder, start: Int, stop: Int, step: int = 1, name: str = "i"
+    b: ir.IRBuilder, start: Int, stop: Int, step: Int = 1, name: str = "i"
 ) -> Iterator[ir.Value]:
     """``for (iv = start; iv < stop; iv += step)``; the body is emitted inside the ``with``."""
     pre, header, body, end = loop_blocks(b, name)

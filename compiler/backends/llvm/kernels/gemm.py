@@ -325,6 +325,33 @@ def _micro_kernel(
         _when(b, last, lambda: activate_rows(b, act, c_rows[0], ops.c_stride, mr, vw, valid))
 
 
+#: Bytes of B (K block x NR panels) per block of panels in the tile loops: within a block,
+#: each row tile sweeps the block's panels, instead of each panel sweeping every row tile
+#: (0: the latter). With a short K (1x1 convs of 16-40 input channels on big images) the
+#: output is most of the traffic, and a panel sweeping 96 row tiles wrote 96 rows 50 KB
+#: apart 192 bytes at a time; a row tile over a block writes 8 rows in runs of the block.
+PANEL_BLOCK_BYTES = 32768
+
+
+def sub(b: ir.IRBuilder, x: Int, y: Int) -> Int:
+    if isinstance(x, int) and isinstance(y, int):
+        return x - y
+    return b.sub(i64(x), i64(y))
+
+
+def _div(b: ir.IRBuilder, x: int, y: Int) -> Int:
+    if isinstance(y, int):
+        return x // max(1, y)
+    return b.udiv(i64(x), smax1(b, y))
+
+
+def smax1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, i64(1)), i64(1), x)
+
+
+def _max1(b: ir.IRBuilder, x: Int) -> Int:
+    return max(1, x) if isinstance(x, int) else smax1(b, x)
+
 #: A heavy epilogue goes through ``Epilogue.store_rows`` (a scratch tile in L1, see
 #: ``SCRATCH_TILE``) instead of storing the tile and activating C in place, which re-read each
 #: line just stored: on an output larger than L2 its store miss was still pending. 1x1 convs
@@ -597,7 +624,17 @@ def emit_gemm_body(
             r_hi = mul(bb, _min(bb, t_hi, sh.mtf), mr)
 
             def mtile_loops(ic: Int, ie: Int) -> None:
-                if npf:
+                if npf and PANEL_BLOCK_BYTES:
+                    # Blocks of panels whose B fits PANEL_BLOCK_BYTES; in a block, each row
+                    # tile sweeps the block's panels (one panel a block when K is large).
+                    panel_bytes = mul(bb, sub(bb, kend, pc), 4 * nr)
+                    nb = _max1(bb, _div(bb, PANEL_BLOCK_BYTES, panel_bytes))
+                    with loop(bb, p_lo, fp_hi, nb, "jb") as jb:
+                        jb_hi = smin(bb, bb.add(jb, i64(nb)), fp_hi)
+                        with loop(bb, ic, ie, mr, "ir") as i0:
+                            with loop(bb, jb, jb_hi, 1, "jp") as jp:
+                                micro(i0, jp, mr, full)
+                elif npf:
                     with loop(bb, p_lo, fp_hi, 1, "jp") as jp:
                         with loop(bb, ic, ie, mr, "ir") as i0:
                             micro(i0, jp, mr, full)
