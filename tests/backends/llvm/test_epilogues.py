@@ -83,13 +83,16 @@ SILU_CONVS = [
     # over the 256 of one K block), and the depthwise tile's few registers
     (40, 9, 13, 20, 3, 1, 1, ("pixel-rows-gemm", "padded-shift-gemm", "implicit-gemm")),
     (300, 5, 7, 37, 1, 1, 1, ("gemm-1x1", "pixel-rows-gemm")),
+    # one K block, tail rows and a tail panel: the tile through the scratch tile into C
+    (16, 23, 29, 19, 1, 1, 1, ("gemm-1x1",)),
     (3, 17, 21, 19, 3, 2, 1, ("direct-vector",)),
     (6, 11, 21, 6, 5, 1, 6, ("depthwise-direct",)),
     (8, 7, 7, 16, 5, 1, 8, ("depthwise-direct",)),  # flat run over the padded rows
     # flat runs of up to two flat tiles: the activation on all accumulators after the taps
     (5, 7, 7, 5, 3, 1, 5, ("depthwise-direct",)),
     (3, 5, 6, 3, 3, 1, 3, ("depthwise-direct",)),
-    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: on the registers
+    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: column phases, registers
+    (5, 17, 23, 5, 3, 2, 5, ("depthwise-direct",)),  # odd planes: phases of unequal width
     (8, 30, 30, 8, 5, 2, 8, ("depthwise-direct",)),  # column phases, then the plane pass
 ]
 

@@ -144,10 +144,9 @@ def depthwise_body(
     H, W, OH, OW, R, S = s.H, s.W, s.OH, s.OW, s.R, s.S
     (sh, sw), (dh, dw) = s.stride, s.dilation
     hp, wp, size = padded_size(s, vw)
-    # Stride-2 columns with many taps: the padded plane split into its two column phases of wq
-    # columns (the split costs about what it saves on 3x3 filters; 5x5/2 on 144x56x56 ran
-    # ~1.9x faster).
-    phases = sw == 2 and R * S > 9
+    # Stride-2 columns: the padded plane split into its two column phases of wq columns
+    # (5x5/2 on 144x56x56 ran ~1.9x faster, 3x3/2 0.83-0.95x the time: PHASE_TAPS).
+    phases = sw == 2 and R * S > PHASE_TAPS
     wq = (wp + 1) // 2
     plane = hp * wq
     if phases:
@@ -291,6 +290,10 @@ def depthwise_body(
         parallel_loop(b, groups, args, group, "chans")
 
 
+#: Stride-2 depthwise filters with more taps than this read the padded plane split into its
+#: column phases (3x3 included: alone, 96x112x112 0.93x, 144x56x56 0.85x, 192x28x28 0.83x,
+#: 576x14x14 0.95x of the wide loads and shuffles; EfficientNet-B0 0.997x).
+PHASE_TAPS = 4
 #: Output planes up to this many floats (16 KB) take a heavy activation in a pass of their own.
 PLANE_PASS_MAX = 4096
 #: Flat planes of up to two flat tiles run a heavy activation on their accumulators after
