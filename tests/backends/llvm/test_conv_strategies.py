@@ -468,7 +468,8 @@ def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
 
 def test_direct_lanes_is_chosen_where_it_was_measured_faster() -> None:
     """LeNet's second conv (6->16, 5x5 on 14x14) on hosts of 8 or more lanes; never for 1x1
-    filters, outputs over MAX_PIXELS, channels short of 8 lanes or 3/4 of them, and not where
+    filters, outputs over MAX_PIXELS, inputs over MAX_INPUT_BYTES, channels short of 8 lanes
+    or 3/4 of them, and not where
     an earlier row (the stem's direct-vector, Winograd) is preferred."""
     from compiler.backends.llvm.kernels import lanes
     from compiler.backends.llvm.kernels.conv import select
@@ -482,5 +483,6 @@ def test_direct_lanes_is_chosen_where_it_was_measured_faster() -> None:
     assert not lanes.prefers(conv_shape(1, 16, 12, 12, 16, 1, 1, stride=2))  # 1x1
     assert not lanes.prefers(conv_shape(1, 16, 28, 28, 16, 5, 5, pad=2))  # 784 pixels
     assert not lanes.prefers(conv_shape(1, 8, 16, 16, 24, 5, 5, pad=2))  # 24 of 32 lanes
-    assert lanes.prefers(conv_shape(1, 64, 16, 16, 32, 3, 3, stride=2, pad=1)) == wide
+    assert lanes.prefers(conv_shape(1, 16, 16, 16, 32, 3, 3, stride=2, pad=1)) == wide
+    assert not lanes.prefers(conv_shape(1, 256, 28, 28, 256, 3, 3, stride=2, pad=1))  # > L1
     assert select(conv_shape(1, 32, 16, 16, 32, 3, 3, pad=1)).name.startswith("winograd")

@@ -52,12 +52,17 @@ from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
 CHOOSE = True
 #: Output pixels up to which the row is chosen (16x16; larger planes measured only once).
 MAX_PIXELS = 256
+#: Input bytes (padded) up to which the row is chosen: the image stays in a 32 KB L1 (the
+#: smallest of current x86 cores) while every channel block's tiles read it again.
+MAX_INPUT_BYTES = 32 * 1024
 
 
 def prefers(s: ConvShape) -> bool:
     """Where it beat the table's other rows, single convs timed alone on Zen 4 with the
     AVX-512 and the AVX2 kernels (benchmarks/README.md, issue 15 session 9): small output
-    planes (up to MAX_PIXELS), a filter of more than one tap, output channels that fill at
+    planes (up to MAX_PIXELS) of an image that fits in L1 (MAX_INPUT_BYTES: ResNet-50's
+    stride-2 3x3 convs on 256x28x28 and 512x14x14 ran 0.82x and 0.99x alone, but the model
+    1.03x, in-process A/B), a filter of more than one tap, output channels that fill at
     least 3/4 of the kernel's lanes, and 8 lanes or more (4-channel outputs on 4-lane
     vectors ran 1.6x slower than padded-shift-gemm: half the FMA rate). Stride-1 convs over
     more than 64 input pixels, where padded-shift-gemm runs at ~100 GFLOP/s, only with every
@@ -66,6 +71,9 @@ def prefers(s: ConvShape) -> bool:
     and 5x5 convs of 7x7 to 14x14 outputs, stride 1 and 2, 6 to 512 channels (LeNet's 6->16
     5x5: 6.6 -> 4.6 us); ties with direct-vector on LeNet's 1->6 stem."""
     if not CHOOSE or s.group != 1 or s.R * s.S == 1 or s.npix > MAX_PIXELS:
+        return False
+    hp, wp = s.H + s.pad[0] + s.pad[2], s.W + s.pad[1] + s.pad[3]
+    if 4 * s.C * hp * wp > MAX_INPUT_BYTES:
         return False
     vw = lanes(s, conv_gemm_config())
     used = -(-s.K // vw) * vw
@@ -263,4 +271,4 @@ def lanes_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: 
         parallel_range(b, nrt * nblocks, work, args, item, "ltiles")
 
 
-__all__ = ["CHOOSE", "MAX_PIXELS", "lanes", "lanes_body", "prefers", "pack_lanes", "tile_shape", "transpose"]
+__all__ = ["CHOOSE", "MAX_INPUT_BYTES", "MAX_PIXELS", "lanes", "lanes_body", "prefers", "pack_lanes", "tile_shape", "transpose"]
