@@ -119,6 +119,51 @@ def test_matmul_epilogues(isa, bias, act, acc):
     _matmul(7, 5, 30, isa=isa, bias=bias, act=act, accumulate=acc, packed=False)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize(
+    ("N", "K", "bias", "act", "acc"),
+    [
+        (1, 1, None, None, False),
+        (17, 40, "row", "relu", False),
+        (120, 400, "row", "relu", False),  # LeNet's first FC: 3 full panels and a tail
+        (300, 33, None, ("clip", -0.5, 1.5), True),  # 2 groups of 4 panels, 1 more, a tail
+        (256, 70, "row", "neg", True),  # 8 full panels; an activation run after the stores
+    ],
+)
+def test_gemv_of_small_packed_b(isa, N, K, bias, act, acc, monkeypatch):
+    """M = 1 with packed B under SMALL_B_BYTES: ``gemv_body`` (several panels per k), and the
+    blocked body it replaces, against numpy."""
+    import compiler.backends.llvm.kernels.gemm as gemm
+    from compiler.backends.llvm.kernels.common import LaneEpilogue
+
+    if act == "neg":
+        act = LaneEpilogue(("neg",), lambda b, v: b.fneg(v))
+    for on in (True, False):
+        monkeypatch.setattr(gemm, "SMALL_GEMV", on)
+        if isinstance(act, LaneEpilogue):
+            _gemv_negated(N, K, isa, bias, act, acc)
+        else:
+            _matmul(1, N, K, isa=isa, bias=bias, act=act, accumulate=acc)
+
+
+def _gemv_negated(N, K, isa, bias, act, acc):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((1, K), dtype=np.float32)
+    bm = rng.standard_normal((K, N), dtype=np.float32)
+    bias_v = rng.standard_normal(N, dtype=np.float32)
+    c = rng.standard_normal((1, N), dtype=np.float32)
+    want = -(a.astype(np.float64) @ bm + (bias_v if bias else 0) + (c if acc else 0))
+    m = ir.Module()
+    emit_matmul(
+        m, "mv", 1, N, K, a_stride=K, b_stride=N, c_stride=N, bias=bias, accumulate=acc,
+        activation=act, b_packed=True, isa=isa,
+    )
+    fn = JITEngine(disk_cache=False).compile(m).cfunc("mv")
+    packed = pack_b_constant(bm, isa=isa)
+    fn(_addr(a), _addr(packed), _addr(c), *([_addr(bias_v)] if bias else []))
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
 def test_matmul_strided_operands():
     rng = np.random.default_rng(3)
     big_a = rng.standard_normal((10, 50), dtype=np.float32)

@@ -45,6 +45,7 @@ from compiler.backends.llvm.kernels.common import (
     vec,
 )
 from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, scratch_ptr, work_chunks
+from compiler.backends.llvm.kernels.rows import vector_loop
 
 
 @dataclass(frozen=True)
@@ -777,6 +778,72 @@ def strided_b_fill(
     return fill
 
 
+#: GEMVs (M = 1) of small packed constant B (``SMALL_B_BYTES``) run ``gemv_body``: the
+#: blocked loop nest read A once per panel and K block and split each 2-vector panel's k
+#: loop into 4 partial sums to get 8 FMA chains, 3 times the instructions per FMA of
+#: reading 4 panels together (LeNet's 400x120 FC, B in L2: see ``gemv_body``).
+SMALL_GEMV = True
+#: Panels a GEMV reads together: 4 x 2 vectors = 8 independent FMA chains on AVX-512.
+GEMV_PANELS = 4
+
+
+def gemv_body(b: ir.IRBuilder, cfg: GemmConfig, N: int, K: int, ops: GemmOperands) -> None:
+    """C[0, :N] (+)= A[0, :K] @ Bpacked + epilogue, GEMV_PANELS packed panels at a time: per k
+    one broadcast of A[k] and one FMA per panel vector, reading B straight from the panels
+    (zero-padded: full vectors), no K blocks, no partial sums. Each C element adds its k terms
+    in order onto the bias (or C, accumulating), like the blocked body's single-set tiles."""
+    vw, nr, nv = cfg.vw, cfg.nr, cfg.nv
+    npf, ntail = divmod(N, nr)
+    zero = splat(0.0, vw)
+    act = ops.activation
+    light = is_light(act)
+
+    def group(jp0: Int, panels: list[list[int]]) -> None:
+        """Panels jp0 .. jp0+len(panels)-1; ``panels[p]``: the valid lanes of each vector."""
+        cols = [[add(b, mul(b, add(b, jp0, p), nr), v * vw) for v in range(len(vs))]
+                for p, vs in enumerate(panels)]
+        init = []
+        for p, vs in enumerate(panels):
+            for v, valid in enumerate(vs):
+                bias = zero
+                if ops.bias_row is not None:
+                    bias = load_vec(b, gep(b, ops.bias_row, cols[p][v]), vw, valid)
+                if ops.accumulate:
+                    old = load_vec(b, gep(b, ops.c_base, cols[p][v]), vw, valid)
+                    bias = b.fadd(old, bias) if ops.bias_row is not None else old
+                init.append(bias)
+
+        def step(k: ir.Value, _n: int, acc: list[ir.Value]) -> list[ir.Value]:
+            a = broadcast(b, b.load(ops.a_addr(b, 0, 0, k), typ=F32), vw)
+            out, i = [], 0
+            for p, vs in enumerate(panels):
+                row = ops.b_addr(b, add(b, jp0, p), k)
+                for v in range(len(vs)):
+                    w = b.load(gep(b, row, v * vw), typ=vec(vw), align=4)
+                    out.append(fma(b, a, w, acc[i]))
+                    i += 1
+            return out
+
+        accs = vector_loop(b, K, 1, init, step, "gv")
+        i = 0
+        for p, vs in enumerate(panels):
+            for v, valid in enumerate(vs):
+                out = apply_activation(b, accs[i], act) if light else accs[i]
+                store_vec(b, out, gep(b, ops.c_base, cols[p][v]), vw, valid)
+                i += 1
+            if not light:
+                activate_rows(b, act, gep(b, ops.c_base, cols[p][0]), 0, 1, vw, vs)
+
+    full = [vw] * nv
+    groups, rest = divmod(npf, GEMV_PANELS)
+    if groups:
+        with loop(b, 0, groups * GEMV_PANELS, GEMV_PANELS, "gvp") as jp0:
+            group(jp0, [full] * GEMV_PANELS)
+    last = [full] * rest + ([_lanes(ntail, vw)] if ntail else [])
+    if last:
+        group(groups * GEMV_PANELS, last)
+
+
 def emit_matmul(
     module: ir.Module,
     name: str,
@@ -846,6 +913,9 @@ def emit_matmul(
     split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
-    emit_gemm_body(b, cfg, M, N, K, ops, split)
+    if SMALL_GEMV and M == 1 and b_small and (split is None or split.chunks <= 1):
+        gemv_body(b, cfg, N, K, ops)
+    else:
+        emit_gemm_body(b, cfg, M, N, K, ops, split)
     b.ret_void()
     return fn
