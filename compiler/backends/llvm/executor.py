@@ -341,7 +341,8 @@ class LLVMExecutor(ArenaInterpreter):
     def run_fast(self, inputs: Any) -> dict[str, np.ndarray] | None:
         """The whole program on a dict of exactly the input arrays by placeholder name, with
         their dtypes and shapes; None (nothing run) for anything else. Tiny models spend most
-        of their time here, so it is a few attribute lookups per input and one call."""
+        of their time here, so it is a few attribute lookups per input and one call (plain
+        loops: a comprehension is a function call of its own, ~0.3 us of LeNet's ~15)."""
         fast = self._fast_in
         if type(inputs) is not dict or len(inputs) != len(fast):
             return None
@@ -354,8 +355,9 @@ class LLVMExecutor(ArenaInterpreter):
                     return None
             view[...] = a
         self._inputs_set = True
-        if self.compiled.threads != self.threads:
-            self.compiled.set_threads(self.threads)
+        compiled = self.compiled
+        if compiled.threads != self.threads:
+            compiled.set_threads(self.threads)
         self._run_all(*self._args)
         self.pc = self._code_len
         if self._status is not None and self._status.value:

@@ -69,6 +69,7 @@ from compiler.backends.llvm.kernels.direct import (
 )
 from compiler.backends.llvm.kernels.gemm import GemmConfig, conv_gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
+import compiler.backends.llvm.kernels.lanes as lanes
 import compiler.backends.llvm.kernels.winograd as winograd
 from compiler.errors import CodegenError
 
@@ -165,6 +166,13 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         applies=winograd.applies,
         prefers=winograd.prefers,
         finite_filter=True,
+    ),
+    ConvStrategy(
+        "direct-lanes",
+        lanes.lanes_body,
+        lanes.pack_lanes,
+        applies=lambda s: s.group == 1,
+        prefers=lanes.prefers,
     ),
     ConvStrategy(
         "pixel-rows-gemm",

@@ -46,6 +46,7 @@ from compiler.backends.llvm.kernels.common import (
     vec,
 )
 from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, scratch_ptr, work_chunks
+from compiler.backends.llvm.kernels.rows import vector_loop
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ class GemmOperands:
     #: An i1 value: ReLU after the last K block when it is true (a shared chunk's activation,
     #: None or ReLU, taken at run time; ``activation`` is then None).
     relu_if: ir.Value | None = None
+    #: Packed constant B of at most SMALL_B_BYTES: tiles of few accumulators prefetch it as
+    #: near as the others (PREFETCH_B_BYTES), not PREFETCH_FEW_BYTES ahead.
+    b_small: bool = False
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -273,7 +277,7 @@ def _micro_kernel(
     sets = max(1, min(4, -(-INDEPENDENT_CHAINS // (mr * nvec))))
     # Packed constant B (the weights): prefetched; B packed at run time is in cache already.
     few = sets > 1
-    ahead_bytes = PREFETCH_FEW_BYTES if few else PREFETCH_B_BYTES
+    ahead_bytes = PREFETCH_FEW_BYTES if few and not ops.b_small else PREFETCH_B_BYTES
     ahead = ahead_bytes // (4 * cfg.nr) if ops.b_pack is None and not ops.b_exact else 0
     ahead_a = PREFETCH_A_BYTES // (4 * mr) if ops.a_packed and PREFETCH_A_BYTES else 0
     if sets == 1:
@@ -426,6 +430,10 @@ PREFETCH_A_BYTES = 4096
 #: VGG-19's 25088x4096 classifier alone 1.31 -> 0.95 of onnxruntime; 4096x4096 1.31 -> 0.90
 #: (32 KB ahead: about the same, 64 KB: worse).
 PREFETCH_FEW_BYTES = 16384
+#: Packed B up to this size is not prefetched that far: a small model's weights stay in L2
+#: from one run to the next, and 16 KB ahead made LeNet's 400x120 GEMV (192 KB of weights)
+#: 1.45x slower than 4 KB (3.5 vs 2.4 us alone; its 120x84 one 0.87 vs 0.85 us).
+SMALL_B_BYTES = 512 * 1024
 
 
 def _prefetch_b(
@@ -859,6 +867,72 @@ def strided_b_fill(
     return fill
 
 
+#: GEMVs (M = 1) of small packed constant B (``SMALL_B_BYTES``) run ``gemv_body``: the
+#: blocked loop nest read A once per panel and K block and split each 2-vector panel's k
+#: loop into 4 partial sums to get 8 FMA chains, 3 times the instructions per FMA of
+#: reading 4 panels together (LeNet's 400x120 FC, B in L2: see ``gemv_body``).
+SMALL_GEMV = True
+#: Panels a GEMV reads together: 4 x 2 vectors = 8 independent FMA chains on AVX-512.
+GEMV_PANELS = 4
+
+
+def gemv_body(b: ir.IRBuilder, cfg: GemmConfig, N: int, K: int, ops: GemmOperands) -> None:
+    """C[0, :N] (+)= A[0, :K] @ Bpacked + epilogue, GEMV_PANELS packed panels at a time: per k
+    one broadcast of A[k] and one FMA per panel vector, reading B straight from the panels
+    (zero-padded: full vectors), no K blocks, no partial sums. Each C element adds its k terms
+    in order onto the bias (or C, accumulating), like the blocked body's single-set tiles."""
+    vw, nr, nv = cfg.vw, cfg.nr, cfg.nv
+    npf, ntail = divmod(N, nr)
+    zero = splat(0.0, vw)
+    act = ops.activation
+    light = is_light(act)
+
+    def group(jp0: Int, panels: list[list[int]]) -> None:
+        """Panels jp0 .. jp0+len(panels)-1; ``panels[p]``: the valid lanes of each vector."""
+        cols = [[add(b, mul(b, add(b, jp0, p), nr), v * vw) for v in range(len(vs))]
+                for p, vs in enumerate(panels)]
+        init = []
+        for p, vs in enumerate(panels):
+            for v, valid in enumerate(vs):
+                bias = zero
+                if ops.bias_row is not None:
+                    bias = load_vec(b, gep(b, ops.bias_row, cols[p][v]), vw, valid)
+                if ops.accumulate:
+                    old = load_vec(b, gep(b, ops.c_base, cols[p][v]), vw, valid)
+                    bias = b.fadd(old, bias) if ops.bias_row is not None else old
+                init.append(bias)
+
+        def step(k: ir.Value, _n: int, acc: list[ir.Value]) -> list[ir.Value]:
+            a = broadcast(b, b.load(ops.a_addr(b, 0, 0, k), typ=F32), vw)
+            out, i = [], 0
+            for p, vs in enumerate(panels):
+                row = ops.b_addr(b, add(b, jp0, p), k)
+                for v in range(len(vs)):
+                    w = b.load(gep(b, row, v * vw), typ=vec(vw), align=4)
+                    out.append(fma(b, a, w, acc[i]))
+                    i += 1
+            return out
+
+        accs = vector_loop(b, K, 1, init, step, "gv")
+        i = 0
+        for p, vs in enumerate(panels):
+            for v, valid in enumerate(vs):
+                out = apply_activation(b, accs[i], act) if light else accs[i]
+                store_vec(b, out, gep(b, ops.c_base, cols[p][v]), vw, valid)
+                i += 1
+            if not light:
+                activate_rows(b, act, gep(b, ops.c_base, cols[p][0]), 0, 1, vw, vs)
+
+    full = [vw] * nv
+    groups, rest = divmod(npf, GEMV_PANELS)
+    if groups:
+        with loop(b, 0, groups * GEMV_PANELS, GEMV_PANELS, "gvp") as jp0:
+            group(jp0, [full] * GEMV_PANELS)
+    last = [full] * rest + ([_lanes(ntail, vw)] if ntail else [])
+    if last:
+        group(groups * GEMV_PANELS, last)
+
+
 def emit_matmul(
     module: ir.Module,
     name: str,
@@ -920,15 +994,20 @@ def emit_matmul(
             bias_after=bias_after and bias == "row",
             accumulate=accumulate,
             activation=activation,
+            b_small=b_small,
         )
 
+    b_small = b_packed and 4 * K * -(-N // cfg.nr) * cfg.nr <= SMALL_B_BYTES
     args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
     ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    key = ("matmul", b_packed, transpose_b, bias, bias_after, accumulate, activation)
+    key = ("matmul", b_packed, transpose_b, bias, bias_after, accumulate, activation, b_small)
     split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
-    emit_gemm_body(b, cfg, M, N, K, ops, split)
+    if SMALL_GEMV and M == 1 and b_small and (split is None or split.chunks <= 1):
+        gemv_body(b, cfg, N, K, ops)
+    else:
+        emit_gemm_body(b, cfg, M, N, K, ops, split)
     b.ret_void()
     return fn
