@@ -244,6 +244,7 @@ _GELU = [
         ((2, 9, 24), 37, (1, 1, 37), True),  # odd N: a tail panel; bias as a [1, 1, N] row
         ((5, 3), 1, (1,), False),  # N = 1
         ((1, 197, 40), 19, (1, 19), True),  # M with a tail tile
+        ((1, 1, 64), 45, None, False),  # M = 1: the GEMV body adds the bias after the sum too
     ],
 )
 def test_matmul_row_bias_runs_in_the_gemm(x_shape, n, bias_shape, bias_first):
@@ -255,9 +256,11 @@ def test_matmul_row_bias_runs_in_the_gemm(x_shape, n, bias_shape, bias_first):
     assert [s for s in strategies if "epilogue" in s][0].startswith("gemm")
 
 
-def test_matmul_bias_then_gelu_in_one_kernel():
+@pytest.mark.parametrize("x_shape", [(1, 13, 32), (1, 1, 32)])  # blocked GEMM and GEMV
+def test_matmul_bias_then_gelu_in_one_kernel(x_shape):
+    # GELU is a heavy activation: the bias must reach the sums before its epilogue.
     tail = [helper.make_node("Add", ["m", "bias"], ["mb"]), *_GELU]
-    strategies, _ = _run(_linear_model(tail, (1, 13, 32), 45), (1, 13, 32))
+    strategies, _ = _run(_linear_model(tail, x_shape, 45), x_shape)
     assert _fused(strategies) == 7
 
 

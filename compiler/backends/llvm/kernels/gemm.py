@@ -312,6 +312,11 @@ def _micro_kernel(
         accs = parts[0]
 
     act = ops.activation if last is not False else None
+    late_bias = bias_r if ops.bias_after and last is not False else None
+    if late_bias is not None:
+        # The row bias goes on the finished sum, before any activation (light or heavy).
+        accs = [[_cond(b, last, b.fadd(x, late_bias[v]), x) for v, x in enumerate(row)]
+                for row in accs]
     light = is_light(act)
     if not light and SCRATCH_EPILOGUE:
         _store_heavy(b, accs, c_rows, ops, act, vw, valid, last)
@@ -319,12 +324,9 @@ def _micro_kernel(
     relu_if = None
     if ops.relu_if is not None and last is not False:
         relu_if = ops.relu_if if last is True else b.and_(last, ops.relu_if)
-    late_bias = bias_r if ops.bias_after and last is not False else None
     for r in range(mr):
         for v in range(nvec):
             out = accs[r][v]
-            if late_bias is not None:
-                out = _cond(b, last, b.fadd(out, late_bias[v]), out)
             if act is not None and light:
                 out = _cond(b, last, apply_activation(b, out, act), out)
             if relu_if is not None:
@@ -895,11 +897,11 @@ def gemv_body(b: ir.IRBuilder, cfg: GemmConfig, N: int, K: int, ops: GemmOperand
         for p, vs in enumerate(panels):
             for v, valid in enumerate(vs):
                 bias = zero
-                if ops.bias_row is not None:
+                if ops.bias_row is not None and not ops.bias_after:
                     bias = load_vec(b, gep(b, ops.bias_row, cols[p][v]), vw, valid)
                 if ops.accumulate:
                     old = load_vec(b, gep(b, ops.c_base, cols[p][v]), vw, valid)
-                    bias = b.fadd(old, bias) if ops.bias_row is not None else old
+                    bias = b.fadd(old, bias) if bias is not zero else old
                 init.append(bias)
 
         def step(k: ir.Value, _n: int, acc: list[ir.Value]) -> list[ir.Value]:
@@ -917,7 +919,10 @@ def gemv_body(b: ir.IRBuilder, cfg: GemmConfig, N: int, K: int, ops: GemmOperand
         i = 0
         for p, vs in enumerate(panels):
             for v, valid in enumerate(vs):
-                out = apply_activation(b, accs[i], act) if light else accs[i]
+                out = accs[i]
+                if ops.bias_row is not None and ops.bias_after:  # on the finished sum
+                    out = b.fadd(out, load_vec(b, gep(b, ops.bias_row, cols[p][v]), vw, valid))
+                out = apply_activation(b, out, act) if light else out
                 store_vec(b, out, gep(b, ops.c_base, cols[p][v]), vw, valid)
                 i += 1
             if not light:
