@@ -86,6 +86,9 @@ SILU_CONVS = [
     (3, 17, 21, 19, 3, 2, 1, ("direct-vector",)),
     (6, 11, 21, 6, 5, 1, 6, ("depthwise-direct",)),
     (8, 7, 7, 16, 5, 1, 8, ("depthwise-direct",)),  # flat run over the padded rows
+    # flat runs of up to two flat tiles: the activation on all accumulators after the taps
+    (5, 7, 7, 5, 3, 1, 5, ("depthwise-direct",)),
+    (3, 5, 6, 3, 3, 1, 3, ("depthwise-direct",)),
     (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: on the registers
     (8, 30, 30, 8, 5, 2, 8, ("depthwise-direct",)),  # column phases, then the plane pass
 ]

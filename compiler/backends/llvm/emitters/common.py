@@ -347,11 +347,24 @@ def fast_exp_nonpositive(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(is_nan(b, x), x, y)
 
 
+#: exp's reduction rounds x / ln 2 to an integer by adding this float (1.5 * 2^23, plus the
+#: exponent bias): the sum's low mantissa bits are then n + 127, which shifted into the
+#: exponent field are 2^n. One FMA and a shift instead of floor, a conversion and an add.
+EXP_MAGIC = 12582912.0 + 127.0
+#: Whether exp_in_range rounds with EXP_MAGIC (else floor(x / ln 2 + 0.5) and a conversion).
+EXP_MAGIC_ROUND = True
+
+
 def exp_in_range(b: ir.IRBuilder, xc: ir.Value) -> ir.Value:
     """exp of a float32 ``xc`` already within [EXP_LO, EXP_HI]: Cody-Waite reduction by ln 2,
     Cephes' polynomial, the power of two put in the exponent bits."""
     x = xc
-    fx = call_intr(b, "floor", mul_add(b, xc, like(x, 1.44269504088896341), like(x, 0.5)))
+    if EXP_MAGIC_ROUND:
+        t = mul_add(b, xc, like(x, 1.44269504088896341), like(x, EXP_MAGIC))
+        fx = b.fsub(t, like(x, EXP_MAGIC))
+        pow2 = b.bitcast(b.shl(b.bitcast(t, int_like(x)), ilike(x, 23)), x.type)
+    else:
+        fx = call_intr(b, "floor", mul_add(b, xc, like(x, 1.44269504088896341), like(x, 0.5)))
     r = mul_add(b, fx, like(x, -0.693359375), xc)
     r = mul_add(b, fx, like(x, 2.12194440e-4), r)
     z = b.fmul(r, r)
@@ -359,8 +372,9 @@ def exp_in_range(b: ir.IRBuilder, xc: ir.Value) -> ir.Value:
     for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
         p = mul_add(b, p, r, like(x, c))
     p = b.fadd(mul_add(b, p, z, r), like(x, 1.0))
-    n = b.fptosi(fx, int_like(x))
-    pow2 = b.bitcast(b.shl(b.add(n, ilike(x, 127)), ilike(x, 23)), x.type)
+    if not EXP_MAGIC_ROUND:
+        n = b.fptosi(fx, int_like(x))
+        pow2 = b.bitcast(b.shl(b.add(n, ilike(x, 127)), ilike(x, 23)), x.type)
     return b.fmul(p, pow2)
 
 
