@@ -490,7 +490,7 @@ def test_layernorm_far_from_zero_mean(shape):
     ins = [("x", F, shape)]
     x = (100.0 + rng.standard_normal(shape)).astype(np.float32)
     model = _model("LayerNormalization", ins, consts=consts, axis=-1)
-    check(model, {"x": x}, rtol=1e-5, atol=2e-5, kinds=["layernorm"])
+    check(model, {"x": x}, rtol=1e-5, atol=1e-5, kinds=["layernorm"])
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"])
