@@ -221,6 +221,10 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
 #: run in the GEMM's epilogue too.
 FUSE_MATMUL_BIAS = True
 
+#: A chain step may read any earlier step's result or the producer's (not only the step
+#: before it): GPT-2's tanh GELU reads x again after the tanh, in the scheduler's order.
+EPILOGUE_DAGS = True
+
 #: Instructions whose kernels run a lane-wise epilogue (``EmitContext.with_epilogue``).
 EPILOGUE_PRODUCERS = frozenset({"conv", "fullyconnected", "matmul", "batchnorm"})
 
@@ -252,7 +256,9 @@ def find_epilogues(
         for at in range(pos + 1, len(code)):
             nxt = code[at]
             cur = chain[-1].operands[0][0] if chain else src
-            if not any(v is cur for v, _ in nxt.operands[1:]):
+            if not any(v is cur for v, _ in nxt.operands[1:]) and not (
+                chain and EPILOGUE_DAGS and any(id(v) in known for v, _ in nxt.operands[1:])
+            ):
                 break
             if tuple(nxt.operands[0][0].type_.shape) != tuple(src.type_.shape):
                 break

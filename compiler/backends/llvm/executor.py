@@ -362,6 +362,12 @@ class LLVMExecutor(ArenaInterpreter):
         self.pc = self._code_len
         if self._status is not None and self._status.value:
             self._check_status()
+        one = self._one_out
+        if one is not None:  # most models: no second call, no comprehension
+            try:
+                return {one[0]: one[1].copy()}
+            except MemoryError:
+                pass  # reported by _copy_outputs
         return self._copy_outputs()
 
     def _copy_outputs(self) -> dict[str, np.ndarray]:
@@ -464,6 +470,7 @@ class LLVMModelExecutor:
         self.output_types = dict(out_specs)
         #: The executor's outputs come in the model's output order already.
         self._in_order = list(self.executor._out_views) == self.output_names
+        self._run_fast = self.executor.run_fast
 
     def _inputs(self, inputs: Any) -> Mapping[str, np.ndarray]:
         if (
@@ -483,7 +490,7 @@ class LLVMModelExecutor:
         return check_inputs(list(self.input_types.items()), inputs, self.aliases)
 
     def run(self, inputs: Any) -> dict[str, np.ndarray]:
-        outs = self.executor.run_fast(inputs)
+        outs = self._run_fast(inputs)
         if outs is None:
             outs = self.executor.run(self._inputs(inputs))
         if self._in_order:

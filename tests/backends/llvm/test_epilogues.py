@@ -209,7 +209,7 @@ def test_fused_members_entries_are_a_module_compiled_on_first_step():
     assert "define" in ex.llvm_ir(conv) and ex.assembly(conv)
 
 
-def _linear_model(tail, x_shape, n, *, bias_shape=None, extra_outputs=(), seed=5):
+def _linear_model(tail, x_shape, n, *, bias_shape=None, extra_outputs=(), seed=5, inits=()):
     """x @ w (+ the nodes of ``tail``, reading "m"); w is [K, n], "bias" a constant row of n."""
     rng = np.random.default_rng(seed)
     k = x_shape[-1]
@@ -223,7 +223,7 @@ def _linear_model(tail, x_shape, n, *, bias_shape=None, extra_outputs=(), seed=5
         [helper.make_tensor_value_info("x", F, list(x_shape))],
         outs,
         [w, numpy_helper.from_array(bias, "bias"), _scalar("sq2", 2**0.5), _scalar("one", 1.0),
-         _scalar("half", 0.5)],
+         _scalar("half", 0.5), *inits],
     )
     return _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
 
@@ -295,3 +295,47 @@ def test_matmul_bias_switch_gives_the_same_bits(monkeypatch):
         monkeypatch.setattr(codegen, "FUSE_MATMUL_BIAS", on)
         outs.append(LLVMExecutor(lir, plan).run(feed))
     np.testing.assert_array_equal(outs[0]["y"], outs[1]["y"])
+
+
+def test_tanh_gelu_reading_x_again_runs_in_the_epilogue(monkeypatch):
+    """GPT-2's gelu_new: steps that read x (the biased product) again after other steps, in
+    an order where a step does not read the one before it. One kernel; stepping the members
+    apart gives the same bits, and so does the switch off (separate loops)."""
+    from compiler.backends.llvm import codegen
+
+    tail = [
+        helper.make_node("Add", ["bias", "m"], ["xb"]),
+        helper.make_node("Pow", ["xb", "three"], ["p"]),
+        helper.make_node("Mul", ["p", "c"], ["cube"]),
+        helper.make_node("Add", ["xb", "cube"], ["inner"]),
+        helper.make_node("Mul", ["inner", "k"], ["scaled"]),
+        helper.make_node("Tanh", ["scaled"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["a"]),
+        helper.make_node("Mul", ["xb", "half"], ["h"]),
+        helper.make_node("Mul", ["h", "a"], ["y"]),
+    ]
+    extra = [_scalar("three", 3.0), _scalar("c", 0.044715), _scalar("k", 0.7978845608)]
+    model = _linear_model(tail, (1, 19, 40), 70, inits=extra)
+    strategies, lir = _run(model, (1, 19, 40))
+    assert _fused(strategies) == 10
+    lir, plan = _lir_and_plan(compile_model(model))
+    feed = {"x": np.random.default_rng(4).standard_normal((1, 19, 40)).astype(np.float32)}
+    outs = []
+    for on in (False, True):
+        monkeypatch.setattr(codegen, "EPILOGUE_DAGS", on)
+        outs.append(LLVMExecutor(lir, plan).run(feed)["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_dag_epilogue_stops_before_a_result_read_outside():
+    # "h" (x / 2) is also an output: the chain may not skip storing it, so the epilogue ends
+    # before the step that would leave it unstored.
+    tail = [
+        helper.make_node("Add", ["m", "bias"], ["xb"]),
+        helper.make_node("Tanh", ["xb"], ["t"]),
+        helper.make_node("Mul", ["xb", "half"], ["h"]),
+        helper.make_node("Mul", ["h", "t"], ["y"]),
+    ]
+    model = _linear_model(tail, (1, 9, 16), 24, extra_outputs=("h",))
+    strategies, _ = _run(model, (1, 9, 16))
+    assert 0 < _fused(strategies) < 5

@@ -26,7 +26,7 @@ from compiler.backends.llvm.emitters.common import (
     unsupported,
 )
 from compiler.backends.llvm.emitters.elementwise import kernel_activation
-from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
+from compiler.backends.llvm.kernels.gemm import emit_matmul, matmul_config, pack_b_constant
 from compiler.graph.types import ElemKind
 
 
@@ -77,6 +77,7 @@ def _gemm(
         accumulate=accumulate,
         b_packed=packed,
         bias_after=bias_after,
+        cfg=matmul_config(N),
     )
     for a, ok in zip(fn.args, noalias):
         if not ok:
@@ -119,7 +120,8 @@ def _dense_gemm(
     if data is None:
         b_arg = Arg(value=bm)
     else:
-        b_arg = Arg(blob=ctx.sink.blob(pack_b_constant(data.reshape(K, N)), key=("packB", bm.name)))
+        packed = pack_b_constant(data.reshape(K, N), cfg=matmul_config(N))
+        b_arg = Arg(blob=ctx.sink.blob(packed, key=("packB", bm.name, packed.shape)))
     args = [Arg(value=a), b_arg, Arg(value=c)] + ([] if bias is None else [Arg(value=bias)])
     return Emitted([Call(name, args)], "gemm" if data is None else "gemm-packed")
 

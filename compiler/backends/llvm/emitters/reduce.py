@@ -451,8 +451,8 @@ def _softmax_columns(
     vector_loop(b, inner, vw, [], column_block, "ccol")
 
 
-#: LayerNorm's normalising pass in float32 lanes ((x - mean) * inv, then scale and bias as one
-#: fused multiply-add) instead of double; the statistics stay double.
+#: LayerNorm's normalising pass in float32 lanes ((x - mean) * inv with the mean as two floats,
+#: then scale and bias as one fused multiply-add) instead of double; the statistics stay double.
 LAYERNORM_F32_NORMALISE = True
 
 
@@ -501,14 +501,17 @@ def emit_layernorm(ctx: EmitContext, ins: Any) -> Emitted:
             v1, v2 = vector_loop(b, m, vw, [zero, zero], stats, "lns")
             mean, inv = _ln_moments(b, v1, v2, m, eps)
             if dense and LAYERNORM_F32_NORMALISE:
-                # (x - mean) * inv with mean and inv rounded to float32 (as onnxruntime
-                # normalises), then scale and bias: float32 lanes, half the double work.
-                mv = vbroadcast(b, b.fptrunc(mean, F32), vw)
+                # (x - mean) * inv in float32 lanes, half the double work: the mean as two
+                # floats (its float32 rounding and the rest), so x - mean stays exact for rows
+                # whose mean is thousands of times their spread (x - hi is exact near the mean).
+                hi = b.fptrunc(mean, F32)
+                lo = b.fptrunc(b.fsub(mean, b.fpext(hi, F64)), F32)
+                mv, lv = vbroadcast(b, hi, vw), vbroadcast(b, lo, vw)
                 iv = vbroadcast(b, b.fptrunc(inv, F32), vw)
 
                 def normalise32(j, valid, c):
                     x = masked_load(b, gep(b, xr, j), vw, valid)
-                    y = b.fmul(b.fsub(x, mv), iv)
+                    y = b.fmul(b.fsub(b.fsub(x, mv), lv), iv)
                     sc = masked_load(b, gep(b, psc, j), vw, valid)
                     bi = masked_load(b, gep(b, pbi, j), vw, valid)
                     masked_store(b, call_intr(b, "fmuladd", y, sc, bi), gep(b, orow, j), vw, valid)

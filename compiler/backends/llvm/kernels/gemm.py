@@ -94,6 +94,27 @@ def conv_gemm_config(isa: str | None = None) -> GemmConfig:
     return replace(cfg, nv=nv)
 
 
+#: MatMul / FullyConnected GEMMs whose N fills whole panels of the conv kernels' wider tile
+#: (``conv_gemm_config``: 8 x 3 vectors with AVX-512's 32 registers; the same 8 x 2 elsewhere)
+#: use it: fewer loads per FMA. Small other N keep ``gemm_config``'s tile (N = 64 attention
+#: heads would leave a one-vector tail panel with three vectors a row).
+MATMUL_WIDE_TILE = True
+
+
+#: ... or N at least this many wide panels (the narrower tail panel is then a small part).
+MATMUL_WIDE_MIN_PANELS = 4
+
+
+def matmul_config(n: int, isa: str | None = None) -> GemmConfig:
+    """The register tile of a matmul GEMM with ``n`` output columns (``MATMUL_WIDE_TILE``)."""
+    cfg = gemm_config(isa)
+    if MATMUL_WIDE_TILE:
+        wide = conv_gemm_config(isa)
+        if wide.nv > cfg.nv and (n % wide.nr == 0 or n >= MATMUL_WIDE_MIN_PANELS * wide.nr):
+            return wide
+    return cfg
+
+
 def pack_b_constant(
     b: np.ndarray,
     *,
@@ -956,6 +977,7 @@ def emit_matmul(
     isa: str | None = None,
     parallel: bool = True,
     bias_after: bool = False,
+    cfg: GemmConfig | None = None,
 ) -> ir.Function:
     """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
 
@@ -970,7 +992,7 @@ def emit_matmul(
     """
     if min(M, N, K) <= 0:
         raise ValueError(f"matmul {name}: empty shape {M}x{N}x{K}")
-    cfg = gemm_config(isa)
+    cfg = cfg or gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
     if not b_packed:
         b_addr_rt, b_pack = runtime_packed_b(
