@@ -333,7 +333,8 @@ UNROLL_TAPS = 64
 #: channels 294 -> 271 and 163 -> 143 us, 3->32 3x3 on 64x64 -5%, 1->8 3x3 on 32x32 even
 #: (single convs, AVX-512, issue 15 session 9).
 UNROLL_WHOLE = False
-#: Filters with more taps than this loop over their rows as well as their channels (a 7x7 stem's 49 taps x 16 channels unrolled were ~10% of ResNet-50's LLVM time).
+#: Filters with more taps than this loop over their rows as well as their channels (a 7x7
+#: stem's 49 taps x 16 channels unrolled were ~10% of ResNet-50's LLVM time).
 ROW_LOOP_TAPS = 16
 
 
