@@ -30,7 +30,7 @@ whose real peak reaches it is optimal.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -376,6 +376,109 @@ class MemoryModel:
             if after != before:
                 delta += g.size if after else -g.size
         return Step(live + extra, live + delta, acc2)
+
+    def search_stepper(self) -> Callable[[int, int, int, int], tuple[int, int, int]]:
+        """`step` without `copied` (as the optimal search calls it), as one closure over
+        per-node tuples of the masks and sizes it reads: `fast(n, done, acc, live)` returns
+        `step(n, done, acc, live)` as a plain (peak, live, accumulating) tuple.
+
+        The search makes up to 100,000 steps a schedule, and the searches that run out of
+        budget (unrolled recurrent and attention graphs) are a large part of a test run's
+        compile time: without attribute look-ups, helper calls and a named tuple per step, a
+        step costs about half as much. tests/scheduling/test_scheduler.py checks it against
+        `step` on every state of several searches."""
+        groups = self.groups
+        info = self.info
+        # per group: (index, producers, users, saves, y_of, size)
+        gt = [(g.index, g.producers, g.users, g.saves, g.y_of, g.size) for g in groups]
+        nodes = []
+        for n, inf in enumerate(info):
+            a = inf.acc
+            if a is not None:
+                rp = a.r_producer
+                acc_test = (rp, info[rp].noop_of, groups[a.r_group].users & ~(1 << a.add))
+                own_y = a.y_group
+            else:
+                acc_test, own_y = None, -1
+            ended = info[inf.noop_of].acc if inf.noop_of >= 0 else None
+            base = self._touched[n]
+            nodes.append(
+                (
+                    1 << n,
+                    inf.noop_of,
+                    acc_test,
+                    own_y,
+                    gt[own_y] if a is not None and own_y not in base else None,
+                    ended.z_group if ended is not None else -1,
+                    gt[ended.y_group] if ended is not None and ended.y_group not in base else None,
+                    inf.inplace_result,
+                    tuple(groups[ci].users for ci in inf.inplace_candidates),
+                    # member groups without users never count
+                    tuple((gi, groups[gi].producers, groups[gi].saves, groups[gi].size)
+                          for gi in inf.member_groups if groups[gi].users),
+                    tuple(gt[gi] for gi in sorted(base)),
+                )
+            )
+
+        def fast(n: int, done: int, acc: int, live: int) -> tuple[int, int, int]:
+            (bit, noop_of, acc_test, own_y, own_extra, ended_z, ended_extra, inplace_result,
+             cand_users, members, touched) = nodes[n]
+            noop = noop_of >= 0 and acc >> noop_of & 1
+            accumulating = False
+            if acc_test is not None:
+                rp, rp_noop, others = acc_test
+                accumulating = bool(
+                    (done >> rp & 1 or (rp_noop >= 0 and acc >> rp_noop & 1))
+                    and not others & ~done
+                )
+            in_place = -1
+            if inplace_result >= 0 and not noop:
+                pending = ~bit & ~done
+                for users in cand_users:
+                    if not users & pending:
+                        in_place = inplace_result
+                        break
+            skip_own = own_y if accumulating else -1
+            skip_ended = ended_z if noop else -1
+            not_done = ~done
+            extra = 0
+            for gi, producers, saves, size in members:
+                if producers & done or saves & not_done:
+                    continue
+                if gi == in_place or gi == skip_own or gi == skip_ended:
+                    continue
+                extra += size
+            done2 = done | bit
+            acc2 = acc
+            if accumulating:
+                acc2 |= bit
+                if own_extra is not None:
+                    touched = (*touched, own_extra)
+            if noop:
+                acc2 &= ~(1 << noop_of)
+                # (a set union in `step`: never the same group twice)
+                if ended_extra is not None and not (accumulating and own_extra is ended_extra):
+                    touched = (*touched, ended_extra)
+            not_done2 = ~done2
+            delta = 0
+            for _gi, producers, users, saves, y_of, size in touched:
+                after = (
+                    producers & done2
+                    and users & not_done2
+                    and not saves & not_done2
+                    and not (y_of >= 0 and acc2 >> y_of & 1)
+                )
+                before = (
+                    producers & done
+                    and users & not_done
+                    and not saves & not_done
+                    and not (y_of >= 0 and acc >> y_of & 1)
+                )
+                if bool(after) != bool(before):
+                    delta += size if after else -size
+            return live + extra, live + delta, acc2
+
+        return fast
 
     def simulate(self, order: Sequence[Node]) -> list[Step]:
         """The steps of a whole order (which must list every node once, operands first)."""

@@ -19,7 +19,7 @@ a clock) and reports that it did not finish; the caller falls back (see `schedul
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compiler.graph.ir import Node
@@ -43,13 +43,6 @@ class SearchResult:
     seconds: float
     bound: int  # the best known peak the search started from
     stats: dict = field(default_factory=dict)
-
-
-def _bits(mask: int) -> Iterator[int]:
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 def search(
@@ -96,7 +89,13 @@ class _Pass:
 
 def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
     """Orders whose every step stays <= `bound`, minimising the highest step (below `cap`
-    when given: steps reaching it count as 0), then the sum of live bytes."""
+    when given: steps reaching it count as 0), then the sum of live bytes.
+
+    Every (state, ready node) pair of a level is expanded, whatever the bound then prunes, so
+    the level's expansions are known before it starts (its states' ready counts): a level that
+    would pass the budget is not started. The outcome is the one of counting expansion by
+    expansion and stopping at budget + 1 (the count reported), without the work of the
+    unfinished level -- most of an exhausted search's time, the levels grow as it goes."""
     n = len(model.nodes)
     info = model.info
     preds = [i.preds for i in info]
@@ -106,32 +105,36 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
     # state key (done, acc) -> [value, area, live, ready, parent key, node]
     level: dict[tuple[int, int], list] = {(0, 0): [0, 0, 0, start_ready, None, -1]}
     parents: list[dict[tuple[int, int], tuple[tuple[int, int] | None, int]]] = []
-    step = model.step
+    step = model.search_stepper()
     states = expansions = 0
     for _ in range(n):
+        expansions += sum(v[3].bit_count() for v in level.values())
+        if expansions > budget:
+            return _Pass(None, 0, states, budget + 1)
         nxt: dict[tuple[int, int], list] = {}
         for (done, acc), (value, area, live, ready, _parent, _node) in level.items():
-            for k in _bits(ready):
-                expansions += 1
-                if expansions > budget:
-                    return _Pass(None, 0, states, expansions)
-                st = step(k, done, acc, live)
-                if st.peak > bound:
+            mask = ready
+            while mask:
+                low = mask & -mask
+                mask ^= low
+                k = low.bit_length() - 1
+                peak, live2, acc2 = step(k, done, acc, live)
+                if peak > bound:
                     continue
-                v = st.peak if cap is None or st.peak < cap else 0
+                v = peak if cap is None or peak < cap else 0
                 if v < value:
                     v = value
-                done2 = done | 1 << k
-                key = (done2, st.accumulating)
-                area2 = area + st.peak
+                done2 = done | low
+                key = (done2, acc2)
+                area2 = area + peak
                 seen = nxt.get(key)
                 if seen is not None and (seen[0], seen[1]) <= (v, area2):
                     continue
-                ready2 = ready & ~(1 << k)
+                ready2 = ready & ~low
                 for s in succs[k]:
                     if not preds[s] & ~done2:
                         ready2 |= 1 << s
-                nxt[key] = [v, area2, st.live, ready2, (done, acc), k]
+                nxt[key] = [v, area2, live2, ready2, (done, acc), k]
         states += len(nxt)
         parents.append({key: (v[4], v[5]) for key, v in nxt.items()})
         level = nxt

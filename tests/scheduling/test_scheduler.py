@@ -206,3 +206,75 @@ def test_optimal_falls_back_past_its_budget_and_says_so() -> None:
     assert s.kind == "optimal" and s.used == "child-mem-size"
     assert not s.stats["finished"] and "child-mem-size" in s.stats["fallback"]
     assert s.order == schedule(fn, "child-mem-size").order
+
+
+def _search_states(model, limit: int):
+    """Up to `limit` (done, acc, live) states of the optimal search's space, breadth first."""
+    ready0 = [i for i, inf in enumerate(model.info) if not inf.preds]
+    seen = {(0, 0)}
+    level = [(0, 0, 0)]
+    out = []
+    while level and len(out) < limit:
+        nxt = []
+        for done, acc, live in level:
+            out.append((done, acc, live))
+            ready = [
+                i
+                for i, inf in enumerate(model.info)
+                if not done >> i & 1 and not inf.preds & ~done
+            ] if done else ready0
+            for k in ready:
+                st = model.step(k, done, acc, live)
+                key = (done | 1 << k, st.accumulating)
+                if key not in seen:
+                    seen.add(key)
+                    nxt.append((*key, st.live))
+        level = nxt
+    return out
+
+
+def test_the_search_stepper_is_step() -> None:
+    """`MemoryModel.search_stepper` (the optimal search's step) gives `step`'s figures from every
+    state, on graphs with views, zero-copy concats, in-place element-wise nodes and sum
+    post-ops (ResNet's residual adds) and on an unrolled LSTM (the search runs out there)."""
+    import sys
+    from pathlib import Path
+
+    from compiler.pipeline import CompileOptions, compile_model
+    from compiler.scheduling.memory_model import MemoryModel
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    sys.path.insert(0, str(root / "tests" / "frontend"))
+    from models import BUILDERS
+    from test_recurrent_vs_ort import recurrent_model
+
+    fns = [m.main for m in (branchy_module(3), chain_module(40), shared_input_module())]
+    for model in (
+        BUILDERS["resnet50"](image=32, classes=10),
+        BUILDERS["inception"](image=32, classes=10),
+        recurrent_model("LSTM", "bidirectional")[0],
+    ):
+        fns.append(compile_model(model, CompileOptions(stop_after="schedule")).module.main)
+    accumulated = 0
+    for fn in fns:
+        mm = MemoryModel(fn, 64)
+        fast = mm.search_stepper()
+        for done, acc, live in _search_states(mm, 3000):
+            accumulated += acc != 0
+            for k, inf in enumerate(mm.info):
+                if not done >> k & 1 and not inf.preds & ~done:
+                    assert fast(k, done, acc, live) == tuple(mm.step(k, done, acc, live))
+    assert accumulated  # the sum post-op paths were taken
+
+
+def test_a_search_that_runs_out_reports_budget_plus_one() -> None:
+    """The search counts a level's expansions before running it and does not start a level
+    that would pass the budget; it reports what counting one by one would: budget + 1
+    expansions, the first one past the budget. Just enough budget finishes."""
+    fn = branchy_module(3).main
+    need = next(b for b in range(1, 10_000) if schedule(fn, "optimal", budget=b).stats["finished"])
+    for budget in (1, need // 2, need - 1):
+        s = schedule(fn, "optimal", budget=budget)
+        assert not s.stats["finished"] and s.stats["expansions"] == budget + 1
+    assert schedule(fn, "optimal", budget=need).peak_bytes == schedule(fn, "optimal").peak_bytes

@@ -198,6 +198,7 @@ class LLVMExecutor(ArenaInterpreter):
         self._out_views = {w.name: self._view(w, writable=False) for w in lir.outputs()}
         self._fast_in = [(n, v, v.shape, v.dtype) for n, v in self._in_views.items()]
         self._fast_out = list(self._out_views.items())
+        self._one_out = self._fast_out[0] if len(self._fast_out) == 1 else None
         self._code_len = len(lir.code)
 
     @property
@@ -345,12 +346,14 @@ class LLVMExecutor(ArenaInterpreter):
         fast = self._fast_in
         if type(inputs) is not dict or len(inputs) != len(fast):
             return None
-        for name, _view, shape, dtype in fast:
+        # Each input is checked and copied in one pass: a later input that fails the check
+        # leaves earlier ones written, which the slow path (set_inputs) writes again anyway.
+        for name, view, shape, dtype in fast:
             a = inputs.get(name)
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
-                return None
-        for name, view, _, _ in fast:
-            view[...] = inputs[name]
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                    return None
+            view[...] = a
         self._inputs_set = True
         compiled = self.compiled
         if compiled.threads != self.threads:
@@ -363,12 +366,13 @@ class LLVMExecutor(ArenaInterpreter):
 
     def _copy_outputs(self) -> dict[str, np.ndarray]:
         # A plain try, not the context manager: entering a generator-based one cost ~0.7 us a
-        # call, a quarter of an MLP's whole run.
+        # call, a quarter of an MLP's whole run. One output (most models) without the
+        # comprehension's frame: ~0.15 us of a 20 us transformer block.
         try:
-            outs: dict[str, np.ndarray] = {}
-            for n, v in self._fast_out:
-                outs[n] = v.copy()
-            return outs
+            one = self._one_out
+            if one is not None:
+                return {one[0]: one[1].copy()}
+            return {n: v.copy() for n, v in self._fast_out}
         except MemoryError:
             with out_of_memory_is_an_error("copying the outputs"):
                 raise
