@@ -462,7 +462,8 @@ def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
     ]:
         out = np.ascontiguousarray(start)
         packed = np.ascontiguousarray(ck.packed_weights)
-        compiled.cfunc(ck.fn.name)(x.ctypes.data, packed.ctypes.data, out.ctypes.data, bias.ctypes.data)
+        ptrs = (a.ctypes.data for a in (x, packed, out, bias))
+        compiled.cfunc(ck.fn.name)(*ptrs)
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=ck.fn.name)
 
 

@@ -111,6 +111,10 @@ CONVS = [
     ("implicit-gemm", (6, 21, 19, 19, 3, 2, 1, 1)),
     ("implicit-gemm", (8, 17, 15, 12, 3, 1, 1, 2)),  # grouped
     ("direct-vector", (3, 41, 45, 37, 5, 2, 2, 1)),
+    # Items of (channel block, row tile): 3 blocks (the last of 5 channels) x row tiles with a
+    # remainder, and column runs of a 29-wide row.
+    ("direct-lanes", (6, 14, 14, 37, 5, 1, 0, 1)),
+    ("direct-lanes", (5, 23, 58, 20, 3, 2, 1, 1)),
     ("depthwise-direct", (13, 27, 35, 13, 5, 2, 2, 13)),
     ("depthwise-direct", (7, 19, 41, 14, 3, 1, 1, 7)),  # channel multiplier 2
     # Input transform in channel groups, the GEMMs by transform position, the output

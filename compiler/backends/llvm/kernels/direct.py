@@ -341,8 +341,8 @@ def shift_lanes(b: ir.IRBuilder, v: ir.Value, lo: int) -> ir.Value:
 
 def direct_tile(cfg: GemmConfig, s: ConvShape) -> tuple[int, int]:
     """(KB output channels, NV column vectors) per ``direct-vector`` tile, 16 accumulators on
-    32-register ISAs. With all C*R*S taps unrolled (<= 64) the compiler keeps the tap weights
-    of a tile in registers, and 8 x 2 halves the broadcasts per FMA; with the tap loop running
+    32-register ISAs. With at most UNROLL_TAPS taps (C*R*S) 8 x 2 halves the broadcasts per
+    FMA (measured with every tap unrolled, ``UNROLL_WHOLE``); with more, running
     over channels, 16 x 1 halves the input loads and shuffles instead (measured on the stems:
     3x3/2 on 3 channels 93 -> 120 GFLOP/s with 8 x 2; 7x7/2 161 with 16 x 1, 96 with 8 x 2)."""
     if cfg.vw < 16:
@@ -350,10 +350,18 @@ def direct_tile(cfg: GemmConfig, s: ConvShape) -> tuple[int, int]:
     return (8, 2) if s.C * s.R * s.S <= UNROLL_TAPS else (16, 1)
 
 
-#: Tap loops up to this many multiply-add steps (C*R*S) are unrolled whole.
+#: Taps (C*R*S) up to which ``direct_tile`` picks 8 x 2 tiles (and ``UNROLL_WHOLE`` unrolls).
 UNROLL_TAPS = 64
-#: Past UNROLL_TAPS, filters with more taps than this loop over their rows as well as their
-#: channels (a 7x7 stem's 49 taps x 16 channels unrolled were ~10% of ResNet-50's LLVM time).
+#: Whether such tiles unroll every tap of every channel. They did, and LLVM hoisted the tile's
+#: KB x C*R*S weight broadcasts out of the row loop into as many spilled vectors, so each FMA
+#: reloaded a whole vector from the stack (LeNet's 1->6 5x5 stem: 150 of them). A loop over
+#: the channels (and filter rows) loads the broadcasts where they are used, the same sums in
+#: the same order: LeNet's stem 3.5 -> 2.8 us, 3x3/2 stems on 224x224 with 32 and 16 output
+#: channels 294 -> 271 and 163 -> 143 us, 3->32 3x3 on 64x64 -5%, 1->8 3x3 on 32x32 even
+#: (single convs, AVX-512, issue 15 session 9).
+UNROLL_WHOLE = False
+#: Filters with more taps than this loop over their rows as well as their channels (a 7x7
+#: stem's 49 taps x 16 channels unrolled were ~10% of ResNet-50's LLVM time).
 ROW_LOOP_TAPS = 16
 
 
@@ -420,7 +428,7 @@ def direct_vector_body(
                 return acc
 
             acc = [kbias[j] for j in range(kb) for _ in range(nvec)]
-            if crs <= UNROLL_TAPS:
+            if crs <= UNROLL_TAPS and UNROLL_WHOLE:
                 for c in range(C):
                     acc = taps(c, acc)
             elif R * S <= ROW_LOOP_TAPS:

@@ -2,12 +2,13 @@
 of the strategy table in kernels/conv.py), for small images with few output channels.
 
 A register tile holds P output pixels (RB whole output rows, or a run of one row's columns),
-one accumulator vector per pixel whose lanes are vw output channels. Each filter tap (c, r, t)
-loads one vector of packed weights ([K/vw][C][R][S][vw], built at compile time) and feeds it
-to P multiply-adds, each with one input float broadcast (on AVX-512 a memory operand of the
-FMA itself). The input is read in place, or from a zero-padded copy when the conv is padded;
-only single floats are read from it, so any stride or dilation costs the same and nothing
-past a row is touched. No im2col buffer, no GEMM packing at run time.
+one accumulator vector per pixel whose lanes are vw output channels. Per (input channel,
+filter row), a run-time loop, the S taps' vectors of packed weights ([K/vw][C][R][S][vw], built
+at compile time) are loaded, then every input float the tile reads in that filter row is
+broadcast once and fed to each (pixel, tap) that uses it: P*S multiply-adds per S weight
+vectors. The input is read in place, or from a zero-padded copy when the conv is padded; only
+single floats are read from it, so any stride or dilation costs the same and nothing past a
+row is touched. No im2col buffer, no GEMM packing at run time.
 
 The bias is one vector load per channel block. The finished tile is transposed in registers
 (vw x vw blocks, log2(vw) rounds of two-source shuffles) into one vector of consecutive output
@@ -22,6 +23,8 @@ in im2col and transposes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -134,7 +137,8 @@ def transpose(b: ir.IRBuilder, rows: list[ir.Value], vw: int) -> list[ir.Value]:
         lo, hi = [], []
         for chunk in range(0, vw, 2 * half):
             lo += [chunk + j for j in range(half)] + [vw + chunk + j for j in range(half)]
-            hi += [chunk + half + j for j in range(half)] + [vw + chunk + half + j for j in range(half)]
+            hi += [chunk + half + j for j in range(half)]
+            hi += [vw + chunk + half + j for j in range(half)]
         mlo = ir.Constant(ir.VectorType(I32, vw), lo)
         mhi = ir.Constant(ir.VectorType(I32, vw), hi)
         nxt = list(v)
@@ -168,8 +172,17 @@ def lanes_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: 
     opix = OH * OW
 
     def tile(
-        b: ir.IRBuilder, src: ir.Value, wk: ir.Value, bias: ir.Value, o: ir.Value,
-        k0: ir.Value, kvalid: int, oh0: ir.Value, rows: int, ow0: int, cols: int,
+        b: ir.IRBuilder,
+        src: ir.Value,
+        wk: ir.Value,
+        bias: ir.Value,
+        o: ir.Value,
+        k0: ir.Value,
+        kvalid: int,
+        oh0: ir.Value,
+        rows: int,
+        ow0: int,
+        cols: int,
     ) -> None:
         """Output rows oh0 .. oh0+rows-1, columns ow0 .. ow0+cols-1 of channels k0 .. k0+kvalid-1
         (``src``: the (padded) image, ``wk``: the channel block's packed filter)."""
@@ -217,8 +230,11 @@ def lanes_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: 
     nrt = rfull + (1 if rrest else 0)  # row tiles
     nblocks = nkb + (1 if ktail else 0)  # channel blocks
 
-    def split(b: ir.IRBuilder, idx: ir.Value, full: int, rest: int, body) -> None:
-        """``body(count)`` for the full-size case (idx < full) or the remainder ``rest``."""
+    def split(
+        b: ir.IRBuilder, idx: ir.Value, full: int, rest: int, body: Callable[[bool], None]
+    ) -> None:
+        """``body(False)`` where ``idx`` < ``full`` (a full-size item), ``body(True)`` for the
+        remainder of ``rest`` (each only where it exists)."""
         if not rest:
             body(False)
         elif not full:
@@ -271,4 +287,14 @@ def lanes_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: 
         parallel_range(b, nrt * nblocks, work, args, item, "ltiles")
 
 
-__all__ = ["CHOOSE", "MAX_INPUT_BYTES", "MAX_PIXELS", "lanes", "lanes_body", "prefers", "pack_lanes", "tile_shape", "transpose"]
+__all__ = [
+    "CHOOSE",
+    "MAX_INPUT_BYTES",
+    "MAX_PIXELS",
+    "lanes",
+    "lanes_body",
+    "pack_lanes",
+    "prefers",
+    "tile_shape",
+    "transpose",
+]
