@@ -14,13 +14,14 @@ from compiler.backends.interpreter.graph_interpreter import run_graph
 from compiler.executors import make_executor
 from compiler.pipeline import CompileOptions, compile_model
 from tests.graph_strategies import NUMERIC_OPS, GraphCase, graphs
+from tests.llvm_cache import LLVM_TEST_CACHE
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _jit_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    # Generated kernels go to a throwaway disk cache, not the user's.
+    # Generated kernels go to the tests' disk cache (tests/llvm_cache.py), not the user's.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path_factory.mktemp("llvm-cache")))
+        mp.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
         yield
 
 

@@ -13,12 +13,13 @@ from compiler.backends.llvm.kernels.conv import STRATEGY_NAMES, applicable
 from compiler.backends.llvm.kernels.gemm import emit_matmul
 from compiler.kernels.reference_nn import conv as reference_conv
 from tests.backends.llvm.test_conv_strategies import GRID, SENTINEL, _guarded, emit_for_shape
+from tests.llvm_cache import LLVM_TEST_CACHE
 
 
 @pytest.mark.slow  # a module of a quarter of the grid's kernels per strategy
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     rng = np.random.default_rng(11)
     shapes = [s for _, s in GRID if strategy in applicable(s)][::4]
     assert shapes, strategy
@@ -34,7 +35,7 @@ def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -
             module, f"acc{n}", s, w, activation=act, strategy=strategy, accumulate=True
         )
         cases.append((s, x, w, bias, old, act, ck))
-    compiled = JITEngine(disk_cache=False).compile(module)
+    compiled = JITEngine().compile(module)
     for n, (s, x, w, bias, old, act, ck) in enumerate(cases):
         bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
         obuf, out = _guarded(old, SENTINEL)
@@ -57,7 +58,7 @@ def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -
 
 @pytest.mark.parametrize(("M", "N", "K"), [(5, 7, 3), (33, 70, 300), (8, 32, 257)])
 def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     rng = np.random.default_rng(3)
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, N)).astype(np.float32)
@@ -77,7 +78,7 @@ def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch, tmp_path) -> None
         accumulate=True,
         activation="relu",
     )
-    fn = JITEngine(disk_cache=False).compile(module).cfunc("g")
+    fn = JITEngine().compile(module).cfunc("g")
     out = c.copy()
     fn(a.ctypes.data, b.ctypes.data, out.ctypes.data, bias.ctypes.data)
     want = np.maximum(c + a.astype(np.float64) @ b + bias, 0)
@@ -98,7 +99,7 @@ def test_accumulating_convs_prefetch_what_they_add_to(
     import compiler.backends.llvm.kernels.gemm as gemm
     from compiler.backends.llvm.kernels.conv import conv_shape
 
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     rng = np.random.default_rng(5)
     s = conv_shape(1, 16, 9, 9, 40, 1, 1)  # 81 pixels: a full and a tail panel, a tail row tile
     x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)
@@ -115,7 +116,7 @@ def test_accumulating_convs_prefetch_what_they_add_to(
         assert ck.strategy == strategy
         text = str(module)
         prefetches.append(text.count('call void @"llvm.prefetch.p0"'))
-        fn = JITEngine(disk_cache=False).compile(module).cfunc("acc")
+        fn = JITEngine().compile(module).cfunc("acc")
         bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
         obuf, out = _guarded(old, SENTINEL)
         fn(bufs[0][1].ctypes.data, bufs[1][1].ctypes.data, out.ctypes.data, bufs[2][1].ctypes.data)

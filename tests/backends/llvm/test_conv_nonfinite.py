@@ -25,6 +25,7 @@ from compiler.backends.llvm.kernels.conv import applicable
 from compiler.pipeline import compile_model
 from tests.backends.llvm.test_conv_strategies import lir_conv_shape
 from tests.fuzz.oracle import compare, run_onnxruntime, run_reference64
+from tests.llvm_cache import LLVM_TEST_CACHE
 
 F = TensorProto.FLOAT
 
@@ -92,7 +93,7 @@ def _model(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 @pytest.fixture(autouse=True)
 def _cache(monkeypatch, tmp_path):
     """Each test's kernels in a cache of its own."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

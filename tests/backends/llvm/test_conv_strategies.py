@@ -36,6 +36,7 @@ from compiler.backends.llvm.kernels.direct import padded_size
 from compiler.errors import CodegenError
 from compiler.kernels.reference_nn import conv as reference_conv
 from compiler.pipeline import compile_model
+from tests.llvm_cache import LLVM_TEST_CACHE
 
 GUARD = 64  # floats of guard zone on each side of every buffer
 SENTINEL = np.float32(-7.25)
@@ -126,7 +127,7 @@ def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
         assert ck.strategy == strategy
         cases.append((cfg, s, x, w, bias, ck))
     assert cases, f"no grid shape for {strategy}"
-    compiled = JITEngine(disk_cache=False).compile(module)
+    compiled = JITEngine().compile(module)
     failures = []
     for n, (_, s, x, w, bias, ck) in enumerate(cases):
         bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
@@ -164,7 +165,7 @@ def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
 @pytest.mark.slow  # 10-30 s a strategy: O3 over a module of the whole grid's kernels
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     _run_grid(strategy, None, [(c, s) for c, s in GRID if strategy in applicable(s)])
 
 
@@ -173,7 +174,7 @@ def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> Non
 def test_strategies_on_other_isas(strategy: str, isa: str, monkeypatch, tmp_path) -> None:
     """The register tiles and vector widths of the other ISAs, on every 10th grid shape (or,
     for a row that applies to none of those, on its first three)."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     mine = [(c, s) for c, s in GRID if strategy in applicable(s)]
     tenth = [(c, s) for c, s in GRID[::10] if strategy in applicable(s)]
     _run_grid(strategy, isa, tenth or mine[:3])
@@ -277,7 +278,7 @@ def _lir(model):
 
 @pytest.mark.parametrize("case", EXECUTOR_CASES, ids=[c[0] for c in EXECUTOR_CASES])
 def test_executor_runs_every_applicable_strategy(case, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     args = dict(case[1])
     model, feed = _conv_model(**args)
     lir, plan = _lir(model)
@@ -307,7 +308,7 @@ def test_executor_runs_every_applicable_strategy(case, monkeypatch, tmp_path) ->
 def test_env_var_forces_a_strategy_and_refuses_one_that_does_not_apply(
     monkeypatch, tmp_path
 ) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     model, feed = _conv_model(C=3, H=6, W=6, K=4, k=3, stride=2, pads=(1, 1, 1, 1))
     lir, plan = _lir(model)
     idx = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
@@ -359,7 +360,7 @@ def test_pointwise_convs_share_a_kernel_across_channel_counts(
     """1x1 convs that differ only in their input channels run one kernel taking them as an
     argument (one per K-block class and power of two: the first two, and the next two), on
     one thread and two, against the interpreter and bit-identical between thread counts."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     model, feed = _pointwise_family_model(channels, K)
     lir, plan = _lir(model)
     want = ArenaInterpreter(lir, plan).run(feed)
@@ -409,7 +410,7 @@ WIDE = [
     "strategy", ["padded-shift-gemm", "implicit-gemm", "pixel-rows-gemm", "direct-lanes"]
 )
 def test_gemm_strategies_on_wide_planes(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     _run_grid(strategy, None, [(c, _shape(c)) for c in WIDE])
 
 

@@ -12,13 +12,14 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.backends.interpreter.arena import ArenaInterpreter
 from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.pipeline import compile_model
+from tests.llvm_cache import LLVM_TEST_CACHE
 
 F = TensorProto.FLOAT
 
 
 @pytest.fixture(autouse=True)
 def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "llvm-cache"))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _scalar(name: str, v: float):

@@ -12,13 +12,14 @@ from compiler.backends.llvm.jit import JITEngine, ModuleCache, module_key
 from compiler.backends.llvm.kernels.conv import emit_conv2d
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
 from compiler.errors import CodegenError
+from tests.llvm_cache import LLVM_TEST_CACHE
 
 ISAS = ["avx512", "avx2", "generic"]
 
 
 @pytest.fixture(autouse=True)
-def _no_disk_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path / "cache"))
+def _cache(monkeypatch):
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _addr(a: np.ndarray) -> int:
@@ -58,7 +59,7 @@ def _matmul(
         b_packed=packed,
         isa=isa,
     )
-    fn = JITEngine(disk_cache=False).compile(m).cfunc("mm")
+    fn = JITEngine().compile(m).cfunc("mm")
     bsrc = pack_b_constant(bm, transpose_b=transpose_b, isa=isa) if packed else bm
     c = rng.standard_normal((M, N), dtype=np.float32)
     c0 = c.copy()
@@ -172,7 +173,7 @@ def test_matmul_strided_operands():
     big_c = np.zeros((10, 45), dtype=np.float32)
     m = ir.Module()
     emit_matmul(m, "mm", 10, 21, 40, a_stride=50, b_stride=30, c_stride=45)
-    fn = JITEngine(disk_cache=False).compile(m).cfunc("mm")
+    fn = JITEngine().compile(m).cfunc("mm")
     fn(_addr(big_a), _addr(big_b), _addr(big_c))
     np.testing.assert_allclose(big_c[:, :21], big_a[:, :40] @ big_b[:, :21], rtol=1e-4, atol=1e-4)
     assert not big_c[:, 21:].any()
@@ -254,7 +255,7 @@ def _conv(
     )
     if expect:
         assert ck.strategy == expect
-    fn = JITEngine(disk_cache=False).compile(m).cfunc("cv")
+    fn = JITEngine().compile(m).cfunc("cv")
     out = np.full((N, K, ck.shape.OH, ck.shape.OW), np.nan, dtype=np.float32)
     guarded = np.full(x.size + 128, np.nan, dtype=np.float32)  # a read past x gives NaN
     guarded[64 : 64 + x.size] = x.ravel()

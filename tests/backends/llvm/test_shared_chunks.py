@@ -30,13 +30,14 @@ from tests.backends.llvm.test_conv_strategies import (
     _run_grid,
     _shape,
 )
+from tests.llvm_cache import LLVM_TEST_CACHE
 
 ISAS = ["avx512", "avx2", "generic"]
 
 
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch, tmp_path):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     monkeypatch.setattr(parallel, "CHUNK_FMAS", 1 << 10)
 
 
@@ -107,7 +108,7 @@ def test_shared_chunks_compute_every_tail(isa, bias, act, acc, monkeypatch) -> N
         if shared:
             # The first and the last GEMM differ only in their sizes: one chunk function.
             assert '@"mm0.gemm"' in split_functions(str(m))[f"mm{len(shapes) - 1}"]
-        compiled = JITEngine(disk_cache=False).compile(m)
+        compiled = JITEngine().compile(m)
         outs = _run(compiled, isa, shapes, 5, bias=bias, accumulate=acc, act=act)
         if not shared:
             results[shared] = outs
@@ -189,7 +190,7 @@ def test_one_chunk_function_for_relu_or_none_and_any_k_blocks(isa, monkeypatch) 
     fns = split_functions(str(m))
     assert [n for n in fns if n.endswith(".gemm")] == ["mm0.gemm"]
     assert all('@"mm0.gemm"' in fns[f"mm{i}"] for i in range(3))
-    compiled = JITEngine(disk_cache=False).compile(m)
+    compiled = JITEngine().compile(m)
     rng = np.random.default_rng(11)
     for i, ((M, N, K), act) in enumerate(cases):
         a = rng.standard_normal((M, K), dtype=np.float32)
@@ -257,7 +258,7 @@ def test_chunks_past_the_last_panel_or_tile_do_not_run_the_tail(shared, threads,
         m = ir.Module()
         strides = dict(a_stride=K, b_stride=N, c_stride=N)
         emit_matmul(m, "mm", M, N, K, **strides, b_packed=True, isa=isa, accumulate=True)
-        compiled = JITEngine(disk_cache=False).compile(m)
+        compiled = JITEngine().compile(m)
         if threads > 1:
             compiled.set_threads(threads)
         rng = np.random.default_rng(3)
