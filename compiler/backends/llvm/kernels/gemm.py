@@ -190,6 +190,9 @@ class GemmOperands:
     #: ``bias_row`` is added to the finished sum (after the last K block) instead of starting
     #: it: a MatMul + Add fused into one kernel gives the bits of the two run apart.
     bias_after: bool = False
+    #: float[M, N] laid out as C (its row stride): added to each finished sum after the bias
+    #: (a residual Add after a MatMul, run in the GEMM).
+    addend: ir.Value | None = None
     accumulate: bool = False
     activation: Activation = None
     #: B is read in place (not from zero-padded panels): the last panel's lanes past N must
@@ -338,6 +341,10 @@ def _micro_kernel(
             out = accs[r][v]
             if late_bias is not None:
                 out = _cond(b, last, b.fadd(out, late_bias[v]), out)
+            if ops.addend is not None and last is not False:
+                at = add(b, mul(b, add(b, i0, r), ops.c_stride), add(b, col0, v * vw))
+                extra = load_vec(b, gep(b, ops.addend, at), vw, valid[v])
+                out = _cond(b, last, b.fadd(extra, out), out)
             if act is not None and light:
                 out = _cond(b, last, apply_activation(b, out, act), out)
             if relu_if is not None:
@@ -816,12 +823,15 @@ def emit_matmul(
     parallel: bool = True,
     bias_after: bool = False,
     cfg: GemmConfig | None = None,
+    addend: bool = False,
 ) -> ir.Function:
     """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
 
     Row-major float32, strides in elements. ``transpose_b``: B is given as [N, K] (FC weights).
     ``bias='row'``: a float[N] added to every row; ``'col'``: a float[M] added to every column.
     ``bias_after``: the row bias is added to the finished sum, not used as its start.
+    ``addend``: one more argument, a float[M, N] with C's row stride added to the finished sums
+    (after the bias); it must not overlap C.
     ``accumulate``: C += A @ B instead of C = A @ B. ``activation``: None, 'relu', ('clip', lo, hi).
     ``b_packed``: B was packed with ``pack_b_constant(B, transpose_b=..., isa=isa)``; strides and
     ``transpose_b`` then only describe the source. Runtime-packed kernels are not reentrant.
@@ -831,7 +841,7 @@ def emit_matmul(
     if min(M, N, K) <= 0:
         raise ValueError(f"matmul {name}: empty shape {M}x{N}x{K}")
     cfg = cfg or gemm_config(isa)
-    fn, b = new_kernel(module, name, 4 if bias else 3)
+    fn, b = new_kernel(module, name, 3 + bool(bias) + addend)
     if not b_packed:
         b_addr_rt, b_pack = runtime_packed_b(
             module, name, cfg, N, K, strided_b_fill(cfg, N, K, fn.args[1], b_stride, transpose_b)
@@ -857,6 +867,7 @@ def emit_matmul(
             bias_row=args[3] if bias == "row" else None,
             bias_col=args[3] if bias == "col" else None,
             bias_after=bias_after and bias == "row",
+            addend=args[3 + bool(bias)] if addend else None,
             accumulate=accumulate,
             activation=activation,
         )
@@ -864,7 +875,7 @@ def emit_matmul(
     args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
     ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    key = ("matmul", b_packed, transpose_b, bias, bias_after, accumulate, activation)
+    key = ("matmul", b_packed, transpose_b, bias, bias_after, addend, accumulate, activation)
     split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
