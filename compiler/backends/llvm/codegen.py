@@ -40,6 +40,7 @@ from compiler.backends.llvm.emitters.elementwise import (
     lane_sources,
 )
 from compiler.backends.llvm.emitters.matmul import (
+    matmul_residual,
     matmul_row_bias,
 )
 from compiler.backends.llvm.kernels.parallel import finish_runtime, runtime
@@ -221,6 +222,9 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
 #: run in the GEMM's epilogue too.
 FUSE_MATMUL_BIAS = True
 
+#: ... and a residual Add right after that bias too (the tensor read in the GEMM's epilogue).
+FUSE_MATMUL_RESIDUAL = True
+
 #: A chain step may read any earlier step's result or the producer's (not only the step
 #: before it): GPT-2's tanh GELU reads x again after the tanh, in the scheduler's order.
 EPILOGUE_DAGS = True
@@ -268,6 +272,16 @@ def find_epilogues(
                 chain.append(nxt)
                 known = {id(nxt.operands[0][0]): ("acc",)}
                 continue
+            if (
+                len(chain) == 1
+                and FUSE_MATMUL_RESIDUAL
+                and matmul_row_bias(ctx, prod, chain[0]) is not None
+                and matmul_residual(ctx, chain[0], nxt) is not None
+            ):
+                # ... and then the residual tensor: the chain ends there (the addend must not
+                # overlap the dest the GEMM writes, which a later step could change).
+                chain.append(nxt)
+                break
             if lane_sources(ctx, nxt, known) is None:
                 break
             chain.append(nxt)
@@ -476,13 +490,16 @@ class CodeGen:
                     continue
                 try:
                     bias = matmul_row_bias(self.ctx, prod, chain[0]) if FUSE_MATMUL_BIAS else None
+                    addend = None
+                    if bias is not None and len(chain) == 2 and FUSE_MATMUL_RESIDUAL:
+                        addend = matmul_residual(self.ctx, chain[0], chain[1])
                     if bias is None:
                         lanes = lane_epilogue(self.ctx, prod.operands[0][0], chain)
-                    elif len(chain) > 1:
+                    elif addend is None and len(chain) > 1:
                         lanes = lane_epilogue(self.ctx, chain[0].operands[0][0], chain[1:])
                     else:
                         lanes = None
-                    with self.ctx.fusing(chain[-1].operands[0][0], lanes, bias):
+                    with self.ctx.fusing(chain[-1].operands[0][0], lanes, bias, addend):
                         em = EMITTERS[prod.kind](self.ctx, prod)
                 except CodegenError:
                     continue

@@ -685,3 +685,16 @@ def test_matmul_wide_tile(m, n, wide, monkeypatch):
     cfg = gemm.matmul_config(n)
     if not wide:
         assert cfg == gemm.gemm_config()
+
+
+@pytest.mark.parametrize("block", [1, 4, 3])
+@pytest.mark.parametrize("shape", [(3, 70), (2, 100), (4, 17), (2, 1500)])
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_exp_sum_blocks(op, shape, block, monkeypatch):
+    """The exp pass summing several vectors in float32 before the double accumulator: every
+    tail position of a block (full vectors, a masked one, none), the interpreter's values."""
+    from compiler.backends.llvm.emitters import reduce
+
+    monkeypatch.setattr(reduce, "SOFTMAX_SUM_BLOCK", block)
+    x = _data([("x", F, shape)])["x"] * 5
+    check(_model(op, [("x", F, shape)], axis=-1), {"x": x}, rtol=1e-5, kinds=[op.lower()])

@@ -340,3 +340,46 @@ def test_dag_epilogue_stops_before_a_result_read_outside():
     model = _linear_model(tail, (1, 9, 16), 24, extra_outputs=("h",))
     strategies, _ = _run(model, (1, 9, 16))
     assert 0 < _fused(strategies) < 5
+
+
+@pytest.mark.parametrize(
+    "x_shape,n", [((1, 16, 64), 64), ((2, 9, 37), 37), ((1, 197, 48), 48), ((1, 40, 600), 600)]
+)
+def test_matmul_bias_and_residual_in_the_gemm(x_shape, n):
+    """x @ w + bias + x (a residual connection): one GEMM adds the bias, then the residual
+    tensor, to each finished sum; the bits of the three stepped apart, the interpreter's
+    values."""
+    tail = [
+        helper.make_node("Add", ["m", "bias"], ["mb"]),
+        helper.make_node("Add", ["x", "mb"], ["y"]),
+    ]
+    strategies, _ = _run(_linear_model(tail, x_shape, n), x_shape)
+    assert _fused(strategies) == 3
+
+
+def test_residual_after_bias_with_a_later_step():
+    # The chain ends at the residual Add; the Relu after it is its own loop.
+    tail = [
+        helper.make_node("Add", ["bias", "m"], ["mb"]),
+        helper.make_node("Add", ["mb", "x"], ["r"]),
+        helper.make_node("Relu", ["r"], ["y"]),
+    ]
+    strategies, _ = _run(_linear_model(tail, (1, 24, 40), 40), (1, 24, 40))
+    assert _fused(strategies) == 3
+
+
+def test_residual_switch_gives_the_same_bits(monkeypatch):
+    from compiler.backends.llvm import codegen
+
+    tail = [
+        helper.make_node("Add", ["m", "bias"], ["mb"]),
+        helper.make_node("Add", ["x", "mb"], ["y"]),
+    ]
+    model = _linear_model(tail, (1, 300, 96), 96)
+    lir, plan = _lir_and_plan(compile_model(model))
+    feed = {"x": np.random.default_rng(2).standard_normal((1, 300, 96)).astype(np.float32)}
+    outs = []
+    for on in (False, True):
+        monkeypatch.setattr(codegen, "FUSE_MATMUL_RESIDUAL", on)
+        outs.append(LLVMExecutor(lir, plan, threads=2).run(feed)["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -608,6 +608,7 @@ class EmitContext:
         self.conv_strategy = conv_strategy
         self._fused: tuple[Any, LaneEpilogue | None] | None = None
         self._bias: Any = None
+        self._addend: Any = None
 
     def may_alias(self, a: Any, b: Any) -> bool:
         return self._alias(a, b)
@@ -615,18 +616,25 @@ class EmitContext:
     # -- epilogue fusion: the code generator runs an element-wise chain in a kernel's epilogue
     @contextmanager
     def fusing(
-        self, result: Any, epilogue: LaneEpilogue | None, bias: Any = None
+        self, result: Any, epilogue: LaneEpilogue | None, bias: Any = None, addend: Any = None
     ) -> Iterator[None]:
         """Within the block, emitters that support it write ``result`` (the chain's last dest)
         instead of their dest, through ``epilogue`` after their own activation; ``bias``: a
-        row constant the kernel adds to its finished sums first (``fused_bias``)."""
+        row constant the kernel adds to its finished sums first (``fused_bias``), ``addend`` a
+        tensor it adds after that (``fused_addend``)."""
         self._fused = (result, epilogue)
         self._bias = bias
+        self._addend = addend
         try:
             yield
         finally:
             self._fused = None
             self._bias = None
+            self._addend = None
+
+    def fused_addend(self) -> Any:
+        """The residual tensor of the chain being fused (its second step, after the bias)."""
+        return self._addend
 
     def fused_bias(self) -> Any:
         """The row bias of the chain being fused (its first step, a MatMul's bias Add), else

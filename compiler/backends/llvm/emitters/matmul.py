@@ -45,6 +45,7 @@ def _gemm(
     noalias: tuple[bool, ...] = (),
     accumulate: bool = False,
     bias_after: bool = False,
+    addend: bool = False,
 ) -> str:
     key = (
         "gemm",
@@ -60,6 +61,7 @@ def _gemm(
         noalias,
         accumulate,
         bias_after,
+        addend,
     )
     if key in ctx.sink.kernels:
         return ctx.sink.kernels[key]
@@ -78,6 +80,7 @@ def _gemm(
         b_packed=packed,
         bias_after=bias_after,
         cfg=matmul_config(N),
+        addend=addend,
     )
     for a, ok in zip(fn.args, noalias):
         if not ok:
@@ -98,6 +101,7 @@ def _dense_gemm(
     accumulate: bool,
     bias: Any = None,
     bias_after: bool = False,
+    addend: Any = None,
 ) -> Emitted:
     """One GEMM call C[M,N] = A[M,K] @ B[K,N] (+ a row `bias`: the sum's start, or with
     ``bias_after`` added to the finished sum) over contiguous operands. A constant B is packed
@@ -116,6 +120,7 @@ def _dense_gemm(
         activation=activation,
         accumulate=accumulate,
         bias_after=bias_after,
+        addend=addend is not None,
     )
     if data is None:
         b_arg = Arg(value=bm)
@@ -123,6 +128,7 @@ def _dense_gemm(
         packed = pack_b_constant(data.reshape(K, N), cfg=matmul_config(N))
         b_arg = Arg(blob=ctx.sink.blob(packed, key=("packB", bm.name, packed.shape)))
     args = [Arg(value=a), b_arg, Arg(value=c)] + ([] if bias is None else [Arg(value=bias)])
+    args += [] if addend is None else [Arg(value=addend)]
     return Emitted([Call(name, args)], "gemm" if data is None else "gemm-packed")
 
 
@@ -159,12 +165,35 @@ def matmul_row_bias(ctx: EmitContext, prod: Any, step: Any) -> Any:
     return bias if ctx.constant_data(bias) is not None else None
 
 
+def matmul_residual(ctx: EmitContext, bias_step: Any, step: Any) -> Any:
+    """The other operand of ``step`` when it adds a tensor of the result's shape (a residual
+    connection) to ``bias_step``'s result (``matmul_row_bias``): the GEMM adds it after the
+    bias, the bits of the Add run on its own (float addition commutes). Not a constant, and
+    not overlapping the step's dest (the GEMM stores partial sums in C). None otherwise."""
+    dest = bias_step.operands[0][0]
+    if step.kind != "add" or any(v.type.elem != ElemKind.F32 for v, _ in step.operands):
+        return None
+    srcs = [v for v, _ in step.operands[1:]]
+    if len(srcs) != 2 or sum(v is dest for v in srcs) != 1:
+        return None
+    other = srcs[1] if srcs[0] is dest else srcs[0]
+    shape = tuple(dest.type.shape)
+    if tuple(other.type.shape) != shape or tuple(step.operands[0][0].type.shape) != shape:
+        return None
+    if ctx.constant_data(other) is not None or ctx.may_alias(other, step.operands[0][0]):
+        return None
+    return other
+
+
 @register("matmul", elems=F32_ONLY, accumulates=True)
 def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
     _, a, bm = (v for v, _ in ins.operands)
     c = ctx.result(ins)
     act = ctx.with_epilogue(None)
     bias = ctx.fused_bias()
+    addend = ctx.fused_addend()
+    if addend is not None and (bias is None or ctx.may_alias(c, addend)):
+        raise unsupported(ins, "a residual addend without a row bias, or overlapping the result")
     if ctx.may_alias(c, a) or ctx.may_alias(c, bm):
         raise unsupported(ins, "matmul output overlaps an input")
     M, K = a.type.shape[-2:]
@@ -178,7 +207,7 @@ def emit_matmul_instr(ctx: EmitContext, ins: Any) -> Emitted:
         Mf = M * bsz
         return _dense_gemm(
             ctx, a, bm, c, Mf, N, K, activation=act, accumulate=acc, bias=bias,
-            bias_after=bias is not None,
+            bias_after=bias is not None, addend=addend,
         )
     if bias is not None:
         raise unsupported(ins, "a row bias in a batched matmul")
@@ -235,4 +264,4 @@ def emit_fc(ctx: EmitContext, ins: Any) -> Emitted:
     )
 
 
-__all__ = ["emit_fc", "emit_matmul_instr", "matmul_row_bias"]
+__all__ = ["emit_fc", "emit_matmul_instr", "matmul_residual", "matmul_row_bias"]

@@ -192,6 +192,9 @@ class GemmOperands:
     #: ``bias_row`` is added to the finished sum (after the last K block) instead of starting
     #: it: a MatMul + Add fused into one kernel gives the bits of the two run apart.
     bias_after: bool = False
+    #: float[M, N] laid out as C (its row stride): added to each finished sum after the bias
+    #: (a residual Add after a MatMul, run in the GEMM).
+    addend: ir.Value | None = None
     accumulate: bool = False
     activation: Activation = None
     #: B is read in place (not from zero-padded panels): the last panel's lanes past N must
@@ -334,10 +337,23 @@ def _micro_kernel(
 
     act = ops.activation if last is not False else None
     late_bias = bias_r if ops.bias_after and last is not False else None
-    if late_bias is not None:
-        # The row bias goes on the finished sum, before any activation (light or heavy).
-        accs = [[_cond(b, last, b.fadd(x, late_bias[v]), x) for v, x in enumerate(row)]
-                for row in accs]
+    addend = ops.addend if last is not False else None
+    if late_bias is not None or addend is not None:
+        # The row bias, then the addend (a residual Add), go on the finished sum, before any
+        # activation, light or heavy.
+        done = []
+        for r, row in enumerate(accs):
+            outs = []
+            for v, out in enumerate(row):
+                if late_bias is not None:
+                    out = _cond(b, last, b.fadd(out, late_bias[v]), out)
+                if addend is not None:
+                    at = add(b, mul(b, add(b, i0, r), ops.c_stride), add(b, col0, v * vw))
+                    extra = load_vec(b, gep(b, addend, at), vw, valid[v])
+                    out = _cond(b, last, b.fadd(extra, out), out)
+                outs.append(out)
+            done.append(outs)
+        accs = done
     light = is_light(act)
     if not light and SCRATCH_EPILOGUE:
         _store_heavy(b, accs, c_rows, ops, act, vw, valid, last)
@@ -978,12 +994,15 @@ def emit_matmul(
     parallel: bool = True,
     bias_after: bool = False,
     cfg: GemmConfig | None = None,
+    addend: bool = False,
 ) -> ir.Function:
     """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
 
     Row-major float32, strides in elements. ``transpose_b``: B is given as [N, K] (FC weights).
     ``bias='row'``: a float[N] added to every row; ``'col'``: a float[M] added to every column.
     ``bias_after``: the row bias is added to the finished sum, not used as its start.
+    ``addend``: one more argument, a float[M, N] with C's row stride added to the finished sums
+    (after the bias); it must not overlap C.
     ``accumulate``: C += A @ B instead of C = A @ B. ``activation``: None, 'relu', ('clip', lo, hi).
     ``b_packed``: B was packed with ``pack_b_constant(B, transpose_b=..., isa=isa)``; strides and
     ``transpose_b`` then only describe the source. Runtime-packed kernels are not reentrant.
@@ -993,7 +1012,7 @@ def emit_matmul(
     if min(M, N, K) <= 0:
         raise ValueError(f"matmul {name}: empty shape {M}x{N}x{K}")
     cfg = cfg or gemm_config(isa)
-    fn, b = new_kernel(module, name, 4 if bias else 3)
+    fn, b = new_kernel(module, name, 3 + bool(bias) + addend)
     if not b_packed:
         b_addr_rt, b_pack = runtime_packed_b(
             module, name, cfg, N, K, strided_b_fill(cfg, N, K, fn.args[1], b_stride, transpose_b)
@@ -1019,6 +1038,7 @@ def emit_matmul(
             bias_row=args[3] if bias == "row" else None,
             bias_col=args[3] if bias == "col" else None,
             bias_after=bias_after and bias == "row",
+            addend=args[3 + bool(bias)] if addend else None,
             accumulate=accumulate,
             activation=activation,
             b_small=b_small,
@@ -1028,11 +1048,14 @@ def emit_matmul(
     args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
     ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    key = ("matmul", b_packed, transpose_b, bias, bias_after, accumulate, activation, b_small)
+    key = (
+        "matmul", b_packed, transpose_b, bias, bias_after, addend, accumulate, activation, b_small
+    )
     split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
-    if SMALL_GEMV and M == 1 and b_small and (split is None or split.chunks <= 1):
+    gemv = SMALL_GEMV and M == 1 and b_small and not addend
+    if gemv and (split is None or split.chunks <= 1):
         gemv_body(b, cfg, N, K, ops)
     else:
         emit_gemm_body(b, cfg, M, N, K, ops, split)
