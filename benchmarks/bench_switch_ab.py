@@ -6,7 +6,8 @@ of thread CPU time, and whether the outputs are bit-identical.
     python benchmarks/bench_switch_ab.py benchmarks/models/resnet50.onnx 31 \\
         compiler.backends.llvm.kernels.parallel.NOINLINE_PARALLEL_FOR False True
 
-A and B are Python literals; with several switches, A is every switch's first value. Set GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
+A and B are Python literals; with several switches, A is every switch's first value. Set
+GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
 """
 
 import ast
