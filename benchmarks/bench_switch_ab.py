@@ -6,7 +6,8 @@ of thread CPU time, and whether the outputs are bit-identical.
     python benchmarks/bench_switch_ab.py benchmarks/models/resnet50.onnx 31 \\
         compiler.backends.llvm.kernels.parallel.NOINLINE_PARALLEL_FOR False True
 
-A and B are Python literals; with several switches, A is every switch's first value. Set GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
+A and B are Python literals; with several switches, A is every switch's first value. Set
+GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
 """
 
 import ast
@@ -28,11 +29,14 @@ from glowviz.cli.bench_cmd import _ort_session  # noqa: E402
 
 
 def main() -> int:
-    model, reps = sys.argv[1], int(sys.argv[2])
     rest = sys.argv[3:]
-    if not rest or len(rest) % 3:
-        print("usage: bench_switch_ab.py MODEL REPS MODULE.ATTR A B [MODULE.ATTR A B ...]")
+    if len(sys.argv) < 6 or len(rest) % 3 or not sys.argv[2].isdigit():
+        print(
+            "usage: bench_switch_ab.py MODEL REPS MODULE.ATTR A B [MODULE.ATTR A B ...]",
+            file=sys.stderr,
+        )
         return 2
+    model, reps = sys.argv[1], int(sys.argv[2])
     knobs = []  # (module, attr, (A, B)): every switch at A for the first executor, B the second
     for i in range(0, len(rest), 3):
         modname, attr = rest[i].rsplit(".", 1)
