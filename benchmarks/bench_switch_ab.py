@@ -2,11 +2,13 @@
 switch at A and at B (two executors), both alternated with onnxruntime (one thread), medians
 of thread CPU time, and whether the outputs are bit-identical.
 
-    python benchmarks/bench_switch_ab.py MODEL REPS MODULE.ATTR A B
+    python benchmarks/bench_switch_ab.py MODEL REPS MODULE.ATTR A B [MODULE.ATTR A B ...]
     python benchmarks/bench_switch_ab.py benchmarks/models/resnet50.onnx 31 \\
         compiler.backends.llvm.kernels.parallel.NOINLINE_PARALLEL_FOR False True
 
-A and B are Python literals. Set GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
+A and B are Python literals; with several switches, A sets them all to their A values and B
+to their B values (a whole change against its before, in one process). Set
+GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
 """
 
 import ast
@@ -28,22 +30,30 @@ from glowviz.cli.bench_cmd import _ort_session  # noqa: E402
 
 
 def main() -> int:
-    model, reps, knob = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    values = [ast.literal_eval(v) for v in sys.argv[4:6]]
-    modname, attr = knob.rsplit(".", 1)
-    mod = importlib.import_module(modname)
+    model, reps, rest = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    if not rest or len(rest) % 3:
+        print("usage: bench_switch_ab.py MODEL REPS MODULE.ATTR A B [MODULE.ATTR A B ...]")
+        return 2
+    switches = []
+    for i in range(0, len(rest), 3):
+        modname, attr = rest[i].rsplit(".", 1)
+        ab = [ast.literal_eval(v) for v in rest[i + 1 : i + 3]]
+        switches.append((importlib.import_module(modname), attr, ab))
     proto = load_model(model)
     lir, plan = _lir_and_plan(compile_model(proto, CompileOptions(low_level=True)))
     exs = []
-    for v in values:
-        setattr(mod, attr, v)
+    for side in (0, 1):
+        for mod, attr, ab in switches:
+            setattr(mod, attr, ab[side])
         c = time.process_time()
         exs.append(LLVMExecutor(lir, plan))
-        print(f"{attr}={v!r}: backend {time.process_time() - c:.2f} s CPU", flush=True)
+        label = ", ".join(f"{attr}={ab[side]!r}" for _, attr, ab in switches)
+        print(f"{label}: backend {time.process_time() - c:.2f} s CPU", flush=True)
     rng = np.random.default_rng(0)
     feed = {w.name: rng.standard_normal(w.type_.shape).astype(np.float32) for w in lir.inputs()}
     outs = [e.run(feed) for e in exs]
     same = all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
+    diff = max(float(np.max(np.abs(outs[0][k] - outs[1][k]), initial=0.0)) for k in outs[0])
     sess = _ort_session(proto, 1)
     ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
     sess.run(None, ort_feed)
@@ -59,7 +69,8 @@ def main() -> int:
     a, b, o = (statistics.median(t) for t in ts)
     print(
         f"{os.path.basename(model)}: A {a * 1e3:.2f} ms ({a / o:.3f} of ort), "
-        f"B {b * 1e3:.2f} ms ({b / o:.3f}), B/A {b / a:.3f}, bit-identical {same}, "
+        f"B {b * 1e3:.2f} ms ({b / o:.3f}), B/A {b / a:.3f}, bit-identical {same} "
+        f"(max |B - A| {diff:.1e}), "
         f"load {os.getloadavg()[0]:.1f}"
     )
     return 0
