@@ -158,6 +158,7 @@ def depthwise_body(
     has_bias = p.bias is not None
 
     flat = flat_vectors(s, vw) if not ep.accumulate else None
+    fp = flat_pitch(s)  # its padded rows (the buffer is sized for the full ones)
     # A heavy activation (sigmoid, an element-wise chain) runs on each finished output plane
     # in one contiguous pass when the tiles' registers are short (beside 25 broadcast weights
     # of a 5x5 filter it spilled: a 5x5 depthwise conv on 1152x7x7 took 2.2x longer with a
@@ -195,7 +196,7 @@ def depthwise_body(
             def store(done: list[tuple[int, ir.Value]]) -> None:
                 for j, a in done:
                     y = apply_activation(b, a, tile_ep.activation)
-                    for lo, hi, at in flat_segments(j * vw, vw, wp, OH, OW):
+                    for lo, hi, at in flat_segments(j * vw, vw, fp, OH, OW):
                         store_vec(b, shift_lanes(b, y, lo), gep(b, out, at), vw, hi - lo)
 
             done: list[tuple[int, ir.Value]] = []
@@ -206,7 +207,7 @@ def depthwise_body(
                     for t in range(S):
                         for i, j in enumerate(js):
                             v = strided_vector(
-                                b, gep(b, xpad, j * vw + r * dh * wp + t * dw), vw, 1
+                                b, gep(b, xpad, j * vw + r * dh * fp + t * dw), vw, 1
                             )
                             acc[i] = fma(b, v, wb[r * S + t], acc[i])
                 done += zip(js, acc)
@@ -259,6 +260,8 @@ def depthwise_body(
         xc = gep(b, x, b.add(mul(b, n, s.C * H * W), mul(b, c, H * W)))
         if phases:
             copy_phases(b, xc, xpad, s, vw, wq, plane)
+        elif flat is not None:
+            copy_padded(b, xc, xpad, s, vw, fp)
         else:
             copy_padded(b, xc, xpad, s, vw)
         for m in range(mult):
@@ -308,15 +311,29 @@ FLAT_MAX = 16
 def flat_vectors(s: ConvShape, vw: int) -> int | None:
     """Vectors covering a stride-1 depthwise plane as one flat run over the padded rows, when
     that takes fewer than the row tiles' one-vector-per-row (small planes such as 7x7: with
-    the padded row length Wp, output (oh, ow) is the flat position oh * Wp + ow, and tap
-    (r, t) reads the padded plane at that position + r * dh * Wp + t * dw; the Wp - OW
-    positions between rows are computed and not stored). None: the row tiles."""
+    the padded row length Wp (``flat_pitch``), output (oh, ow) is the flat position
+    oh * Wp + ow, and tap (r, t) reads the padded plane at that position + r * dh * Wp +
+    t * dw; the Wp - OW positions between rows are computed and not stored). None: the row
+    tiles."""
     if s.stride != (1, 1):
         return None
-    wp = s.W + s.pad[1] + s.pad[3]
+    wp = flat_pitch(s)
     n = -(-((s.OH - 1) * wp + s.OW) // vw)
     rows = s.OH * -(-s.OW // vw)
     return n if n < rows and n <= FLAT_MAX else None
+
+
+#: Flat runs' padded rows share their padding columns: a row is W + max(left, right) floats,
+#: a tap left of the image reading the previous row's right padding (as the padded-shift GEMM's
+#: rows do). A 5x5 filter on 7x7 then runs 4 vectors (61 positions) instead of 5 (73).
+SHARED_PAD_FLAT = True
+
+
+def flat_pitch(s: ConvShape) -> int:
+    """The padded row length of a flat run (``flat_vectors``, ``SHARED_PAD_FLAT``)."""
+    if SHARED_PAD_FLAT:
+        return s.W + max(s.pad[1], s.pad[3])
+    return s.W + s.pad[1] + s.pad[3]
 
 
 def flat_segments(q: int, vw: int, wp: int, OH: int, OW: int) -> list[tuple[int, int, int]]:
