@@ -6,7 +6,8 @@ of thread CPU time, and whether the outputs are bit-identical.
     python benchmarks/bench_switch_ab.py benchmarks/models/resnet50.onnx 31 \\
         compiler.backends.llvm.kernels.parallel.NOINLINE_PARALLEL_FOR False True
 
-A and B are Python literals; with several switches, A is every switch's first value. Set
+A and B are Python literals; with several switches, A sets them all to their A values and B
+to their B values (a whole change against its before, in one process). Set
 GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
 """
 
@@ -62,6 +63,10 @@ def main() -> int:
             feed[w.name] = rng.standard_normal(w.type_.shape).astype(dt)
     outs = [e.run(feed) for e in exs]
     same = all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
+    diff = max(
+        float(np.max(np.abs(outs[0][k].astype(np.float64) - outs[1][k]), initial=0.0))
+        for k in outs[0]
+    )
     sess = _ort_session(proto, 1)
     ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
     sess.run(None, ort_feed)
@@ -77,7 +82,8 @@ def main() -> int:
     a, b, o = (statistics.median(t) for t in ts)
     print(
         f"{os.path.basename(model)}: A {a * 1e3:.2f} ms ({a / o:.3f} of ort), "
-        f"B {b * 1e3:.2f} ms ({b / o:.3f}), B/A {b / a:.3f}, bit-identical {same}, "
+        f"B {b * 1e3:.2f} ms ({b / o:.3f}), B/A {b / a:.3f}, bit-identical {same} "
+        f"(max |B - A| {diff:.1e}), "
         f"load {os.getloadavg()[0]:.1f}"
     )
     return 0

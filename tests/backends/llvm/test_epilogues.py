@@ -129,6 +129,65 @@ def test_silu_epilogue_of_every_tile_form(case):
         assert _fused(strategies_run) == 3
 
 
+FLAT_PLANES = [
+    # C, H, W, kernel, pads (top, left, bottom, right), dilation, stride: small depthwise
+    # planes run as one flat run on AVX-512: stride 1 over padded rows that share their
+    # padding columns (direct.flat_pitch; uneven left and right padding, a dilated filter),
+    # stride 2 over the four parity planes (direct.flat_quarter_vectors; odd sizes, uneven
+    # padding)
+    (6, 7, 7, 5, (2, 2, 2, 2), 1, 1),
+    (4, 7, 7, 5, (2, 1, 2, 3), 1, 1),
+    (4, 7, 7, 3, (1, 0, 1, 2), 1, 1),
+    (3, 6, 7, 3, (2, 2, 2, 2), 2, 1),
+    (5, 5, 9, 3, (0, 2, 1, 0), 1, 1),
+    (6, 14, 14, 5, (2, 2, 2, 2), 1, 2),
+    (4, 13, 14, 3, (1, 1, 1, 1), 1, 2),
+    (4, 14, 13, 5, (2, 1, 2, 3), 1, 2),
+    (3, 9, 11, 3, (0, 1, 1, 0), 1, 2),
+]
+
+
+@pytest.mark.parametrize(
+    "case", FLAT_PLANES, ids=lambda c: f"{c[1]}x{c[2]}-k{c[3]}-{c[4]}-d{c[5]}-s{c[6]}"
+)
+@pytest.mark.parametrize("act", [None, "silu"])
+def test_flat_depthwise_planes(case, act):
+    C, H, W, k, pads, dil, stride = case
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((C, 1, k, k)) * 0.4).astype(np.float32)
+    nodes = [
+        helper.make_node(
+            "Conv",
+            ["x", "w", "b"],
+            ["c"],
+            pads=list(pads),
+            group=C,
+            dilations=[dil, dil],
+            strides=[stride, stride],
+        )
+    ]
+    if act:
+        nodes += [
+            helper.make_node("Sigmoid", ["c"], ["s"]),
+            helper.make_node("Mul", ["c", "s"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Identity", ["c"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(rng.standard_normal(C).astype(np.float32), "b"),
+        ],
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    strategies, _ = _run(model, (1, C, H, W), "depthwise-direct")
+    assert any(s.startswith("depthwise-direct") for s in strategies), strategies
+
+
 def test_hardswish_and_scalar_constants_run_in_the_epilogue():
     tail = [
         helper.make_node("HardSwish", ["c"], ["h"]),

@@ -89,7 +89,7 @@ SHAPES = [
     (9, 40, 513),
     (16, 64, 64),
     (25, 70, 260),
-    (19, 16, 1517),  # a short K: blocks of panels and a partial last block (PANEL_BLOCK_BYTES)
+    (7, 16, 3300),  # a short K: blocks of panels and a partial last block (PANEL_BLOCK_BYTES)
 ]
 
 
