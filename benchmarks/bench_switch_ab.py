@@ -2,11 +2,11 @@
 switch at A and at B (two executors), both alternated with onnxruntime (one thread), medians
 of thread CPU time, and whether the outputs are bit-identical.
 
-    python benchmarks/bench_switch_ab.py MODEL REPS MODULE.ATTR A B
+    python benchmarks/bench_switch_ab.py MODEL REPS MODULE.ATTR A B [MODULE.ATTR A B ...]
     python benchmarks/bench_switch_ab.py benchmarks/models/resnet50.onnx 31 \\
         compiler.backends.llvm.kernels.parallel.NOINLINE_PARALLEL_FOR False True
 
-A and B are Python literals. Set GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
+A and B are Python literals; with several switches, A is every switch's first value. Set GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
 """
 
 import ast
@@ -28,20 +28,34 @@ from glowviz.cli.bench_cmd import _ort_session  # noqa: E402
 
 
 def main() -> int:
-    model, reps, knob = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    values = [ast.literal_eval(v) for v in sys.argv[4:6]]
-    modname, attr = knob.rsplit(".", 1)
-    mod = importlib.import_module(modname)
+    model, reps = sys.argv[1], int(sys.argv[2])
+    rest = sys.argv[3:]
+    if not rest or len(rest) % 3:
+        print("usage: bench_switch_ab.py MODEL REPS MODULE.ATTR A B [MODULE.ATTR A B ...]")
+        return 2
+    knobs = []  # (module, attr, (A, B)): every switch at A for the first executor, B the second
+    for i in range(0, len(rest), 3):
+        modname, attr = rest[i].rsplit(".", 1)
+        vals = (ast.literal_eval(rest[i + 1]), ast.literal_eval(rest[i + 2]))
+        knobs.append((importlib.import_module(modname), attr, vals))
     proto = load_model(model)
     lir, plan = _lir_and_plan(compile_model(proto, CompileOptions(low_level=True)))
     exs = []
-    for v in values:
-        setattr(mod, attr, v)
+    for side in (0, 1):
+        for mod, attr, vals in knobs:
+            setattr(mod, attr, vals[side])
         c = time.process_time()
         exs.append(LLVMExecutor(lir, plan))
-        print(f"{attr}={v!r}: backend {time.process_time() - c:.2f} s CPU", flush=True)
+        label = ", ".join(f"{attr}={vals[side]!r}" for _, attr, vals in knobs)
+        print(f"{label}: backend {time.process_time() - c:.2f} s CPU", flush=True)
     rng = np.random.default_rng(0)
-    feed = {w.name: rng.standard_normal(w.type_.shape).astype(np.float32) for w in lir.inputs()}
+    feed = {}
+    for w in lir.inputs():
+        dt = w.type_.np_dtype
+        if np.issubdtype(dt, np.integer):  # token ids, masks: small valid values
+            feed[w.name] = rng.integers(0, 2, w.type_.shape).astype(dt)
+        else:
+            feed[w.name] = rng.standard_normal(w.type_.shape).astype(dt)
     outs = [e.run(feed) for e in exs]
     same = all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
     sess = _ort_session(proto, 1)

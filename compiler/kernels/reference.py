@@ -64,9 +64,12 @@ def _float_math(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndar
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # Stable for large |x|: exp never overflows.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    # Stable for large |x|: exp never overflows. Narrower floats go through float64, so the
+    # result is their correctly rounded sigmoid but for double rounding (in float32, exp, the
+    # add and the division each rounded: up to 3 ulp off).
+    xw = x if x.dtype == np.float64 else x.astype(np.float64)
+    e = np.exp(-np.abs(xw))
+    return np.where(xw >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
 def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:

@@ -39,6 +39,9 @@ from compiler.backends.llvm.emitters.elementwise import (
     lane_epilogue,
     lane_sources,
 )
+from compiler.backends.llvm.emitters.matmul import (
+    matmul_row_bias,
+)
 from compiler.backends.llvm.kernels.parallel import finish_runtime, runtime
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import Instruction, LIRFunction, LValue, view_root
@@ -213,6 +216,15 @@ def find_chains(lir: LIRFunction, addr: Addresses) -> list[tuple[list[Instructio
     return chains
 
 
+#: A MatMul's row-bias Add (PyTorch's Linear) runs in the GEMM, before the rest of the chain
+#: (``matmul_row_bias``): one pass over the result fewer, and the chain after it (GELU) can
+#: run in the GEMM's epilogue too.
+FUSE_MATMUL_BIAS = True
+
+#: A chain step may read any earlier step's result or the producer's (not only the step
+#: before it): GPT-2's tanh GELU reads x again after the tanh, in the scheduler's order.
+EPILOGUE_DAGS = True
+
 #: Instructions whose kernels run a lane-wise epilogue (``EmitContext.with_epilogue``).
 EPILOGUE_PRODUCERS = frozenset({"conv", "fullyconnected", "matmul", "batchnorm"})
 
@@ -244,10 +256,18 @@ def find_epilogues(
         for at in range(pos + 1, len(code)):
             nxt = code[at]
             cur = chain[-1].operands[0][0] if chain else src
-            if not any(v is cur for v, _ in nxt.operands[1:]):
+            if not any(v is cur for v, _ in nxt.operands[1:]) and not (
+                chain and EPILOGUE_DAGS and any(id(v) in known for v, _ in nxt.operands[1:])
+            ):
                 break
             if tuple(nxt.operands[0][0].type_.shape) != tuple(src.type_.shape):
                 break
+            if not chain and FUSE_MATMUL_BIAS and matmul_row_bias(ctx, prod, nxt) is not None:
+                # The GEMM adds the bias; the steps after it see the biased sum (and not
+                # the producer's own dest, when the Add was not in place).
+                chain.append(nxt)
+                known = {id(nxt.operands[0][0]): ("acc",)}
+                continue
             if lane_sources(ctx, nxt, known) is None:
                 break
             chain.append(nxt)
@@ -455,8 +475,14 @@ class CodeGen:
                 if _writes_nothing(prod):
                     continue
                 try:
-                    lanes = lane_epilogue(self.ctx, prod.operands[0][0], chain)
-                    with self.ctx.fusing(chain[-1].operands[0][0], lanes):
+                    bias = matmul_row_bias(self.ctx, prod, chain[0]) if FUSE_MATMUL_BIAS else None
+                    if bias is None:
+                        lanes = lane_epilogue(self.ctx, prod.operands[0][0], chain)
+                    elif len(chain) > 1:
+                        lanes = lane_epilogue(self.ctx, chain[0].operands[0][0], chain[1:])
+                    else:
+                        lanes = None
+                    with self.ctx.fusing(chain[-1].operands[0][0], lanes, bias):
                         em = EMITTERS[prod.kind](self.ctx, prod)
                 except CodegenError:
                     continue

@@ -406,7 +406,85 @@ WIDE = [
 ]
 
 
-@pytest.mark.parametrize("strategy", ["padded-shift-gemm", "implicit-gemm", "pixel-rows-gemm"])
+@pytest.mark.parametrize(
+    "strategy", ["padded-shift-gemm", "implicit-gemm", "pixel-rows-gemm", "direct-lanes"]
+)
 def test_gemm_strategies_on_wide_planes(strategy: str, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     _run_grid(strategy, None, [(c, _shape(c)) for c in WIDE])
+
+
+#: ``direct-lanes``'s tails: output channels short of the lanes (6 on 8-lane vectors, 21 = a
+#: block and 5, 40), rows split into column runs (29, 50 wide), row tiles with a remainder,
+#: strides 2 and 3, dilation 2, asymmetric pads, unpadded planes, many input channels.
+LANES = [
+    dict(H=h, W=w, R=r, S=r, stride=st, pad=pads, dil=dil, C=c, K=k, group=1)
+    for (h, w), r, st, pads, dil, c, k in [
+        ((28, 28), 5, 1, (2, 2, 2, 2), 1, 1, 6),
+        ((14, 14), 5, 1, (0, 0, 0, 0), 1, 6, 16),
+        ((11, 29), 3, 1, (1, 0, 2, 1), 1, 5, 21),
+        ((9, 50), 3, 2, (0, 1, 1, 0), 1, 3, 40),
+        ((13, 7), 5, 1, (2, 2, 2, 2), 2, 4, 17),
+        ((10, 12), 3, 3, (1, 1, 1, 1), 1, 7, 9),
+        ((7, 7), 3, 1, (0, 0, 0, 0), 1, 40, 24),
+        ((5, 9), 1, 2, (0, 0, 1, 1), 1, 3, 12),
+    ]
+]
+
+
+@pytest.mark.parametrize("isa", [None, "avx2"])
+def test_direct_lanes_tails(isa, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    _run_grid("direct-lanes", isa, [(c, _shape(c)) for c in LANES])
+
+
+def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
+    """Two images, a fused ReLU, and the sum post-op (out = relu(out + conv)) against numpy."""
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(11)
+    N, C, H, W, K = 2, 3, 9, 11, 19
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((K, C, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(K).astype(np.float32)
+    module = ir.Module()
+    kw = dict(N=N, C=C, H=H, W=W, K=K, R=3, S=3, weights=w, stride=2, pad=(1, 0, 1, 2))
+    plain = emit_conv2d(module, "plain", activation="relu", strategy="direct-lanes", **kw)
+    summed = emit_conv2d(
+        module, "summed", activation="relu", accumulate=True, strategy="direct-lanes", **kw
+    )
+    compiled = JITEngine(disk_cache=False).compile(module)
+    attrs = dict(group=1, strides=(2, 2), dilations=(1, 1), pads=(1, 0, 1, 2))
+    attrs.update(activation="none", act_args=())
+    conv = reference_conv([x.astype(np.float64), w.astype(np.float64), bias], attrs)[0]
+    prior = rng.standard_normal(conv.shape).astype(np.float32)
+    for ck, start, want in [
+        (plain, np.zeros(conv.shape, np.float32), np.maximum(conv, 0)),
+        (summed, prior.copy(), np.maximum(prior + conv, 0)),
+    ]:
+        out = np.ascontiguousarray(start)
+        packed = np.ascontiguousarray(ck.packed_weights)
+        ptrs = (a.ctypes.data for a in (x, packed, out, bias))
+        compiled.cfunc(ck.fn.name)(*ptrs)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=ck.fn.name)
+
+
+def test_direct_lanes_is_chosen_where_it_was_measured_faster() -> None:
+    """LeNet's second conv (6->16, 5x5 on 14x14) on hosts of 8 or more lanes; never for 1x1
+    filters, outputs over MAX_PIXELS, inputs over MAX_INPUT_BYTES, channels short of 8 lanes
+    or 3/4 of them, and not where
+    an earlier row (the stem's direct-vector, Winograd) is preferred."""
+    from compiler.backends.llvm.kernels import lanes
+    from compiler.backends.llvm.kernels.conv import select
+    from compiler.backends.llvm.kernels.gemm import conv_gemm_config
+
+    wide = conv_gemm_config().vw >= 8
+    lenet2 = conv_shape(1, 6, 14, 14, 16, 5, 5)
+    assert (select(lenet2).name == "direct-lanes") == wide
+    assert select(conv_shape(1, 1, 28, 28, 6, 5, 5, pad=2)).name == "direct-vector"
+    assert not lanes.prefers(conv_shape(1, 16, 12, 12, 4, 3, 3, pad=1))  # 4 lanes
+    assert not lanes.prefers(conv_shape(1, 16, 12, 12, 16, 1, 1, stride=2))  # 1x1
+    assert not lanes.prefers(conv_shape(1, 16, 28, 28, 16, 5, 5, pad=2))  # 784 pixels
+    assert not lanes.prefers(conv_shape(1, 8, 16, 16, 24, 5, 5, pad=2))  # 24 of 32 lanes
+    assert lanes.prefers(conv_shape(1, 16, 16, 16, 32, 3, 3, stride=2, pad=1)) == wide
+    assert not lanes.prefers(conv_shape(1, 256, 28, 28, 256, 3, 3, stride=2, pad=1))  # > L1
+    assert select(conv_shape(1, 32, 16, 16, 32, 3, 3, pad=1)).name.startswith("winograd")

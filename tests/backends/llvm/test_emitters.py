@@ -416,6 +416,51 @@ def test_softmax_vector_rows(op, shape, axis):
     check(_model(op, [("x", F, shape)], axis=axis), {"x": x}, rtol=1e-5, kinds=[op.lower()])
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape", [(8, 7), (6, 16), (24, 3), (9, 16), (4, 4, 16, 16), (16, 1)])
+def test_softmax_short_rows(op, shape, monkeypatch):
+    """Rows of at most one vector, several at once (groups of 8, 4, 2 rows, or one at a time
+    for an odd count): the interpreter's values with -inf / +inf / NaN rows, and bit for bit
+    the row-by-row kernel."""
+    from compiler.backends.llvm.emitters import reduce
+
+    x = _data([("x", F, shape)])["x"] * 3
+    flat = x.reshape(-1)
+    flat[3] = -np.inf
+    flat[min(40, flat.size - 1)] = np.nan
+    flat[min(21, flat.size - 2)] = np.inf
+    x.reshape(-1, shape[-1])[-1] = -np.inf  # a row of -inf only: NaN everywhere
+    model = _model(op, [("x", F, shape)], axis=-1)
+    check(model, {"x": x}, rtol=1e-5, kinds=[op.lower()])
+    outs = []
+    for group in (1, 8):
+        monkeypatch.setattr(reduce, "SOFTMAX_SHORT_ROWS", group)
+        lir, plan = _lir_and_plan(compile_model(model))
+        outs.append(LLVMExecutor(lir, plan).run({"x": x}))
+    for k in outs[0]:
+        np.testing.assert_array_equal(outs[0][k], outs[1][k])
+
+
+@pytest.mark.parametrize("shape", [(5, 197), (3, 1500), (2, 40)])
+def test_softmax_long_rows_max_chains(shape, monkeypatch):
+    """The max pass's running maxima (1 or 4 chains) give the same bits; the interpreter's
+    values with a NaN and an inf in some row."""
+    from compiler.backends.llvm.emitters import reduce
+
+    x = _data([("x", F, shape)])["x"] * 4
+    x[0, shape[1] - 1] = np.inf
+    x[1, 33] = np.nan
+    model = _model("Softmax", [("x", F, shape)], axis=-1)
+    check(model, {"x": x}, rtol=1e-5, kinds=["softmax"])
+    outs = []
+    for chains in (1, 4):
+        monkeypatch.setattr(reduce, "SOFTMAX_MAX_CHAINS", chains)
+        lir, plan = _lir_and_plan(compile_model(model))
+        outs.append(LLVMExecutor(lir, plan).run({"x": x}))
+    for k in outs[0]:
+        np.testing.assert_array_equal(outs[0][k], outs[1][k])
+
+
 @pytest.mark.parametrize(
     "shape,axis,sshape",
     [((3, 37), -1, (37,)), ((4, 16), -1, (16,)), ((2, 5, 21), 1, (21,)), ((2, 5, 21), 1, (5, 21))],
@@ -431,6 +476,22 @@ def test_layernorm_vector_rows(shape, axis, sshape):
     ins = [("x", F, shape)]
     model = _model("LayerNormalization", ins, consts=consts, axis=axis)
     check(model, _data(ins), rtol=1e-5, atol=1e-5, kinds=["layernorm"])
+
+
+@pytest.mark.parametrize("shape", [(16, 64), (3, 37), (2, 7, 192)])
+def test_layernorm_far_from_zero_mean(shape):
+    """Rows whose mean is ~100 standard deviations away from zero (the float32 normalising
+    pass subtracts a rounded mean): the interpreter's values within float32 noise."""
+    rng = np.random.default_rng(6)
+    n = shape[-1]
+    consts = [
+        ("s", rng.standard_normal(n).astype(np.float32)),
+        ("b", rng.standard_normal(n).astype(np.float32)),
+    ]
+    ins = [("x", F, shape)]
+    x = (100.0 + rng.standard_normal(shape)).astype(np.float32)
+    model = _model("LayerNormalization", ins, consts=consts, axis=-1)
+    check(model, {"x": x}, rtol=1e-5, atol=1e-5, kinds=["layernorm"])
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"])
@@ -567,3 +628,60 @@ def test_unsupported_case_raises_codegen_error():
     lir, plan = _lir_and_plan(result)
     with pytest.raises(CodegenError, match="conv.*f16"):
         LLVMExecutor(lir, plan)
+
+
+@pytest.mark.parametrize(
+    "shape,perm",
+    [
+        ((37, 45), (1, 0)),
+        ((16, 16), (1, 0)),
+        ((1, 16, 4, 16), (0, 2, 3, 1)),  # the transformer block's K^T
+        ((1, 197, 3, 64), (0, 2, 3, 1)),  # ViT's: a partial tile at the end of a row
+        ((2, 19, 33, 9), (0, 3, 2, 1)),
+        ((3, 8, 40), (0, 2, 1)),
+        ((7, 130), (1, 0)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_tiled_transpose(shape, perm, dtype, monkeypatch):
+    """Transposes whose destination rows are read with a stride: register tiles with partial
+    tiles at both ends, bit for bit numpy's transpose (NaN payloads and ints included) and the
+    scalar loop's."""
+    from compiler.backends.llvm.emitters import tensor
+
+    elem = F if dtype == np.float32 else TensorProto.INT32
+    x = np.random.default_rng(7).integers(-(2**31), 2**31 - 1, size=shape, dtype=np.int64)
+    x = x.astype(np.int32).view(dtype)
+    model = _model("Transpose", [("x", elem, shape)], out_type=elem, perm=list(perm))
+    want = np.transpose(x, perm)
+    outs = []
+    for tiled in (False, True):
+        monkeypatch.setattr(tensor, "TILED_TRANSPOSE", tiled)
+        lir, plan = _lir_and_plan(compile_model(model))
+        ex = LLVMExecutor(lir, plan)
+        (got,) = ex.run({"x": x}).values()
+        assert got.view(np.int32).tobytes() == want.view(np.int32).tobytes()
+        idx = next(i for i, ins in enumerate(lir.code) if ins.kind == "transpose")
+        assert not tiled or "shufflevector" in ex.llvm_ir(idx)
+        outs.append(got)
+    assert outs[0].tobytes() == outs[1].tobytes()
+
+
+@pytest.mark.parametrize("n", [48, 96, 47, 200, 193, 64])
+@pytest.mark.parametrize("m", [1, 13, 197])
+@pytest.mark.parametrize("wide", [False, True])
+def test_matmul_wide_tile(m, n, wide, monkeypatch):
+    """MatMul GEMMs on the wider register tile where the host has the registers (N a multiple
+    of its panel, or at least four panels with a narrower tail) and on the narrow one: the
+    interpreter's values, every tail of rows and columns."""
+    from compiler.backends.llvm.kernels import gemm
+
+    monkeypatch.setattr(gemm, "MATMUL_WIDE_TILE", wide)
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((70, n)).astype(np.float32)
+    model = _model("MatMul", [("x", F, (m, 70))], consts=[("w", w)])
+    x = rng.standard_normal((m, 70)).astype(np.float32)
+    check(model, {"x": x}, rtol=1e-5, atol=1e-5)
+    cfg = gemm.matmul_config(n)
+    if not wide:
+        assert cfg == gemm.gemm_config()

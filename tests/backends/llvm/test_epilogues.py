@@ -84,10 +84,16 @@ SILU_CONVS = [
     # over the 256 of one K block), and the depthwise tile's few registers
     (40, 9, 13, 20, 3, 1, 1, ("pixel-rows-gemm", "padded-shift-gemm", "implicit-gemm")),
     (300, 5, 7, 37, 1, 1, 1, ("gemm-1x1", "pixel-rows-gemm")),
+    # one K block, tail rows and a tail panel: the tile through the scratch tile into C
+    (16, 23, 29, 19, 1, 1, 1, ("gemm-1x1",)),
     (3, 17, 21, 19, 3, 2, 1, ("direct-vector",)),
     (6, 11, 21, 6, 5, 1, 6, ("depthwise-direct",)),
     (8, 7, 7, 16, 5, 1, 8, ("depthwise-direct",)),  # flat run over the padded rows
-    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: on the registers
+    # flat runs of up to two flat tiles: the activation on all accumulators after the taps
+    (5, 7, 7, 5, 3, 1, 5, ("depthwise-direct",)),
+    (3, 5, 6, 3, 3, 1, 3, ("depthwise-direct",)),
+    (8, 30, 30, 8, 3, 2, 8, ("depthwise-direct",)),  # stride 2: column phases, registers
+    (5, 17, 23, 5, 3, 2, 5, ("depthwise-direct",)),  # odd planes: phases of unequal width
     (8, 30, 30, 8, 5, 2, 8, ("depthwise-direct",)),  # column phases, then the plane pass
 ]
 
@@ -202,3 +208,135 @@ def test_fused_members_entries_are_a_module_compiled_on_first_step():
         np.testing.assert_array_equal(v, got[k])
     conv = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
     assert "define" in ex.llvm_ir(conv) and ex.assembly(conv)
+
+
+def _linear_model(tail, x_shape, n, *, bias_shape=None, extra_outputs=(), seed=5, inits=()):
+    """x @ w (+ the nodes of ``tail``, reading "m"); w is [K, n], "bias" a constant row of n."""
+    rng = np.random.default_rng(seed)
+    k = x_shape[-1]
+    w = numpy_helper.from_array((rng.standard_normal((k, n)) * 0.2).astype(np.float32), "w")
+    bias = (rng.standard_normal(bias_shape or (n,))).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), *tail]
+    outs = [helper.make_tensor_value_info(o, F, None) for o in ("y", *extra_outputs)]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, list(x_shape))],
+        outs,
+        [w, numpy_helper.from_array(bias, "bias"), _scalar("sq2", 2**0.5), _scalar("one", 1.0),
+         _scalar("half", 0.5), *inits],
+    )
+    return _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+_GELU = [
+    helper.make_node("Div", ["mb", "sq2"], ["d"]),
+    helper.make_node("Erf", ["d"], ["e"]),
+    helper.make_node("Add", ["e", "one"], ["a"]),
+    helper.make_node("Mul", ["mb", "a"], ["g"]),
+    helper.make_node("Mul", ["g", "half"], ["y"]),
+]
+
+
+@pytest.mark.parametrize(
+    "x_shape,n,bias_shape,bias_first",
+    [
+        ((1, 16, 64), 64, None, False),  # the transformer block's linear
+        ((2, 9, 24), 37, (1, 1, 37), True),  # odd N: a tail panel; bias as a [1, 1, N] row
+        ((5, 3), 1, (1,), False),  # N = 1
+        ((1, 197, 40), 19, (1, 19), True),  # M with a tail tile
+        ((1, 1, 64), 45, None, False),  # M = 1: the GEMV body adds the bias after the sum too
+    ],
+)
+def test_matmul_row_bias_runs_in_the_gemm(x_shape, n, bias_shape, bias_first):
+    """MatMul + Add(row constant) is one GEMM that adds the bias to the finished sums: the
+    same bits as the two stepped apart (``_run``), and the interpreter's values."""
+    add = helper.make_node("Add", ["bias", "m"] if bias_first else ["m", "bias"], ["y"])
+    strategies, lir = _run(_linear_model([add], x_shape, n, bias_shape=bias_shape), x_shape)
+    assert _fused(strategies) == 2
+    assert [s for s in strategies if "epilogue" in s][0].startswith("gemm")
+
+
+@pytest.mark.parametrize("x_shape", [(1, 13, 32), (1, 1, 32)])  # blocked GEMM and GEMV
+def test_matmul_bias_then_gelu_in_one_kernel(x_shape):
+    # GELU is a heavy activation: the bias must reach the sums before its epilogue.
+    tail = [helper.make_node("Add", ["m", "bias"], ["mb"]), *_GELU]
+    strategies, _ = _run(_linear_model(tail, x_shape, 45), x_shape)
+    assert _fused(strategies) == 7
+
+
+def test_matmul_bias_not_fused_where_it_must_not():
+    # The raw product is an output: the GEMM must store it, so nothing fuses.
+    tail = [helper.make_node("Add", ["m", "bias"], ["y"])]
+    model = _linear_model(tail, (1, 8, 16), 24, extra_outputs=("m",))
+    strategies, _ = _run(model, (1, 8, 16))
+    assert _fused(strategies) == 0
+    # A bias that is not a row (varies along M): an ordinary Add after the GEMM.
+    tail = [helper.make_node("Add", ["m", "bias"], ["y"])]
+    strategies, _ = _run(_linear_model(tail, (1, 8, 16), 24, bias_shape=(8, 24)), (1, 8, 16))
+    assert _fused(strategies) == 0
+    # A chain step after the bias reads the product without the bias: the chain stops there.
+    tail = [
+        helper.make_node("Add", ["m", "bias"], ["mb"]),
+        helper.make_node("Mul", ["mb", "m"], ["y"]),
+    ]
+    strategies, _ = _run(_linear_model(tail, (1, 8, 16), 24), (1, 8, 16))
+    assert _fused(strategies) == 0
+
+
+def test_matmul_bias_switch_gives_the_same_bits(monkeypatch):
+    from compiler.backends.llvm import codegen
+
+    tail = [helper.make_node("Add", ["m", "bias"], ["mb"]), *_GELU]
+    model = _linear_model(tail, (1, 20, 48), 70)
+    lir, plan = _lir_and_plan(compile_model(model))
+    feed = {"x": np.random.default_rng(2).standard_normal((1, 20, 48)).astype(np.float32)}
+    outs = []
+    for on in (False, True):
+        monkeypatch.setattr(codegen, "FUSE_MATMUL_BIAS", on)
+        outs.append(LLVMExecutor(lir, plan).run(feed))
+    np.testing.assert_array_equal(outs[0]["y"], outs[1]["y"])
+
+
+def test_tanh_gelu_reading_x_again_runs_in_the_epilogue(monkeypatch):
+    """GPT-2's gelu_new: steps that read x (the biased product) again after other steps, in
+    an order where a step does not read the one before it. One kernel; stepping the members
+    apart gives the same bits, and so does the switch off (separate loops)."""
+    from compiler.backends.llvm import codegen
+
+    tail = [
+        helper.make_node("Add", ["bias", "m"], ["xb"]),
+        helper.make_node("Pow", ["xb", "three"], ["p"]),
+        helper.make_node("Mul", ["p", "c"], ["cube"]),
+        helper.make_node("Add", ["xb", "cube"], ["inner"]),
+        helper.make_node("Mul", ["inner", "k"], ["scaled"]),
+        helper.make_node("Tanh", ["scaled"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["a"]),
+        helper.make_node("Mul", ["xb", "half"], ["h"]),
+        helper.make_node("Mul", ["h", "a"], ["y"]),
+    ]
+    extra = [_scalar("three", 3.0), _scalar("c", 0.044715), _scalar("k", 0.7978845608)]
+    model = _linear_model(tail, (1, 19, 40), 70, inits=extra)
+    strategies, lir = _run(model, (1, 19, 40))
+    assert _fused(strategies) == 10
+    lir, plan = _lir_and_plan(compile_model(model))
+    feed = {"x": np.random.default_rng(4).standard_normal((1, 19, 40)).astype(np.float32)}
+    outs = []
+    for on in (False, True):
+        monkeypatch.setattr(codegen, "EPILOGUE_DAGS", on)
+        outs.append(LLVMExecutor(lir, plan).run(feed)["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_dag_epilogue_stops_before_a_result_read_outside():
+    # "h" (x / 2) is also an output: the chain may not skip storing it, so the epilogue ends
+    # before the step that would leave it unstored.
+    tail = [
+        helper.make_node("Add", ["m", "bias"], ["xb"]),
+        helper.make_node("Tanh", ["xb"], ["t"]),
+        helper.make_node("Mul", ["xb", "half"], ["h"]),
+        helper.make_node("Mul", ["h", "t"], ["y"]),
+    ]
+    model = _linear_model(tail, (1, 9, 16), 24, extra_outputs=("h",))
+    strategies, _ = _run(model, (1, 9, 16))
+    assert 0 < _fused(strategies) < 5

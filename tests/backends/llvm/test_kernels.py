@@ -89,6 +89,7 @@ SHAPES = [
     (9, 40, 513),
     (16, 64, 64),
     (25, 70, 260),
+    (19, 16, 1517),  # a short K: blocks of panels and a partial last block (PANEL_BLOCK_BYTES)
 ]
 
 
@@ -118,6 +119,51 @@ def test_matmul_epilogues(isa, bias, act, acc):
     # K > KC exercises the first/last K-block logic of the epilogue.
     _matmul(13, 35, 600, isa=isa, bias=bias, act=act, accumulate=acc)
     _matmul(7, 5, 30, isa=isa, bias=bias, act=act, accumulate=acc, packed=False)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize(
+    ("N", "K", "bias", "act", "acc"),
+    [
+        (1, 1, None, None, False),
+        (17, 40, "row", "relu", False),
+        (120, 400, "row", "relu", False),  # LeNet's first FC: 3 full panels and a tail
+        (300, 33, None, ("clip", -0.5, 1.5), True),  # 2 groups of 4 panels, 1 more, a tail
+        (256, 70, "row", "neg", True),  # 8 full panels; an activation run after the stores
+    ],
+)
+def test_gemv_of_small_packed_b(isa, N, K, bias, act, acc, monkeypatch):
+    """M = 1 with packed B under SMALL_B_BYTES: ``gemv_body`` (several panels per k), and the
+    blocked body it replaces, against numpy."""
+    import compiler.backends.llvm.kernels.gemm as gemm
+    from compiler.backends.llvm.kernels.common import LaneEpilogue
+
+    if act == "neg":
+        act = LaneEpilogue(("neg",), lambda b, v: b.fneg(v))
+    for on in (True, False):
+        monkeypatch.setattr(gemm, "SMALL_GEMV", on)
+        if isinstance(act, LaneEpilogue):
+            _gemv_negated(N, K, isa, bias, act, acc)
+        else:
+            _matmul(1, N, K, isa=isa, bias=bias, act=act, accumulate=acc)
+
+
+def _gemv_negated(N, K, isa, bias, act, acc):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((1, K), dtype=np.float32)
+    bm = rng.standard_normal((K, N), dtype=np.float32)
+    bias_v = rng.standard_normal(N, dtype=np.float32)
+    c = rng.standard_normal((1, N), dtype=np.float32)
+    want = -(a.astype(np.float64) @ bm + (bias_v if bias else 0) + (c if acc else 0))
+    m = ir.Module()
+    emit_matmul(
+        m, "mv", 1, N, K, a_stride=K, b_stride=N, c_stride=N, bias=bias, accumulate=acc,
+        activation=act, b_packed=True, isa=isa,
+    )
+    fn = JITEngine(disk_cache=False).compile(m).cfunc("mv")
+    packed = pack_b_constant(bm, isa=isa)
+    fn(_addr(a), _addr(packed), _addr(c), *([_addr(bias_v)] if bias else []))
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
 
 
 def test_matmul_strided_operands():
@@ -180,6 +226,7 @@ def _conv(
     act=None,
     isa=None,
     expect=None,
+    strategy=None,
 ):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((N, C, H, W), dtype=np.float32)
@@ -204,6 +251,7 @@ def _conv(
         bias=bias,
         activation=act,
         isa=isa,
+        strategy=strategy,
     )
     if expect:
         assert ck.strategy == expect
@@ -236,8 +284,13 @@ CONVS = [
     dict(N=1, C=300, H=9, W=9, K=17, R=3, S=3, pad=1),
     dict(N=1, C=3, H=23, W=23, K=16, R=7, S=7, stride=2, pad=3),
     dict(N=1, C=4, H=6, W=6, K=4, R=3, S=3, pad=4),  # padding wider than the kernel reach
-    # The window sticks out on both sides with stride > 1 (issue 11's fuzzing campaign).
-    dict(N=1, C=3, H=1, W=1, K=16, R=3, S=3, stride=2, pad=1, expect="implicit-gemm"),
+    # The window sticks out on both sides with stride > 1 (issue 11's fuzzing campaign), in
+    # the implicit GEMM (the table now picks direct-lanes there; every row runs it in
+    # test_conv_strategies.py's grid).
+    dict(
+        N=1, C=3, H=1, W=1, K=16, R=3, S=3, stride=2, pad=1, strategy="implicit-gemm",
+        expect="implicit-gemm",
+    ),
     dict(N=1, C=4, H=5, W=4, K=6, R=3, S=3, stride=2, pad=(1, 0, 0, 2), dil=2, group=2),
 ]
 

@@ -107,9 +107,15 @@ CONVS = [
     # One row chunk whose im2col is spread by output rows (groups of 4 and 3 rows).
     ("pixel-rows-gemm", (150, 7, 9, 20, 3, 1, 1, 1)),
     ("gemm-1x1", (13, 19, 23, 21, 1, 1, 0, 1)),
+    # A short K: blocks of panels (gemm.PANEL_BLOCK_BYTES) and a last, partial block.
+    ("gemm-1x1", (16, 37, 41, 21, 1, 1, 0, 1)),
     ("implicit-gemm", (6, 21, 19, 19, 3, 2, 1, 1)),
     ("implicit-gemm", (8, 17, 15, 12, 3, 1, 1, 2)),  # grouped
     ("direct-vector", (3, 41, 45, 37, 5, 2, 2, 1)),
+    # Items of (channel block, row tile): 3 blocks (the last of 5 channels) x row tiles with a
+    # remainder, and column runs of a 29-wide row.
+    ("direct-lanes", (6, 14, 14, 37, 5, 1, 0, 1)),
+    ("direct-lanes", (5, 23, 58, 20, 3, 2, 1, 1)),
     ("depthwise-direct", (13, 27, 35, 13, 5, 2, 2, 13)),
     ("depthwise-direct", (7, 19, 41, 14, 3, 1, 1, 7)),  # channel multiplier 2
     # Input transform in channel groups, the GEMMs by transform position, the output

@@ -337,11 +337,34 @@ def fast_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(is_nan(b, x), x, y)
 
 
+def fast_exp_nonpositive(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``fast_exp`` of an ``x`` known to be <= 0 or NaN (softmax's x - max): the same values
+    without the overflow clamp and its infinity select."""
+    lo = EXP_LO
+    low = b.fcmp_ordered("<", x, like(x, lo))
+    y = exp_in_range(b, b.select(low, like(x, lo), x))
+    y = b.select(low, like(x, 0.0), y)
+    return b.select(is_nan(b, x), x, y)
+
+
+#: exp's reduction rounds x / ln 2 to an integer by adding this float (1.5 * 2^23, plus the
+#: exponent bias): the sum's low mantissa bits are then n + 127, which shifted into the
+#: exponent field are 2^n. One FMA and a shift instead of floor, a conversion and an add.
+EXP_MAGIC = 12582912.0 + 127.0
+#: Whether exp_in_range rounds with EXP_MAGIC (else floor(x / ln 2 + 0.5) and a conversion).
+EXP_MAGIC_ROUND = True
+
+
 def exp_in_range(b: ir.IRBuilder, xc: ir.Value) -> ir.Value:
     """exp of a float32 ``xc`` already within [EXP_LO, EXP_HI]: Cody-Waite reduction by ln 2,
     Cephes' polynomial, the power of two put in the exponent bits."""
     x = xc
-    fx = call_intr(b, "floor", mul_add(b, xc, like(x, 1.44269504088896341), like(x, 0.5)))
+    if EXP_MAGIC_ROUND:
+        t = mul_add(b, xc, like(x, 1.44269504088896341), like(x, EXP_MAGIC))
+        fx = b.fsub(t, like(x, EXP_MAGIC))
+        pow2 = b.bitcast(b.shl(b.bitcast(t, int_like(x)), ilike(x, 23)), x.type)
+    else:
+        fx = call_intr(b, "floor", mul_add(b, xc, like(x, 1.44269504088896341), like(x, 0.5)))
     r = mul_add(b, fx, like(x, -0.693359375), xc)
     r = mul_add(b, fx, like(x, 2.12194440e-4), r)
     z = b.fmul(r, r)
@@ -349,8 +372,9 @@ def exp_in_range(b: ir.IRBuilder, xc: ir.Value) -> ir.Value:
     for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
         p = mul_add(b, p, r, like(x, c))
     p = b.fadd(mul_add(b, p, z, r), like(x, 1.0))
-    n = b.fptosi(fx, int_like(x))
-    pow2 = b.bitcast(b.shl(b.add(n, ilike(x, 127)), ilike(x, 23)), x.type)
+    if not EXP_MAGIC_ROUND:
+        n = b.fptosi(fx, int_like(x))
+        pow2 = b.bitcast(b.shl(b.add(n, ilike(x, 127)), ilike(x, 23)), x.type)
     return b.fmul(p, pow2)
 
 
@@ -582,21 +606,32 @@ class EmitContext:
         self._alias = alias
         #: A conv strategy every conv must use (tests, debugging); None: each conv's choice.
         self.conv_strategy = conv_strategy
-        self._fused: tuple[Any, LaneEpilogue] | None = None
+        self._fused: tuple[Any, LaneEpilogue | None] | None = None
+        self._bias: Any = None
 
     def may_alias(self, a: Any, b: Any) -> bool:
         return self._alias(a, b)
 
     # -- epilogue fusion: the code generator runs an element-wise chain in a kernel's epilogue
     @contextmanager
-    def fusing(self, result: Any, epilogue: LaneEpilogue) -> Iterator[None]:
+    def fusing(
+        self, result: Any, epilogue: LaneEpilogue | None, bias: Any = None
+    ) -> Iterator[None]:
         """Within the block, emitters that support it write ``result`` (the chain's last dest)
-        instead of their dest, through ``epilogue`` after their own activation."""
+        instead of their dest, through ``epilogue`` after their own activation; ``bias``: a
+        row constant the kernel adds to its finished sums first (``fused_bias``)."""
         self._fused = (result, epilogue)
+        self._bias = bias
         try:
             yield
         finally:
             self._fused = None
+            self._bias = None
+
+    def fused_bias(self) -> Any:
+        """The row bias of the chain being fused (its first step, a MatMul's bias Add), else
+        None; only the matmul emitter takes one (``matmul_row_bias``)."""
+        return self._bias
 
     def result(self, ins: Any) -> Any:
         """The value the instruction's kernel must write: its dest, or the last dest of the
@@ -608,6 +643,8 @@ class EmitContext:
         if not self._fused:
             return act
         chain = self._fused[1]
+        if chain is None:
+            return act
         if act is None:
             return chain
         return LaneEpilogue(

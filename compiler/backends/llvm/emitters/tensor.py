@@ -85,6 +85,11 @@ def strided_copy(
             loop_nest(b, cshape, body2, "t")
             return
 
+        tile = _transpose_axes(cshape, ds, ss, size)
+        if tile is not None:
+            _tiled_transpose(b, d, s, cshape, ds, ss, *tile)
+            return
+
         def body(ivs):
             v = b.load(gep(b, s, linear(b, ivs, ss), ety), typ=ety)
             b.store(v, gep(b, d, linear(b, ivs, ds), ety))
@@ -95,6 +100,105 @@ def strided_copy(
     return Call(
         name, [Arg(value=dst, offset=dst_off * size), Arg(value=src, offset=src_off * size)]
     )
+
+
+#: Copies that transpose two axes (the destination's contiguous axis read with a stride, another
+#: axis contiguous in the source: attention's K^T) move square tiles of the host's vector width
+#: through registers: a vector load per source row piece, a butterfly of two-source shuffles,
+#: a vector store per destination row piece (a scalar loop read one element per stride).
+TILED_TRANSPOSE = True
+
+
+def _transpose_axes(
+    shape: Sequence[int], ds: Sequence[int], ss: Sequence[int], size: int
+) -> tuple[int, int] | None:
+    """(the source's contiguous axis, the vector width) when ``_tiled_transpose`` applies to a
+    collapsed copy, else None."""
+    from compiler.backends.llvm.target import vector_width_f32
+
+    if not TILED_TRANSPOSE or size != 4 or len(shape) < 2 or ds[-1] != 1 or ss[-1] == 1:
+        return None
+    vw = vector_width_f32()
+    p = next((i for i in range(len(shape) - 1) if ss[i] == 1), None)
+    if p is None or vw < 4 or min(shape[p], shape[-1]) < vw // 2:
+        return None
+    return p, vw
+
+
+def _tiled_transpose(
+    b: ir.IRBuilder,
+    d: ir.Value,
+    s: ir.Value,
+    shape: Sequence[int],
+    ds: Sequence[int],
+    ss: Sequence[int],
+    p: int,
+    t: int,
+) -> None:
+    """dst[i.ds] = src[i.ss] over ``shape`` where axis -1 is contiguous in dst and axis ``p`` in
+    src: t x t tiles (t = vector lanes of 32-bit elements, moved as integers: the bits are
+    copied), the partial tiles at the ends of both axes with masked loads and stores."""
+    from compiler.backends.llvm.kernels.common import masked_load_call, masked_store_call
+
+    i32 = ir.IntType(32)
+    vt = ir.VectorType(i32, t)
+    zero = ir.Constant(vt, [0] * t)
+    n_i, n_j = shape[p], shape[-1]
+    outer = [k for k in range(len(shape) - 1) if k != p]
+
+    def tile(sbase: ir.Value, dbase: ir.Value, it: int, jt: int) -> None:
+        rows = []
+        for jj in range(t):
+            if jj >= jt:
+                rows.append(zero)
+                continue
+            ptr = gep(b, sbase, c64(jj * ss[-1]), i32)
+            if it == t:
+                rows.append(b.load(ptr, typ=vt, align=4))
+            else:
+                rows.append(masked_load_call(b, ptr, vt, it, zero, 4))
+        step = t // 2
+        while step:  # swap bit `step` of the row index with the lane index's
+            lo = [lane if not lane & step else t + lane - step for lane in range(t)]
+            hi = [lane + step if not lane & step else t + lane for lane in range(t)]
+            for a in range(t):
+                if a & step:
+                    continue
+                ra, rb = rows[a], rows[a + step]
+                rows[a] = b.shuffle_vector(ra, rb, ir.Constant(ir.VectorType(i32, t), lo))
+                rows[a + step] = b.shuffle_vector(ra, rb, ir.Constant(ir.VectorType(i32, t), hi))
+            step //= 2
+        for ii in range(it):
+            ptr = gep(b, dbase, c64(ii * ds[p]), i32)
+            if jt == t:
+                b.store(rows[ii], ptr, align=4)
+            else:
+                masked_store_call(b, rows[ii], ptr, jt, 4)
+
+    def over_tiles(ivs: list[ir.Value]) -> None:
+        so = linear(b, ivs, [ss[k] for k in outer])
+        do = linear(b, ivs, [ds[k] for k in outer])
+        full_i, full_j = n_i - n_i % t, n_j - n_j % t
+
+        def at(i0: ir.Value, j0: ir.Value, it: int, jt: int) -> None:
+            sb = gep(b, s, b.add(so, b.add(i0, b.mul(j0, c64(ss[-1])))), i32)
+            db = gep(b, d, b.add(do, b.add(b.mul(i0, c64(ds[p])), j0)), i32)
+            tile(sb, db, it, jt)
+
+        def row_of_tiles(i0: ir.Value, it: int) -> None:
+            if full_j:
+                with loop(b, 0, full_j, t, "tj") as j0:
+                    at(i0, j0, it, t)
+            if n_j % t:
+                at(i0, c64(full_j), it, n_j % t)
+
+        if full_i:
+            with loop(b, 0, full_i, t, "ti") as i0:
+                row_of_tiles(i0, t)
+        if n_i % t:
+            row_of_tiles(c64(full_i), n_i % t)
+
+    loop_nest(b, [shape[k] for k in outer], over_tiles, "to")
 
 
 def _emitted(*calls: Call | None, strategy: str = "strided-copy") -> Emitted:

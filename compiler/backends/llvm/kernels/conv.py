@@ -16,17 +16,21 @@ FIRST row that applies and prefers it, in this order:
    grid of at least a vector, 8 input and 16 output channels, F(4x4) only with
    ``winograd.CHOOSE_F4``): Winograd's F(4x4, 3x3) and F(2x2, 3x3), 36 or 16 GEMMs over
    transformed input patches (kernels/winograd.py); a finite constant filter only;
-3. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
+3. ``direct-lanes`` (group 1; by choice small planes whose input fits in L1, more than one
+   tap, output channels filling 8 or more lanes): output channels on the vector lanes, tiles
+   of up to 24 output pixels fed from the image in place, a transpose in registers
+   (kernels/lanes.py);
+4. ``pixel-rows-gemm`` (group 1; small images with many channels): pixels as GEMM rows and
    output channels on the vector lanes over an im2col buffer, then a transpose;
-4. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
+5. ``padded-shift-gemm`` (group 1; images over 64 pixels, strides <= 2, not 1x1 stride 1): one
    GEMM over the zero-padded image split into its stride phases, whose im2col rows are
    contiguous runs read in place;
-5. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
+6. ``depthwise-direct`` (one input channel per group; multiplier <= 2 by choice): a padded
    channel copy, tiles of output rows x a column vector (kernels/direct.py);
-6. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
+7. ``gemm-1x1`` (1x1, stride 1, no padding): a GEMM reading its B panels in place from the
    image's channel rows;
-7. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
-8. ``direct`` (any shape, run-time filters too): a scalar loop nest.
+8. ``implicit-gemm`` (any shape): im2col gathered KC rows at a time into the GEMM's B panels;
+9. ``direct`` (any shape, run-time filters too): a scalar loop nest.
 
 ``select(shape, forced=name)`` returns a forced row instead, and raises ``CodegenError`` when it
 does not apply. A padded conv whose filter holds an infinity or a NaN always gets ``direct``,
@@ -69,6 +73,7 @@ from compiler.backends.llvm.kernels.direct import (
 )
 from compiler.backends.llvm.kernels.gemm import GemmConfig, conv_gemm_config
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
+import compiler.backends.llvm.kernels.lanes as lanes
 import compiler.backends.llvm.kernels.winograd as winograd
 from compiler.errors import CodegenError
 
@@ -165,6 +170,13 @@ STRATEGIES: tuple[ConvStrategy, ...] = (
         applies=winograd.applies,
         prefers=winograd.prefers,
         finite_filter=True,
+    ),
+    ConvStrategy(
+        "direct-lanes",
+        lanes.lanes_body,
+        lanes.pack_lanes,
+        applies=lambda s: s.group == 1,
+        prefers=lanes.prefers,
     ),
     ConvStrategy(
         "pixel-rows-gemm",

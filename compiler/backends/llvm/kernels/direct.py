@@ -144,10 +144,9 @@ def depthwise_body(
     H, W, OH, OW, R, S = s.H, s.W, s.OH, s.OW, s.R, s.S
     (sh, sw), (dh, dw) = s.stride, s.dilation
     hp, wp, size = padded_size(s, vw)
-    # Stride-2 columns with many taps: the padded plane split into its two column phases of wq
-    # columns (the split costs about what it saves on 3x3 filters; 5x5/2 on 144x56x56 ran
-    # ~1.9x faster).
-    phases = sw == 2 and R * S > 9
+    # Stride-2 columns: the padded plane split into its two column phases of wq columns
+    # (5x5/2 on 144x56x56 ran ~1.9x faster, 3x3/2 0.83-0.95x the time: PHASE_TAPS).
+    phases = sw == 2 and R * S > PHASE_TAPS
     wq = (wp + 1) // 2
     plane = hp * wq
     if phases:
@@ -165,8 +164,20 @@ def depthwise_body(
     # SiLU than without) or the plane is small (its row tiles waste lanes, the pass has none
     # and the plane is still in L1). EfficientNet-B0, in-model: 5x5 7x7 0.103 -> 0.090 ms,
     # 5x5 14x14 0.114 -> 0.085; 3x3 on 112x112 and stride 2 stay on the registers.
-    heavy = not is_light(ep.activation) and (
-        R * S > 9 or (s.stride == (1, 1) and OH * OW <= PLANE_PASS_MAX)
+    # A flat plane of up to two flat tiles (7x7 on AVX-512) instead keeps all its accumulators
+    # and runs the activation on them after its last tap (the tap weights dead by then) before
+    # the masked stores: the pass re-read vectors that straddle those stores. 1152x7x7 with a
+    # SiLU, alone: 5x5 0.147 -> 0.123 ms, 3x3 0.091 -> 0.079.
+    defer = (
+        FLAT_ACT_IN_REGISTERS
+        and not is_light(ep.activation)
+        and flat is not None
+        and flat <= 2 * FLAT_TILE
+    )
+    heavy = (
+        not is_light(ep.activation)
+        and (R * S > 9 or (s.stride == (1, 1) and OH * OW <= PLANE_PASS_MAX))
+        and not defer
     )
     tile_ep = Epilogue(None, ep.accumulate) if heavy else ep
 
@@ -180,6 +191,14 @@ def depthwise_body(
             FLAT_TILE accumulators at a time; each vector's lanes that are outputs go to their
             rows by shifted masked stores."""
             assert flat is not None
+
+            def store(done: list[tuple[int, ir.Value]]) -> None:
+                for j, a in done:
+                    y = apply_activation(b, a, tile_ep.activation)
+                    for lo, hi, at in flat_segments(j * vw, vw, wp, OH, OW):
+                        store_vec(b, shift_lanes(b, y, lo), gep(b, out, at), vw, hi - lo)
+
+            done: list[tuple[int, ir.Value]] = []
             for j0 in range(0, flat, FLAT_TILE):
                 js = range(j0, min(j0 + FLAT_TILE, flat))
                 acc = [bias] * len(js)
@@ -190,10 +209,11 @@ def depthwise_body(
                                 b, gep(b, xpad, j * vw + r * dh * wp + t * dw), vw, 1
                             )
                             acc[i] = fma(b, v, wb[r * S + t], acc[i])
-                for i, j in enumerate(js):
-                    y = apply_activation(b, acc[i], tile_ep.activation)
-                    for lo, hi, at in flat_segments(j * vw, vw, wp, OH, OW):
-                        store_vec(b, shift_lanes(b, y, lo), gep(b, out, at), vw, hi - lo)
+                done += zip(js, acc)
+                if not defer:
+                    store(done)
+                    done = []
+            store(done)
 
         def tile(out, oh0, rows: int, ow0, valid: int, wb, bias) -> None:
             """Output rows oh0 .. oh0+rows-1, columns ow0 .. ow0+valid-1 of plane ``out``."""
@@ -270,8 +290,15 @@ def depthwise_body(
         parallel_loop(b, groups, args, group, "chans")
 
 
+#: Stride-2 depthwise filters with more taps than this read the padded plane split into its
+#: column phases (3x3 included: alone, 96x112x112 0.93x, 144x56x56 0.85x, 192x28x28 0.83x,
+#: 576x14x14 0.95x of the wide loads and shuffles; EfficientNet-B0 0.997x).
+PHASE_TAPS = 4
 #: Output planes up to this many floats (16 KB) take a heavy activation in a pass of their own.
 PLANE_PASS_MAX = 4096
+#: Flat planes of up to two flat tiles run a heavy activation on their accumulators after
+#: the last tap instead of in a pass over the stored plane (``depthwise_body``).
+FLAT_ACT_IN_REGISTERS = True
 #: Accumulators of a flat depthwise tile.
 FLAT_TILE = 4
 #: Flat runs up to this many vectors per plane (each is unrolled with its stores).
@@ -314,8 +341,8 @@ def shift_lanes(b: ir.IRBuilder, v: ir.Value, lo: int) -> ir.Value:
 
 def direct_tile(cfg: GemmConfig, s: ConvShape) -> tuple[int, int]:
     """(KB output channels, NV column vectors) per ``direct-vector`` tile, 16 accumulators on
-    32-register ISAs. With all C*R*S taps unrolled (<= 64) the compiler keeps the tap weights
-    of a tile in registers, and 8 x 2 halves the broadcasts per FMA; with the tap loop running
+    32-register ISAs. With at most UNROLL_TAPS taps (C*R*S) 8 x 2 halves the broadcasts per
+    FMA (measured with every tap unrolled, ``UNROLL_WHOLE``); with more, running
     over channels, 16 x 1 halves the input loads and shuffles instead (measured on the stems:
     3x3/2 on 3 channels 93 -> 120 GFLOP/s with 8 x 2; 7x7/2 161 with 16 x 1, 96 with 8 x 2)."""
     if cfg.vw < 16:
@@ -323,10 +350,18 @@ def direct_tile(cfg: GemmConfig, s: ConvShape) -> tuple[int, int]:
     return (8, 2) if s.C * s.R * s.S <= UNROLL_TAPS else (16, 1)
 
 
-#: Tap loops up to this many multiply-add steps (C*R*S) are unrolled whole.
+#: Taps (C*R*S) up to which ``direct_tile`` picks 8 x 2 tiles (and ``UNROLL_WHOLE`` unrolls).
 UNROLL_TAPS = 64
-#: Past UNROLL_TAPS, filters with more taps than this loop over their rows as well as their
-#: channels (a 7x7 stem's 49 taps x 16 channels unrolled were ~10% of ResNet-50's LLVM time).
+#: Whether such tiles unroll every tap of every channel. They did, and LLVM hoisted the tile's
+#: KB x C*R*S weight broadcasts out of the row loop into as many spilled vectors, so each FMA
+#: reloaded a whole vector from the stack (LeNet's 1->6 5x5 stem: 150 of them). A loop over
+#: the channels (and filter rows) loads the broadcasts where they are used, the same sums in
+#: the same order: LeNet's stem 3.5 -> 2.8 us, 3x3/2 stems on 224x224 with 32 and 16 output
+#: channels 294 -> 271 and 163 -> 143 us, 3->32 3x3 on 64x64 -5%, 1->8 3x3 on 32x32 even
+#: (single convs, AVX-512, issue 15 session 9).
+UNROLL_WHOLE = False
+#: Filters with more taps than this loop over their rows as well as their channels (a 7x7
+#: stem's 49 taps x 16 channels unrolled were ~10% of ResNet-50's LLVM time).
 ROW_LOOP_TAPS = 16
 
 
@@ -393,7 +428,7 @@ def direct_vector_body(
                 return acc
 
             acc = [kbias[j] for j in range(kb) for _ in range(nvec)]
-            if crs <= UNROLL_TAPS:
+            if crs <= UNROLL_TAPS and UNROLL_WHOLE:
                 for c in range(C):
                     acc = taps(c, acc)
             elif R * S <= ROW_LOOP_TAPS:

@@ -27,6 +27,7 @@ from compiler.backends.llvm.kernels.common import (
     activate_rows,
     add,
     apply_activation,
+    Epilogue,
     broadcast,
     fma,
     folded,
@@ -45,6 +46,7 @@ from compiler.backends.llvm.kernels.common import (
     vec,
 )
 from compiler.backends.llvm.kernels.parallel import parallel_loop, scratch, scratch_ptr, work_chunks
+from compiler.backends.llvm.kernels.rows import vector_loop
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,27 @@ def conv_gemm_config(isa: str | None = None) -> GemmConfig:
     while cfg.mr * (nv + 1) + (nv + 1) + 1 <= regs - 4:
         nv += 1
     return replace(cfg, nv=nv)
+
+
+#: MatMul / FullyConnected GEMMs whose N fills whole panels of the conv kernels' wider tile
+#: (``conv_gemm_config``: 8 x 3 vectors with AVX-512's 32 registers; the same 8 x 2 elsewhere)
+#: use it: fewer loads per FMA. Small other N keep ``gemm_config``'s tile (N = 64 attention
+#: heads would leave a one-vector tail panel with three vectors a row).
+MATMUL_WIDE_TILE = True
+
+
+#: ... or N at least this many wide panels (the narrower tail panel is then a small part).
+MATMUL_WIDE_MIN_PANELS = 4
+
+
+def matmul_config(n: int, isa: str | None = None) -> GemmConfig:
+    """The register tile of a matmul GEMM with ``n`` output columns (``MATMUL_WIDE_TILE``)."""
+    cfg = gemm_config(isa)
+    if MATMUL_WIDE_TILE:
+        wide = conv_gemm_config(isa)
+        if wide.nv > cfg.nv and (n % wide.nr == 0 or n >= MATMUL_WIDE_MIN_PANELS * wide.nr):
+            return wide
+    return cfg
 
 
 def pack_b_constant(
@@ -166,6 +189,9 @@ class GemmOperands:
     b_pack: BPack | None = None
     bias_row: ir.Value | None = None  # float[N], added to every row
     bias_col: ir.Value | None = None  # float[M], added to every column
+    #: ``bias_row`` is added to the finished sum (after the last K block) instead of starting
+    #: it: a MatMul + Add fused into one kernel gives the bits of the two run apart.
+    bias_after: bool = False
     accumulate: bool = False
     activation: Activation = None
     #: B is read in place (not from zero-padded panels): the last panel's lanes past N must
@@ -179,6 +205,9 @@ class GemmOperands:
     #: An i1 value: ReLU after the last K block when it is true (a shared chunk's activation,
     #: None or ReLU, taken at run time; ``activation`` is then None).
     relu_if: ir.Value | None = None
+    #: Packed constant B of at most SMALL_B_BYTES: tiles of few accumulators prefetch it as
+    #: near as the others (PREFETCH_B_BYTES), not PREFETCH_FEW_BYTES ahead.
+    b_small: bool = False
 
 
 def _cond(b: ir.IRBuilder, c: bool | ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -235,7 +264,7 @@ def _micro_kernel(
         for v in range(nvec):
             cptr = gep(b, c_rows[r], v * vw)
             bias = zero
-            if bias_r is not None:
+            if bias_r is not None and not ops.bias_after:
                 bias = bias_r[v]
             if bias_c is not None:
                 bias = b.fadd(bias, bias_c) if bias is not zero else bias_c
@@ -269,7 +298,7 @@ def _micro_kernel(
     sets = max(1, min(4, -(-INDEPENDENT_CHAINS // (mr * nvec))))
     # Packed constant B (the weights): prefetched; B packed at run time is in cache already.
     few = sets > 1
-    ahead_bytes = PREFETCH_FEW_BYTES if few else PREFETCH_B_BYTES
+    ahead_bytes = PREFETCH_FEW_BYTES if few and not ops.b_small else PREFETCH_B_BYTES
     ahead = ahead_bytes // (4 * cfg.nr) if ops.b_pack is None and not ops.b_exact else 0
     ahead_a = PREFETCH_A_BYTES // (4 * mr) if ops.a_packed and PREFETCH_A_BYTES else 0
     if sets == 1:
@@ -304,7 +333,15 @@ def _micro_kernel(
         accs = parts[0]
 
     act = ops.activation if last is not False else None
+    late_bias = bias_r if ops.bias_after and last is not False else None
+    if late_bias is not None:
+        # The row bias goes on the finished sum, before any activation (light or heavy).
+        accs = [[_cond(b, last, b.fadd(x, late_bias[v]), x) for v, x in enumerate(row)]
+                for row in accs]
     light = is_light(act)
+    if not light and SCRATCH_EPILOGUE:
+        _store_heavy(b, accs, c_rows, ops, act, vw, valid, last)
+        return
     relu_if = None
     if ops.relu_if is not None and last is not False:
         relu_if = ops.relu_if if last is True else b.and_(last, ops.relu_if)
@@ -319,6 +356,75 @@ def _micro_kernel(
     if not light:
         # After the K block that completes the tile, on the stored tile (Epilogue.store_rows).
         _when(b, last, lambda: activate_rows(b, act, c_rows[0], ops.c_stride, mr, vw, valid))
+
+
+#: Bytes of B (K block x NR panels) per block of panels in the tile loops: within a block,
+#: each row tile sweeps the block's panels, instead of each panel sweeping every row tile
+#: (0: the latter). With a short K (1x1 convs of 16-40 input channels on big images) the
+#: output is most of the traffic, and a panel sweeping 96 row tiles wrote 96 rows 50 KB
+#: apart 192 bytes at a time; a row tile over a block writes 8 rows in runs of the block.
+PANEL_BLOCK_BYTES = 32768
+
+
+def sub(b: ir.IRBuilder, x: Int, y: Int) -> Int:
+    if isinstance(x, int) and isinstance(y, int):
+        return x - y
+    return b.sub(i64(x), i64(y))
+
+
+def _div(b: ir.IRBuilder, x: int, y: Int) -> Int:
+    if isinstance(y, int):
+        return x // max(1, y)
+    return b.udiv(i64(x), smax1(b, y))
+
+
+def smax1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, i64(1)), i64(1), x)
+
+
+def _max1(b: ir.IRBuilder, x: Int) -> Int:
+    return max(1, x) if isinstance(x, int) else smax1(b, x)
+
+#: A heavy epilogue goes through ``Epilogue.store_rows`` (a scratch tile in L1, see
+#: ``SCRATCH_TILE``) instead of storing the tile and activating C in place, which re-read each
+#: line just stored: on an output larger than L2 its store miss was still pending. 1x1 convs
+#: with SiLU alone (A/B in one process, same bits): 16 -> 96 on 112x112 1.72 -> 1.35 ms,
+#: 24 -> 144 on 56x56 0.56 -> 0.49, 40 -> 240 on 28x28 0.97x, 14x14 0.99x; EfficientNet-B0
+#: 0.989x.
+SCRATCH_EPILOGUE = True
+
+
+def _store_heavy(
+    b: ir.IRBuilder,
+    accs: Sequence[Sequence[ir.Value]],
+    c_rows: Sequence[ir.Value],
+    ops: GemmOperands,
+    act: Activation,
+    vw: int,
+    valid: Sequence[Int],
+    last: bool | ir.Value,
+) -> None:
+    """Store the tile ``accs`` to ``c_rows``, through the heavy ``act`` after the last K
+    block (``SCRATCH_EPILOGUE``)."""
+
+    def plain() -> None:
+        for r, row in enumerate(accs):
+            for v, x in enumerate(row):
+                store_vec(b, x, gep(b, c_rows[r], v * vw), vw, valid[v])
+
+    def activated() -> None:
+        Epilogue(act).store_rows(b, accs, c_rows[0], ops.c_stride, vw, valid)
+
+    if last is True:
+        activated()
+    elif last is False:
+        plain()
+    else:
+        with b.if_else(last) as (then, otherwise):
+            with then:
+                activated()
+            with otherwise:
+                plain()
 
 
 #: Accumulating tiles (the sum post-op) prefetch the next row tile's C lines (``_micro_kernel``).
@@ -347,6 +453,10 @@ PREFETCH_A_BYTES = 4096
 #: VGG-19's 25088x4096 classifier alone 1.31 -> 0.95 of onnxruntime; 4096x4096 1.31 -> 0.90
 #: (32 KB ahead: about the same, 64 KB: worse).
 PREFETCH_FEW_BYTES = 16384
+#: Packed B up to this size is not prefetched that far: a small model's weights stay in L2
+#: from one run to the next, and 16 KB ahead made LeNet's 400x120 GEMV (192 KB of weights)
+#: 1.45x slower than 4 KB (3.5 vs 2.4 us alone; its 120x84 one 0.87 vs 0.85 us).
+SMALL_B_BYTES = 512 * 1024
 
 
 def _prefetch_b(
@@ -551,7 +661,17 @@ def emit_gemm_body(
             r_hi = mul(bb, _min(bb, t_hi, sh.mtf), mr)
 
             def mtile_loops(ic: Int, ie: Int) -> None:
-                if npf:
+                if npf and PANEL_BLOCK_BYTES:
+                    # Blocks of panels whose B fits PANEL_BLOCK_BYTES; in a block, each row
+                    # tile sweeps the block's panels (one panel a block when K is large).
+                    panel_bytes = mul(bb, sub(bb, kend, pc), 4 * nr)
+                    nb = _max1(bb, _div(bb, PANEL_BLOCK_BYTES, panel_bytes))
+                    with loop(bb, p_lo, fp_hi, nb, "jb") as jb:
+                        jb_hi = smin(bb, bb.add(jb, i64(nb)), fp_hi)
+                        with loop(bb, ic, ie, mr, "ir") as i0:
+                            with loop(bb, jb, jb_hi, 1, "jp") as jp:
+                                micro(i0, jp, mr, full)
+                elif npf:
                     with loop(bb, p_lo, fp_hi, 1, "jp") as jp:
                         with loop(bb, ic, ie, mr, "ir") as i0:
                             micro(i0, jp, mr, full)
@@ -770,6 +890,75 @@ def strided_b_fill(
     return fill
 
 
+#: GEMVs (M = 1) of small packed constant B (``SMALL_B_BYTES``) run ``gemv_body``: the
+#: blocked loop nest read A once per panel and K block and split each 2-vector panel's k
+#: loop into 4 partial sums to get 8 FMA chains, 3 times the instructions per FMA of
+#: reading 4 panels together (LeNet's 400x120 FC, B in L2: see ``gemv_body``).
+SMALL_GEMV = True
+#: Panels a GEMV reads together: 4 x 2 vectors = 8 independent FMA chains on AVX-512.
+GEMV_PANELS = 4
+
+
+def gemv_body(b: ir.IRBuilder, cfg: GemmConfig, N: int, K: int, ops: GemmOperands) -> None:
+    """C[0, :N] (+)= A[0, :K] @ Bpacked + epilogue, GEMV_PANELS packed panels at a time: per k
+    one broadcast of A[k] and one FMA per panel vector, reading B straight from the panels
+    (zero-padded: full vectors), no K blocks, no partial sums. Each C element adds its k terms
+    in order onto the bias (or C, accumulating), like the blocked body's single-set tiles."""
+    vw, nr, nv = cfg.vw, cfg.nr, cfg.nv
+    npf, ntail = divmod(N, nr)
+    zero = splat(0.0, vw)
+    act = ops.activation
+    light = is_light(act)
+
+    def group(jp0: Int, panels: list[list[int]]) -> None:
+        """Panels jp0 .. jp0+len(panels)-1; ``panels[p]``: the valid lanes of each vector."""
+        cols = [[add(b, mul(b, add(b, jp0, p), nr), v * vw) for v in range(len(vs))]
+                for p, vs in enumerate(panels)]
+        init = []
+        for p, vs in enumerate(panels):
+            for v, valid in enumerate(vs):
+                bias = zero
+                if ops.bias_row is not None and not ops.bias_after:
+                    bias = load_vec(b, gep(b, ops.bias_row, cols[p][v]), vw, valid)
+                if ops.accumulate:
+                    old = load_vec(b, gep(b, ops.c_base, cols[p][v]), vw, valid)
+                    bias = b.fadd(old, bias) if bias is not zero else old
+                init.append(bias)
+
+        def step(k: ir.Value, _n: int, acc: list[ir.Value]) -> list[ir.Value]:
+            a = broadcast(b, b.load(ops.a_addr(b, 0, 0, k), typ=F32), vw)
+            out, i = [], 0
+            for p, vs in enumerate(panels):
+                row = ops.b_addr(b, add(b, jp0, p), k)
+                for v in range(len(vs)):
+                    w = b.load(gep(b, row, v * vw), typ=vec(vw), align=4)
+                    out.append(fma(b, a, w, acc[i]))
+                    i += 1
+            return out
+
+        accs = vector_loop(b, K, 1, init, step, "gv")
+        i = 0
+        for p, vs in enumerate(panels):
+            for v, valid in enumerate(vs):
+                out = accs[i]
+                if ops.bias_row is not None and ops.bias_after:  # on the finished sum
+                    out = b.fadd(out, load_vec(b, gep(b, ops.bias_row, cols[p][v]), vw, valid))
+                out = apply_activation(b, out, act) if light else out
+                store_vec(b, out, gep(b, ops.c_base, cols[p][v]), vw, valid)
+                i += 1
+            if not light:
+                activate_rows(b, act, gep(b, ops.c_base, cols[p][0]), 0, 1, vw, vs)
+
+    full = [vw] * nv
+    groups, rest = divmod(npf, GEMV_PANELS)
+    if groups:
+        with loop(b, 0, groups * GEMV_PANELS, GEMV_PANELS, "gvp") as jp0:
+            group(jp0, [full] * GEMV_PANELS)
+    last = [full] * rest + ([_lanes(ntail, vw)] if ntail else [])
+    if last:
+        group(groups * GEMV_PANELS, last)
+
+
 def emit_matmul(
     module: ir.Module,
     name: str,
@@ -787,11 +976,14 @@ def emit_matmul(
     b_packed: bool = False,
     isa: str | None = None,
     parallel: bool = True,
+    bias_after: bool = False,
+    cfg: GemmConfig | None = None,
 ) -> ir.Function:
     """Emit ``void name(ptr a, ptr b, ptr c [, ptr bias])``: C[M,N] (+)= A[M,K] @ B[K,N].
 
     Row-major float32, strides in elements. ``transpose_b``: B is given as [N, K] (FC weights).
     ``bias='row'``: a float[N] added to every row; ``'col'``: a float[M] added to every column.
+    ``bias_after``: the row bias is added to the finished sum, not used as its start.
     ``accumulate``: C += A @ B instead of C = A @ B. ``activation``: None, 'relu', ('clip', lo, hi).
     ``b_packed``: B was packed with ``pack_b_constant(B, transpose_b=..., isa=isa)``; strides and
     ``transpose_b`` then only describe the source. Runtime-packed kernels are not reentrant.
@@ -800,7 +992,7 @@ def emit_matmul(
     """
     if min(M, N, K) <= 0:
         raise ValueError(f"matmul {name}: empty shape {M}x{N}x{K}")
-    cfg = gemm_config(isa)
+    cfg = cfg or gemm_config(isa)
     fn, b = new_kernel(module, name, 4 if bias else 3)
     if not b_packed:
         b_addr_rt, b_pack = runtime_packed_b(
@@ -826,17 +1018,23 @@ def emit_matmul(
             b_pack=None if b_packed else b_pack,
             bias_row=args[3] if bias == "row" else None,
             bias_col=args[3] if bias == "col" else None,
+            bias_after=bias_after and bias == "row",
             accumulate=accumulate,
             activation=activation,
+            b_small=b_small,
         )
 
+    b_small = b_packed and 4 * K * -(-N // cfg.nr) * cfg.nr <= SMALL_B_BYTES
     args = [*fn.args, i64(a_stride), i64(c_stride), i64(K)]
     ops = operands(args)
     cfg_tiles = -(-M // cfg.mr) * -(-N // cfg.nr)
-    key = ("matmul", b_packed, transpose_b, bias, accumulate, activation)
+    key = ("matmul", b_packed, transpose_b, bias, bias_after, accumulate, activation, b_small)
     split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
-    emit_gemm_body(b, cfg, M, N, K, ops, split)
+    if SMALL_GEMV and M == 1 and b_small and (split is None or split.chunks <= 1):
+        gemv_body(b, cfg, N, K, ops)
+    else:
+        emit_gemm_body(b, cfg, M, N, K, ops, split)
     b.ret_void()
     return fn
