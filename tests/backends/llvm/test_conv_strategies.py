@@ -434,13 +434,13 @@ LANES = [
 
 @pytest.mark.parametrize("isa", [None, "avx2"])
 def test_direct_lanes_tails(isa, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     _run_grid("direct-lanes", isa, [(c, _shape(c)) for c in LANES])
 
 
 def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
     """Two images, a fused ReLU, and the sum post-op (out = relu(out + conv)) against numpy."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     rng = np.random.default_rng(11)
     N, C, H, W, K = 2, 3, 9, 11, 19
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
@@ -452,7 +452,7 @@ def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
     summed = emit_conv2d(
         module, "summed", activation="relu", accumulate=True, strategy="direct-lanes", **kw
     )
-    compiled = JITEngine(disk_cache=False).compile(module)
+    compiled = JITEngine().compile(module)
     attrs = dict(group=1, strides=(2, 2), dilations=(1, 1), pads=(1, 0, 1, 2))
     attrs.update(activation="none", act_args=())
     conv = reference_conv([x.astype(np.float64), w.astype(np.float64), bias], attrs)[0]
