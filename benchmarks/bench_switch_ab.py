@@ -27,6 +27,7 @@ from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan  # noqa:
 from compiler.frontend import load_model  # noqa: E402
 from compiler.pipeline import CompileOptions, compile_model  # noqa: E402
 from glowviz.cli.bench_cmd import _ort_session  # noqa: E402
+from glowviz.cli.run_cmd import random_input  # noqa: E402
 
 
 def main() -> int:
@@ -53,14 +54,8 @@ def main() -> int:
         exs.append(LLVMExecutor(lir, plan))
         label = ", ".join(f"{attr}={vals[side]!r}" for _, attr, vals in knobs)
         print(f"{label}: backend {time.process_time() - c:.2f} s CPU", flush=True)
-    rng = np.random.default_rng(0)
-    feed = {}
-    for w in lir.inputs():
-        dt = w.type_.np_dtype
-        if np.issubdtype(dt, np.integer):  # token ids, masks: small valid values
-            feed[w.name] = rng.integers(0, 2, w.type_.shape).astype(dt)
-        else:
-            feed[w.name] = rng.standard_normal(w.type_.shape).astype(dt)
+    rng = np.random.default_rng(0)  # token ids and masks come out as small valid values
+    feed = {w.name: random_input(w.type_, rng) for w in lir.inputs()}
     outs = [e.run(feed) for e in exs]
     same = all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
     diff = max(
