@@ -129,6 +129,9 @@ def _relu(b, xs, es, eo, at):
 #: float32 sigmoid as 1 / (1 + exp(-x)) (no sign select, no NaN select), else the two-branch
 #: form below.
 SIGMOID_RECIPROCAL = True
+#: The sigmoid's clamp of -x from above: rounds to n = 128 in exp_in_range, whose 2^n is then
+#: the bit pattern of +inf, so exp is +inf and 1 / (1 + exp) exactly 0.
+SIGMOID_EXP_INF = 89.0
 
 
 def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -140,11 +143,14 @@ def sigmoid(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """
     one = like(x, 1.0)
     if float_elem(x.type) == F32 and SIGMOID_RECIPROCAL:
-        # 1 / (1 + exp(-x)) with -x clamped to exp's range (ordered compares: NaN passes
-        # through the clamps and the polynomial). Relative error of exp's few ulp in both
-        # tails; below x = EXP_LO the result stays at ~1.2e-38 instead of going denormal.
+        # 1 / (1 + exp(-x)) with -x clamped (ordered compares: NaN passes through the
+        # clamps and the polynomial). Relative error of exp's few ulp in both tails. Above,
+        # -x is clamped to SIGMOID_EXP_INF, where exp_in_range's power of two is +inf: the
+        # result is exactly 0 from x ~ -88.7 down to -inf, as in the reference (clamped to
+        # exp's range instead, it stayed at ~1.2e-38, so x * sigmoid(x) at x = -inf was
+        # -inf instead of NaN and at -3e38 was -3.6 instead of -0).
         t = b.fneg(x)
-        t = b.select(b.fcmp_ordered(">", t, like(x, -EXP_LO)), like(x, -EXP_LO), t)
+        t = b.select(b.fcmp_ordered(">", t, like(x, SIGMOID_EXP_INF)), like(x, SIGMOID_EXP_INF), t)
         t = b.select(b.fcmp_ordered("<", t, like(x, EXP_LO)), like(x, EXP_LO), t)
         return b.fdiv(one, b.fadd(one, exp_in_range(b, t)))
     pos = b.fcmp_ordered(">=", x, like(x, 0.0))

@@ -923,7 +923,8 @@ def gemv_body(b: ir.IRBuilder, cfg: GemmConfig, N: int, K: int, ops: GemmOperand
     """C[0, :N] (+)= A[0, :K] @ Bpacked + epilogue, GEMV_PANELS packed panels at a time: per k
     one broadcast of A[k] and one FMA per panel vector, reading B straight from the panels
     (zero-padded: full vectors), no K blocks, no partial sums. Each C element adds its k terms
-    in order onto the bias (or C, accumulating), like the blocked body's single-set tiles."""
+    in order onto the bias (or C, accumulating), like the blocked body's single-set tiles; a
+    late bias (``bias_after``) and then the addend go on the finished sum."""
     vw, nr, nv = cfg.vw, cfg.nr, cfg.nv
     npf, ntail = divmod(N, nr)
     zero = splat(0.0, vw)
@@ -963,6 +964,9 @@ def gemv_body(b: ir.IRBuilder, cfg: GemmConfig, N: int, K: int, ops: GemmOperand
                 out = accs[i]
                 if ops.bias_row is not None and ops.bias_after:  # on the finished sum
                     out = b.fadd(out, load_vec(b, gep(b, ops.bias_row, cols[p][v]), vw, valid))
+                if ops.addend is not None:  # then the residual, as the blocked body adds it
+                    extra = load_vec(b, gep(b, ops.addend, cols[p][v]), vw, valid)
+                    out = b.fadd(extra, out)
                 out = apply_activation(b, out, act) if light else out
                 store_vec(b, out, gep(b, ops.c_base, cols[p][v]), vw, valid)
                 i += 1
@@ -1058,7 +1062,9 @@ def emit_matmul(
     split = Split(work_chunks(M * N * K, cfg_tiles), args, operands, key=key) if parallel else None
     if bias not in (None, "row", "col"):
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
-    gemv = SMALL_GEMV and M == 1 and b_small and not addend
+    # With an addend too: the MatMul's own (stepping) entry runs the GEMV, and the fused
+    # GEMM must sum in the same order to give the bits of the instructions stepped apart.
+    gemv = SMALL_GEMV and M == 1 and b_small
     if gemv and (split is None or split.chunks <= 1):
         gemv_body(b, cfg, N, K, ops)
     else:
