@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan  # noqa: E402
 from compiler.frontend import load_model  # noqa: E402
 from compiler.pipeline import CompileOptions, compile_model  # noqa: E402
+from glowviz.cli.run_cmd import random_input  # noqa: E402
 
 
 def _shape(v: Any) -> tuple[int, ...]:
@@ -76,14 +77,8 @@ def main() -> int:
     proto = load_model(model)
     lir, plan = _lir_and_plan(compile_model(proto, CompileOptions(low_level=True)))
     ex = LLVMExecutor(lir, plan)
-    rng = np.random.default_rng(0)
-    feed = {}
-    for w in lir.inputs():
-        dt = w.type_.np_dtype
-        if np.issubdtype(dt, np.integer):  # token ids, masks: small valid values
-            feed[w.name] = rng.integers(0, 2, w.type_.shape).astype(dt)
-        else:
-            feed[w.name] = rng.standard_normal(w.type_.shape).astype(dt)
+    rng = np.random.default_rng(0)  # token ids and masks come out as small valid values
+    feed = {w.name: random_input(w.type_, rng) for w in lir.inputs()}
     ex.run(feed)
     prog = ex.info  # entries and groups, without generating the program again
     calls = []

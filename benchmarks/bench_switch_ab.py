@@ -6,7 +6,8 @@ of thread CPU time, and whether the outputs are bit-identical.
     python benchmarks/bench_switch_ab.py benchmarks/models/resnet50.onnx 31 \\
         compiler.backends.llvm.kernels.parallel.NOINLINE_PARALLEL_FOR False True
 
-A and B are Python literals; with several switches, A is every switch's first value. Set
+A and B are Python literals; with several switches, A sets them all to their A values and B
+to their B values (a whole change against its before, in one process). Set
 GLOWVIZ_NO_DISK_CACHE=1 for compile times of both.
 """
 
@@ -26,6 +27,7 @@ from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan  # noqa:
 from compiler.frontend import load_model  # noqa: E402
 from compiler.pipeline import CompileOptions, compile_model  # noqa: E402
 from glowviz.cli.bench_cmd import _ort_session  # noqa: E402
+from glowviz.cli.run_cmd import random_input  # noqa: E402
 
 
 def main() -> int:
@@ -52,16 +54,14 @@ def main() -> int:
         exs.append(LLVMExecutor(lir, plan))
         label = ", ".join(f"{attr}={vals[side]!r}" for _, attr, vals in knobs)
         print(f"{label}: backend {time.process_time() - c:.2f} s CPU", flush=True)
-    rng = np.random.default_rng(0)
-    feed = {}
-    for w in lir.inputs():
-        dt = w.type_.np_dtype
-        if np.issubdtype(dt, np.integer):  # token ids, masks: small valid values
-            feed[w.name] = rng.integers(0, 2, w.type_.shape).astype(dt)
-        else:
-            feed[w.name] = rng.standard_normal(w.type_.shape).astype(dt)
+    rng = np.random.default_rng(0)  # token ids and masks come out as small valid values
+    feed = {w.name: random_input(w.type_, rng) for w in lir.inputs()}
     outs = [e.run(feed) for e in exs]
     same = all(np.array_equal(outs[0][k], outs[1][k]) for k in outs[0])
+    diff = max(
+        float(np.max(np.abs(outs[0][k].astype(np.float64) - outs[1][k]), initial=0.0))
+        for k in outs[0]
+    )
     sess = _ort_session(proto, 1)
     ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
     sess.run(None, ort_feed)
@@ -77,7 +77,8 @@ def main() -> int:
     a, b, o = (statistics.median(t) for t in ts)
     print(
         f"{os.path.basename(model)}: A {a * 1e3:.2f} ms ({a / o:.3f} of ort), "
-        f"B {b * 1e3:.2f} ms ({b / o:.3f}), B/A {b / a:.3f}, bit-identical {same}, "
+        f"B {b * 1e3:.2f} ms ({b / o:.3f}), B/A {b / a:.3f}, bit-identical {same} "
+        f"(max |B - A| {diff:.1e}), "
         f"load {os.getloadavg()[0]:.1f}"
     )
     return 0

@@ -48,6 +48,29 @@ def replace_by_conv(rw: Rewriter, node: Node, conv: Node, w: Value, b: Value, su
     return True
 
 
+#: Elements of the float64 temporary ``scale_rows`` works through at a time.
+SCALE_BLOCK = 1 << 16
+
+
+def scale_rows(w: np.ndarray, s: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``(w * s[k])`` per output channel ``k`` computed in float64 and rounded once to
+    ``dtype``: the same bits as ``(w.astype(float64) * s[:, None, None, None]).astype(dtype)``,
+    a block of channels at a time. The whole-array form made two float64 copies of the filter
+    (ResNet-50's 100 MB of float32 weights: 400 MB of fresh pages, 0.1-0.2 s of the front end)
+    for a result of the filter's own size."""
+    out = np.empty(w.shape, dtype=dtype)
+    if w.size == 0:
+        return out
+    k = w.shape[0]
+    rows = w.reshape(k, -1)
+    flat = out.reshape(k, -1)
+    step = max(1, SCALE_BLOCK // max(1, rows.shape[1]))
+    for k0 in range(0, k, step):
+        k1 = min(k, k0 + step)
+        flat[k0:k1] = rows[k0:k1].astype(np.float64) * s[k0:k1, None]
+    return out
+
+
 def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
     conv = foldable_conv(bn.operands[0])
     if conv is None:
@@ -58,7 +81,7 @@ def fold_batchnorm(bn: Node, rw: Rewriter) -> bool:
         return False
     gamma, beta, mean, var = (p.astype(np.float64) for p in params)  # type: ignore[union-attr]
     s = gamma / np.sqrt(var + bn.attrs["epsilon"])
-    new_w = w.astype(np.float64) * s.reshape(-1, 1, 1, 1)
+    new_w = scale_rows(w, s, conv.operands[1].type.np_dtype)
     new_b = (b.astype(np.float64) - mean) * s + beta
     wt, bt = conv.operands[1].type, conv.operands[2].type
     cw = rw.constant(f"{conv.operands[1].name}_bn", new_w, like=wt)

@@ -100,7 +100,11 @@ def _op_set_cases() -> dict[str, object]:
 # The LLVM case compiles ~1,700 models: minutes on a quiet 2-core machine, more under load.
 @pytest.mark.parametrize(
     "executor",
-    ["interpreter", pytest.param("llvm", marks=[pytest.mark.slow, pytest.mark.timeout(1800)])],
+    [
+        # 15-17 s in CI: slow too, so that it starts first and does not end the run alone
+        pytest.param("interpreter", marks=pytest.mark.slow),
+        pytest.param("llvm", marks=[pytest.mark.slow, pytest.mark.timeout(1800)]),
+    ],
 )
 def test_node_suite(executor: str, tmp_path) -> None:
     results = harness.outcomes(executor, harness.NODE, tmp_path)

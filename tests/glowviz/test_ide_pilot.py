@@ -337,6 +337,7 @@ async def test_code_views_cycle_fake():
         assert view.mode == "values" and view.query_one("#debug-operands").display
 
 
+@pytest.mark.slow  # 8-11 s in CI: started first, not at the end
 @run_async
 async def test_llvm_debugger_on_the_default_model():
     """The product's executor under the debugger: stepping, LLVM IR and assembly of the

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from ide_helpers import make_fake_session, run_async, settle, until
 from pilot_helpers import ide
 
@@ -179,6 +180,7 @@ async def test_stages_stream_in_without_the_compile_waiting_for_the_ui():
         assert all(a is b for a, b in zip(pane.records, session.stages))
 
 
+@pytest.mark.slow  # 11 s in CI: started first, not at the end
 @run_async
 async def test_a_view_switch_lays_the_screen_out_in_few_passes():
     """Each layout pass of the screen redraws what it resized, 20-60 ms at 180x50 on a big
@@ -224,6 +226,7 @@ async def test_a_view_switch_lays_the_screen_out_in_few_passes():
         Screen._compositor_refresh = real_refresh  # type: ignore[method-assign]
 
 
+@pytest.mark.slow  # 7 s in CI: started first, not at the end
 @run_async
 async def test_full_collections_wait_for_a_pause_in_the_keys():
     """Python's full cycle collections scanned every unfrozen object (Textual's line caches:

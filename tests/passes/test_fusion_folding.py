@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pass_helpers import (
     after_conv,
@@ -176,3 +177,23 @@ def test_zero_pad_not_merged_into_maxpool_of_signed_input() -> None:
     src = POOL_SRC.replace("POOL", "MaxPool").replace("VALUE", "0.0").replace("EXTRA", "")
     src = src.replace("%r = Relu(%x)", "%r = Neg(%x)")
     assert_unchanged(src, PadMerging())
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(64, 3, 7, 7), (3, 512, 3, 3), (1, 1, 1, 1), (2000, 40, 1, 1), (5, 70000, 1, 1), (0, 4, 3, 3)],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_scale_rows_gives_the_whole_array_formula_bit_for_bit(shape, dtype):
+    """The blocked per-channel scaling rounds each product once, from float64, exactly as the
+    whole-array form did: blocks of one channel, of several, and of all of them."""
+    from compiler.passes.batchnorm_folding import SCALE_BLOCK, scale_rows
+
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal(shape) * 3).astype(dtype)
+    s = rng.uniform(1e-3, 40.0, shape[0])
+    want = (w.astype(np.float64) * s.reshape(-1, 1, 1, 1)).astype(dtype)
+    got = scale_rows(w, s, np.dtype(dtype))
+    assert got.dtype == np.dtype(dtype) and got.shape == w.shape
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert SCALE_BLOCK < 5 * 70000  # the (5, 70000) case runs one channel per block

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -31,6 +32,7 @@ from compiler.backends.llvm.emitters.common import (
     EmitContext,
     Emitted,
     KernelSink,
+    RegionAlloc,
     gep,
 )
 from compiler.backends.llvm.emitters.elementwise import (
@@ -76,6 +78,9 @@ class Program:
     entry_calls: dict[str, list[Call]] = field(default_factory=dict)
     #: The wrappers `@run_all` calls.
     run_entries: frozenset[str] = frozenset()
+    #: With ``CodeGen(constant_region=...)``: (owner, bytes) of the extended constant region,
+    #: ``max(constant_size, 64)`` bytes, the blobs already in place (``blobs`` are its views).
+    region: tuple[Any, np.ndarray] | None = None
 
     @property
     def ir_text(self) -> str:
@@ -422,6 +427,10 @@ POOL_ENTRIES = frozenset({"glowviz_pool_start", "glowviz_pool_stop"})
 #: Whether ``generate`` merges functions identical but for their names (A/B switch).
 MERGE_FUNCTIONS = True
 
+#: Whether a ``constant_region`` given to ``CodeGen`` receives the packed weights as they are
+#: made (``KernelSink``), so the executor takes it as is (A/B switch; off: it copies them).
+DIRECT_BLOBS = True
+
 
 class CodeGen:
     """Builds the Program of a LIR function over a memory plan."""
@@ -433,6 +442,7 @@ class CodeGen:
         *,
         fuse: bool = True,
         conv_strategy: str | None = None,
+        constant_region: RegionAlloc | None = None,
     ) -> None:
         self.lir = lir
         self.plan = plan
@@ -443,7 +453,16 @@ class CodeGen:
         # Every module has the pool's entry points: the pool itself if a kernel loop runs in
         # chunks (idle until the host starts it), no-ops otherwise (see ``finish_runtime``).
         runtime(self.module)
-        self.sink = KernelSink(self.module)
+        start = align(int(plan.region_sizes.get(CONSTANT_REGION, 0)))
+        if constant_region is not None and DIRECT_BLOBS:
+            # The packed weights go to their place in the constant region as they come: about
+            # the constants' bytes (Winograd's filters: 16/9 of theirs), grown past that.
+            weights = sum(w.type_.size_bytes for w in lir.weights.values() if w.data is not None)
+            self.sink = KernelSink(
+                self.module, region=constant_region, start=start, capacity=2 * weights + (1 << 20)
+            )
+        else:
+            self.sink = KernelSink(self.module)
         forced = conv_strategy or os.environ.get("GLOWVIZ_CONV_STRATEGY") or None
         self.ctx = EmitContext(self.sink, self.addr.overlap, conv_strategy=forced)
 
@@ -525,6 +544,11 @@ class CodeGen:
         for blob in self.sink.blobs:
             offsets.append(csize)
             csize = align(csize + blob.nbytes)
+        region = None
+        if self.sink.region is not None:
+            assert offsets == self.sink.blob_offsets and csize == self.sink.end
+            owner, mem = self.sink.region
+            region = (owner, mem[: max(csize, 64)])
         for ic in instrs:
             if ic.entry is not None:
                 self._wrapper(ic.entry, ic.calls, offsets)
@@ -561,6 +585,7 @@ class CodeGen:
             len(self.sink.kernels),
             self.entry_calls,
             frozenset(run_entries),
+            region,
         )
 
     def _wrapper(self, name: str, calls: list[Call], blob_offsets: list[int]) -> None:
@@ -586,10 +611,18 @@ class CodeGen:
 
 
 def generate(
-    lir: LIRFunction, plan: ArenaLayout, *, fuse: bool = True, conv_strategy: str | None = None
+    lir: LIRFunction,
+    plan: ArenaLayout,
+    *,
+    fuse: bool = True,
+    conv_strategy: str | None = None,
+    constant_region: RegionAlloc | None = None,
 ) -> Program:
-    """Generate the Program (LLVM module + entries) for `lir` laid out by `plan`."""
-    return CodeGen(lir, plan, fuse=fuse, conv_strategy=conv_strategy).generate()
+    """Generate the Program (LLVM module + entries) for `lir` laid out by `plan`; with
+    ``constant_region``, the packed weights are placed in a region from it (``Program.region``)."""
+    return CodeGen(
+        lir, plan, fuse=fuse, conv_strategy=conv_strategy, constant_region=constant_region
+    ).generate()
 
 
 __all__ = [

@@ -207,7 +207,13 @@ class LLVMExecutor(ArenaInterpreter):
         generates it: it is generated here, on first use, the same as on a miss."""
         if self._program is None:
             lir, plan = self._lir_plan
-            self._program = generate(lir, plan, fuse=self._fuse, conv_strategy=self._conv_strategy)
+            self._program = generate(
+                lir,
+                plan,
+                fuse=self._fuse,
+                conv_strategy=self._conv_strategy,
+                constant_region=constant_region,
+            )
         return self._program
 
     _codegen_s = 0.0  # code generation time of this executor's compile (0 on a hit)
@@ -220,10 +226,15 @@ class LLVMExecutor(ArenaInterpreter):
         lir, plan = self._lir_plan
         blob_start = align(int(plan.region_sizes.get(CONSTANT_REGION, 0)))
         info = ProgramInfo.of(program, Addresses(plan), blob_start, lir.weights.values())
-        region = self._blob_region(program.constant_size, blob_start)
-        for blob, off in zip(program.blobs, program.blob_offsets):
-            at = off - blob_start
-            region[at : at + blob.nbytes] = blob.view(np.uint8).ravel()
+        if program.region is not None:
+            # The packed weights are in place already (codegen.DIRECT_BLOBS).
+            self._const_raw, self._constants = program.region
+            region = self._constants[blob_start : program.constant_size]
+        else:
+            region = self._blob_region(program.constant_size, blob_start)
+            for blob, off in zip(program.blobs, program.blob_offsets):
+                at = off - blob_start
+                region[at : at + blob.nbytes] = blob.view(np.uint8).ravel()
         run_text, _ = program.split_texts()
         self._codegen_s = time.perf_counter() - t
         return run_text, {"program": info.to_json(), "blobs": region.data}

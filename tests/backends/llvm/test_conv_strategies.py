@@ -250,6 +250,10 @@ EXECUTOR_CASES = [
     # 49 and 35 pixel rows: 7-row register tiles (``fit_mr``) in pixel-rows-gemm
     ("plane-7x7", dict(C=20, H=7, W=7, K=40, k=3, pads=(1, 1, 1, 1), act="Relu")),
     ("plane-5x7", dict(C=70, H=5, W=7, K=24, k=1)),
+    # pixel-rows' register transpose of vw x vw blocks (conv_gemm.VECTOR_TRANSPOSE): a pixel
+    # and a channel tail (36 pixels, 33 channels), and whole blocks only (32 x 48)
+    ("plane-6x6-k33", dict(C=20, H=6, W=6, K=33, k=1, act="Relu")),
+    ("plane-4x8-k48", dict(C=24, H=4, W=8, K=48, k=1)),
     # strides above 2 load only a tail vector's valid lanes (the padded copy has no slack for
     # the rest): one full vector and a tail, a depthwise one, and a stride past the image
     ("stride3-tail", dict(C=3, H=7, W=60, K=16, k=3, stride=3, pads=(1, 1, 1, 1))),
@@ -375,6 +379,51 @@ def test_pointwise_convs_share_a_kernel_across_channel_counts(
     np.testing.assert_array_equal(two["y"], got["y"])
 
 
+@pytest.mark.parametrize("K", [72, 33])
+def test_pixel_rows_register_transpose_changes_no_bits(K, monkeypatch) -> None:
+    """The pixel-rows output transpose through registers (``VECTOR_TRANSPOSE``), with the
+    sum post-op's adds, gives the bits of the scalar one, and both match the interpreter."""
+    from compiler.backends.llvm.kernels import conv_gemm
+
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+    model, feed = _pointwise_family_model([70, 100, 300], K)
+    lir, plan = _lir(model)
+    want = ArenaInterpreter(lir, plan).run(feed)
+    outs = []
+    for on in (True, False):
+        monkeypatch.setattr(conv_gemm, "VECTOR_TRANSPOSE", on)
+        ex = LLVMExecutor(lir, plan, conv_strategy="pixel-rows-gemm")
+        convs = [i for i, ins in enumerate(lir.code) if ins.kind == "conv"]
+        assert {ex.strategy(i) for i in convs} == {"pixel-rows-gemm"}
+        outs.append(ex.run(feed)["y"])
+    np.testing.assert_allclose(outs[0], want["y"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("n", [4, 8, 16])
+def test_transpose_square_transposes(n: int) -> None:
+    from compiler.backends.llvm.kernels.conv_gemm import transpose_square
+
+    vt = ir.VectorType(ir.FloatType(), n)
+    module = ir.Module(name="t")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 2), "tr")
+    b = ir.IRBuilder(fn.append_basic_block())
+    src, dst = fn.args
+
+    def at(p: ir.Value, i: int) -> ir.Value:
+        return b.gep(p, [ir.Constant(ir.IntType(64), i * n)], source_etype=ir.FloatType())
+
+    rows = [b.load(at(src, i), typ=vt, align=4) for i in range(n)]
+    for i, v in enumerate(transpose_square(b, rows)):
+        b.store(v, at(dst, i), align=4)
+    b.ret_void()
+    a = np.arange(n * n, dtype=np.float32).reshape(n, n)
+    out = np.zeros_like(a)
+    compiled = JITEngine().compile(module)  # held: its code lives as long as it does
+    compiled.cfunc("tr")(a.ctypes.data, out.ctypes.data)
+    np.testing.assert_array_equal(out, a.T)
+
+
 def test_fit_mr_picks_a_tile_height_that_divides_the_rows() -> None:
     from compiler.backends.llvm.kernels.conv_gemm import fit_mr
 
@@ -434,13 +483,13 @@ LANES = [
 
 @pytest.mark.parametrize("isa", [None, "avx2"])
 def test_direct_lanes_tails(isa, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     _run_grid("direct-lanes", isa, [(c, _shape(c)) for c in LANES])
 
 
 def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
     """Two images, a fused ReLU, and the sum post-op (out = relu(out + conv)) against numpy."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     rng = np.random.default_rng(11)
     N, C, H, W, K = 2, 3, 9, 11, 19
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
@@ -452,7 +501,7 @@ def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
     summed = emit_conv2d(
         module, "summed", activation="relu", accumulate=True, strategy="direct-lanes", **kw
     )
-    compiled = JITEngine(disk_cache=False).compile(module)
+    compiled = JITEngine().compile(module)
     attrs = dict(group=1, strides=(2, 2), dilations=(1, 1), pads=(1, 0, 1, 2))
     attrs.update(activation="none", act_args=())
     conv = reference_conv([x.astype(np.float64), w.astype(np.float64), bias], attrs)[0]

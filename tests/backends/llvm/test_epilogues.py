@@ -10,7 +10,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.backends.interpreter.arena import ArenaInterpreter
+from compiler.backends.llvm import target
 from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
+from compiler.backends.llvm.kernels import direct
+from compiler.backends.llvm.kernels.window import ConvShape
 from compiler.pipeline import compile_model
 from tests.llvm_cache import LLVM_TEST_CACHE
 
@@ -127,6 +130,114 @@ def test_silu_epilogue_of_every_tile_form(case):
         strategies_run, _ = _run(model, (1, C, H, W), strategy)
         assert strategies_run[1].startswith(strategy), strategies_run
         assert _fused(strategies_run) == 3
+
+
+FLAT_PLANES = [
+    # C, H, W, kernel, pads (top, left, bottom, right), dilation, stride: small depthwise
+    # planes run as one flat run on AVX-512: stride 1 over padded rows that share their
+    # padding columns (direct.flat_pitch; uneven left and right padding, a dilated filter),
+    # stride 2 over the four parity planes (direct.flat_quarter_vectors; odd sizes, uneven
+    # padding)
+    (6, 7, 7, 5, (2, 2, 2, 2), 1, 1),
+    (4, 7, 7, 5, (2, 1, 2, 3), 1, 1),
+    (4, 7, 7, 3, (1, 0, 1, 2), 1, 1),
+    (3, 6, 7, 3, (2, 2, 2, 2), 2, 1),
+    (5, 5, 9, 3, (0, 2, 1, 0), 1, 1),
+    (6, 14, 14, 5, (2, 2, 2, 2), 1, 2),
+    (4, 13, 14, 3, (1, 1, 1, 1), 1, 2),
+    (4, 14, 13, 5, (2, 1, 2, 3), 1, 2),
+    (3, 9, 11, 3, (0, 1, 1, 0), 1, 2),
+    # wide padding: whole vectors' taps read only padding (direct.flat_pad_taps leaves them out)
+    (4, 7, 7, 5, (3, 3, 3, 3), 1, 1),
+    (3, 6, 6, 3, (2, 0, 2, 2), 2, 1),
+    (4, 5, 6, 3, (2, 1, 0, 2), 1, 1),
+    (4, 9, 9, 5, (3, 3, 3, 3), 1, 2),
+]
+
+
+@pytest.mark.parametrize(
+    "case", FLAT_PLANES, ids=lambda c: f"{c[1]}x{c[2]}-k{c[3]}-{c[4]}-d{c[5]}-s{c[6]}"
+)
+@pytest.mark.parametrize("act", [None, "silu"])
+def test_flat_depthwise_planes(case, act):
+    C, H, W, k, pads, dil, stride = case
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((C, 1, k, k)) * 0.4).astype(np.float32)
+    nodes = [
+        helper.make_node(
+            "Conv",
+            ["x", "w", "b"],
+            ["c"],
+            pads=list(pads),
+            group=C,
+            dilations=[dil, dil],
+            strides=[stride, stride],
+        )
+    ]
+    if act:
+        nodes += [
+            helper.make_node("Sigmoid", ["c"], ["s"]),
+            helper.make_node("Mul", ["c", "s"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Identity", ["c"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(rng.standard_normal(C).astype(np.float32), "b"),
+        ],
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    strategies, _ = _run(model, (1, C, H, W), "depthwise-direct")
+    assert any(s.startswith("depthwise-direct") for s in strategies), strategies
+
+
+@pytest.mark.parametrize("case", FLAT_PLANES[-4:] + FLAT_PLANES[:1])
+def test_flat_pad_taps_left_out_change_no_bits(case, monkeypatch):
+    """Leaving out the taps that read only padding (``direct.FLAT_SKIP_PAD_TAPS``) gives the
+    same bits as running them, and some are left out."""
+    C, H, W, k, pads, dil, stride = case
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((C, 1, k, k)) * 0.4).astype(np.float32)
+    conv = helper.make_node(
+        "Conv",
+        ["x", "w"],
+        ["y"],
+        pads=list(pads),
+        group=C,
+        dilations=[dil] * 2,
+        strides=[stride] * 2,
+    )
+    graph = helper.make_graph(
+        [conv],
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [numpy_helper.from_array(w, "w")],
+    )
+    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    lir, plan = _lir_and_plan(compile_model(model))
+    feed = {lir.inputs()[0].name: rng.standard_normal((1, C, H, W)).astype(np.float32)}
+    outs = []
+    for on in (True, False):
+        monkeypatch.setattr(direct, "FLAT_SKIP_PAD_TAPS", on)
+        ex = LLVMExecutor(lir, plan, conv_strategy="depthwise-direct")
+        outs.append(next(iter(ex.run(feed).values())))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    shape = ConvShape(1, C, H, W, C, k, k, (stride, stride), pads, (dil, dil), C)
+    vw = target.vector_width_f32()
+    if stride == 1:
+        n, fp = direct.flat_vectors(shape, vw), direct.flat_pitch(shape)
+    else:
+        n, fp = direct.flat_quarter_vectors(shape, vw), (W + pads[1] + pads[3] + 1) // 2
+    if vw == 16:  # AVX-512: these planes run flat, and wide padding leaves taps out
+        assert n is not None
+        monkeypatch.setattr(direct, "FLAT_SKIP_PAD_TAPS", True)
+        assert sum(sum(direct.flat_pad_taps(shape, j * vw, vw, fp, stride)) for j in range(n))
 
 
 def test_hardswish_and_scalar_constants_run_in_the_epilogue():

@@ -108,7 +108,7 @@ CONVS = [
     ("pixel-rows-gemm", (150, 7, 9, 20, 3, 1, 1, 1)),
     ("gemm-1x1", (13, 19, 23, 21, 1, 1, 0, 1)),
     # A short K: blocks of panels (gemm.PANEL_BLOCK_BYTES) and a last, partial block.
-    ("gemm-1x1", (16, 37, 41, 21, 1, 1, 0, 1)),
+    ("gemm-1x1", (16, 43, 47, 21, 1, 1, 0, 1)),
     ("implicit-gemm", (6, 21, 19, 19, 3, 2, 1, 1)),
     ("implicit-gemm", (8, 17, 15, 12, 3, 1, 1, 2)),  # grouped
     ("direct-vector", (3, 41, 45, 37, 5, 2, 2, 1)),

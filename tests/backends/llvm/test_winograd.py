@@ -333,3 +333,50 @@ def test_a_filter_whose_transform_overflows_gets_direct() -> None:
     w[1, 1, 0, :] = np.float32(3e38)
     assert select(s, weights=w).name != "winograd"
     assert select(s, forced="winograd", weights=w).name == "direct"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize(
+    "geo",
+    [
+        dict(C=16, H=10, W=11, K=24, pads=(1, 1, 1, 1), act=None),
+        dict(C=9, H=7, W=13, K=17, pads=(0, 2, 1, 0), act="Relu"),
+        dict(C=16, H=8, W=8, K=16, pads=(0, 0, 0, 0), act=None),
+    ],
+)
+def test_the_shared_fallback_gives_the_per_shape_fallbacks_bits(strategy, geo, monkeypatch):
+    """``SHARED_FALLBACK``: one non-finite fallback per module with the geometry as arguments
+    sums what the loop nest pasted into each kernel summed, in the same order: the same bits,
+    NaNs and infinities where they were."""
+    model, feed = _conv_model(k=3, **geo)
+    lir, plan = _lir(model)
+    x = feed["x"].copy()
+    x[0, 3, 4, 5] = np.inf
+    x[0, 1, 0, 2] = np.nan
+    x[0, 2, x.shape[2] - 1, x.shape[3] - 1] = -np.inf
+    outs = {}
+    for shared in (False, True):
+        monkeypatch.setattr(winograd, "SHARED_FALLBACK", shared)
+        ex = LLVMExecutor(lir, plan, conv_strategy=strategy, engine=JITEngine())
+        conv = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
+        assert ex.strategy(conv).startswith(strategy)
+        outs[shared] = ex.run({"x": x})["y"]
+        names = [f.name for f in ex.program.module.functions if "nonfinite" in f.name]
+        assert len(names) == (1 if shared else 0)
+    assert np.isnan(outs[True]).any() and np.isinf(outs[True]).any()
+    np.testing.assert_array_equal(outs[True].view(np.uint32), outs[False].view(np.uint32))
+
+
+def test_one_shared_fallback_serves_convs_of_different_shapes() -> None:
+    """Two Winograd convs of different planes and channel counts, one epilogue: one fallback."""
+    mod = ir.Module()
+    cfg = conv_gemm_config()
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), []), "k")
+    b = ir.IRBuilder(fn.append_basic_block())
+    ep = winograd.Epilogue()
+    f1 = winograd._fallback(mod, cfg, ep, True, winograd.F2)
+    f2 = winograd._fallback(mod, cfg, ep, True, winograd.F2)
+    f3 = winograd._fallback(mod, cfg, ep, False, winograd.F2)
+    assert f1 is f2 and f1 is not f3
+    assert winograd._fallback(ir.Module(), cfg, ep, True, winograd.F2) is not f1
+    b.ret_void()

@@ -35,7 +35,7 @@ from compiler.backends.llvm.kernels.common import i64 as c64
 from compiler.errors import CodegenError
 from compiler.graph.types import ElemKind, TensorType
 from compiler.lir.instructions import MARKER_KINDS
-from compiler.memory.regions import ALIGNMENT
+from compiler.memory.regions import ALIGNMENT, align
 
 F64 = ir.DoubleType()
 F16 = ir.HalfType()
@@ -512,15 +512,73 @@ class Emitted:
     strategy: str = ""
 
 
-class KernelSink:
-    """Collects kernels (deduplicated by key) and constant blobs for one program."""
+#: ``(size, dense) -> (owner, zeroed uint8 view of size bytes)``: allocates an extended
+#: constant region whose bytes from ``dense`` on are the packed blobs (the LLVM executor's
+#: ``constant_region``).
+RegionAlloc = Callable[[int, int], tuple[Any, np.ndarray]]
 
-    def __init__(self, module: ir.Module) -> None:
+
+class KernelSink:
+    """Collects kernels (deduplicated by key) and constant blobs for one program.
+
+    With ``region`` (an allocator of the extended constant region) each blob is copied at once
+    to its place in a region of its own, ``start`` bytes in (after the plan's constants; every
+    blob 64-byte aligned, in the order they come, the offsets ``Program.blob_offsets`` always
+    had), and ``blobs`` are views of it: the executor takes that region as its constant region
+    instead of allocating one and copying every packed weight into it, and the packers' arrays
+    are freed as soon as they are placed, so the next packer reuses their memory. Fresh pages
+    cost up to ~2.5 ms per MB on first touch on the shared host (benchmarks/README.md, issue 15
+    session 9): ResNet-50's 128 MB of packed weights were touched twice. ``capacity`` is the
+    first guess at the blobs' bytes; the region grows (a copy) past it."""
+
+    def __init__(
+        self,
+        module: ir.Module,
+        *,
+        region: RegionAlloc | None = None,
+        start: int = 0,
+        capacity: int = 0,
+    ) -> None:
         self.module = module
         self.kernels: dict[Any, str] = {}
         self.blobs: list[np.ndarray] = []
         self._blob_keys: dict[Any, int] = {}
         self.kernel_of_name: dict[str, ir.Function] = {}
+        self._alloc = region
+        self._start = start
+        #: The region (owner, bytes) holding the blobs placed so far, and where the next goes.
+        self.region: tuple[Any, np.ndarray] | None = None
+        self.end = start
+        self.blob_offsets: list[int] = []
+        self._layout: list[tuple[np.dtype, tuple[int, ...]]] = []
+        if region is not None:
+            self.region = region(start + max(capacity, 64), start)
+
+    def _place(self, data: np.ndarray) -> None:
+        assert self.region is not None and self._alloc is not None
+        at, n = self.end, data.nbytes
+        owner, mem = self.region
+        if align(at + n) > mem.size:  # the region holds ``end``: the program's constant size
+            size = max(self._start + 2 * (mem.size - self._start), align(at + n))
+            grown = self._alloc(size, self._start)
+            grown[1][self._start : at] = mem[self._start : at]
+            self.region = grown
+            mem = grown[1]
+            self.blobs = self._views()  # the earlier views are of the old region
+        mem[at : at + n] = data.reshape(-1).view(np.uint8)
+        self.blob_offsets.append(at)
+        self._layout.append((data.dtype, data.shape))
+        self.end = align(at + n)
+        self.blobs.append(mem[at : at + n].view(data.dtype).reshape(data.shape))
+
+    def _views(self) -> list[np.ndarray]:
+        assert self.region is not None
+        mem = self.region[1]
+        out = []
+        for off, (dtype, shape) in zip(self.blob_offsets, self._layout):
+            n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            out.append(mem[off : off + n].view(dtype).reshape(shape))
+        return out
 
     def kernel(
         self,
@@ -564,7 +622,10 @@ class KernelSink:
     def blob(self, data: np.ndarray, key: Any = None) -> int:
         if key is not None and key in self._blob_keys:
             return self._blob_keys[key]
-        self.blobs.append(np.ascontiguousarray(data))
+        if self.region is not None:
+            self._place(np.ascontiguousarray(data))
+        else:
+            self.blobs.append(np.ascontiguousarray(data))
         idx = len(self.blobs) - 1
         if key is not None:
             self._blob_keys[key] = idx

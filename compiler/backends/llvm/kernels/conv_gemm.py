@@ -303,6 +303,30 @@ def _im2col_rows(
         split_columns(b, lo, hi, OW, border, inner, "owc")
 
 
+#: ``_transpose_out`` moves blocks of vw x vw floats through a register transpose.
+VECTOR_TRANSPOSE = True
+
+
+def transpose_square(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The n x n transpose of ``rows`` (n vectors of n lanes, n a power of two): at each
+    distance d = n/2, n/4, .., 1, rows i and i + d swap their off-diagonal halves of d-lane
+    blocks (two two-source shuffles a pair, n log2 n shuffles in all)."""
+    n = len(rows)
+    assert n & (n - 1) == 0 and all(r.type.count == n for r in rows)
+    out = list(rows)
+    i32 = ir.IntType(32)
+    d = n // 2
+    while d:
+        lo = ir.Constant(ir.VectorType(i32, n), [j if j & d == 0 else n + j - d for j in range(n)])
+        hi = ir.Constant(ir.VectorType(i32, n), [j + d if j & d == 0 else n + j for j in range(n)])
+        for i in range(n):
+            if i & d == 0:
+                a, c = out[i], out[i + d]
+                out[i], out[i + d] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
+        d //= 2
+    return out
+
+
 def _transpose_out(
     b: ir.IRBuilder,
     cbuf: ir.Value,
@@ -311,6 +335,7 @@ def _transpose_out(
     ostride: int,
     K: int,
     ep: Epilogue | None = None,
+    vw: int = 0,
 ) -> None:
     """on[k*ostride + p] = cbuf[p, k] for p < m, in blocks of TP pixels: each block's K x TP
     reads stay in L1 and every output row gets TP contiguous stores; through ``ep`` when given
@@ -324,8 +349,26 @@ def _transpose_out(
 
     TP = 16
     nfull = m // TP * TP
-    if nfull:
-        with loop(b, 0, nfull, TP, "tp") as p0, loop(b, 0, K, 1, "tk") as k:
+    vw = vw if VECTOR_TRANSPOSE else 0
+    kv = K // vw * vw if vw and TP % vw == 0 else 0
+    if nfull and kv:
+        # Blocks of vw pixels x vw channels: vw vector loads (a pixel's channels), a transpose
+        # in registers, vw vector stores (a channel's pixels), instead of vw * vw scalar loads
+        # and stores; channels past the last whole vector below.
+        vt = ir.VectorType(F32, vw)
+        with loop(b, 0, nfull, vw, "tpv") as p0, loop(b, 0, kv, vw, "tkv") as k0:
+            src = gep(b, cbuf, b.add(b.mul(p0, i64(K)), k0))
+            rows = [b.load(gep(b, src, j * K), typ=vt, align=4) for j in range(vw)]
+            cols = transpose_square(b, rows)
+            dst = gep(b, on, b.add(b.mul(k0, i64(ostride)), p0))
+            for j, v in enumerate(cols):
+                at = gep(b, dst, j * ostride)
+                if ep is None:
+                    store_vec(b, v, at, vw)
+                else:
+                    ep.store(b, v, at, vw)
+    if nfull and kv < K:
+        with loop(b, 0, nfull, TP, "tp") as p0, loop(b, kv, K, 1, "tk") as k:
             src = gep(b, cbuf, b.add(b.mul(p0, i64(K)), k))
             dst = gep(b, on, b.add(b.mul(k, i64(ostride)), p0))
             if ep is not None and ep.accumulate and _gemm.PREFETCH_TRANSPOSE_ROWS:
@@ -434,7 +477,7 @@ def pixel_rows_body(
         # out[n, k, oh0*OW + j] = C[j, k]
         # out[n, k, oh0*OW + j] = C[j, k] (+ out, then the activation, when accumulating)
         dst = gep(bb, on, bb.mul(oh0, i64(OW)))
-        _transpose_out(bb, cb, dst, m, npix, K, ep if ep.accumulate else None)
+        _transpose_out(bb, cb, dst, m, npix, K, ep if ep.accumulate else None, cfg.vw)
 
     def row_chunk(bb: ir.IRBuilder, i: ir.Value, tid: ir.Value, vals: list[ir.Value]) -> None:
         if not rest:

@@ -98,12 +98,21 @@ def copy_padded(
 
 
 def copy_phases(
-    b: ir.IRBuilder, src: ir.Value, dst: ir.Value, s: ConvShape, vw: int, wq: int, plane: int
+    b: ir.IRBuilder,
+    src: ir.Value,
+    dst: ir.Value,
+    s: ConvShape,
+    vw: int,
+    wq: int,
+    plane: int,
+    quarters: bool = False,
 ) -> None:
     """One H x W channel plane at ``src`` into the interior of the padded plane split into its
     two column phases (``dst``: even padded columns, ``dst + plane``: odd ones, rows of ``wq``):
     a stride-2 conv's taps then read contiguous vectors instead of a double-width load and a
-    shuffle per tap. Each 2 * vw input floats are split by two shuffles."""
+    shuffle per tap. Each 2 * vw input floats are split by two shuffles. With ``quarters`` the
+    padded rows are split by parity too: four planes of ``plane`` floats, (row parity, column
+    parity) at (2 * rp + cp) * plane, padded row ph at row ph // 2 of its plane."""
     pt, pl = s.pad[0], s.pad[1]
     idx = [
         ir.Constant(ir.VectorType(ir.IntType(32), vw), [2 * i + q for i in range(vw)])
@@ -111,7 +120,12 @@ def copy_phases(
     ]
     with loop(b, 0, s.H, 1, "ph") as h:
         row = gep(b, src, b.mul(h, i64(s.W)))
-        prow = b.mul(b.add(h, i64(pt)), i64(wq))
+        if quarters:
+            ph = b.add(h, i64(pt))
+            rp = b.and_(ph, i64(1))
+            prow = b.add(b.mul(b.lshr(ph, i64(1)), i64(wq)), b.mul(rp, i64(2 * plane)))
+        else:
+            prow = b.mul(b.add(h, i64(pt)), i64(wq))
         for w0 in range(0, s.W, 2 * vw):
             n = min(2 * vw, s.W - w0)
             wide = masked_load(b, gep(b, row, w0), 2 * vw, n)
@@ -151,13 +165,25 @@ def depthwise_body(
     plane = hp * wq
     if phases:
         size = 2 * plane + 2 * vw + (S - 1) * dw + 1
-    # The padding is zero from the start: only the interior is ever written.
-    xpad_g = scratch(b.module, f"{b.function.name}.xpad", size)
     nfull, tail = divmod(OW, vw)
     zero = ir.Constant(F32, 0.0)
     has_bias = p.bias is not None
 
     flat = flat_vectors(s, vw) if not ep.accumulate else None
+    fp = flat_pitch(s)  # its padded rows (the buffer is sized for the full ones)
+    # Stride 2: a flat run over the four (row, column) parity planes of the padded plane, rows
+    # of wq (``flat_quarter_vectors``).
+    quarters = False
+    if flat is None and not ep.accumulate and phases:
+        flat = flat_quarter_vectors(s, vw)
+        quarters = flat is not None
+    hq = (hp + 1) // 2
+    if quarters:
+        plane = hq * wq
+        fp = wq
+        size = 4 * plane + 2 * vw + S + wq + 1
+    # The padding is zero from the start: only the interior is ever written.
+    xpad_g = scratch(b.module, f"{b.function.name}.xpad", size)
     # A heavy activation (sigmoid, an element-wise chain) runs on each finished output plane
     # in one contiguous pass when the tiles' registers are short (beside 25 broadcast weights
     # of a 5x5 filter it spilled: a 5x5 depthwise conv on 1152x7x7 took 2.2x longer with a
@@ -195,9 +221,13 @@ def depthwise_body(
             def store(done: list[tuple[int, ir.Value]]) -> None:
                 for j, a in done:
                     y = apply_activation(b, a, tile_ep.activation)
-                    for lo, hi, at in flat_segments(j * vw, vw, wp, OH, OW):
+                    for lo, hi, at in flat_segments(j * vw, vw, fp, OH, OW):
                         store_vec(b, shift_lanes(b, y, lo), gep(b, out, at), vw, hi - lo)
 
+            # Taps that read only zero padding for every output lane of a vector add zeros:
+            # left out (the padded plane's padding is zero, the filter finite: see
+            # conv.skips_padding).
+            skip = [flat_pad_taps(s, j * vw, vw, fp, 2 if quarters else 1) for j in range(flat)]
             done: list[tuple[int, ir.Value]] = []
             for j0 in range(0, flat, FLAT_TILE):
                 js = range(j0, min(j0 + FLAT_TILE, flat))
@@ -205,9 +235,13 @@ def depthwise_body(
                 for r in range(R):
                     for t in range(S):
                         for i, j in enumerate(js):
-                            v = strided_vector(
-                                b, gep(b, xpad, j * vw + r * dh * wp + t * dw), vw, 1
-                            )
+                            if skip[j][r * S + t]:
+                                continue
+                            if quarters:
+                                at = ((r % 2) * 2 + t % 2) * plane + (r // 2) * wq + t // 2
+                            else:
+                                at = r * dh * fp + t * dw
+                            v = strided_vector(b, gep(b, xpad, j * vw + at), vw, 1)
                             acc[i] = fma(b, v, wb[r * S + t], acc[i])
                 done += zip(js, acc)
                 if not defer:
@@ -258,7 +292,9 @@ def depthwise_body(
 
         xc = gep(b, x, b.add(mul(b, n, s.C * H * W), mul(b, c, H * W)))
         if phases:
-            copy_phases(b, xc, xpad, s, vw, wq, plane)
+            copy_phases(b, xc, xpad, s, vw, wq, plane, quarters)
+        elif flat is not None:
+            copy_padded(b, xc, xpad, s, vw, fp)
         else:
             copy_padded(b, xc, xpad, s, vw)
         for m in range(mult):
@@ -308,15 +344,47 @@ FLAT_MAX = 16
 def flat_vectors(s: ConvShape, vw: int) -> int | None:
     """Vectors covering a stride-1 depthwise plane as one flat run over the padded rows, when
     that takes fewer than the row tiles' one-vector-per-row (small planes such as 7x7: with
-    the padded row length Wp, output (oh, ow) is the flat position oh * Wp + ow, and tap
-    (r, t) reads the padded plane at that position + r * dh * Wp + t * dw; the Wp - OW
-    positions between rows are computed and not stored). None: the row tiles."""
+    the padded row length Wp (``flat_pitch``), output (oh, ow) is the flat position
+    oh * Wp + ow, and tap (r, t) reads the padded plane at that position + r * dh * Wp +
+    t * dw; the Wp - OW positions between rows are computed and not stored). None: the row
+    tiles."""
     if s.stride != (1, 1):
         return None
-    wp = s.W + s.pad[1] + s.pad[3]
+    wp = flat_pitch(s)
     n = -(-((s.OH - 1) * wp + s.OW) // vw)
     rows = s.OH * -(-s.OW // vw)
     return n if n < rows and n <= FLAT_MAX else None
+
+
+def flat_quarter_vectors(s: ConvShape, vw: int) -> int | None:
+    """Vectors covering a stride-2 depthwise plane (dilation 1) as one flat run over the four
+    parity planes of the padded plane (``copy_phases(quarters=True)``): output (oh, ow) is the
+    flat position oh * Wq + ow of each, tap (r, t) reads plane (r % 2, t % 2) at that position
+    + (r // 2) * Wq + t // 2. Only where it takes fewer vectors than the row tiles and at most
+    two flat tiles (a 7x7 output: 4 vectors of 16 instead of 7 one-row tiles). None: the row
+    tiles."""
+    if not FLAT_QUARTERS or s.stride != (2, 2) or s.dilation != (1, 1):
+        return None
+    wq = (s.W + s.pad[1] + s.pad[3] + 1) // 2
+    n = -(-((s.OH - 1) * wq + s.OW) // vw)
+    rows = s.OH * -(-s.OW // vw)
+    return n if n < rows and n <= 2 * FLAT_TILE else None
+
+
+#: Stride-2 depthwise planes with small outputs run as a flat run over four parity planes.
+FLAT_QUARTERS = True
+
+#: Flat runs' padded rows share their padding columns: a row is W + max(left, right) floats,
+#: a tap left of the image reading the previous row's right padding (as the padded-shift GEMM's
+#: rows do). A 5x5 filter on 7x7 then runs 4 vectors (61 positions) instead of 5 (73).
+SHARED_PAD_FLAT = True
+
+
+def flat_pitch(s: ConvShape) -> int:
+    """The padded row length of a flat run (``flat_vectors``, ``SHARED_PAD_FLAT``)."""
+    if SHARED_PAD_FLAT:
+        return s.W + max(s.pad[1], s.pad[3])
+    return s.W + s.pad[1] + s.pad[3]
 
 
 def flat_segments(q: int, vw: int, wp: int, OH: int, OW: int) -> list[tuple[int, int, int]]:
@@ -328,6 +396,35 @@ def flat_segments(q: int, vw: int, wp: int, OH: int, OW: int) -> list[tuple[int,
         if lo < hi:
             out.append((lo - q, hi - q, oh * OW + lo - oh * wp))
     return out
+
+
+#: Flat runs leave out the taps that read only padding for all of a vector's output lanes
+#: (``flat_pad_taps``): a 5x5 filter on 7x7, 10 of its 100 vector taps.
+FLAT_SKIP_PAD_TAPS = True
+
+
+def flat_pad_taps(s: ConvShape, q: int, vw: int, fp: int, stride: int) -> list[bool]:
+    """For each tap (r, t), row-major: does it read only padding at every output lane of the
+    flat positions q .. q+vw-1 (``flat_segments``; rows of ``fp``, at ``stride`` 1 or 2 with
+    the parity planes)? Those taps add zero products and can be left out."""
+    R, S = s.R, s.S
+    if not FLAT_SKIP_PAD_TAPS:
+        return [False] * (R * S)
+    (dh, dw), pt, pl = s.dilation, s.pad[0], s.pad[1]
+    outs = [
+        (at // s.OW, at % s.OW + k)
+        for lo, hi, at in flat_segments(q, vw, fp, s.OH, s.OW)
+        for k in range(hi - lo)
+    ]
+    skip = []
+    for r in range(R):
+        for t in range(S):
+            inside = any(
+                0 <= oh * stride + r * dh - pt < s.H and 0 <= ow * stride + t * dw - pl < s.W
+                for oh, ow in outs
+            )
+            skip.append(bool(outs) and not inside)
+    return skip
 
 
 def shift_lanes(b: ir.IRBuilder, v: ir.Value, lo: int) -> ir.Value:
