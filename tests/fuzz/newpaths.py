@@ -39,8 +39,11 @@ from onnx import TensorProto, helper, numpy_helper
 from .oracle import compare, float32_range_exceeded, run_onnxruntime, run_reference64
 
 F = TensorProto.FLOAT
-#: conv rows forced on every conv case besides the table's choice
-FORCED = ("direct-lanes", "direct-vector", "depthwise-direct", "direct")
+#: conv rows forced on every conv case besides the table's choice (each where it applies)
+FORCED = (
+    "direct-lanes", "direct-vector", "depthwise-direct", "direct", "pixel-rows-gemm", "winograd",
+    "winograd-4x4",
+)
 FAMILIES = ("mm", "softmax", "layernorm", "conv", "transpose", "act")
 #: values salted into inputs: the exp overflow / underflow edges of sigmoid, softmax and GELU
 SPECIAL = np.array(
