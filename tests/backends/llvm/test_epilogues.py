@@ -101,6 +101,30 @@ SILU_CONVS = [
 ]
 
 
+_SILU = [
+    helper.make_node("Sigmoid", ["c"], ["s"]),
+    helper.make_node("Mul", ["c", "s"], ["y"]),
+]
+
+
+def _one_conv(C, H, W, w, bias=None, *, silu=False, **attrs):
+    """x[1, C, H, W] -> Conv(w[, bias]) (-> SiLU) -> y, shapes inferred."""
+    ins = ["x", "w", "b"] if bias is not None else ["x", "w"]
+    out = "c" if silu else "y"
+    nodes = [helper.make_node("Conv", ins, [out], **attrs), *(_SILU if silu else [])]
+    inits = [numpy_helper.from_array(w, "w")]
+    if bias is not None:
+        inits.append(numpy_helper.from_array(bias, "b"))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
+    return _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
 @pytest.mark.parametrize("case", SILU_CONVS, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}-k{c[4]}")
 def test_silu_epilogue_of_every_tile_form(case):
     C, H, W, K, k, stride, group, strategies = case
@@ -108,24 +132,10 @@ def test_silu_epilogue_of_every_tile_form(case):
     w = (rng.standard_normal((K, C // group, k, k)) / np.sqrt(C * k * k // group) * 3).astype(
         np.float32
     )
-    nodes = [
-        helper.make_node(
-            "Conv", ["x", "w", "b"], ["c"], pads=[k // 2] * 4, strides=[stride] * 2, group=group
-        ),
-        helper.make_node("Sigmoid", ["c"], ["s"]),
-        helper.make_node("Mul", ["c", "s"], ["y"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
-        [helper.make_tensor_value_info("y", F, None)],
-        [
-            numpy_helper.from_array(w, "w"),
-            numpy_helper.from_array(rng.standard_normal(K).astype(np.float32), "b"),
-        ],
+    bias = rng.standard_normal(K).astype(np.float32)
+    model = _one_conv(
+        C, H, W, w, bias, silu=True, pads=[k // 2] * 4, strides=[stride] * 2, group=group
     )
-    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     for strategy in strategies:
         strategies_run, _ = _run(model, (1, C, H, W), strategy)
         assert strategies_run[1].startswith(strategy), strategies_run
@@ -163,35 +173,11 @@ def test_flat_depthwise_planes(case, act):
     C, H, W, k, pads, dil, stride = case
     rng = np.random.default_rng(5)
     w = (rng.standard_normal((C, 1, k, k)) * 0.4).astype(np.float32)
-    nodes = [
-        helper.make_node(
-            "Conv",
-            ["x", "w", "b"],
-            ["c"],
-            pads=list(pads),
-            group=C,
-            dilations=[dil, dil],
-            strides=[stride, stride],
-        )
-    ]
-    if act:
-        nodes += [
-            helper.make_node("Sigmoid", ["c"], ["s"]),
-            helper.make_node("Mul", ["c", "s"], ["y"]),
-        ]
-    else:
-        nodes.append(helper.make_node("Identity", ["c"], ["y"]))
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
-        [helper.make_tensor_value_info("y", F, None)],
-        [
-            numpy_helper.from_array(w, "w"),
-            numpy_helper.from_array(rng.standard_normal(C).astype(np.float32), "b"),
-        ],
+    bias = rng.standard_normal(C).astype(np.float32)
+    model = _one_conv(
+        C, H, W, w, bias, silu=act == "silu", pads=list(pads), group=C,
+        dilations=[dil, dil], strides=[stride, stride],
     )
-    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     strategies, _ = _run(model, (1, C, H, W), "depthwise-direct")
     assert any(s.startswith("depthwise-direct") for s in strategies), strategies
 
@@ -203,23 +189,9 @@ def test_flat_pad_taps_left_out_change_no_bits(case, monkeypatch):
     C, H, W, k, pads, dil, stride = case
     rng = np.random.default_rng(7)
     w = (rng.standard_normal((C, 1, k, k)) * 0.4).astype(np.float32)
-    conv = helper.make_node(
-        "Conv",
-        ["x", "w"],
-        ["y"],
-        pads=list(pads),
-        group=C,
-        dilations=[dil] * 2,
-        strides=[stride] * 2,
+    model = _one_conv(
+        C, H, W, w, pads=list(pads), group=C, dilations=[dil] * 2, strides=[stride] * 2
     )
-    graph = helper.make_graph(
-        [conv],
-        "g",
-        [helper.make_tensor_value_info("x", F, [1, C, H, W])],
-        [helper.make_tensor_value_info("y", F, None)],
-        [numpy_helper.from_array(w, "w")],
-    )
-    model = _infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     lir, plan = _lir_and_plan(compile_model(model))
     feed = {lir.inputs()[0].name: rng.standard_normal((1, C, H, W)).astype(np.float32)}
     outs = []
