@@ -89,7 +89,13 @@ def test_program_region_holds_what_the_copy_path_builds(monkeypatch) -> None:
     regions, outs = [], []
     for direct in (False, True):
         monkeypatch.setattr(codegen, "DIRECT_BLOBS", direct)
-        ex = LLVMExecutor(lir, plan, engine=JITEngine())
+        # A fresh compile each time: a program from a cache (the process's memory, or the
+        # disk cache the LLVM tests keep between runs) would not show the sink at work.
+        engine = JITEngine(disk_cache=False)
+        ex = LLVMExecutor(lir, plan, engine=engine)
+        if ex.from_cache:
+            engine.forget(ex.key)
+            ex = LLVMExecutor(lir, plan, engine=engine)
         assert not ex.from_cache
         assert (ex.program.region is not None) == direct
         start = ex.info.blob_start
