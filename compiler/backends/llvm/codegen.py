@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,27 +93,33 @@ class Program:
         epilogue): only stepping and profiling need them."""
         return [ic.entry for ic in self.instrs if ic.entry and ic.entry not in self.run_entries]
 
-    def split_texts(self) -> tuple[str, str | None]:
-        """The module's IR as two modules: what ``run_all`` (and every other exported entry
-        it calls) needs, with the step-only entries made internal, so O3 drops them and the
-        kernels only they call before spending any time on them; and, when there are such
-        entries, a module exporting only them (and the pool's entry points). DenseNet-121's
-        BatchNorm + ReLU pairs run fused: their unfused kernels, 0.9 of its 2.2 s of kernel
-        LLVM time, are compiled only when someone steps."""
+    def run_text(self) -> str:
+        """The module's IR with the step-only entries made internal: what ``run_all`` (and
+        every other exported entry it calls) needs, so O3 drops the step-only entries and the
+        kernels only they call before spending any time on them. DenseNet-121's BatchNorm +
+        ReLU pairs run fused: their unfused kernels, 0.9 of its 2.2 s of kernel LLVM time, are
+        compiled only when someone steps (``step_text``)."""
         step = set(self.step_entries)
+        return self._text_exporting(lambda name: name not in step)
+
+    def step_text(self) -> str | None:
+        """A module exporting only the step-only entries (and the pool's entry points), or
+        None when there are none."""
+        step = set(self.step_entries)
+        if not step:
+            return None
+        return self._text_exporting(lambda name: name in step or name in POOL_ENTRIES)
+
+    def _text_exporting(self, exported: Callable[[str], bool]) -> str:
+        """The module's text with the defined functions ``exported`` rejects made internal
+        (their linkage restored afterwards)."""
         fns = [f for f in self.module.functions if f.blocks]
         saved = {f.name: f.linkage for f in fns}
         try:
             for f in fns:
-                if f.name in step:
+                if not exported(f.name):
                     f.linkage = "internal"
-            run_text = str(self.module)
-            if not step:
-                return run_text, None
-            for f in fns:
-                exported = f.name in step or f.name in POOL_ENTRIES
-                f.linkage = saved[f.name] if exported else "internal"
-            return run_text, str(self.module)
+            return str(self.module)
         finally:
             for f in fns:
                 f.linkage = saved[f.name]

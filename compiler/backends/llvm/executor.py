@@ -153,7 +153,6 @@ class LLVMExecutor(ArenaInterpreter):
         super().__init__(lir, plan, check_plan=check_plan, lazy_constants=True)
         #: Threads the parallel loops of the kernels run on (results do not depend on it).
         self.threads = max(1, int(threads))
-        self.program_addresses = Addresses(self.plan)
         generated = self._codegen_s
         self.timings = {
             "key_s": t1 - t0,
@@ -212,7 +211,9 @@ class LLVMExecutor(ArenaInterpreter):
                 plan,
                 fuse=self._fuse,
                 conv_strategy=self._conv_strategy,
-                constant_region=constant_region,
+                # After a hit the constants are in place: generating again needs no region
+                # (the blobs' offsets are the same either way).
+                constant_region=constant_region if self._constants is None else None,
             )
         return self._program
 
@@ -235,7 +236,7 @@ class LLVMExecutor(ArenaInterpreter):
             for blob, off in zip(program.blobs, program.blob_offsets):
                 at = off - blob_start
                 region[at : at + blob.nbytes] = blob.view(np.uint8).ravel()
-        run_text, _ = program.split_texts()
+        run_text = program.run_text()
         self._codegen_s = time.perf_counter() - t
         return run_text, {"program": info.to_json(), "blobs": region.data}
 
@@ -262,7 +263,7 @@ class LLVMExecutor(ArenaInterpreter):
         cache miss of its own, the program is generated for its text."""
         if self._step_compiled is None:
             compiled = self._engine.compile_keyed(
-                self.key + "-step", lambda: (self.program.split_texts()[1] or "", {})
+                self.key + "-step", lambda: (self.program.step_text() or "", {})
             ).module
             if self.info.has_status:
                 self._status_of(compiled)
