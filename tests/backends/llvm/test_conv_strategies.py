@@ -402,7 +402,7 @@ def test_pixel_rows_register_transpose_changes_no_bits(K, monkeypatch) -> None:
 
 @pytest.mark.parametrize("n", [4, 8, 16])
 def test_transpose_square_transposes(n: int) -> None:
-    from compiler.backends.llvm.kernels.conv_gemm import transpose_square
+    from compiler.backends.llvm.kernels.common import transpose_square
 
     vt = ir.VectorType(ir.FloatType(), n)
     module = ir.Module(name="t")

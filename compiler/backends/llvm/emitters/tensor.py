@@ -36,7 +36,7 @@ from compiler.backends.llvm.emitters.common import (
     store_elem,
     unsupported,
 )
-from compiler.backends.llvm.kernels.common import clamp
+from compiler.backends.llvm.kernels.common import clamp, transpose_square
 from compiler.lir.instructions import Kind
 from compiler.memory.regions import ALIGNMENT
 
@@ -157,17 +157,7 @@ def _tiled_transpose(
                 rows.append(b.load(ptr, typ=vt, align=4))
             else:
                 rows.append(masked_load_call(b, ptr, vt, it, zero, 4))
-        step = t // 2
-        while step:  # swap bit `step` of the row index with the lane index's
-            lo = [lane if not lane & step else t + lane - step for lane in range(t)]
-            hi = [lane + step if not lane & step else t + lane for lane in range(t)]
-            for a in range(t):
-                if a & step:
-                    continue
-                ra, rb = rows[a], rows[a + step]
-                rows[a] = b.shuffle_vector(ra, rb, ir.Constant(ir.VectorType(i32, t), lo))
-                rows[a + step] = b.shuffle_vector(ra, rb, ir.Constant(ir.VectorType(i32, t), hi))
-            step //= 2
+        rows = transpose_square(b, rows)
         for ii in range(it):
             ptr = gep(b, dbase, c64(ii * ds[p]), i32)
             if jt == t:

@@ -31,6 +31,7 @@ from compiler.backends.llvm.kernels.common import (
     mul,
     smin,
     store_vec,
+    transpose_square,
     vector_runs,
 )
 from compiler.backends.llvm.kernels.direct import copy_padded, strided_vector
@@ -305,26 +306,6 @@ def _im2col_rows(
 
 #: ``_transpose_out`` moves blocks of vw x vw floats through a register transpose.
 VECTOR_TRANSPOSE = True
-
-
-def transpose_square(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The n x n transpose of ``rows`` (n vectors of n lanes, n a power of two): at each
-    distance d = n/2, n/4, .., 1, rows i and i + d swap their off-diagonal halves of d-lane
-    blocks (two two-source shuffles a pair, n log2 n shuffles in all)."""
-    n = len(rows)
-    assert n & (n - 1) == 0 and all(r.type.count == n for r in rows)
-    out = list(rows)
-    i32 = ir.IntType(32)
-    d = n // 2
-    while d:
-        lo = ir.Constant(ir.VectorType(i32, n), [j if j & d == 0 else n + j - d for j in range(n)])
-        hi = ir.Constant(ir.VectorType(i32, n), [j + d if j & d == 0 else n + j for j in range(n)])
-        for i in range(n):
-            if i & d == 0:
-                a, c = out[i], out[i + d]
-                out[i], out[i + d] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
-        d //= 2
-    return out
 
 
 def _transpose_out(

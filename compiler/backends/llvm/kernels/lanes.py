@@ -31,7 +31,6 @@ from llvmlite import ir
 
 from compiler.backends.llvm.kernels.common import (
     F32,
-    I32,
     Epilogue,
     broadcast,
     fma,
@@ -41,6 +40,7 @@ from compiler.backends.llvm.kernels.common import (
     loop,
     mul,
     splat,
+    transpose_square,
 )
 from compiler.backends.llvm.kernels.direct import copy_padded
 from compiler.backends.llvm.kernels.gemm import VECTOR_REGISTERS, GemmConfig, conv_gemm_config
@@ -126,31 +126,9 @@ def pack_lanes(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
 
 def transpose(b: ir.IRBuilder, rows: list[ir.Value], vw: int) -> list[ir.Value]:
     """The vw x vw transpose of ``rows`` (vw vectors of vw lanes; missing rows are undefined):
-    result[l] holds lane l of every row. Rounds of half = vw/2 .. 1: rows i and i + half swap
-    their off-diagonal half x half blocks (lanes of the left halves of 2*half-lane chunks into
-    row i, of the right halves into row i + half), which leaves each block to transpose."""
-    ty = ir.VectorType(F32, vw)
-    undef = ir.Constant(ty, ir.Undefined)
-    v = list(rows) + [undef] * (vw - len(rows))
-    half = vw // 2
-    while half >= 1:
-        lo, hi = [], []
-        for chunk in range(0, vw, 2 * half):
-            lo += [chunk + j for j in range(half)] + [vw + chunk + j for j in range(half)]
-            hi += [chunk + half + j for j in range(half)]
-            hi += [vw + chunk + half + j for j in range(half)]
-        mlo = ir.Constant(ir.VectorType(I32, vw), lo)
-        mhi = ir.Constant(ir.VectorType(I32, vw), hi)
-        nxt = list(v)
-        for i in range(vw):
-            if i & half:
-                continue
-            a, c = v[i], v[i + half]
-            nxt[i] = b.shuffle_vector(a, c, mlo)
-            nxt[i + half] = b.shuffle_vector(a, c, mhi)
-        v = nxt
-        half //= 2
-    return v
+    result[l] holds lane l of every row (``transpose_square``)."""
+    undef = ir.Constant(ir.VectorType(F32, vw), ir.Undefined)
+    return transpose_square(b, list(rows) + [undef] * (vw - len(rows)))
 
 
 def lanes_body(b: ir.IRBuilder, s: ConvShape, cfg: GemmConfig, p: ConvPtrs, ep: Epilogue) -> None:
