@@ -130,6 +130,7 @@ def test_matmul_epilogues(isa, bias, act, acc):
         (120, 400, "row", "relu", False),  # LeNet's first FC: 3 full panels and a tail
         (300, 33, None, ("clip", -0.5, 1.5), True),  # 2 groups of 4 panels, 1 more, a tail
         (256, 70, "row", "neg", True),  # 8 full panels; an activation run after the stores
+        (40, 30, "col", "relu", True),  # a column bias (one value for the one row)
     ],
 )
 def test_gemv_of_small_packed_b(isa, N, K, bias, act, acc, monkeypatch):

@@ -1064,7 +1064,7 @@ def emit_matmul(
         raise ValueError(f"matmul {name}: bias must be None, 'row' or 'col', not {bias!r}")
     # With an addend too: the MatMul's own (stepping) entry runs the GEMV, and the fused
     # GEMM must sum in the same order to give the bits of the instructions stepped apart.
-    gemv = SMALL_GEMV and M == 1 and b_small
+    gemv = SMALL_GEMV and M == 1 and b_small and bias != "col"  # gemv_body: row bias only
     if gemv and (split is None or split.chunks <= 1):
         gemv_body(b, cfg, N, K, ops)
     else:
