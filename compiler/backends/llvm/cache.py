@@ -75,7 +75,7 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(path: Path, text: str) -> Iterator[str]:
+def _imports(text: str) -> Iterator[str]:
     for m in _IMPORT_RE.finditer(text):
         if m.group(3):
             yield m.group(3)
@@ -102,7 +102,7 @@ def source_files() -> tuple[Path, ...]:
             continue
         seen[path] = None
         text = path.read_text()
-        for name in _imports(path, text):
+        for name in _imports(text):
             parts = name.split(".")
             for i in range(1, len(parts) + 1):
                 f = _module_file(".".join(parts[:i]))
@@ -240,17 +240,6 @@ def _switch_values(m: types.ModuleType) -> list[tuple[str, Any]]:
     return out
 
 
-def switches() -> Iterator[str]:
-    """The module-level values the code generator reads now, as text: every upper-case
-    constant (tile sizes, chunk sizes, A/B switches; public tables such as the emitter table)
-    and every function of its modules."""
-    for m in _loaded_codegen_modules():
-        for name, value in _switch_values(m):
-            text = _describe(value)
-            if text is not None:
-                yield f"{m.__name__}.{name}={text}"
-
-
 #: Per module: its globals when last described (keys and values, held: compared by identity,
 #: no id is reused meanwhile), its tables' entries then, and the digest of their texts.
 _SEEN: dict[str, tuple[tuple[Any, ...], dict[str, tuple[Any, ...]], str]] = {}
@@ -284,10 +273,12 @@ def _module_digest(m: types.ModuleType) -> str:
 
 
 def switches_digest() -> str:
-    """A digest of ``switches()``: a test or benchmark that changes one
-    (``monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)``) gets keys of its own. A module's
-    part is described again only when one of its values (or a table's entry) is another
-    object than last time."""
+    """A digest of the module-level values the code generator reads now, described as text
+    (``_module_digest``: every upper-case constant -- tile sizes, chunk sizes, A/B switches,
+    public tables such as the emitter table -- and every function): a test or benchmark that
+    changes one (``monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)``) gets keys of its own.
+    A module's part is described again only when one of its values (or a table's entry) is
+    another object than last time."""
     h = hashlib.sha256()
     for m in _loaded_codegen_modules():
         h.update(_module_digest(m).encode())

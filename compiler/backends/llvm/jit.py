@@ -23,7 +23,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -95,7 +95,6 @@ class CompiledModule:
         engine: llvm.ExecutionEngine,
         mod: llvm.ModuleRef,
         optimized_ir: str | None,
-        cache_path: Path | None,
         from_disk: bool,
         nbytes: int = 0,
     ) -> None:
@@ -106,7 +105,6 @@ class CompiledModule:
         self._engine = engine
         self._mod = mod
         self._optimized_ir = optimized_ir
-        self._cache_path = cache_path
         self._asm: str | None = None
         self._fn_ir: dict[str, str] | None = None
         self._decls: str | None = None  # the optimized IR without its function bodies
@@ -411,8 +409,8 @@ class JITEngine:
         ``build()`` returns the IR text and the sections to store with the program, and is
         called only on a miss. A miss whose IR text has an object already loads that object."""
         hit = self._programs.get(key)
-        if hit is not None:
-            return hit
+        if hit is not None:  # found: generated nothing now, whoever built it before
+            return hit if hit.from_cache else replace(hit, from_cache=True)
         path = self._path(key)
         found = None
         if path is not None:
@@ -470,7 +468,7 @@ class JITEngine:
         if any(not engine.get_function_address(n) for n in signatures):
             return None  # not the object its table describes
         nbytes = len(entry["ir"]) + len(obj)
-        compiled = CompiledModule(key, engine, mod, None, path, True, nbytes)
+        compiled = CompiledModule(key, engine, mod, None, True, nbytes)
         compiled.signatures = signatures
         compiled._optimized_raw = entry["ir"]
         return compiled
@@ -518,7 +516,7 @@ class JITEngine:
             sections = {"meta": json.dumps(meta).encode(), "object": obj}
             write_entry_later(path, key, {**sections, "ir": optimized.encode()})
         nbytes = len(text) + len(optimized) + len(obj)
-        compiled = CompiledModule(key, engine, mod, optimized, path, False, nbytes)
+        compiled = CompiledModule(key, engine, mod, optimized, False, nbytes)
         compiled.signatures = signatures
         return compiled
 
