@@ -161,8 +161,7 @@ case "$cmd" in
             # parsed and rewrote every test module again (collection 6.3 -> 3.0 s of CPU a
             # worker without it). The variable goes for the run; compileall has written the
             # project's bytecode just above anyway, and pip the packages'.
-            exec env -u PYTHONDONTWRITEBYTECODE \
-                "$VENV/bin/python" -m pytest -n 2 --dist worksteal tests "$@"
+            unset PYTHONDONTWRITEBYTECODE
         fi
         exec "$VENV/bin/python" -m pytest -n 2 --dist worksteal tests "$@"
         ;;

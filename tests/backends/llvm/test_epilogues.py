@@ -335,7 +335,7 @@ def test_matmul_row_bias_runs_in_the_gemm(x_shape, n, bias_shape, bias_first):
     """MatMul + Add(row constant) is one GEMM that adds the bias to the finished sums: the
     same bits as the two stepped apart (``_run``), and the interpreter's values."""
     add = helper.make_node("Add", ["bias", "m"] if bias_first else ["m", "bias"], ["y"])
-    strategies, lir = _run(_linear_model([add], x_shape, n, bias_shape=bias_shape), x_shape)
+    strategies, _ = _run(_linear_model([add], x_shape, n, bias_shape=bias_shape), x_shape)
     assert _fused(strategies) == 2
     assert [s for s in strategies if "epilogue" in s][0].startswith("gemm")
 
@@ -400,7 +400,7 @@ def test_tanh_gelu_reading_x_again_runs_in_the_epilogue(monkeypatch):
     ]
     extra = [_scalar("three", 3.0), _scalar("c", 0.044715), _scalar("k", 0.7978845608)]
     model = _linear_model(tail, (1, 19, 40), 70, inits=extra)
-    strategies, lir = _run(model, (1, 19, 40))
+    strategies, _ = _run(model, (1, 19, 40))
     assert _fused(strategies) == 10
     lir, plan = _lir_and_plan(compile_model(model))
     feed = {"x": np.random.default_rng(4).standard_normal((1, 19, 40)).astype(np.float32)}

@@ -88,7 +88,6 @@ def test_onnx_backend_defaults_to_llvm() -> None:
 
 def test_disk_cache_hit_on_second_compile(tmp_path) -> None:
     lir, plan = _lir_and_plan(compile_model(str(SAMPLES / "lenet.onnx")))
-    from compiler.backends.llvm.cache import flush_writes
     from compiler.backends.llvm.executor import executor_key
 
     engine = JITEngine(directory=tmp_path)
