@@ -65,7 +65,14 @@ def _matmul(
     c0 = c.copy()
     bias_v = rng.standard_normal(N if bias == "row" else M, dtype=np.float32)
     fn(_addr(a), _addr(bsrc), _addr(c), *([_addr(bias_v)] if bias else []))
-    ref = a.astype(np.float64) @ (bm.T if transpose_b else bm)
+    ref = gemm_reference(a, bm.T if transpose_b else bm, bias, bias_v, c0, accumulate, act)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
+def gemm_reference(a, bm, bias, bias_v, c0, accumulate, act):
+    """What ``emit_matmul``'s kernel computes, in float64: A @ B (+ the row or column bias)
+    (+ C before the call, accumulating), then ReLU or a ("clip", lo, hi) activation."""
+    ref = a.astype(np.float64) @ bm.astype(np.float64)
     if bias == "row":
         ref += bias_v
     elif bias == "col":
@@ -76,7 +83,7 @@ def _matmul(
         ref = np.maximum(ref, 0)
     elif isinstance(act, tuple):
         ref = np.clip(ref, act[1], act[2])
-    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+    return ref
 
 
 SHAPES = [

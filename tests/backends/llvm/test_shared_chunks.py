@@ -30,6 +30,7 @@ from tests.backends.llvm.test_conv_strategies import (
     _run_grid,
     _shape,
 )
+from tests.backends.llvm.test_kernels import gemm_reference
 from tests.llvm_cache import LLVM_TEST_CACHE
 
 ISAS = ["avx512", "avx2", "generic"]
@@ -78,15 +79,7 @@ def _run(compiled, isa, shapes, seed, *, bias=None, accumulate=False, act=None):
         packed = pack_b_constant(bm, isa=isa)
         args = [a.ctypes.data, packed.ctypes.data, c.ctypes.data]
         compiled.cfunc(f"mm{i}")(*args, *([bias_v.ctypes.data] if bias else []))
-        ref = a.astype(np.float64) @ bm.astype(np.float64)
-        if bias == "row":
-            ref += bias_v
-        elif bias == "col":
-            ref += bias_v[:, None]
-        if accumulate:
-            ref += c0
-        if act == "relu":
-            ref = np.maximum(ref, 0)
+        ref = gemm_reference(a, bm, bias, bias_v, c0, accumulate, act)
         tol = 1e-4 * np.sqrt(K)
         np.testing.assert_allclose(c, ref, rtol=1e-4, atol=tol, err_msg=f"{M}x{N}x{K}")
         outs.append(c)

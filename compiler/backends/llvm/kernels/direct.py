@@ -39,7 +39,7 @@ from compiler.backends.llvm.kernels.common import (
     store_vec,
     vector_runs,
 )
-from compiler.backends.llvm.kernels.gemm import GemmConfig
+from compiler.backends.llvm.kernels.gemm import GemmConfig, pack_a_constant
 from compiler.backends.llvm.kernels.parallel import (
     parallel_loop,
     scratch,
@@ -463,14 +463,10 @@ ROW_LOOP_TAPS = 16
 
 
 def pack_direct(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
-    """[K, C, R, S] -> [ceil(K/KB)][C][R][S][KB], output channels past K zero."""
+    """[K, C, R, S] -> [ceil(K/KB)][C][R][S][KB], output channels past K zero: the GEMM's A
+    panels of the filter as a K x CRS matrix."""
     kb, _ = direct_tile(cfg, s)
-    nblk = -(-s.K // kb)
-    padded = np.zeros((nblk * kb, *w.shape[1:]), np.float32)
-    padded[: s.K] = w
-    return np.ascontiguousarray(
-        padded.reshape(nblk, kb, *w.shape[1:]).transpose(0, 2, 3, 4, 1)
-    ).ravel()
+    return pack_a_constant(np.asarray(w, np.float32).reshape(s.K, -1), kb).ravel()
 
 
 def direct_vector_body(

@@ -43,7 +43,12 @@ from compiler.backends.llvm.kernels.common import (
     transpose_square,
 )
 from compiler.backends.llvm.kernels.direct import copy_padded
-from compiler.backends.llvm.kernels.gemm import VECTOR_REGISTERS, GemmConfig, conv_gemm_config
+from compiler.backends.llvm.kernels.gemm import (
+    VECTOR_REGISTERS,
+    GemmConfig,
+    conv_gemm_config,
+    pack_a_constant,
+)
 from compiler.backends.llvm.kernels.parallel import parallel_range, scratch
 from compiler.backends.llvm.kernels.rows import vector_loop
 from compiler.backends.llvm.kernels.window import ConvPtrs, ConvShape
@@ -114,14 +119,8 @@ def tile_shape(s: ConvShape, cfg: GemmConfig) -> tuple[int, int]:
 
 def pack_lanes(w: np.ndarray, s: ConvShape, cfg: GemmConfig) -> np.ndarray:
     """[K, C, R, S] -> [ceil(K/vw)][C][R][S][vw] (vw: ``lanes``), output channels past K
-    zero."""
-    vw = lanes(s, cfg)
-    nblk = -(-s.K // vw)
-    padded = np.zeros((nblk * vw, *w.shape[1:]), np.float32)
-    padded[: s.K] = w
-    return np.ascontiguousarray(
-        padded.reshape(nblk, vw, *w.shape[1:]).transpose(0, 2, 3, 4, 1)
-    ).ravel()
+    zero: the GEMM's A panels of the filter as a K x CRS matrix."""
+    return pack_a_constant(np.asarray(w, np.float32).reshape(s.K, -1), lanes(s, cfg)).ravel()
 
 
 def transpose(b: ir.IRBuilder, rows: list[ir.Value], vw: int) -> list[ir.Value]:
