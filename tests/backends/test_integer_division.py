@@ -18,7 +18,6 @@ from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.errors import ExecutionError, InvalidModelError
 from compiler.executors import make_executor
 from compiler.pipeline import compile_model
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 EXECUTORS = ("interpreter", "llvm")
 DTYPES = {
@@ -27,11 +26,6 @@ DTYPES = {
     np.uint8: TensorProto.UINT8,
     np.int8: TensorProto.INT8,
 }
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _div_model(

@@ -4,8 +4,6 @@ interpreter's on the module before any pass ran (the reference kernels are the o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,15 +12,6 @@ from compiler.backends.interpreter.graph_interpreter import run_graph
 from compiler.executors import make_executor
 from compiler.pipeline import CompileOptions, compile_model
 from tests.graph_strategies import NUMERIC_OPS, GraphCase, graphs
-from tests.llvm_cache import LLVM_TEST_CACHE
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _jit_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    # Generated kernels go to the tests' disk cache (tests/llvm_cache.py), not the user's.
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
-        yield
 
 
 @settings(max_examples=15)

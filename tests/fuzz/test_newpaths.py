@@ -8,16 +8,11 @@ import os
 
 import pytest
 
-from tests.llvm_cache import LLVM_TEST_CACHE
+from tests.llvm_cache import llvm_test_cache  # noqa: F401 - autouse: the kept cache
 
 from .newpaths import FAMILIES, check_case, make_case
 
 COUNT = int(os.environ.get("GLOWVIZ_NEWPATH_CASES", "4"))
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 @pytest.mark.parametrize("index", range(COUNT))

@@ -15,16 +15,11 @@ import pytest
 
 from compiler.executors import make_executor
 from compiler.pipeline import compile_model
-from tests.llvm_cache import LLVM_TEST_CACHE
+from tests.llvm_cache import llvm_test_cache  # noqa: F401 - autouse: the kept cache
 
 from .graphgen import random_graph
 
 COUNT = int(os.environ.get("GLOWVIZ_STEP_GRAPHS", "12"))
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _bits(outs: dict[str, np.ndarray]) -> dict[str, bytes]:

@@ -13,13 +13,11 @@ from compiler.backends.llvm.kernels.conv import STRATEGY_NAMES, applicable
 from compiler.backends.llvm.kernels.gemm import emit_matmul
 from compiler.kernels.reference_nn import conv as reference_conv
 from tests.backends.llvm.test_conv_strategies import GRID, SENTINEL, _guarded, emit_for_shape
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 
 @pytest.mark.slow  # a module of a quarter of the grid's kernels per strategy
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
-def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_every_conv_strategy_accumulates(strategy: str, monkeypatch) -> None:
     rng = np.random.default_rng(11)
     shapes = [s for _, s in GRID if strategy in applicable(s)][::4]
     assert shapes, strategy
@@ -57,8 +55,7 @@ def test_every_conv_strategy_accumulates(strategy: str, monkeypatch, tmp_path) -
 
 
 @pytest.mark.parametrize(("M", "N", "K"), [(5, 7, 3), (33, 70, 300), (8, 32, 257)])
-def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch) -> None:
     rng = np.random.default_rng(3)
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, N)).astype(np.float32)
@@ -90,7 +87,7 @@ def test_gemm_accumulates(M: int, N: int, K: int, monkeypatch, tmp_path) -> None
     [("gemm-1x1", "PREFETCH_C_NEXT", True), ("pixel-rows-gemm", "PREFETCH_TRANSPOSE_ROWS", 32)],
 )
 def test_accumulating_convs_prefetch_what_they_add_to(
-    strategy: str, switch: str, value: object, monkeypatch, tmp_path
+    strategy: str, switch: str, value: object, monkeypatch
 ) -> None:
     """ResNet's residual 1x1 convs prefetch the output they add to: gemm-1x1 tiles (a short k
     loop whose accumulators start from C) the next row tile's C lines, the pixel-rows transpose
@@ -99,7 +96,6 @@ def test_accumulating_convs_prefetch_what_they_add_to(
     import compiler.backends.llvm.kernels.gemm as gemm
     from compiler.backends.llvm.kernels.conv import conv_shape
 
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     rng = np.random.default_rng(5)
     s = conv_shape(1, 16, 9, 9, 40, 1, 1)  # 81 pixels: a full and a tail panel, a tail row tile
     x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)

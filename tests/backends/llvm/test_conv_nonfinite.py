@@ -25,7 +25,6 @@ from compiler.backends.llvm.kernels.conv import applicable
 from compiler.pipeline import compile_model
 from tests.backends.llvm.test_conv_strategies import lir_conv_shape
 from tests.fuzz.oracle import compare, run_onnxruntime, run_reference64
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 F = TensorProto.FLOAT
 
@@ -88,12 +87,6 @@ def _model(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     return onnx.shape_inference.infer_shapes(model), {"x": x}
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path):
-    """Each test's kernels in a cache of its own."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

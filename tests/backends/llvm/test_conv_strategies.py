@@ -36,7 +36,6 @@ from compiler.backends.llvm.kernels.direct import padded_size
 from compiler.errors import CodegenError
 from compiler.kernels.reference_nn import conv as reference_conv
 from compiler.pipeline import compile_model
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 GUARD = 64  # floats of guard zone on each side of every buffer
 SENTINEL = np.float32(-7.25)
@@ -164,17 +163,15 @@ def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
 
 @pytest.mark.slow  # 10-30 s a strategy: O3 over a module of the whole grid's kernels
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
-def test_every_strategy_on_the_grid(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_every_strategy_on_the_grid(strategy: str, monkeypatch) -> None:
     _run_grid(strategy, None, [(c, s) for c, s in GRID if strategy in applicable(s)])
 
 
 @pytest.mark.parametrize("isa", [i for i in ("avx2", "generic") if i != target.default_isa()])
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
-def test_strategies_on_other_isas(strategy: str, isa: str, monkeypatch, tmp_path) -> None:
+def test_strategies_on_other_isas(strategy: str, isa: str, monkeypatch) -> None:
     """The register tiles and vector widths of the other ISAs, on every 10th grid shape (or,
     for a row that applies to none of those, on its first three)."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     mine = [(c, s) for c, s in GRID if strategy in applicable(s)]
     tenth = [(c, s) for c, s in GRID[::10] if strategy in applicable(s)]
     _run_grid(strategy, isa, tenth or mine[:3])
@@ -281,8 +278,7 @@ def _lir(model):
 
 
 @pytest.mark.parametrize("case", EXECUTOR_CASES, ids=[c[0] for c in EXECUTOR_CASES])
-def test_executor_runs_every_applicable_strategy(case, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_executor_runs_every_applicable_strategy(case, monkeypatch) -> None:
     args = dict(case[1])
     model, feed = _conv_model(**args)
     lir, plan = _lir(model)
@@ -310,9 +306,8 @@ def test_executor_runs_every_applicable_strategy(case, monkeypatch, tmp_path) ->
 
 
 def test_env_var_forces_a_strategy_and_refuses_one_that_does_not_apply(
-    monkeypatch, tmp_path
+    monkeypatch
 ) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     model, feed = _conv_model(C=3, H=6, W=6, K=4, k=3, stride=2, pads=(1, 1, 1, 1))
     lir, plan = _lir(model)
     idx = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
@@ -359,12 +354,11 @@ def _pointwise_family_model(channels: list[int], K: int = 24, H: int = 5, W: int
     [("gemm-1x1", [40, 60, 300, 480, 33], 24), ("pixel-rows-gemm", [70, 100, 300, 480, 65], 72)],
 )
 def test_pointwise_convs_share_a_kernel_across_channel_counts(
-    strategy, channels, K, monkeypatch, tmp_path
+    strategy, channels, K, monkeypatch
 ) -> None:
     """1x1 convs that differ only in their input channels run one kernel taking them as an
     argument (one per K-block class and power of two: the first two, and the next two), on
     one thread and two, against the interpreter and bit-identical between thread counts."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     model, feed = _pointwise_family_model(channels, K)
     lir, plan = _lir(model)
     want = ArenaInterpreter(lir, plan).run(feed)
@@ -385,7 +379,6 @@ def test_pixel_rows_register_transpose_changes_no_bits(K, monkeypatch) -> None:
     sum post-op's adds, gives the bits of the scalar one, and both match the interpreter."""
     from compiler.backends.llvm.kernels import conv_gemm
 
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     model, feed = _pointwise_family_model([70, 100, 300], K)
     lir, plan = _lir(model)
     want = ArenaInterpreter(lir, plan).run(feed)
@@ -458,8 +451,7 @@ WIDE = [
 @pytest.mark.parametrize(
     "strategy", ["padded-shift-gemm", "implicit-gemm", "pixel-rows-gemm", "direct-lanes"]
 )
-def test_gemm_strategies_on_wide_planes(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_gemm_strategies_on_wide_planes(strategy: str, monkeypatch) -> None:
     _run_grid(strategy, None, [(c, _shape(c)) for c in WIDE])
 
 
@@ -482,14 +474,12 @@ LANES = [
 
 
 @pytest.mark.parametrize("isa", [None, "avx2"])
-def test_direct_lanes_tails(isa, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_direct_lanes_tails(isa, monkeypatch) -> None:
     _run_grid("direct-lanes", isa, [(c, _shape(c)) for c in LANES])
 
 
-def test_direct_lanes_batches_and_epilogue(monkeypatch, tmp_path) -> None:
+def test_direct_lanes_batches_and_epilogue(monkeypatch) -> None:
     """Two images, a fused ReLU, and the sum post-op (out = relu(out + conv)) against numpy."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     rng = np.random.default_rng(11)
     N, C, H, W, K = 2, 3, 9, 11, 19
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)

@@ -19,17 +19,11 @@ from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.errors import CodegenError
 from compiler.graph.types import ElemKind
 from compiler.pipeline import compile_model
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
 B = TensorProto.BOOL
 NP = {F: np.float32, I64: np.int64, B: np.bool_, TensorProto.INT32: np.int32}
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _model(op, inputs, out_type=F, consts=(), opset=17, n_out=1, **attrs):

@@ -15,14 +15,8 @@ from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.backends.llvm.kernels import direct
 from compiler.backends.llvm.kernels.window import ConvShape
 from compiler.pipeline import compile_model
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 F = TensorProto.FLOAT
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _scalar(name: str, v: float):

@@ -15,17 +15,11 @@ from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.backends.llvm.jit import JITEngine
 from compiler.executors import make_executor
 from compiler.pipeline import compile_model
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 SAMPLES = Path(__file__).resolve().parents[3] / "sample_models"
 MODELS = sorted(p.stem for p in SAMPLES.glob("*.onnx"))
 #: Per-model tolerance vs the recorded onnxruntime output (rtol, atol).
 TOL = {"transformer_block": (1e-4, 2e-5)}
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _io(name: str) -> tuple[dict, np.ndarray]:

@@ -16,14 +16,8 @@ from compiler.graph.ops import all_ops
 from compiler.graph.types import ElemKind
 from compiler.lir.instructions import Kind, kind_for_graph_op
 from compiler.passes.lowering import CPU_POLICY, LOWERINGS
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 I64 = TensorProto.INT64
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _rng(seed: int = 7) -> np.random.Generator:

@@ -12,14 +12,8 @@ from compiler.backends.llvm.jit import JITEngine, ModuleCache, module_key
 from compiler.backends.llvm.kernels.conv import emit_conv2d
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
 from compiler.errors import CodegenError
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 ISAS = ["avx512", "avx2", "generic"]
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _addr(a: np.ndarray) -> int:

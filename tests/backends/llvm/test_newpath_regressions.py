@@ -8,12 +8,6 @@ import pytest
 from onnx import helper, numpy_helper
 from test_emitters import F, _infer, check
 
-from tests.llvm_cache import LLVM_TEST_CACHE
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
 
 
 def _graph(nodes, inputs, out, consts=()):

@@ -31,14 +31,12 @@ from tests.backends.llvm.test_conv_strategies import (
     _shape,
 )
 from tests.backends.llvm.test_kernels import gemm_reference
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 ISAS = ["avx512", "avx2", "generic"]
 
 
 @pytest.fixture(autouse=True)
-def _small_chunks(monkeypatch, tmp_path):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def _small_chunks(monkeypatch):
     monkeypatch.setattr(parallel, "CHUNK_FMAS", 1 << 10)
 
 

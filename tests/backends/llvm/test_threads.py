@@ -20,15 +20,13 @@ from compiler.backends.llvm.executor import LLVMExecutor, _lir_and_plan
 from compiler.backends.llvm.kernels import parallel
 from compiler.executors import make_executor
 from compiler.pipeline import CompileOptions, compile_model
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 F = TensorProto.FLOAT
 SAMPLES = Path(__file__).resolve().parents[3] / "sample_models"
 
 
 @pytest.fixture(autouse=True)
-def _small_chunks(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def _small_chunks(monkeypatch):
     monkeypatch.setattr(parallel, "CHUNK_FMAS", 64)
 
 

@@ -29,7 +29,6 @@ from compiler.backends.llvm.kernels.conv import applicable, conv_shape, emit_con
 from compiler.backends.llvm.kernels.gemm import conv_gemm_config, pack_a_constant
 from compiler.kernels.reference_nn import conv as reference_conv
 from tests.backends.llvm.test_conv_strategies import _conv_model, _lir
-from tests.llvm_cache import LLVM_TEST_CACHE
 
 VARIANTS = {"winograd": winograd.F2, "winograd-4x4": winograd.F4}
 
@@ -164,23 +163,20 @@ def _run(
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_kernel_against_the_reference(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_kernel_against_the_reference(strategy: str, monkeypatch) -> None:
     _run(CASES, strategy, monkeypatch=monkeypatch)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_fused_relu_and_the_sum_post_op(strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_fused_relu_and_the_sum_post_op(strategy: str, monkeypatch) -> None:
     _run(CASES[:4], strategy, activation="relu", monkeypatch=monkeypatch)
     _run(CASES[2:6], strategy, activation="relu", accumulate=True, monkeypatch=monkeypatch)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_blocks_of_tile_rows(strategy: str, monkeypatch, tmp_path) -> None:
+def test_blocks_of_tile_rows(strategy: str, monkeypatch) -> None:
     """A block budget of a few tile rows: several blocks, the last running past the grid (its
     padding tile rows must store nothing), the padded plane's rows copied per block."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     cases = [
         (1, 3, 17, 35, 20, (1, 1, 1, 1)),
         (1, 4, 9, 11, 6, (2, 0, 1, 2)),
@@ -197,26 +193,23 @@ def test_blocks_of_tile_rows(strategy: str, monkeypatch, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_rows_past_the_unrolled_length(strategy: str, monkeypatch, tmp_path) -> None:
+def test_rows_past_the_unrolled_length(strategy: str, monkeypatch) -> None:
     """OW = 2200: 1100 (F(2x2)) or 550 tiles a row, run in a loop of whole vectors and a
     constant last run."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     cases = [(1, 2, 3, 2200, 3, (1, 1, 1, 1)), (1, 2, 6, 2055, 3, (0, 0, 0, 0))]
     _run(cases, strategy, monkeypatch=monkeypatch)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("isa", [i for i in ("avx2", "generic") if i != target.default_isa()])
-def test_other_isas(isa: str, strategy: str, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_other_isas(isa: str, strategy: str, monkeypatch) -> None:
     _run(CASES[::2], strategy, isa=isa, activation="relu", monkeypatch=monkeypatch)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_executor_threads_bit_identical(strategy: str, monkeypatch, tmp_path) -> None:
+def test_executor_threads_bit_identical(strategy: str, monkeypatch) -> None:
     """A ResNet-like 3x3 conv + ReLU: one thread and two give the same bits; both agree with
     the interpreter."""
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
     # 28x28, 128 channels: every phase runs in several parallel chunks
     model, feed = _conv_model(C=128, H=28, W=28, K=128, k=3, pads=(1, 1, 1, 1), act="Relu")
     lir, plan = _lir(model)
@@ -264,8 +257,7 @@ def test_the_choice_follows_the_vector_width(isa: str, monkeypatch) -> None:
     assert prefers(12)  # 36 tiles: 3/4 of three AVX-512 vectors, 9/10 of five AVX2 ones
 
 
-def test_forced_by_the_environment(monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("GLOWVIZ_CACHE_DIR", str(LLVM_TEST_CACHE))
+def test_forced_by_the_environment(monkeypatch) -> None:
     model, feed = _conv_model(C=3, H=7, W=9, K=5, k=3, pads=(1, 0, 1, 2))
     lir, plan = _lir(model)
     conv = next(i for i, ins in enumerate(lir.code) if ins.kind == "conv")
