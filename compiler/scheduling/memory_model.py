@@ -378,20 +378,41 @@ class MemoryModel:
         return Step(live + extra, live + delta, acc2)
 
     def search_stepper(self) -> Callable[[int, int, int, int], tuple[int, int, int]]:
-        """`step` without `copied` (as the optimal search calls it), as one closure over
-        per-node tuples of the masks and sizes it reads: `fast(n, done, acc, live)` returns
-        `step(n, done, acc, live)` as a plain (peak, live, accumulating) tuple.
+        """`step` without `copied` (as the optimal search calls it): `fast(n, done, acc, live)`
+        returns `step(n, done, acc, live)` as a plain (peak, live, accumulating) tuple, made of
+        the two halves the search calls (`search_steppers`). tests/scheduling/test_scheduler.py
+        checks it against `step` on every state of several searches."""
+        head, tail = self.search_steppers()
+
+        def fast(n: int, done: int, acc: int, live: int) -> tuple[int, int, int]:
+            peak, acc2 = head(n, done, acc, live)
+            return peak, tail(n, done, acc, acc2, live), acc2
+
+        return fast
+
+    def search_steppers(
+        self,
+    ) -> tuple[
+        Callable[[int, int, int, int], tuple[int, int]],
+        Callable[[int, int, int, int, int], int],
+    ]:
+        """`step` in two halves, as closures over per-node tuples of the masks and sizes they
+        read: `head(n, done, acc, live)` gives the peak while `n` runs and the pending sum
+        post-ops after it, `tail(n, done, acc, acc2, live)` the bytes live after it (`acc2`:
+        head's). The search needs the peak and the new state's key to know whether the state
+        is kept, and keeps fewer than half of the states it expands: the rest never pay for
+        the tail.
 
         The search makes up to 100,000 steps a schedule, and the searches that run out of
         budget (unrolled recurrent and attention graphs) are a large part of a test run's
         compile time: without attribute look-ups, helper calls and a named tuple per step, a
-        step costs about half as much. tests/scheduling/test_scheduler.py checks it against
-        `step` on every state of several searches."""
+        step costs about half as much."""
         groups = self.groups
         info = self.info
         # per group: (index, producers, users, saves, y_of, size)
         gt = [(g.index, g.producers, g.users, g.saves, g.y_of, g.size) for g in groups]
-        nodes = []
+        heads = []
+        tails = []
         for n, inf in enumerate(info):
             a = inf.acc
             if a is not None:
@@ -402,27 +423,37 @@ class MemoryModel:
                 acc_test, own_y = None, -1
             ended = info[inf.noop_of].acc if inf.noop_of >= 0 else None
             base = self._touched[n]
-            nodes.append(
+            own_extra = gt[own_y] if a is not None and own_y not in base else None
+            ended_extra = (
+                gt[ended.y_group] if ended is not None and ended.y_group not in base else None
+            )
+            heads.append(
                 (
                     1 << n,
                     inf.noop_of,
                     acc_test,
                     own_y,
-                    gt[own_y] if a is not None and own_y not in base else None,
                     ended.z_group if ended is not None else -1,
-                    gt[ended.y_group] if ended is not None and ended.y_group not in base else None,
                     inf.inplace_result,
                     tuple(groups[ci].users for ci in inf.inplace_candidates),
                     # member groups without users never count
                     tuple((gi, groups[gi].producers, groups[gi].saves, groups[gi].size)
                           for gi in inf.member_groups if groups[gi].users),
+                )
+            )
+            tails.append(
+                (
+                    1 << n,
+                    inf.noop_of,
+                    own_extra,
+                    ended_extra,
                     tuple(gt[gi] for gi in sorted(base)),
                 )
             )
 
-        def fast(n: int, done: int, acc: int, live: int) -> tuple[int, int, int]:
-            (bit, noop_of, acc_test, own_y, own_extra, ended_z, ended_extra, inplace_result,
-             cand_users, members, touched) = nodes[n]
+        def head(n: int, done: int, acc: int, live: int) -> tuple[int, int]:
+            (bit, noop_of, acc_test, own_y, ended_z, inplace_result, cand_users,
+             members) = heads[n]
             noop = noop_of >= 0 and acc >> noop_of & 1
             accumulating = False
             if acc_test is not None:
@@ -448,17 +479,30 @@ class MemoryModel:
                 if gi == in_place or gi == skip_own or gi == skip_ended:
                     continue
                 extra += size
-            done2 = done | bit
             acc2 = acc
             if accumulating:
                 acc2 |= bit
-                if own_extra is not None:
-                    touched = (*touched, own_extra)
             if noop:
                 acc2 &= ~(1 << noop_of)
-                # (a set union in `step`: never the same group twice)
-                if ended_extra is not None and not (accumulating and own_extra is ended_extra):
-                    touched = (*touched, ended_extra)
+            return live + extra, acc2
+
+        def tail(n: int, done: int, acc: int, acc2: int, live: int) -> int:
+            bit, noop_of, own_extra, ended_extra, touched = tails[n]
+            # `n` accumulated when head put it in acc2 (acc holds done nodes only); it ended
+            # a sum post-op when its producer's bit was pending before it.
+            accumulating = False
+            if own_extra is not None and acc2 & bit:
+                accumulating = True
+                touched = (*touched, own_extra)
+            # (a set union in `step`: never the same group twice)
+            if (
+                ended_extra is not None
+                and acc >> noop_of & 1
+                and not (accumulating and own_extra is ended_extra)
+            ):
+                touched = (*touched, ended_extra)
+            done2 = done | bit
+            not_done = ~done
             not_done2 = ~done2
             delta = 0
             for _gi, producers, users, saves, y_of, size in touched:
@@ -476,9 +520,9 @@ class MemoryModel:
                 )
                 if bool(after) != bool(before):
                     delta += size if after else -size
-            return live + extra, live + delta, acc2
+            return live + delta
 
-        return fast
+        return head, tail
 
     def simulate(self, order: Sequence[Node]) -> list[Step]:
         """The steps of a whole order (which must list every node once, operands first)."""

@@ -105,20 +105,23 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
     # state key (done, acc) -> [value, area, live, ready, parent key, node]
     level: dict[tuple[int, int], list] = {(0, 0): [0, 0, 0, start_ready, None, -1]}
     parents: list[dict[tuple[int, int], tuple[tuple[int, int] | None, int]]] = []
-    step = model.search_stepper()
+    # The step in two halves: the tail (the bytes live after the node) only for a state that
+    # is kept; most expansions go over the bound or reach a state already reached as well.
+    head, tail = model.search_steppers()
     states = expansions = 0
     for _ in range(n):
         expansions += sum(v[3].bit_count() for v in level.values())
         if expansions > budget:
             return _Pass(None, 0, states, budget + 1)
         nxt: dict[tuple[int, int], list] = {}
+        seen_get = nxt.get
         for (done, acc), (value, area, live, ready, _parent, _node) in level.items():
             mask = ready
             while mask:
                 low = mask & -mask
                 mask ^= low
                 k = low.bit_length() - 1
-                peak, live2, acc2 = step(k, done, acc, live)
+                peak, acc2 = head(k, done, acc, live)
                 if peak > bound:
                     continue
                 v = peak if cap is None or peak < cap else 0
@@ -127,9 +130,11 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
                 done2 = done | low
                 key = (done2, acc2)
                 area2 = area + peak
-                seen = nxt.get(key)
-                if seen is not None and (seen[0], seen[1]) <= (v, area2):
+                seen = seen_get(key)
+                # (seen's value, area) <= (v, area2): the state is reached as well already
+                if seen is not None and (seen[0] < v or (seen[0] == v and seen[1] <= area2)):
                     continue
+                live2 = tail(k, done, acc, acc2, live)
                 ready2 = ready & ~low
                 for s in succs[k]:
                     if not preds[s] & ~done2:
