@@ -144,6 +144,17 @@ def test_gemv_of_small_packed_b(isa, N, K, bias, act, acc, monkeypatch):
 
     if act == "neg":
         act = LaneEpilogue(("neg",), lambda b, v: b.fneg(v))
+    texts = []
+    for on in (True, False):
+        monkeypatch.setattr(gemm, "SMALL_GEMV", on)
+        m = ir.Module()
+        emit_matmul(
+            m, "mv", 1, N, K, a_stride=K, b_stride=N, c_stride=N, bias=bias, accumulate=acc,
+            activation=act, b_packed=True, isa=isa,
+        )
+        texts.append(str(m))
+    # the switch chooses the body: every case but the column bias takes gemv_body when on
+    assert (texts[0] != texts[1]) == (bias != "col")
     for on in (True, False):
         monkeypatch.setattr(gemm, "SMALL_GEMV", on)
         if isinstance(act, LaneEpilogue):

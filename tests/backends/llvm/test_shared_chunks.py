@@ -125,7 +125,7 @@ def test_shared_chunks_compute_every_tail(isa, bias, act, acc, monkeypatch) -> N
 
 def test_chunks_of_one_structure_are_one_function(monkeypatch) -> None:
     """With the switch off every GEMM has chunks of its own; on, the seven shapes' chunks are
-    fewer functions, and none of them pastes in a shape constant of its GEMM."""
+    fewer functions: GEMMs of one structure merge, their sizes read from the task's context."""
     isa = "avx512"
     counts = {}
     for shared in (False, True):
