@@ -13,15 +13,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from glowviz.exports.formats import FORMATS, VIEW_FORMATS, VIEWS
     from glowviz.exports.render import ExportError, atomic_write, have_dot, render_dot
-    from glowviz.exports.views import (
-        FORMATS,
-        VIEW_FORMATS,
-        VIEWS,
-        compile_session,
-        render_view,
-        resolve_stage,
-    )
+    from glowviz.exports.views import compile_session, render_view, resolve_stage
 
 #: Each public name and the submodule that defines it.
 _HOME = {
@@ -29,9 +23,9 @@ _HOME = {
     "atomic_write": "render",
     "have_dot": "render",
     "render_dot": "render",
-    "FORMATS": "views",
-    "VIEWS": "views",
-    "VIEW_FORMATS": "views",
+    "FORMATS": "formats",
+    "VIEWS": "formats",
+    "VIEW_FORMATS": "formats",
     "compile_session": "views",
     "render_view": "views",
     "resolve_stage": "views",

@@ -20,20 +20,9 @@ from typing import Any
 from compiler.errors import CompilerError
 from compiler.passes.manager import IR
 from compiler.pipeline import CompileOptions
+from glowviz.exports.formats import FORMATS, VIEW_FORMATS, VIEWS
 from glowviz.exports.render import GRAPHVIZ_FORMATS, ExportError, render_dot
 from glowviz.session import CompileSession, StageRecord
-
-VIEWS = ("graph", "lir", "schedule", "lifetimes", "memory")
-FORMATS = ("dot", "svg", "pdf", "png", "json", "txt")
-
-#: Which formats each view supports.
-VIEW_FORMATS: dict[str, tuple[str, ...]] = {
-    "graph": ("dot", "svg", "pdf", "png", "json"),
-    "lir": ("dot", "svg", "pdf", "png", "json", "txt"),
-    "schedule": ("svg", "pdf", "png", "json"),
-    "lifetimes": ("svg", "pdf", "png", "json"),
-    "memory": ("svg", "pdf", "png", "json"),
-}
 
 
 @dataclass
