@@ -44,7 +44,7 @@ exit codes: 0 ok, 2 bad input (model, view/format, stage, pass name, output dire
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from glowviz.exports.palette import theme_names
-    from glowviz.exports.views import FORMATS, VIEWS
+    from glowviz.exports.formats import FORMATS, VIEWS
 
     p = command_parser(
         sub, "export", __doc__, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,7 +120,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _format_of(args: argparse.Namespace) -> str:
-    from glowviz.exports.views import FORMATS
+    from glowviz.exports.formats import FORMATS
 
     if args.fmt:
         return args.fmt

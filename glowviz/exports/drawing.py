@@ -22,6 +22,7 @@ Deterministic: names and positions only, never object ids.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -578,9 +579,19 @@ MAX_HEIGHT_IN = 8.5
 
 def layout_size_in(dot: str) -> tuple[float, float]:
     """The natural (width, height) of a DOT drawing in inches, measured by Graphviz."""
-    from glowviz.exports.render import run_graphviz
+    import shutil
 
     src = re.sub(r'size="[^"]*", ', "", dot, count=1)
+    return _measured_size(shutil.which("dot"), src)
+
+
+@functools.lru_cache(maxsize=256)
+def _measured_size(program: str | None, src: str) -> tuple[float, float]:
+    """Graphviz's layout of `src` is a function of the text (and of the `dot` found on PATH,
+    part of the key): one process that exports a figure in several formats, or again (the
+    IDE, a script), measures each trial layout once instead of once per export."""
+    from glowviz.exports.render import run_graphviz
+
     first = run_graphviz(["dot", "-Tplain"], src).split(b"\n", 1)[0].split()
     return (float(first[2]), float(first[3])) if len(first) >= 4 else (0.0, 0.0)
 

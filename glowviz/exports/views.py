@@ -20,20 +20,9 @@ from typing import Any
 from compiler.errors import CompilerError
 from compiler.passes.manager import IR
 from compiler.pipeline import CompileOptions
+from glowviz.exports.formats import FORMATS, VIEW_FORMATS, VIEWS
 from glowviz.exports.render import GRAPHVIZ_FORMATS, ExportError, render_dot
 from glowviz.session import CompileSession, StageRecord
-
-VIEWS = ("graph", "lir", "schedule", "lifetimes", "memory")
-FORMATS = ("dot", "svg", "pdf", "png", "json", "txt")
-
-#: Which formats each view supports.
-VIEW_FORMATS: dict[str, tuple[str, ...]] = {
-    "graph": ("dot", "svg", "pdf", "png", "json"),
-    "lir": ("dot", "svg", "pdf", "png", "json", "txt"),
-    "schedule": ("svg", "pdf", "png", "json"),
-    "lifetimes": ("svg", "pdf", "png", "json"),
-    "memory": ("svg", "pdf", "png", "json"),
-}
 
 
 @dataclass
@@ -204,7 +193,6 @@ def render_view(
 ) -> bytes:
     """The export file's bytes (deterministic: the same bytes for the same compile)."""
     from glowviz.exports.drawing import DETAILS, WIDE_WIDTH_IN
-    from glowviz.exports.figures import FIGURES, figure_bytes
     from glowviz.exports.json_export import dumps
     from glowviz.exports.palette import load_palette
 
@@ -267,6 +255,10 @@ def render_view(
     if fmt == "json":
         return dumps(data).encode()
     assert fmt in GRAPHVIZ_FORMATS
+    # matplotlib only here: a third of a second of `glowviz export`'s start that the DOT,
+    # Graphviz and JSON exports do not need.
+    from glowviz.exports.figures import FIGURES, figure_bytes
+
     fig = FIGURES[view](data, theme=pal, width=width, title=title)
     return figure_bytes(fig, fmt)
 

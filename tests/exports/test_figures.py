@@ -198,8 +198,9 @@ def test_pass_mode_draws_what_the_pass_changed():
 
 def _texts(fig):
     """Every text the figure draws: titles, legends, labels, annotations, and the tick labels
-    of the ticks inside the view (matplotlib keeps spare tick objects it does not draw)."""
-    fig.canvas.draw()
+    of the ticks inside the view (matplotlib keeps spare tick objects it does not draw).
+    Laid out as a draw lays it out (ticks, annotations, legend), without painting pixels."""
+    fig.draw_without_rendering()
     spare = set()
     drawn = set()
     for ax in fig.axes:
