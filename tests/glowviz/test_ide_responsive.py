@@ -120,6 +120,50 @@ async def test_view_switch_recomposes_the_footer_at_most_once():
 
 
 @run_async
+async def test_the_footer_shows_each_views_keys_after_a_switch():
+    """The footer updates its key widgets in place instead of recomposing: after every switch
+    (more keys, fewer, other ones) they are the keys a recompose would mount, in its order,
+    each drawn with its own text."""
+    from textual._context import active_message_pump
+    from textual.compose import compose
+
+    from glowviz.widgets.footer import WorkspaceFooter
+
+    def composed(footer) -> list:
+        token = active_message_pump.set(footer)  # as in the footer's own recompose
+        try:
+            return compose(footer)
+        finally:
+            active_message_pump.reset(token)
+
+    def keys(widgets) -> list[tuple]:
+        return [
+            (w.key, w.key_display, w.description, w.action, w._disabled, w.tooltip, classes)
+            for w in widgets
+            # -compact follows the footer's `compact` once mounted
+            for classes in [sorted(set(w.classes) - {"-compact"})]
+        ]
+
+    async with ide() as (app, pilot, main):
+        footer = main.query_one(WorkspaceFooter)
+        seen = set()
+        for key in "2345678172":
+            await pilot.press(key)
+            await settle(app, pilot)
+            await pilot.pause()
+            shown = keys(footer.children)
+            assert shown == keys(composed(footer)), key
+            seen.add(len(shown))
+            for w in footer.children:
+                if not w.has_class("-command-palette"):  # Textual binds the others only
+                    assert w.has_class("-compact") == footer.compact
+                drawn = str(w.render())
+                assert w.key_display in drawn and w.description in drawn, (key, drawn)
+                assert w.content_region.width == w.get_content_width(footer.size, footer.size), key
+        assert len(seen) > 1  # the count of keys changed on the way
+
+
+@run_async
 async def test_the_compiled_stages_are_frozen_out_of_the_cycle_collector():
     """A compiled DenseNet-121 is a million objects; every full collection scanned them in a
     0.7-1.6 s pause that landed on a key press. After the compile they are frozen."""
