@@ -10,8 +10,11 @@ observer it calls (see compiler/passes/manager.py: PassEvent).
 from __future__ import annotations
 
 import difflib
+import gc
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,6 +184,37 @@ class CompileResult:
         )
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = True
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No automatic cycle collection while compiling (nestable, from any thread): every
+    `compile_model` runs in one, and the IDE holds one until a compile is drawn.
+
+    A compile only adds objects that live as long as its stages (the snapshots): on
+    DenseNet-121 the collector ran five full collections over the growing heap, 0.4-0.7 s of
+    a 1 s compile, and found about 1,500 unreachable objects in all (peak memory the same on
+    DenseNet-121 and BERT-base). In a process that compiles many small models beside a large
+    heap (the ONNX node suite: 1,884 cases loaded) the collections were 1.6 s of its 11 s.
+    What little garbage there is goes at the next collection."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def import_model(
     model: onnx.ModelProto | str | Path | bytes, options: CompileOptions | None = None
 ) -> tuple[Module, str]:
@@ -208,7 +242,19 @@ def compile_model(
     *,
     keep_events: bool = False,
 ) -> CompileResult:
-    """Run the pipeline. `observer` is called after every pass with a PassEvent (snapshots)."""
+    """Run the pipeline. `observer` is called after every pass with a PassEvent (snapshots).
+    The cycle collector waits meanwhile (`gc_paused`)."""
+    with gc_paused():
+        return _compile_model(model, options, observer, keep_events=keep_events)
+
+
+def _compile_model(
+    model: onnx.ModelProto | str | Path | bytes | Module,
+    options: CompileOptions | None,
+    observer: Observer | None,
+    *,
+    keep_events: bool,
+) -> CompileResult:
     from compiler.passes.manager import journals, run_passes
     from compiler.passes.pipelines import graph_opt_passes, lowering_pass, post_lowering_passes
 

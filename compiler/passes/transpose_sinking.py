@@ -3,8 +3,9 @@
 Transposes are moved below element-wise unary ops, and below element-wise binary ops when both
 operands are transposed by the same perm or the other operand is a constant (permuted at compile
 time) or a one-element value. Transpose(Transpose(x)) becomes one Transpose (or none), identity
-perms vanish and a Transpose of a constant is folded. Sinking brings transposes together so
-they cancel.
+perms vanish, a Transpose of a constant is folded and one of a one-element value broadcast
+(ONNX's ConstantOfShape, too large to fold) broadcasts it to the permuted shape instead. Sinking
+brings transposes together so they cancel.
 """
 
 from __future__ import annotations
@@ -67,6 +68,25 @@ def fold_constant_transpose(node: Node, rw: Rewriter) -> bool:
         return False
     c = rw.constant(f"{node.operands[0].name}_t", np.transpose(data, node.attrs["perm"]))
     rw.replace_node(node, c)
+    return True
+
+
+def transpose_splat(node: Node, rw: Rewriter) -> bool:
+    """Transpose(Broadcast(x)) with one element in x: every element is x's either way, so the
+    Broadcast makes the permuted shape directly. (onnx's light models make their Gemm weights
+    with ConstantOfShape: VGG-19's 411 MB first FC weight was filled, then transposed, on
+    every run.)"""
+    b = producer(node.operands[0])
+    if b is None or b.op != "Broadcast" or b.operands[0].type.numel != 1:
+        return False
+    new = rw.create(
+        "Broadcast",
+        [b.operands[0]],
+        {"shape": node.result.type.shape},
+        name=node.name,
+        origin=[b, node],
+    )
+    rw.replace_node(node, new)
     return True
 
 
@@ -139,7 +159,7 @@ def _table() -> PatternTable:
     from compiler.graph.ops import all_ops
 
     table: dict[str, list] = {
-        "Transpose": [remove_identity, fold_constant_transpose, merge_transposes]
+        "Transpose": [remove_identity, fold_constant_transpose, merge_transposes, transpose_splat]
     }
     for name, op in all_ops().items():
         if "elementwise" not in op.traits or "pure" not in op.traits:

@@ -378,20 +378,42 @@ class MemoryModel:
         return Step(live + extra, live + delta, acc2)
 
     def search_stepper(self) -> Callable[[int, int, int, int], tuple[int, int, int]]:
-        """`step` without `copied` (as the optimal search calls it), as one closure over
-        per-node tuples of the masks and sizes it reads: `fast(n, done, acc, live)` returns
-        `step(n, done, acc, live)` as a plain (peak, live, accumulating) tuple.
+        """`step` without `copied` (as the optimal search calls it): `fast(n, done, acc, live)`
+        returns `step(n, done, acc, live)` as a plain (peak, live, accumulating) tuple, made of
+        the two halves the search calls (`search_steppers`). tests/scheduling/test_scheduler.py
+        checks it against `step` on every state of several searches."""
+        heads, tails = self.search_steppers()
+
+        def fast(n: int, done: int, acc: int, live: int) -> tuple[int, int, int]:
+            peak, acc2 = heads[n](done, acc, live)
+            return peak, tails[n](done, acc, acc2, live), acc2
+
+        return fast
+
+    def search_steppers(
+        self,
+    ) -> tuple[
+        list[Callable[[int, int, int], tuple[int, int]]],
+        list[Callable[[int, int, int, int], int]],
+    ]:
+        """`step` in two halves, per node, as closures over the masks and sizes they read:
+        `heads[n](done, acc, live)` gives the peak while `n` runs and the pending sum post-ops
+        after it, `tails[n](done, acc, acc2, live)` the bytes live after it (`acc2`: the
+        head's). The search needs the peak and the new state's key to know whether it keeps
+        the state, and keeps fewer than half of the states it expands: the rest never pay for
+        the tail. A node that can neither accumulate, end a sum post-op nor write in place
+        (most of them) gets a head with only its result buffers' test.
 
         The search makes up to 100,000 steps a schedule, and the searches that run out of
         budget (unrolled recurrent and attention graphs) are a large part of a test run's
         compile time: without attribute look-ups, helper calls and a named tuple per step, a
-        step costs about half as much. tests/scheduling/test_scheduler.py checks it against
-        `step` on every state of several searches."""
+        step costs about half as much."""
         groups = self.groups
         info = self.info
         # per group: (index, producers, users, saves, y_of, size)
         gt = [(g.index, g.producers, g.users, g.saves, g.y_of, g.size) for g in groups]
-        nodes = []
+        heads = []
+        tails = []
         for n, inf in enumerate(info):
             a = inf.acc
             if a is not None:
@@ -402,83 +424,33 @@ class MemoryModel:
                 acc_test, own_y = None, -1
             ended = info[inf.noop_of].acc if inf.noop_of >= 0 else None
             base = self._touched[n]
-            nodes.append(
-                (
+            heads.append(
+                _search_head(
                     1 << n,
                     inf.noop_of,
                     acc_test,
                     own_y,
-                    gt[own_y] if a is not None and own_y not in base else None,
                     ended.z_group if ended is not None else -1,
-                    gt[ended.y_group] if ended is not None and ended.y_group not in base else None,
                     inf.inplace_result,
                     tuple(groups[ci].users for ci in inf.inplace_candidates),
                     # member groups without users never count
-                    tuple((gi, groups[gi].producers, groups[gi].saves, groups[gi].size)
-                          for gi in inf.member_groups if groups[gi].users),
+                    tuple(
+                        (gi, groups[gi].producers, groups[gi].saves, groups[gi].size)
+                        for gi in inf.member_groups
+                        if groups[gi].users
+                    ),
+                )
+            )
+            tails.append(
+                _search_tail(
+                    1 << n,
+                    inf.noop_of,
+                    gt[own_y] if a is not None and own_y not in base else None,
+                    gt[ended.y_group] if ended is not None and ended.y_group not in base else None,
                     tuple(gt[gi] for gi in sorted(base)),
                 )
             )
-
-        def fast(n: int, done: int, acc: int, live: int) -> tuple[int, int, int]:
-            (bit, noop_of, acc_test, own_y, own_extra, ended_z, ended_extra, inplace_result,
-             cand_users, members, touched) = nodes[n]
-            noop = noop_of >= 0 and acc >> noop_of & 1
-            accumulating = False
-            if acc_test is not None:
-                rp, rp_noop, others = acc_test
-                accumulating = bool(
-                    (done >> rp & 1 or (rp_noop >= 0 and acc >> rp_noop & 1))
-                    and not others & ~done
-                )
-            in_place = -1
-            if inplace_result >= 0 and not noop:
-                pending = ~bit & ~done
-                for users in cand_users:
-                    if not users & pending:
-                        in_place = inplace_result
-                        break
-            skip_own = own_y if accumulating else -1
-            skip_ended = ended_z if noop else -1
-            not_done = ~done
-            extra = 0
-            for gi, producers, saves, size in members:
-                if producers & done or saves & not_done:
-                    continue
-                if gi == in_place or gi == skip_own or gi == skip_ended:
-                    continue
-                extra += size
-            done2 = done | bit
-            acc2 = acc
-            if accumulating:
-                acc2 |= bit
-                if own_extra is not None:
-                    touched = (*touched, own_extra)
-            if noop:
-                acc2 &= ~(1 << noop_of)
-                # (a set union in `step`: never the same group twice)
-                if ended_extra is not None and not (accumulating and own_extra is ended_extra):
-                    touched = (*touched, ended_extra)
-            not_done2 = ~done2
-            delta = 0
-            for _gi, producers, users, saves, y_of, size in touched:
-                after = (
-                    producers & done2
-                    and users & not_done2
-                    and not saves & not_done2
-                    and not (y_of >= 0 and acc2 >> y_of & 1)
-                )
-                before = (
-                    producers & done
-                    and users & not_done
-                    and not saves & not_done
-                    and not (y_of >= 0 and acc >> y_of & 1)
-                )
-                if bool(after) != bool(before):
-                    delta += size if after else -size
-            return live + extra, live + delta, acc2
-
-        return fast
+        return heads, tails
 
     def simulate(self, order: Sequence[Node]) -> list[Step]:
         """The steps of a whole order (which must list every node once, operands first)."""
@@ -528,6 +500,126 @@ class MemoryModel:
             if total > best:
                 best, where = total, info.node.name
         return best, where
+
+
+def _search_head(
+    bit: int,
+    noop_of: int,
+    acc_test: tuple[int, int, int] | None,
+    own_y: int,
+    ended_z: int,
+    inplace_result: int,
+    cand_users: tuple[int, ...],
+    members: tuple[tuple[int, int, int, int], ...],
+) -> Callable[[int, int, int], tuple[int, int]]:
+    """One node's head of `MemoryModel.step` (see `search_steppers`)."""
+    if acc_test is None and noop_of < 0 and inplace_result < 0:
+        # No sum post-op and no in-place write: a result buffer counts unless it exists
+        # already or a pending Save may write it into an output.
+        if len(members) == 1:
+            ((_gi, producers1, saves1, size1),) = members
+
+            def plain1(done: int, acc: int, live: int) -> tuple[int, int]:
+                if producers1 & done or saves1 & ~done:
+                    return live, acc
+                return live + size1, acc
+
+            return plain1
+
+        def plain(done: int, acc: int, live: int) -> tuple[int, int]:
+            not_done = ~done
+            extra = 0
+            for _gi, producers, saves, size in members:
+                if not (producers & done or saves & not_done):
+                    extra += size
+            return live + extra, acc
+
+        return plain
+
+    def head(done: int, acc: int, live: int) -> tuple[int, int]:
+        noop = noop_of >= 0 and acc >> noop_of & 1
+        accumulating = False
+        if acc_test is not None:
+            rp, rp_noop, others = acc_test
+            accumulating = bool(
+                (done >> rp & 1 or (rp_noop >= 0 and acc >> rp_noop & 1)) and not others & ~done
+            )
+        in_place = -1
+        if inplace_result >= 0 and not noop:
+            pending = ~bit & ~done
+            for users in cand_users:
+                if not users & pending:
+                    in_place = inplace_result
+                    break
+        skip_own = own_y if accumulating else -1
+        skip_ended = ended_z if noop else -1
+        not_done = ~done
+        extra = 0
+        for gi, producers, saves, size in members:
+            if producers & done or saves & not_done:
+                continue
+            if gi == in_place or gi == skip_own or gi == skip_ended:
+                continue
+            extra += size
+        acc2 = acc
+        if accumulating:
+            acc2 |= bit
+        if noop:
+            acc2 &= ~(1 << noop_of)
+        return live + extra, acc2
+
+    return head
+
+
+_GroupFacts = tuple[int, int, int, int, int, int]  # index, producers, users, saves, y_of, size
+
+
+def _search_tail(
+    bit: int,
+    noop_of: int,
+    own_extra: _GroupFacts | None,
+    ended_extra: _GroupFacts | None,
+    base: tuple[_GroupFacts, ...],
+) -> Callable[[int, int, int, int], int]:
+    """One node's tail of `MemoryModel.step` (see `search_steppers`)."""
+
+    def tail(done: int, acc: int, acc2: int, live: int) -> int:
+        touched = base
+        # The node accumulated when the head put it in acc2 (acc holds done nodes only); it
+        # ended a sum post-op when its producer's bit was pending before it.
+        accumulating = False
+        if own_extra is not None and acc2 & bit:
+            accumulating = True
+            touched = (*touched, own_extra)
+        # (a set union in `step`: never the same group twice)
+        if (
+            ended_extra is not None
+            and acc >> noop_of & 1
+            and not (accumulating and own_extra is ended_extra)
+        ):
+            touched = (*touched, ended_extra)
+        done2 = done | bit
+        not_done = ~done
+        not_done2 = ~done2
+        delta = 0
+        for _gi, producers, users, saves, y_of, size in touched:
+            after = (
+                producers & done2
+                and users & not_done2
+                and not saves & not_done2
+                and not (y_of >= 0 and acc2 >> y_of & 1)
+            )
+            before = (
+                producers & done
+                and users & not_done
+                and not saves & not_done
+                and not (y_of >= 0 and acc >> y_of & 1)
+            )
+            if bool(after) != bool(before):
+                delta += size if after else -size
+        return live + delta
+
+    return tail
 
 
 __all__ = ["Group", "MemoryModel", "NodeInfo", "Step", "is_view"]

@@ -102,55 +102,67 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
     succs = [i.succs for i in info]
     full = (1 << n) - 1
     start_ready = sum(1 << i for i in range(n) if not preds[i])
-    # state key (done, acc) -> [value, area, live, ready, parent key, node]
-    level: dict[tuple[int, int], list] = {(0, 0): [0, 0, 0, start_ready, None, -1]}
-    parents: list[dict[tuple[int, int], tuple[tuple[int, int] | None, int]]] = []
-    step = model.search_stepper()
+    # A state is the set of nodes run (`done`) and the producers whose sum post-op is pending
+    # (`acc`), keyed as one int, done | acc << n (for the same `done`, keys order as `acc`s).
+    # state key -> [value, area, live, ready, parent key, node]
+    level: dict[int, list] = {0: [0, 0, 0, start_ready, None, -1]}
+    # Every level's states: their parent keys and nodes give the order back.
+    levels: list[dict[int, list]] = []
+    # The step in two halves: the tail (the bytes live after the node) only for a state that
+    # is kept; most expansions go over the bound or reach a state already reached as well.
+    heads, tails = model.search_steppers()
+    # Steps past the bound are dropped first, so without a cap every kept step is below this.
+    capv = bound + 1 if cap is None else cap
     states = expansions = 0
     for _ in range(n):
         expansions += sum(v[3].bit_count() for v in level.values())
         if expansions > budget:
             return _Pass(None, 0, states, budget + 1)
-        nxt: dict[tuple[int, int], list] = {}
-        for (done, acc), (value, area, live, ready, _parent, _node) in level.items():
+        nxt: dict[int, list] = {}
+        seen_get = nxt.get
+        for key, (value, area, live, ready, _parent, _node) in level.items():
+            done = key & full
+            acc = key >> n
             mask = ready
             while mask:
                 low = mask & -mask
                 mask ^= low
                 k = low.bit_length() - 1
-                peak, live2, acc2 = step(k, done, acc, live)
+                peak, acc2 = heads[k](done, acc, live)
                 if peak > bound:
                     continue
-                v = peak if cap is None or peak < cap else 0
+                v = peak if peak < capv else 0
                 if v < value:
                     v = value
                 done2 = done | low
-                key = (done2, acc2)
+                key2 = done2 | acc2 << n
                 area2 = area + peak
-                seen = nxt.get(key)
-                if seen is not None and (seen[0], seen[1]) <= (v, area2):
+                seen = seen_get(key2)
+                # (seen's value, area) <= (v, area2): the state is reached as well already
+                if seen is not None and (seen[0] < v or (seen[0] == v and seen[1] <= area2)):
                     continue
+                live2 = tails[k](done, acc, acc2, live)
                 ready2 = ready & ~low
                 for s in succs[k]:
                     if not preds[s] & ~done2:
                         ready2 |= 1 << s
-                nxt[key] = [v, area2, live2, ready2, (done, acc), k]
+                nxt[key2] = [v, area2, live2, ready2, key, k]
         states += len(nxt)
-        parents.append({key: (v[4], v[5]) for key, v in nxt.items()})
+        levels.append(nxt)
         level = nxt
         if not level:
             return _Pass([], 0, states, expansions)
-    finals = [(v[0], v[1], key) for key, v in level.items() if key[0] == full]
+    finals = [(v[0], v[1], key) for key, v in level.items() if key & full == full]
     if not finals:
         return _Pass([], 0, states, expansions)
     value, _area, key = min(finals)
     order_idx: list[int] = []
-    cur: tuple[int, int] | None = key
+    cur: int | None = key
     for depth in range(n - 1, -1, -1):
         assert cur is not None
-        parent, node = parents[depth][cur]
-        order_idx.append(node)
-        cur = parent
+        entry = levels[depth][cur]
+        order_idx.append(entry[5])
+        cur = entry[4]
     return _Pass(order_idx[::-1], value, states, expansions)
 
 

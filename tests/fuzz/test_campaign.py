@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.llvm_cache import LLVM_TEST_CACHE
+
 from .known import known_signature
 from .runner import (
     COMMANDS,
@@ -31,7 +33,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def tally() -> Tally:
-    st = Settings(timeout=30.0, mem_limit=3 * GIB)
+    # The workers keep their compiled modules in the LLVM tests' cache: a run after no code
+    # generator change loads them instead of running O3 again (the subprocess sample below
+    # still compiles from nothing, and must agree).
+    st = Settings(timeout=30.0, mem_limit=3 * GIB, llvm_cache=LLVM_TEST_CACHE)
     t = Tally()
 
     def cases():

@@ -287,7 +287,8 @@ TASKS = {"cli": task_cli, "check": task_check}
 def serve(rfd: int, wfd: int, mem_limit: int, tmp_dir: str) -> None:
     faulthandler.enable(file=sys.stderr, all_threads=False)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
-    os.environ.setdefault("GLOWVIZ_NO_DISK_CACHE", "1")
+    if "GLOWVIZ_CACHE_DIR" not in os.environ:  # the runner's cache when it gives one
+        os.environ.setdefault("GLOWVIZ_NO_DISK_CACHE", "1")
     # import everything before capping memory: the cap measures the case, not the imports
     import onnxruntime  # noqa: F401
 

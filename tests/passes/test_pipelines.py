@@ -122,6 +122,31 @@ def _graph_pipeline(m: Module) -> None:
 
 
 @pytest.mark.slow
+def test_compile_model_runs_without_automatic_cycle_collection() -> None:
+    """`compile_model` pauses the collector (`gc_paused`) and turns it back on after, also
+    when the compile fails; a collector the caller turned off stays off."""
+    import gc
+
+    from compiler.errors import CompilerError
+    from compiler.pipeline import CompileOptions, compile_model
+
+    seen: list[bool] = []
+    model = str(pathlib.Path(__file__).resolve().parents[2] / "sample_models" / "mlp.onnx")
+    assert gc.isenabled()
+    compile_model(model, observer=lambda event: seen.append(gc.isenabled()))
+    assert seen and not any(seen)
+    assert gc.isenabled()
+    with pytest.raises(CompilerError):
+        compile_model(model, CompileOptions(scheduler="no-such-scheduler"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        compile_model(model)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_scale_2000_nodes_is_not_quadratic() -> None:
     small, big = chain_module(42), chain_module(170)  # 505 and 2,041 nodes
     assert len(big.main) > 2000 and round(len(big.main) / len(small.main)) == NODES_RATIO

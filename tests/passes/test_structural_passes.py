@@ -83,6 +83,28 @@ def test_transpose_pairs_identity_and_constant() -> None:
     )
 
 
+def test_transpose_of_a_broadcast_splat_is_a_broadcast() -> None:
+    # Placeholders, not constants: nothing folds. %w has three elements: its Transpose stays.
+    src = module_ir("""
+    placeholder %v : f32<1x1>
+    placeholder %w : f32<1x3>
+    placeholder %out : f32<3x2> output
+    placeholder %out2 : f32<3x2> output
+    %b = Broadcast(%v) {shape = [2, 3]} : f32<2x3>
+    %t = Transpose(%b) {perm = [1, 0]} : f32<3x2>
+    %b2 = Broadcast(%w) {shape = [2, 3]} : f32<2x3>
+    %t2 = Transpose(%b2) {perm = [1, 0]} : f32<3x2>
+    Save(%t, %out)
+    Save(%t2, %out2)
+""")
+    assert_rewrites(src, TransposeSinking()).check("""
+    CHECK-DAG: %t2 = Transpose(%b2) {perm = [1, 0]}
+    CHECK-DAG: %t_1 = Broadcast(%v) {shape = [3, 2]} : f32<3x2>
+    CHECK-NOT: Transpose(%b)
+    CHECK: Save(%t_1, %out)
+    """)
+
+
 RS_SRC = module_ir("""
     placeholder %x : f32<2x3x4>
     placeholder %out : f32<6x4> output

@@ -145,15 +145,29 @@ def _own_files() -> frozenset[str]:
     return frozenset(str(p) for p in source_files() if p.is_relative_to(_PACKAGE))
 
 
+#: sys.modules' values when `_loaded_codegen_modules` last looked, and what it found then.
+_LOADED: tuple[tuple[Any, ...], list[types.ModuleType]] = ((), [])
+
+
 def _loaded_codegen_modules() -> list[types.ModuleType]:
-    """The code generator's own modules (those under ``compiler/backends/llvm``) loaded now."""
+    """The code generator's own modules (those under ``compiler/backends/llvm``) loaded now.
+
+    Every program key asks, and a look at each of the process's ~2,000 modules' ``__file__``
+    was 1 ms of each small model's compile (a tenth of the ONNX node suite's LLVM time): the
+    answer is kept while sys.modules holds the same module objects (compared by identity)."""
+    global _LOADED
+    now = tuple(sys.modules.values())
+    if _unchanged(_LOADED[0], now):
+        return _LOADED[1]
     files = _own_files()
     out = []
-    for m in list(sys.modules.values()):
+    for m in now:
         f = getattr(m, "__file__", None)
         if f and f in files:
             out.append(m)
-    return sorted(out, key=lambda m: m.__name__)
+    found = sorted(out, key=lambda m: m.__name__)
+    _LOADED = (now, found)
+    return found
 
 
 _SIMPLE = (bool, int, float, str, type(None))

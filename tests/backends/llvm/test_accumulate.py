@@ -12,6 +12,8 @@ from compiler.backends.llvm.jit import JITEngine
 from compiler.backends.llvm.kernels.conv import STRATEGY_NAMES, applicable
 from compiler.backends.llvm.kernels.gemm import emit_matmul
 from compiler.kernels.reference_nn import conv as reference_conv
+from tests.backends.llvm import test_conv_strategies
+from tests.backends.llvm.emitted import compile_emitted
 from tests.backends.llvm.test_conv_strategies import GRID, SENTINEL, _guarded, emit_for_shape
 
 
@@ -21,21 +23,31 @@ def test_every_conv_strategy_accumulates(strategy: str, monkeypatch) -> None:
     rng = np.random.default_rng(11)
     shapes = [s for _, s in GRID if strategy in applicable(s)][::4]
     assert shapes, strategy
-    module = ir.Module()
-    cases = []
+    data = []
     for n, s in enumerate(shapes):
         act = ("relu", ("clip", -0.5, 0.5), None)[n % 3]
         x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)
         w = rng.standard_normal((s.K, s.Cg, s.R, s.S)).astype(np.float32)
         bias = rng.standard_normal(s.K).astype(np.float32)
         old = rng.standard_normal((1, s.K, s.OH, s.OW)).astype(np.float32)
-        ck = emit_for_shape(
-            module, f"acc{n}", s, w, activation=act, strategy=strategy, accumulate=True
-        )
-        cases.append((s, x, w, bias, old, act, ck))
-    compiled = JITEngine().compile(module)
-    for n, (s, x, w, bias, old, act, ck) in enumerate(cases):
-        bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
+        data.append((s, x, w, bias, old, act))
+
+    def emit(module: ir.Module) -> list:
+        return [
+            emit_for_shape(
+                module, f"acc{n}", s, w, activation=act, strategy=strategy, accumulate=True
+            )
+            for n, (s, _, w, _, _, act) in enumerate(data)
+        ]
+
+    # Kept between runs under a key of the code generator and these inputs (emitted.py).
+    what = f"accumulating convs {strategy} seed 11 {shapes!r}"
+    compiled, kernels = compile_emitted(what, emit, __file__, test_conv_strategies.__file__)
+    assert len(kernels) == len(data)
+    for n, (s, x, w, bias, old, act) in enumerate(data):
+        made, packed = kernels[n]
+        assert made == strategy
+        bufs = [_guarded(a, np.nan) for a in (x, packed, bias)]
         obuf, out = _guarded(old, SENTINEL)
         compiled.cfunc(f"acc{n}")(
             bufs[0][1].ctypes.data, bufs[1][1].ctypes.data, out.ctypes.data, bufs[2][1].ctypes.data

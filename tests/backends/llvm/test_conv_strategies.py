@@ -36,6 +36,7 @@ from compiler.backends.llvm.kernels.direct import padded_size
 from compiler.errors import CodegenError
 from compiler.kernels.reference_nn import conv as reference_conv
 from compiler.pipeline import compile_model
+from tests.backends.llvm.emitted import compile_emitted
 
 GUARD = 64  # floats of guard zone on each side of every buffer
 SENTINEL = np.float32(-7.25)
@@ -116,20 +117,30 @@ def emit_for_shape(module: ir.Module, name: str, s: ConvShape, w: np.ndarray, **
 
 def _run_grid(strategy: str, isa: str | None, configs: list) -> None:
     rng = np.random.default_rng(7)
-    module = ir.Module()
-    cases = []
-    for n, (cfg, s) in enumerate(configs):
+    data = []
+    for cfg, s in configs:
         x = rng.standard_normal((1, s.C, s.H, s.W)).astype(np.float32)
         w = rng.standard_normal((s.K, s.Cg, s.R, s.S)).astype(np.float32)
         bias = rng.standard_normal(s.K).astype(np.float32)
-        ck = emit_for_shape(module, f"cv{n}", s, w, isa=isa, strategy=strategy)
-        assert ck.strategy == strategy
-        cases.append((cfg, s, x, w, bias, ck))
-    assert cases, f"no grid shape for {strategy}"
-    compiled = JITEngine().compile(module)
+        data.append((cfg, s, x, w, bias))
+    assert data, f"no grid shape for {strategy}"
+
+    def emit(module: ir.Module) -> list:
+        return [
+            emit_for_shape(module, f"cv{n}", s, w, isa=isa, strategy=strategy)
+            for n, (_, s, _, w, _) in enumerate(data)
+        ]
+
+    # Kept between runs under a key of the code generator and these inputs (emitted.py).
+    what = f"conv grid {strategy} isa {isa} seed 7 {[cfg for cfg, _ in configs]!r}"
+    compiled, kernels = compile_emitted(what, emit, __file__)
+    cases = []
+    for (cfg, s, x, w, bias), (made, packed) in zip(data, kernels, strict=True):
+        assert made == strategy
+        cases.append((cfg, s, x, w, bias, packed))
     failures = []
-    for n, (_, s, x, w, bias, ck) in enumerate(cases):
-        bufs = [_guarded(a, np.nan) for a in (x, ck.packed_weights, bias)]
+    for n, (_, s, x, w, bias, packed) in enumerate(cases):
+        bufs = [_guarded(a, np.nan) for a in (x, packed, bias)]
         obuf, out = _guarded(np.zeros(s.K * s.OH * s.OW, np.float32), SENTINEL)
         fn = compiled.cfunc(f"cv{n}")
         args = (

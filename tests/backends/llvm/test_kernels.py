@@ -9,9 +9,10 @@ from llvmlite import ir
 from compiler.backends.llvm import target
 from compiler.backends.llvm.cache import flush_writes
 from compiler.backends.llvm.jit import JITEngine, ModuleCache, module_key
-from compiler.backends.llvm.kernels.conv import emit_conv2d
+from compiler.backends.llvm.kernels.conv import conv_shape, emit_conv2d
 from compiler.backends.llvm.kernels.gemm import emit_matmul, pack_b_constant
 from compiler.errors import CodegenError
+from tests.backends.llvm.emitted import compile_emitted
 
 ISAS = ["avx512", "avx2", "generic"]
 
@@ -36,13 +37,7 @@ def _matmul(
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K), dtype=np.float32)
     bm = rng.standard_normal((N, K) if transpose_b else (K, N), dtype=np.float32)
-    m = ir.Module()
-    emit_matmul(
-        m,
-        "mm",
-        M,
-        N,
-        K,
+    options = dict(
         a_stride=K,
         b_stride=bm.shape[1],
         c_stride=N,
@@ -53,7 +48,14 @@ def _matmul(
         b_packed=packed,
         isa=isa,
     )
-    fn = JITEngine().compile(m).cfunc("mm")
+
+    def emit(m: ir.Module) -> list:
+        emit_matmul(m, "mm", M, N, K, **options)
+        return []
+
+    # Kept between runs under a key of the code generator and these options (emitted.py).
+    compiled, _ = compile_emitted(f"matmul {(M, N, K)} {options!r}", emit, __file__)
+    fn = compiled.cfunc("mm")
     bsrc = pack_b_constant(bm, transpose_b=transpose_b, isa=isa) if packed else bm
     c = rng.standard_normal((M, N), dtype=np.float32)
     c0 = c.copy()
@@ -142,6 +144,17 @@ def test_gemv_of_small_packed_b(isa, N, K, bias, act, acc, monkeypatch):
 
     if act == "neg":
         act = LaneEpilogue(("neg",), lambda b, v: b.fneg(v))
+    texts = []
+    for on in (True, False):
+        monkeypatch.setattr(gemm, "SMALL_GEMV", on)
+        m = ir.Module()
+        emit_matmul(
+            m, "mv", 1, N, K, a_stride=K, b_stride=N, c_stride=N, bias=bias, accumulate=acc,
+            activation=act, b_packed=True, isa=isa,
+        )
+        texts.append(str(m))
+    # the switch chooses the body: every case but the column bias takes gemv_body when on
+    assert (texts[0] != texts[1]) == (bias != "col")
     for on in (True, False):
         monkeypatch.setattr(gemm, "SMALL_GEMV", on)
         if isinstance(act, LaneEpilogue):
@@ -234,35 +247,27 @@ def _conv(
     x = rng.standard_normal((N, C, H, W), dtype=np.float32)
     w = rng.standard_normal((K, C // group, R, S), dtype=np.float32)
     bv = rng.standard_normal(K, dtype=np.float32)
-    m = ir.Module()
-    ck = emit_conv2d(
-        m,
-        "cv",
-        N=N,
-        C=C,
-        H=H,
-        W=W,
-        K=K,
-        R=R,
-        S=S,
-        weights=w,
-        stride=stride,
-        pad=pad,
-        dilation=dil,
-        group=group,
-        bias=bias,
-        activation=act,
-        isa=isa,
-        strategy=strategy,
-    )
+    dims = dict(N=N, C=C, H=H, W=W, K=K, R=R, S=S)
+    window = dict(stride=stride, pad=pad, dilation=dil, group=group)
+    options = dict(bias=bias, activation=act, isa=isa, strategy=strategy)
+    shape = conv_shape(N, C, H, W, K, R, S, **window)
+
+    def emit(m: ir.Module) -> list:
+        ck = emit_conv2d(m, "cv", **dims, weights=w, **window, **options)
+        assert ck.shape == shape
+        return [ck]
+
+    # Kept between runs under a key of the code generator and these inputs (emitted.py).
+    what = f"conv {dims!r} {window!r} {options!r} seed 1"
+    compiled, [(made, packed)] = compile_emitted(what, emit, __file__)
     if expect:
-        assert ck.strategy == expect
-    fn = JITEngine().compile(m).cfunc("cv")
-    out = np.full((N, K, ck.shape.OH, ck.shape.OW), np.nan, dtype=np.float32)
+        assert made == expect
+    fn = compiled.cfunc("cv")
+    out = np.full((N, K, shape.OH, shape.OW), np.nan, dtype=np.float32)
     guarded = np.full(x.size + 128, np.nan, dtype=np.float32)  # a read past x gives NaN
     guarded[64 : 64 + x.size] = x.ravel()
     xg = guarded[64 : 64 + x.size]
-    fn(_addr(xg), _addr(ck.packed_weights), _addr(out), *([_addr(bv)] if bias else []))
+    fn(_addr(xg), _addr(packed), _addr(out), *([_addr(bv)] if bias else []))
     p4 = (pad,) * 4 if isinstance(pad, int) else pad
     ref = ref_conv(x, w, bv if bias else None, _pair(stride), p4, _pair(dil), group)
     if act == "relu":

@@ -23,6 +23,7 @@ from compiler.backends.llvm.kernels.conv import applicable
 from compiler.backends.llvm.kernels.gemm import emit_matmul, gemm_config, pack_b_constant
 from compiler.backends.interpreter.arena import ArenaInterpreter
 from compiler.backends.llvm.executor import LLVMExecutor
+from tests.backends.llvm.emitted import compile_emitted
 from tests.backends.llvm.test_conv_strategies import (
     WIDE,
     _lir,
@@ -57,8 +58,8 @@ def _shapes(isa: str) -> list[tuple[int, int, int]]:
     ]
 
 
-def _module(isa: str, shapes, **options):
-    m = ir.Module()
+def _module(isa: str, shapes, m: ir.Module | None = None, **options):
+    m = ir.Module() if m is None else m
     for i, (M, N, K) in enumerate(shapes):
         strides = dict(a_stride=K, b_stride=N, c_stride=N)
         emit_matmul(m, f"mm{i}", M, N, K, **strides, b_packed=True, isa=isa, **options)
@@ -94,12 +95,21 @@ def test_shared_chunks_compute_every_tail(isa, bias, act, acc, monkeypatch) -> N
     results = {}
     for shared in (False, True):
         monkeypatch.setattr(gemm, "SHARED_CHUNKS", shared)
-        m = _module(isa, shapes, **options)
-        merge_identical_functions(m)
         if shared:
+            m = _module(isa, shapes, **options)
+            merge_identical_functions(m)
             # The first and the last GEMM differ only in their sizes: one chunk function.
             assert '@"mm0.gemm"' in split_functions(str(m))[f"mm{len(shapes) - 1}"]
-        compiled = JITEngine().compile(m)
+            compiled = JITEngine().compile(m)
+        else:
+            # Only run: kept between runs under a key of the code generator (its switches
+            # included) and these shapes (emitted.py), emitted on a miss only.
+            def emit(m: ir.Module) -> list:
+                merge_identical_functions(_module(isa, shapes, m, **options))
+                return []
+
+            what = f"shared chunks off {isa} {shapes!r} {options!r}"
+            compiled, _ = compile_emitted(what, emit, __file__)
         outs = _run(compiled, isa, shapes, 5, bias=bias, accumulate=acc, act=act)
         if not shared:
             results[shared] = outs
@@ -115,7 +125,7 @@ def test_shared_chunks_compute_every_tail(isa, bias, act, acc, monkeypatch) -> N
 
 def test_chunks_of_one_structure_are_one_function(monkeypatch) -> None:
     """With the switch off every GEMM has chunks of its own; on, the seven shapes' chunks are
-    fewer functions, and none of them pastes in a shape constant of its GEMM."""
+    fewer functions: GEMMs of one structure merge, their sizes read from the task's context."""
     isa = "avx512"
     counts = {}
     for shared in (False, True):
@@ -246,10 +256,14 @@ def test_chunks_past_the_last_panel_or_tile_do_not_run_the_tail(shared, threads,
     # (M, N, K): 2 tiles x 5 panels (the last a tail), and 5 tiles (the last a tail) x 1 panel.
     for M, N, K in [(2 * mr, 4 * nr + 3, 2 * kc + 7), (4 * mr + 3, nr, kc + 9)]:
         monkeypatch.setattr(parallel, "CHUNK_FMAS", M * N * K // 4)  # four chunks
-        m = ir.Module()
         strides = dict(a_stride=K, b_stride=N, c_stride=N)
-        emit_matmul(m, "mm", M, N, K, **strides, b_packed=True, isa=isa, accumulate=True)
-        compiled = JITEngine().compile(m)
+
+        def emit(m: ir.Module, M=M, N=N, K=K, strides=strides) -> list:
+            emit_matmul(m, "mm", M, N, K, **strides, b_packed=True, isa=isa, accumulate=True)
+            return []
+
+        # Kept between runs (emitted.py): CHUNK_FMAS and SHARED_CHUNKS are in the key as set.
+        compiled, _ = compile_emitted(f"overshooting chunks {isa} {(M, N, K)}", emit, __file__)
         if threads > 1:
             compiled.set_threads(threads)
         rng = np.random.default_rng(3)

@@ -28,6 +28,7 @@ from compiler.backends.llvm.kernels import winograd
 from compiler.backends.llvm.kernels.conv import applicable, conv_shape, emit_conv2d, select
 from compiler.backends.llvm.kernels.gemm import conv_gemm_config, pack_a_constant
 from compiler.kernels.reference_nn import conv as reference_conv
+from tests.backends.llvm.emitted import compile_emitted
 from tests.backends.llvm.test_conv_strategies import _conv_model, _lir
 
 VARIANTS = {"winograd": winograd.F2, "winograd-4x4": winograd.F4}
@@ -112,39 +113,47 @@ def _run(
     if block_floats is not None:
         monkeypatch.setattr(winograd, "BLOCK_FLOATS", block_floats)
     rng = np.random.default_rng(11)
-    module = ir.Module()
-    built = []
-    for n, (N, C, H, W, K, pads) in enumerate(cases):
+    data = []
+    for N, C, H, W, K, pads in cases:
         x = rng.standard_normal((N, C, H, W)).astype(np.float32)
         w = rng.standard_normal((K, C, 3, 3)).astype(np.float32)
         bias = rng.standard_normal(K).astype(np.float32)
-        ck = emit_conv2d(
-            module,
-            f"cv{n}",
-            N=N,
-            C=C,
-            H=H,
-            W=W,
-            K=K,
-            R=3,
-            S=3,
-            weights=w,
-            pad=pads,
-            activation=activation,
-            accumulate=accumulate,
-            isa=isa,
-            strategy=strategy,
-        )
-        assert ck.strategy == strategy
-        built.append((x, w, bias, ck))
-    compiled = JITEngine().compile(module)
-    for n, (x, w, bias, ck) in enumerate(built):
-        s = ck.shape
+        data.append((x, w, bias, conv_shape(N, C, H, W, K, 3, 3, pad=pads)))
+
+    def emit(module: ir.Module) -> list:
+        kernels = []
+        for n, (_, w, _, s) in enumerate(data):
+            ck = emit_conv2d(
+                module,
+                f"cv{n}",
+                N=s.N,
+                C=s.C,
+                H=s.H,
+                W=s.W,
+                K=s.K,
+                R=3,
+                S=3,
+                weights=w,
+                pad=s.pad,
+                activation=activation,
+                accumulate=accumulate,
+                isa=isa,
+                strategy=strategy,
+            )
+            assert ck.shape == s
+            kernels.append(ck)
+        return kernels
+
+    # Kept between runs under a key of the code generator and these inputs (emitted.py);
+    # BLOCK_FLOATS is a switch of kernels/winograd.py, in the key as it is now.
+    what = f"winograd {strategy} {cases!r} act {activation} acc {accumulate} isa {isa} seed 11"
+    compiled, kernels = compile_emitted(what, emit, __file__)
+    for n, ((x, w, bias, s), (made, packed)) in enumerate(zip(data, kernels, strict=True)):
+        assert made == strategy
         start = rng.standard_normal((s.N, s.K, s.OH, s.OW)).astype(np.float32)
         # One float of sentinel on each side catches a store past the output.
         out = np.full(start.size + 2, -7.25, np.float32)
         out[1:-1] = start.ravel() if accumulate else 0.0
-        packed = np.ascontiguousarray(ck.packed_weights)
         args = (x.ctypes.data, packed.ctypes.data, out[1:].ctypes.data, bias.ctypes.data)
         compiled.cfunc(f"cv{n}")(*args)
         attrs = dict(group=1, strides=(1, 1), dilations=(1, 1), pads=s.pad)
