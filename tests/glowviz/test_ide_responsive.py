@@ -268,7 +268,10 @@ async def test_a_view_switch_lays_the_screen_out_in_few_passes():
                     passes.clear()
                     await pilot.press(str(k + 1))
                     await settle(app, pilot)
-                    await pilot.pause(0.4)  # the underline's slide would take 0.3 s
+                    # the tab underline's slide (0.3 s) would start 20 ms after the switch:
+                    # wait past that start, then for every animation started to end
+                    await pilot.pause(0.05)
+                    await pilot.wait_for_scheduled_animations()
                     assert main.active_view_id() == tab
                     assert passes.count("layout") <= 3, (tab, passes)
                     assert "whole screen" not in passes, (tab, passes)
