@@ -1,4 +1,4 @@
-"""The workspace's footer: Textual's Footer, recomposed once per change of the keys it shows.
+"""The workspace's footer: Textual's Footer, updated once per change of the keys it shows.
 
 Textual's Footer recomposes (a new widget per key, each restyled) every time the screen says
 its bindings may have changed, and a view switch says so a dozen times (the focus leaves, the
@@ -7,7 +7,7 @@ second of every view's first frame on a loaded machine went into footers nobody 
 coalesces the signals that come together into one check and recomposes only when the keys it
 would show differ from the ones it shows. Even then it does not recompose when it can help it:
 the views show different keys, so every view switch changed them, and removing the footer's
-keys and mounting and styling new ones was ~35 of the ~85 ms of CPU a switch back to a view
+keys and mounting and styling new ones was ~20-25 of the ~90 ms of CPU a switch back to a view
 cost (resnet_small at 180x50). When the new keys are plain keys as before, the footer's key
 widgets take the new keys' texts and actions in place (a few are added or removed if the
 count changed)."""
