@@ -89,8 +89,9 @@ async def ready(app, pilot):
     """Wait for the compile to finish and the workspace to settle; returns the MainScreen."""
     from glowviz.screens.main import MainScreen
 
+    # the compile runs in a worker: waiting for the workers is waiting for it (no polling)
     while not (app.session.done and isinstance(app.screen, MainScreen)):
-        await pilot.pause(0.05)
+        await settle(app, pilot)
     await settle(app, pilot)
     return next(s for s in app.screen_stack if isinstance(s, MainScreen))
 

@@ -93,30 +93,82 @@ def test_warm_up_waits_for_foreground_work_and_starts_next_to_the_stage():
 @run_async
 async def test_view_switch_recomposes_the_footer_at_most_once():
     """Textual's Footer recomposed (a widget per key, each restyled) on every bindings signal,
-    a dozen per view switch: a tenth of a second of each view's first frame."""
+    a dozen per view switch: a tenth of a second of each view's first frame. The footer now
+    updates its keys (in place, or by a recompose) at most once per switch."""
     from glowviz.widgets.footer import WorkspaceFooter
 
     async with ide() as (app, pilot, main):
         footer = main.query_one(WorkspaceFooter)
         calls = []
-        real = footer.recompose
+        real, real_in_place = footer.recompose, footer._update_in_place
 
         async def counted() -> None:
-            calls.append(1)
+            calls.append("recompose")
             await real()
 
+        async def counted_in_place() -> bool:
+            updated = await real_in_place()
+            if updated:
+                calls.append("in place")
+            return updated
+
         footer.recompose = counted  # type: ignore[method-assign]
+        footer._update_in_place = counted_in_place  # type: ignore[method-assign]
         for key in "2345":
             calls.clear()
             await pilot.press(key)
             await settle(app, pilot)
-            await pilot.pause(0.05)
-            assert len(calls) <= 1, key
+            await pilot.pause()  # the footer's update, queued behind the switch, has run
+            assert len(calls) <= 1, (key, calls)
         calls.clear()
-        await pilot.press("5")  # the same view again: the same keys, nothing to recompose
+        await pilot.press("5")  # the same view again: the same keys, nothing to update
         await settle(app, pilot)
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert calls == []
+
+
+@run_async
+async def test_the_footer_shows_each_views_keys_after_a_switch():
+    """The footer updates its key widgets in place instead of recomposing: after every switch
+    (more keys, fewer, other ones) they are the keys a recompose would mount, in its order,
+    each drawn with its own text."""
+    from textual._context import active_message_pump
+    from textual.compose import compose
+
+    from glowviz.widgets.footer import WorkspaceFooter
+
+    def composed(footer) -> list:
+        token = active_message_pump.set(footer)  # as in the footer's own recompose
+        try:
+            return compose(footer)
+        finally:
+            active_message_pump.reset(token)
+
+    def keys(widgets) -> list[tuple]:
+        return [
+            (w.key, w.key_display, w.description, w.action, w._disabled, w.tooltip, classes)
+            for w in widgets
+            # -compact follows the footer's `compact` once mounted
+            for classes in [sorted(set(w.classes) - {"-compact"})]
+        ]
+
+    async with ide() as (app, pilot, main):
+        footer = main.query_one(WorkspaceFooter)
+        seen = set()
+        for key in "2345678172":
+            await pilot.press(key)
+            await settle(app, pilot)
+            await pilot.pause()
+            shown = keys(footer.children)
+            assert shown == keys(composed(footer)), key
+            seen.add(len(shown))
+            for w in footer.children:
+                if not w.has_class("-command-palette"):  # Textual binds the others only
+                    assert w.has_class("-compact") == footer.compact
+                drawn = str(w.render())
+                assert w.key_display in drawn and w.description in drawn, (key, drawn)
+                assert w.content_region.width == w.get_content_width(footer.size, footer.size), key
+        assert len(seen) > 1  # the count of keys changed on the way
 
 
 @run_async
@@ -216,7 +268,10 @@ async def test_a_view_switch_lays_the_screen_out_in_few_passes():
                     passes.clear()
                     await pilot.press(str(k + 1))
                     await settle(app, pilot)
-                    await pilot.pause(0.4)  # the underline's slide would take 0.3 s
+                    # the tab underline's slide (0.3 s) would start 20 ms after the switch:
+                    # wait past that start, then for every animation started to end
+                    await pilot.pause(0.05)
+                    await pilot.wait_for_scheduled_animations()
                     assert main.active_view_id() == tab
                     assert passes.count("layout") <= 3, (tab, passes)
                     assert "whole screen" not in passes, (tab, passes)
