@@ -26,8 +26,9 @@ from compiler.graph.ir import Node
 from compiler.scheduling.memory_model import MemoryModel
 
 #: State expansions before the search gives up: a deterministic count, not a clock. About
-#: 0.3-0.5 s of CPU (3-5 us each, measured on the unrolled recurrent models, which exhaust it,
-#: on the shared 2-core machine; 10-13 us before `MemoryModel.step` was written out inline).
+#: 0.1-0.2 s of CPU (1-2 us each, measured on the unrolled recurrent and attention graphs of
+#: the ONNX node suite, which exhaust it, on the shared 2-core machine; 3-5 us before the step
+#: was split in two halves, 10-13 us before `MemoryModel.step` was written out inline).
 DEFAULT_BUDGET = 100_000
 
 
