@@ -76,13 +76,17 @@ async def settle(app, pilot) -> None:
             if not any(w.state in busy_states for w in app.workers):
                 return
             continue
+        pending = False
         for w in busy:
             if w.state == WorkerState.RUNNING:
                 try:
                     await w.wait()
                 except WorkerCancelled:
                     pass
-        await pilot.pause()
+            else:
+                pending = True
+        if pending:  # let it start; what finished workers posted is handled by the pause above
+            await pilot.pause()
 
 
 async def ready(app, pilot):
