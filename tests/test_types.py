@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,9 +23,11 @@ def _cache_dir() -> Path:
     (tests/llvm_cache.py): ``$GLOWVIZ_MYPY_CACHE_DIR``, else ``~/.cache/glowviz/mypy`` when it
     can be written, else a temporary directory. A clean clone checks in ~1-2 s instead of
     ~10 s. Sharing it is safe: mypy reuses a module's entry only if its mypy version and options
-    match and the source has the recorded size and mtime or, in another clone (other path or
-    mtime), the recorded hash of its bytes; a changed module, and what depends on its
-    interface, is checked again. Runs that share it take turns (``_one_at_a_time``): mypy
+    match and the source has the recorded path, size and mtime, or else the recorded hash of
+    its bytes. mypy is given the sources by absolute path (``_sources``), so every other clone
+    differs in path and is checked by hash: two clones' files of one size written in the same
+    second cannot share an entry. A changed module, and what depends on its interface, is
+    checked again. Runs that share it take turns (``_one_at_a_time``): mypy
     tells a data file from another run's only by its mtime in whole seconds."""
     env = os.environ.get("GLOWVIZ_MYPY_CACHE_DIR")
     if env:
@@ -37,6 +40,13 @@ def _cache_dir() -> Path:
     if os.access(home, os.W_OK):
         return home
     return Path(tempfile.gettempdir()) / f"glowviz-mypy-cache-{os.getuid()}"
+
+
+def _sources() -> list[str]:
+    """pyproject.toml's [tool.mypy] files, as absolute paths (see ``_cache_dir``)."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        files = tomllib.load(f)["tool"]["mypy"]["files"]
+    return [str(ROOT / name) for name in files]
 
 
 @contextmanager
@@ -56,7 +66,7 @@ def test_mypy_is_clean():
     cache = _cache_dir()
     with _one_at_a_time(cache):
         proc = subprocess.run(
-            [sys.executable, "-m", "mypy", "--cache-dir", str(cache)],
+            [sys.executable, "-m", "mypy", "--cache-dir", str(cache), *_sources()],
             cwd=ROOT,
             capture_output=True,
             text=True,

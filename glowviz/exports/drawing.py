@@ -585,11 +585,13 @@ def layout_size_in(dot: str) -> tuple[float, float]:
     return _measured_size(shutil.which("dot"), src)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)
 def _measured_size(program: str | None, src: str) -> tuple[float, float]:
     """Graphviz's layout of `src` is a function of the text (and of the `dot` found on PATH,
     part of the key): one process that exports a figure in several formats, or again (the
-    IDE, a script), measures each trial layout once instead of once per export."""
+    IDE, a script), measures each trial layout once instead of once per export. The sources
+    are the keys -- a DenseNet-size one is megabytes in a long-lived IDE -- so the cache holds
+    a few figures' trials, not more."""
     from glowviz.exports.render import run_graphviz
 
     first = run_graphviz(["dot", "-Tplain"], src).split(b"\n", 1)[0].split()

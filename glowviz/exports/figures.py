@@ -21,6 +21,7 @@ import io
 import math
 from typing import Any, TypedDict, Unpack
 
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -211,8 +212,12 @@ def _finish(
     fig.tight_layout(pad=0.3, rect=(0.0, 0.0, 1.0, max(0.3, top / fig_h)))
     # tight_layout leaves a placeholder layout engine behind, and with any engine set every
     # savefig first lays the whole figure out once more (a third of its time) to no effect:
-    # the plot is placed for good here.
-    fig.set_layout_engine(None)
+    # the plot is placed for good here. (None means "as rcParams say": a user's matplotlibrc
+    # with figure.autolayout would install a tight layout engine again.)
+    with matplotlib.rc_context(
+        {"figure.autolayout": False, "figure.constrained_layout.use": False}
+    ):
+        fig.set_layout_engine(None)
     _keep_inside(fig, ax, top)
 
 
@@ -553,8 +558,6 @@ FIGURES = {"schedule": schedule_figure, "lifetimes": lifetimes_figure, "memory":
 
 def figure_bytes(fig: Figure, fmt: str, *, dpi: int = PNG_DPI) -> bytes:
     """Render a figure to svg/pdf/png bytes, deterministically."""
-    import matplotlib
-
     from glowviz.exports.render import source_date
 
     if fmt not in FIGURE_FORMATS:

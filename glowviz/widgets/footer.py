@@ -95,9 +95,7 @@ class WorkspaceFooter(Footer):
 
 def _plain(widgets: list[Widget]) -> bool:
     """Only key widgets, none of them in a group."""
-    return all(
-        type(w) is FooterKey and set(w.classes) <= _KEY_CLASSES for w in widgets
-    )
+    return all(type(w) is FooterKey and set(w.classes) <= _KEY_CLASSES for w in widgets)
 
 
 def _take_key(target: FooterKey, source: FooterKey) -> None:

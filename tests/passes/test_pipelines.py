@@ -121,7 +121,6 @@ def _graph_pipeline(m: Module) -> None:
         p.run_on_module(m)
 
 
-@pytest.mark.slow
 def test_compile_model_runs_without_automatic_cycle_collection() -> None:
     """`compile_model` pauses the collector (`gc_paused`) and turns it back on after, also
     when the compile fails; a collector the caller turned off stays off."""
@@ -147,6 +146,7 @@ def test_compile_model_runs_without_automatic_cycle_collection() -> None:
         gc.enable()
 
 
+@pytest.mark.slow
 def test_scale_2000_nodes_is_not_quadratic() -> None:
     small, big = chain_module(42), chain_module(170)  # 505 and 2,041 nodes
     assert len(big.main) > 2000 and round(len(big.main) / len(small.main)) == NODES_RATIO
