@@ -377,19 +377,6 @@ class MemoryModel:
                 delta += g.size if after else -g.size
         return Step(live + extra, live + delta, acc2)
 
-    def search_stepper(self) -> Callable[[int, int, int, int], tuple[int, int, int]]:
-        """`step` without `copied` (as the optimal search calls it): `fast(n, done, acc, live)`
-        returns `step(n, done, acc, live)` as a plain (peak, live, accumulating) tuple, made of
-        the two halves the search calls (`search_steppers`). tests/scheduling/test_scheduler.py
-        checks it against `step` on every state of several searches."""
-        heads, tails = self.search_steppers()
-
-        def fast(n: int, done: int, acc: int, live: int) -> tuple[int, int, int]:
-            peak, acc2 = heads[n](done, acc, live)
-            return peak, tails[n](done, acc, acc2, live), acc2
-
-        return fast
-
     def search_steppers(
         self,
     ) -> tuple[
@@ -407,7 +394,8 @@ class MemoryModel:
         The search makes up to 100,000 steps a schedule, and the searches that run out of
         budget (unrolled recurrent and attention graphs) are a large part of a test run's
         compile time: without attribute look-ups, helper calls and a named tuple per step, a
-        step costs about half as much."""
+        step costs about half as much. tests/scheduling/test_scheduler.py checks the two
+        halves against `step` on every state of several searches."""
         groups = self.groups
         info = self.info
         # per group: (index, producers, users, saves, y_of, size)
