@@ -41,15 +41,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "FORMATS",
-    "VIEWS",
-    "VIEW_FORMATS",
-    "ExportError",
-    "atomic_write",
-    "compile_session",
-    "have_dot",
-    "render_dot",
-    "render_view",
-    "resolve_stage",
-]
+__all__ = sorted(_HOME)

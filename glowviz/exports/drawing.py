@@ -579,10 +579,10 @@ MAX_HEIGHT_IN = 8.5
 
 def layout_size_in(dot: str) -> tuple[float, float]:
     """The natural (width, height) of a DOT drawing in inches, measured by Graphviz."""
-    import shutil
+    from glowviz.exports.render import dot_program
 
     src = re.sub(r'size="[^"]*", ', "", dot, count=1)
-    return _measured_size(shutil.which("dot"), src)
+    return _measured_size(dot_program(), src)
 
 
 @functools.lru_cache(maxsize=32)

@@ -158,8 +158,13 @@ def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[BinaryIO],
         writer(fh)
 
 
+def dot_program() -> str | None:
+    """The path of the Graphviz `dot` found on PATH, or None."""
+    return shutil.which("dot")
+
+
 def have_dot() -> bool:
-    return shutil.which("dot") is not None
+    return dot_program() is not None
 
 
 def require_dot() -> None:
