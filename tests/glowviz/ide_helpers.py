@@ -105,6 +105,7 @@ async def drain(app) -> None:
     failed (its exception ends run_test). No time limit of its own: pytest-timeout bounds
     every test."""
     loop = asyncio.get_running_loop()
+    await asyncio.sleep(0)  # one turn of the loop at least (callers loop on a drain)
     while not (app._exception_event.is_set() or app._exit):
         handled = asyncio.Event()
         left = 0
@@ -244,6 +245,7 @@ async def ready(app, pilot):
 
     # the compile runs in a worker: waiting for the workers is waiting for it (no polling)
     while not (app.session.done and isinstance(app.screen, MainScreen)):
+        assert not app._exit, "the app ended before its compile was done"
         await settle(app, pilot)
     await settle(app, pilot)
     return next(s for s in app.screen_stack if isinstance(s, MainScreen))
