@@ -51,6 +51,25 @@ def test_each_command_parses_with_its_own_parser_as_with_all(capsys):
         assert own[name].format_help() == choices[name].format_help(), name
 
 
+def test_a_compile_leaves_llvm_unloaded():
+    """`glowviz mem`, `export` and `compile` compile without generating code: the lowering
+    contract reads the LLVM emitter table, which needs neither the JIT nor LLVM's library
+    (llvmlite.binding, ~20 ms of every such run's start; compiler/backends/llvm/target.py)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from compiler.pipeline import compile_model; "
+        f"r = compile_model({str(SAMPLES / 'mlp.onnx')!r}); assert r.plan is not None; "
+        "print(sorted(m for m in sys.modules if m.startswith('llvmlite.binding') "
+        "or m in ('compiler.backends.llvm.jit', 'compiler.backends.llvm.cache')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert out.strip() == "[]", out
+
+
 def test_compile_stop_after_and_hide_unchanged(capsys):
     assert cli("compile", LENET, "--stop-after", "lower", "--hide-unchanged") == 0
     captured = capsys.readouterr()

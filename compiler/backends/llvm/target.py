@@ -15,9 +15,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import llvmlite.binding as llvm
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
+
+# llvmlite.binding (LLVM's library) is imported by the functions that call it: the emitters
+# and kernels import this module for the ISA questions, also in compiles that never generate
+# code (the lowering contract reads the emitter table).
 
 Isa = Literal["avx512", "avx2", "generic"]
 
@@ -31,6 +36,8 @@ def ensure_initialized() -> None:
     global _initialized
     if _initialized:
         return
+    import llvmlite.binding as llvm
+
     with _lock:
         if not _initialized:
             llvm.initialize_native_target()
@@ -40,6 +47,8 @@ def ensure_initialized() -> None:
 
 def ensure_all_targets() -> None:
     """Initialise every target llvmlite was built with (cross-compiled AOT bundles)."""
+    import llvmlite.binding as llvm
+
     global _all_targets
     ensure_initialized()
     with _lock:
@@ -60,6 +69,8 @@ class HostCPU:
 
 @cache
 def _host_cpu(cpu_env: str | None, feat_env: str | None) -> HostCPU:
+    import llvmlite.binding as llvm
+
     ensure_initialized()
     name = cpu_env or llvm.get_host_cpu_name()
     if feat_env is not None:
@@ -96,6 +107,8 @@ def generating_for(cpu: HostCPU) -> Iterator[None]:
 
 @cache
 def _target_machine(name: str, features: str) -> llvm.TargetMachine:
+    import llvmlite.binding as llvm
+
     ensure_initialized()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
@@ -175,6 +188,8 @@ def vector_width_f32(isa: Isa | None = None) -> int:
 
 
 def parse_and_verify(ir_text: str) -> llvm.ModuleRef:
+    import llvmlite.binding as llvm
+
     ensure_initialized()
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
@@ -185,6 +200,8 @@ def optimize(
     module_ref: llvm.ModuleRef, speed_level: int = 3, tm: llvm.TargetMachine | None = None
 ) -> None:
     """Run the O3 module pipeline of the new pass manager in place (for `tm`, default: host)."""
+    import llvmlite.binding as llvm
+
     tm = tm or target_machine()
     module_ref.triple = tm.triple
     module_ref.data_layout = str(tm.target_data)

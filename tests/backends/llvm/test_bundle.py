@@ -25,7 +25,7 @@ from compiler.backends.llvm.bundle import (
     _dense_plan,
     build_bundle,
 )
-from compiler.backends.llvm.bundle_header import read_header_report
+from compiler.backends.llvm.bundle_header import read_header_report, weights_c_text
 from compiler.backends.llvm.codegen import generate
 from compiler.executors import make_executor
 from compiler.pipeline import compile_model
@@ -142,6 +142,23 @@ def test_one_generation_gives_the_program_of_the_dense_plan(model: str) -> None:
     assert once.ir_text == again.ir_text
     assert (once.blob_offsets, once.constant_size) == (again.blob_offsets, again.constant_size)
     assert _constants_read(again.entry_calls, dense["plan"]) == dense["read"]
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 48, 53, 16 * 7 + 9, 4099])
+def test_weights_c_rows_are_the_bytes_sixteen_a_line(size: int, monkeypatch) -> None:
+    """`<name>.weights.c`'s array, filled by numpy a block of rows at a time (3 rows here), is
+    the text one row at a time gives: across block boundaries, with a short last row, empty."""
+    from compiler.backends.llvm import bundle_header
+
+    monkeypatch.setattr(bundle_header, "_ROWS_AT_ONCE", 3)
+    weights = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    rows = [
+        "    " + ", ".join(f"0x{b:02x}" for b in weights[i : i + 16]) + ","
+        for i in range(0, size, 16)
+    ]
+    text = weights_c_text("w", weights)
+    body = text[text.index("{\n") + 2 : text.rindex("\n};")]
+    assert body == ("\n".join(rows) if rows else "    0,")
 
 
 def test_entry_runs_as_the_jit_does_and_checks_alignment(mlp_dir: Path) -> None:
