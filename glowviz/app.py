@@ -52,6 +52,71 @@ def _unpin_styles_caches() -> None:
 
 _unpin_styles_caches()
 
+#: What Textual's `Strip([])` holds besides its caches (the attributes `_lazy_strip_caches`
+#: sets itself).
+_STRIP_PLAIN: dict[str, Any] = {
+    "_segments": [],
+    "_cell_length": None,
+    "_render_cache": None,
+    "_link_ids": None,
+    "_cell_count": None,
+}
+
+
+def _lazy_strip_caches() -> None:
+    """Textual's `Strip` (one line of a widget's rendering) makes seven FIFOCaches in its
+    `__init__` (for crops, divides, styles...), and most strips use one or two of them, if
+    any: seven objects more per line the IDE renders, tracked by the cycle collector. They
+    were 51,000 of the 117,000 objects a workspace left to collect when it closed (the
+    fake-pipeline workspace after one visit of every view), and made each strip slower to
+    create. Create each cache on its first use instead (the same size, the same caching,
+    as Textual's own `Content._divide_cache` does). Left alone if Textual's Strip is not the
+    one this was written for (its attributes and their initial values are checked)."""
+    import inspect
+
+    from textual.cache import FIFOCache
+    from textual.strip import Strip
+
+    try:
+        probe = Strip([])
+        sizes = {
+            name: getattr(probe, name)._maxsize
+            for name in Strip.__slots__
+            if isinstance(getattr(probe, name, None), FIFOCache)
+        }
+        plain = {name: getattr(probe, name) for name in Strip.__slots__ if name not in sizes}
+        params = list(inspect.signature(Strip.__init__).parameters)
+    except Exception:  # noqa: BLE001 - another Textual: keep its Strip as it is
+        return
+    if (
+        not sizes
+        or plain != _STRIP_PLAIN
+        or params != ["self", "segments", "cell_length"]
+        or "__getattr__" in Strip.__dict__
+    ):
+        return
+
+    def __init__(self, segments, cell_length=None):  # noqa: N807 - Strip's own
+        self._segments = list(segments)
+        self._cell_length = cell_length
+        self._render_cache = None
+        self._link_ids = None
+        self._cell_count = None
+
+    def __getattr__(self, name):  # noqa: N807 - only called for an attribute not set yet
+        size = sizes.get(name)
+        if size is None:
+            raise AttributeError(f"'Strip' object has no attribute '{name}'", name=name, obj=self)
+        cache: FIFOCache[Any, Any] = FIFOCache(size)
+        setattr(self, name, cache)
+        return cache
+
+    setattr(Strip, "__init__", __init__)  # noqa: B010
+    setattr(Strip, "__getattr__", __getattr__)  # noqa: B010
+
+
+_lazy_strip_caches()
+
 
 class GlowvizApp(App):
     TITLE = "glowviz"
