@@ -36,8 +36,10 @@ async def test_stepping_the_stages_repaints_the_header_without_a_layout():
         finally:
             main._refresh_layout = refresh_layout
         assert main.index == 2
-        # five stages' headers (of one or two lines): Static.update laid out six times
-        assert len(layouts) <= 3, len(layouts)
+        # five stages' headers (of one or two lines): Static.update laid out six times, one
+        # per step and one for the click; now the changes of line count and the IR text's
+        # own size (3 here; 4 leaves room for a frame split differently on another machine)
+        assert len(layouts) <= 4, len(layouts)
 
 
 @run_async

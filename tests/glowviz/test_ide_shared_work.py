@@ -95,3 +95,29 @@ def test_stages_of_one_snapshot_share_rows_and_diffs_match_fresh_ones():
         assert s.diff(j, i).to_dict() == fresh.to_dict()
         assert s.diff(j, i).side_by_side == fresh.side_by_side
     assert shared  # passes that changed nothing share their snapshot
+
+
+def test_parsed_css_is_shared_per_theme_and_errors_are_still_reported():
+    from textual.css.stylesheet import Stylesheet, StylesheetParseError
+
+    css = "Label.x { color: $accent; width: 3; }"
+
+    def parsed(variables: dict[str, str]) -> Stylesheet:
+        sheet = Stylesheet(variables=variables)
+        sheet.add_source(css, read_from=("test", "shared"))
+        sheet.parse()
+        return sheet
+
+    a, b = parsed({"accent": "#ff0000"}), parsed({"accent": "#ff0000"})
+    assert a.rules and a.rules[0] is b.rules[0]  # parsed once for both
+    c = parsed({"accent": "#00ff00"})  # another theme: its own rules
+    assert c.rules[0] is not a.rules[0]
+    assert a.rules[0].styles.color != c.rules[0].styles.color
+    assert a.rules[0].css == b.rules[0].css and a.rules[0].styles.width == c.rules[0].styles.width
+
+    bad = "Label { colour: red; }"  # an unknown rule: an error each time it is parsed
+    for _ in range(2):
+        sheet = Stylesheet()
+        sheet.add_source(bad, read_from=("test", "bad"))
+        with pytest.raises(StylesheetParseError):
+            sheet.parse()
