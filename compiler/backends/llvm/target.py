@@ -8,13 +8,16 @@ benchmarks can force the AVX2 or plain-SSE code paths.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -29,6 +32,24 @@ Isa = Literal["avx512", "avx2", "generic"]
 _lock = threading.RLock()
 _initialized = False
 _all_targets = False
+
+
+def load_llvm() -> None:
+    """Load LLVM's library (llvmlite.binding), or refuse with one ResourceLimitError when the
+    process's address space cannot map it (about 180 MB; under `ulimit -v`, or after a large
+    arena was allocated): the dynamic loader's failure is otherwise a bare OSError that names
+    a missing library. Call it before importing a module that imports llvmlite.binding."""
+    if "llvmlite.binding" in sys.modules:
+        return
+    from compiler.limits import MIB, ensure_headroom
+
+    spec = importlib.util.find_spec("llvmlite")
+    where = spec.submodule_search_locations if spec is not None else None
+    libs = list((Path(where[0]) / "binding").glob("libllvmlite.*")) if where else []
+    size = max((lib.stat().st_size for lib in libs), default=0)
+    # the library's mapping, and what loading it allocates (its static initializers)
+    ensure_headroom("loading LLVM's library", size + 64 * MIB)
+    import llvmlite.binding  # noqa: F401
 
 
 def ensure_initialized() -> None:
