@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ide_helpers import make_fake_session, ready, settle, until
+from ide_helpers import make_fake_session, ready, run_test, settle, until
 
 from glowviz.app import GlowvizApp
 from glowviz.screens.main import VIEWS, MainScreen
@@ -48,5 +48,5 @@ async def ide(
     and the main screen."""
     if app is None:
         app = GlowvizApp(session=make_fake_session(failing))
-    async with app.run_test(size=size) as pilot:
+    async with run_test(app, size) as pilot:
         yield app, pilot, await ready(app, pilot)

@@ -66,6 +66,13 @@ async def _last_stage_report(app, pilot, main, key: str, name: str):
     return view
 
 
+def _tabs_shown(tabs) -> list[str]:
+    """The tabs `tabs` switches to from now on, in order (a list to clear and read)."""
+    shown: list[str] = []
+    tabs.watch(tabs, "active", lambda tab: shown.append(tab), init=False)
+    return shown
+
+
 @run_async
 async def test_one_leaves_the_diff_view():
     """The case a user hit: "2" then "1" stayed in the Diff view (its rewrite strip focused,
@@ -74,12 +81,15 @@ async def test_one_leaves_the_diff_view():
 
     async with await _real_sample_ide() as (app, pilot, main):
         tabs = main.query_one(TabbedContent)
+        shown = _tabs_shown(tabs)
         for key, tab in (("2", "diff"), ("1", "graph")):
+            shown.clear()
             await pilot.press(key)
             await settle(app, pilot)
             # what the last refresh posted is handled (a focus moved off a widget it hid)
             await pilot.pause()
             assert tabs.active == tab
+            assert shown == [tab]  # and never switched back on the way (then forth again)
 
 
 @pytest.mark.slow
@@ -105,12 +115,16 @@ async def test_number_keys_leave_the_diff_view():
             else:
                 walk.append(stack.pop())
         assert len(walk) == n * n + 1
+        shown = _tabs_shown(tabs)
         for src, dst in zip(walk, walk[1:]):
+            shown.clear()
             await pilot.press(str(dst + 1))
             await settle(app, pilot)
             # what the last refresh posted is handled (a focus moved off a widget it hid)
             await pilot.pause()
             assert tabs.active == VIEWS[dst][0], (VIEWS[src][0], VIEWS[dst][0])
+            # and never switched back on the way (then forth again)
+            assert shown == ([] if src == dst else [VIEWS[dst][0]]), (VIEWS[src][0], shown)
 
 
 @run_async
@@ -123,7 +137,7 @@ async def test_memory_header_fits_100x30_with_the_pipeline_shown():
         main.goto_stage(graph[-1])  # a graph stage: its header has the per-pass note too
         await pilot.press("6")
         await settle(app, pilot)
-        await pilot.pause(0.1)
+        await pilot.pause()
         header = main.query_one("#memory-figures")
         assert header.size.height <= 5
         # the short layout keeps the header's notes beside the buffer card
@@ -145,7 +159,7 @@ async def test_memory_table_gets_the_rows_at_100x30():
         await _last_stage_report(app, pilot, main, "6", "memory")
         await pilot.press("l")  # every buffer
         await settle(app, pilot)
-        await pilot.pause(0.1)
+        await pilot.pause()
         table = main.query_one("#memory-table")
         assert table.row_count > 8
         assert not table.show_horizontal_scrollbar
@@ -153,10 +167,10 @@ async def test_memory_table_gets_the_rows_at_100x30():
         mp, tl = main.query_one("#memory-map"), main.query_one("#memory-timeline")
         small_map, small_tl = mp.size.height, tl.size.height
         await pilot.press("m")
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert mp.has_focus and mp.size.height > small_map + 4
         await pilot.press("t")
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert tl.has_focus and tl.size.height > small_tl and mp.size.height == small_map
 
 
@@ -167,7 +181,7 @@ async def test_lifetime_bars_fit_the_table_at_100x30():
     showed only after scrolling sideways. The names now take what the bar leaves."""
     async with await _real_sample_ide((100, 30)) as (app, pilot, main):
         await _last_stage_report(app, pilot, main, "5", "lifetimes")
-        await pilot.pause(0.1)
+        await pilot.pause()
         table = main.query_one("#lifetimes-table")
         assert not table.show_horizontal_scrollbar
         assert table._line_width() <= table.scrollable_content_region.width
@@ -185,7 +199,7 @@ async def test_memory_comparison_lists_buffers_at_100x30():
         await pilot.press("A")
         await settle(app, pilot)
         await until(pilot, lambda: view.comparison is not None)
-        await pilot.pause(0.1)
+        await pilot.pause()
         table = main.query_one("#cmp-table")
         assert table.size.height - 1 >= 5  # rows under its header
 
@@ -287,7 +301,7 @@ async def test_graph_node_list_fits_100x30_and_enter_shows_what_it_cuts():
         view = main.view("graph")
         lst = view.query_one(NodeList)
         await until(pilot, lambda: lst.row_count > 0)
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert lst._line_width() <= lst.scrollable_content_region.width
         assert not lst.show_horizontal_scrollbar
         assert lst.hidden  # a ~30-cell pane holds the kind and the name only
@@ -318,7 +332,7 @@ async def test_debugger_instructions_fit_100x30_with_the_cursor_line_in_full():
         view = await open_debugger(app, pilot)
         table = view.query_one("#debug-table")
         full = view.query_one("#debug-full")
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert table._line_width() <= table.scrollable_content_region.width
         assert not table.show_horizontal_scrollbar
         dbg = view.dbg
@@ -329,16 +343,16 @@ async def test_debugger_instructions_fit_100x30_with_the_cursor_line_in_full():
         assert full.display
         assert str(full.render()) == f"#{long} {dbg.instrs[long]['text']}"
         # the line under the table took rows from it: the cursor row is still in view
-        await pilot.pause(0.1)
+        await pilot.pause()
         top = round(table.scroll_y)
         assert top <= long < top + table._page, (top, long, table._page)
         await pilot.press("end")  # the last row too
         await settle(app, pilot)
-        await pilot.pause(0.1)
+        await pilot.pause()
         last, top = len(dbg.instrs) - 1, round(table.scroll_y)
         assert table.cursor_row == last and top <= last < top + table._page
         await pilot.press("ctrl+b")  # wider: a short instruction fits, nothing is repeated
-        await pilot.pause(0.2)
+        await pilot.pause()
         short = min(range(len(dbg.instrs)), key=lambda k: len(dbg.instrs[k]["text"]))
         table.move_cursor(short)
         await settle(app, pilot)

@@ -204,7 +204,7 @@ async def test_palette_and_help():
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"go to node conv2_relu")
-        await pilot.pause(0.3)
+        await settle(app, pilot)  # the palette's search (a worker) has listed what it found
         await pilot.press("enter")
         await pilot.pause()
         main = main_screen(app)

@@ -73,10 +73,11 @@ def test_quit_while_a_pass_hangs_ends_the_process(tmp_path: Path) -> None:
     out = bytearray()
     try:
         deadline = time.monotonic() + 120
-        while not spinning.exists():
+        # the UI is up (its first frame drawn, the footer naming the key) and the compile
+        # worker is stuck in the pass
+        while not (spinning.exists() and b"Quit" in out):
             assert time.monotonic() < deadline, "the IDE never reached the hanging pass"
-            _drain(fd, 0.2, out)
-        _drain(fd, 1.0, out)  # the UI is up and the compile worker is stuck in the pass
+            _drain(fd, 0.05, out)
         out.clear()
         os.write(fd, b"q")
         t0 = time.monotonic()
@@ -110,7 +111,7 @@ def _wait_exit(pid: int, seconds: float) -> int | None:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.waitstatus_to_exitcode(status)
-        time.sleep(0.1)
+        time.sleep(0.02)
     return None
 
 
@@ -131,7 +132,7 @@ def test_the_ide_ends_when_its_terminal_hangs_up(tmp_path: Path, when: str) -> N
         else:
             while not spinning.exists():
                 assert time.monotonic() < deadline, "the IDE never reached the hanging pass"
-                _drain(fd, 0.2, out)
+                _drain(fd, 0.05, out)
         os.close(fd)  # the terminal goes away: the kernel hangs up the child's session
         fd = -1
         code = _wait_exit(pid, EXIT_WITHIN_S)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from ide_helpers import make_fake_session, run_async, settle, until
+from ide_helpers import make_fake_session, run_async, settle, timers_fired, until
 from pilot_helpers import ide
 
 import glowviz.session.core as session_core
@@ -242,6 +242,7 @@ async def test_a_view_switch_lays_the_screen_out_in_few_passes():
     hooking Textual's layout and compositor passes while each view is shown the first time
     (its first frame) and again."""
     from textual.screen import Screen
+    from textual.widgets import Tabs
 
     from glowviz.screens.main import VIEWS
 
@@ -260,18 +261,23 @@ async def test_a_view_switch_lays_the_screen_out_in_few_passes():
     Screen._compositor_refresh = refresh  # type: ignore[method-assign]
     try:
         async with ide(size=(180, 50)) as (app, pilot, main):
+            tab_bar = main.query_one(Tabs)
+
+            async def slid() -> None:
+                # the tab underline's slide (0.3 s) would start 20 ms after a switch (the tab
+                # bar's timer): wait for that start, then for every animation started to end
+                await timers_fired(tab_bar)
+                await pilot.wait_for_scheduled_animations()
+
             main.goto_stage(2)
             await settle(app, pilot)
+            await slid()
             for _round in range(2):
                 for k, (tab, _title, _cls) in enumerate(VIEWS):
-                    await pilot.pause(0.05)
                     passes.clear()
                     await pilot.press(str(k + 1))
                     await settle(app, pilot)
-                    # the tab underline's slide (0.3 s) would start 20 ms after the switch:
-                    # wait past that start, then for every animation started to end
-                    await pilot.pause(0.05)
-                    await pilot.wait_for_scheduled_animations()
+                    await slid()
                     assert main.active_view_id() == tab
                     assert passes.count("layout") <= 3, (tab, passes)
                     assert "whole screen" not in passes, (tab, passes)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fake_pipeline import fake_compile
-from ide_helpers import ROOT, make_fake_session, ready, run_async, settle, until
+from ide_helpers import ROOT, make_fake_session, ready, run_async, run_test, settle, until
 from pilot_helpers import ide, main_screen, open_debugger, show
 from textual.widgets import DataTable, Input, TabbedContent
 
@@ -331,7 +331,7 @@ async def test_position_kept_when_the_compile_finishes():
     gate = threading.Event()
     model = str(ROOT / "sample_models" / "resnet_small.onnx")
     app = GlowvizApp(session=CompileSession(model, None, compile_fn=_gated_compile(gate)))
-    async with app.run_test(size=SIZE) as pilot:
+    async with run_test(app, SIZE) as pilot:
         main = main_screen(app)
         await until(pilot, lambda: len(main.query_one("PipelinePane").records) >= 3)
         main.goto_stage(1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ide_helpers import paste, ready, run_async, settle
+from ide_helpers import paste, ready, run_async, run_test, settle
 from rich.style import Style
 from textual.widgets import DataTable, TabbedContent
 
@@ -69,7 +69,7 @@ async def test_compare_with_a_report_without_buffer_sharing(tmp_path):
     path = tmp_path / "no_sharing.json"
     other = _write_report_without_buffer_sharing(path)
     app = GlowvizApp(session=CompileSession(str(MODEL)))
-    async with app.run_test(size=SIZE) as pilot:
+    async with run_test(app, SIZE) as pilot:
         main = await _ready(app, pilot)
         view = main.view("memory")
         base_peak = view.report.peak_bytes
@@ -119,7 +119,7 @@ async def test_bad_paths_show_one_error_line_and_the_app_keeps_working(tmp_path)
     wrong = tmp_path / "wrong.json"
     wrong.write_text('{"schema": "something/else"}')
     app = GlowvizApp(session=CompileSession(str(MODEL)))
-    async with app.run_test(size=SIZE) as pilot:
+    async with run_test(app, SIZE) as pilot:
         main = await _ready(app, pilot)
         view = main.view("memory")
         missing = tmp_path / "missing.json"
@@ -147,7 +147,7 @@ async def test_palette_entry_opens_the_prompt():
     from glowviz.screens.commands import entries
 
     app = GlowvizApp(session=CompileSession(str(MODEL)))
-    async with app.run_test(size=SIZE) as pilot:
+    async with run_test(app, SIZE) as pilot:
         await _ready(app, pilot)
         entry = next(e for e in entries(app) if e[0] == "Memory: compare with report…")
         entry[1]()

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ide_helpers import run_async
+from ide_helpers import run_async, run_test
 from textual import on
 from textual.app import App, ComposeResult
 
@@ -77,7 +77,7 @@ class ListApp(App):
 async def list_app(rows=None) -> AsyncIterator[tuple[ListApp, Any, RecordingList]]:
     """A ListApp of `rows` (N by default) under Pilot, drawn once: the app, the pilot, its list."""
     app = ListApp(rows)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with run_test(app, (120, 30)) as pilot:
         await pilot.pause()
         yield app, pilot, app.query_one(RecordingList)
 

@@ -3,7 +3,7 @@ accept a deliberate change)."""
 
 from __future__ import annotations
 
-from ide_helpers import make_fake_session, settle
+from ide_helpers import DrainingPilot, make_fake_session, ready
 
 from glowviz.app import GlowvizApp
 
@@ -11,10 +11,8 @@ SIZE = (160, 50)
 
 
 async def _settle(pilot):
-    app = pilot.app
-    while not app.session.done:
-        await pilot.pause(0.05)
-    await settle(app, pilot)
+    """The compile done and the workspace settled (the snapshot's own waits follow)."""
+    await ready(pilot.app, pilot)
 
 
 def _app(failing: bool = False) -> GlowvizApp:
@@ -23,6 +21,7 @@ def _app(failing: bool = False) -> GlowvizApp:
 
 def test_snapshot_graph(snap_compare):
     async def run_before(pilot):
+        pilot = DrainingPilot(pilot.app)
         await _settle(pilot)
         await pilot.press("p", "p")
         await _settle(pilot)
@@ -32,6 +31,7 @@ def test_snapshot_graph(snap_compare):
 
 def test_snapshot_diff(snap_compare):
     async def run_before(pilot):
+        pilot = DrainingPilot(pilot.app)
         await _settle(pilot)
         await pilot.press("p", "p", "2")
         await _settle(pilot)
@@ -41,6 +41,6 @@ def test_snapshot_diff(snap_compare):
 
 def test_snapshot_error_pane(snap_compare):
     async def run_before(pilot):
-        await _settle(pilot)
+        await _settle(DrainingPilot(pilot.app))
 
     assert snap_compare(_app(failing=True), terminal_size=SIZE, run_before=run_before)
