@@ -74,6 +74,9 @@ def _arena(result: CompileResult | Module) -> Executor:
 #: kind -> factory(CompileResult) -> Executor. "interpreter" runs the low-level IR on the
 #: planned byte arena (the reference); "graph" walks the graph IR (no memory plan involved).
 def _llvm(result: CompileResult | Module) -> Executor:
+    from compiler.backends.llvm.target import load_llvm
+
+    load_llvm()  # a refusal, not a loader's OSError, when memory is short
     from compiler.backends.llvm.executor import make_llvm_executor
 
     return make_llvm_executor(result)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.theme import Theme
 
-from glowviz import keymap, themes
+from glowviz import keymap, textual_fixes, themes
 from glowviz.screens.commands import GlowvizCommands
 from glowviz.screens.main import MainScreen
 from glowviz.session import CompileSession
@@ -24,33 +24,7 @@ from glowviz.session import CompileSession
 #: After SIGHUP/SIGTERM, how long the orderly shutdown may take before the process just ends.
 HANGUP_GRACE_S = 3.0
 
-
-def _unpin_styles_caches() -> None:
-    """Textual's `StylesCache.get_inner_outer` is an `lru_cache` on an instance method, so its
-    keys hold the StylesCache: up to 1,024 caches of widgets long gone stay alive with every
-    line they rendered (Textualize/textual#6665, open). The IDE makes and drops widgets all
-    the time (the footer's keys at each view switch, dialogs, the palette): ~75,000 objects
-    pinned per workspace's worth, which each full collection then scans (a test process
-    opening a hundred workspaces spent more time collecting than drawing). The method never
-    reads its instance: cache by the two colours alone. Left alone if Textual changed it."""
-    from textual._styles_cache import StylesCache
-
-    pinned = StylesCache.__dict__.get("get_inner_outer")
-    inner = getattr(pinned, "__wrapped__", None)
-    if inner is None or not hasattr(pinned, "cache_info"):
-        return
-
-    @lru_cache(1024)
-    def by_colours(base_background, background):
-        return inner(None, base_background, background)
-
-    def get_inner_outer(self, base_background, background):
-        return by_colours(base_background, background)
-
-    setattr(StylesCache, "get_inner_outer", get_inner_outer)  # noqa: B010
-
-
-_unpin_styles_caches()
+textual_fixes.apply()
 
 
 class GlowvizApp(App):

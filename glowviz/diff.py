@@ -176,6 +176,8 @@ def text_diff(
     a_text: str, b_text: str, a_name: str = "before", b_name: str = "after"
 ) -> tuple[list[str], list[SideBySideRow]]:
     a_lines, b_lines = a_text.splitlines(), b_text.splitlines()
+    if a_lines == b_lines:  # a pass that changed nothing: what difflib says, without matching
+        return [], [SideBySideRow("equal", k, line, k, line) for k, line in enumerate(a_lines, 1)]
     unified = list(difflib.unified_diff(a_lines, b_lines, a_name, b_name, lineterm=""))
     return unified, side_by_side(a_lines, b_lines)
 
@@ -188,9 +190,11 @@ def diff_modules(
     before_text: str | None = None,
     after_text: str | None = None,
     names: tuple[str, str] = ("before", "after"),
+    summaries: tuple[dict[str, NodeSummary], dict[str, NodeSummary]] | None = None,
 ) -> GraphDiff:
-    """Diff two graph Modules: nodes by name, constants by name, plus text and provenance."""
-    a, b = summarize_nodes(before), summarize_nodes(after)
+    """Diff two graph Modules: nodes by name, constants by name, plus text and provenance.
+    `summaries`: the two modules' `summarize_nodes`, if the caller has them already."""
+    a, b = summaries if summaries is not None else (summarize_nodes(before), summarize_nodes(after))
     d = GraphDiff()
     d.added = [b[n] for n in b if n not in a]
     d.removed = [a[n] for n in a if n not in b]

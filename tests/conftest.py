@@ -13,7 +13,16 @@ import os
 import pathlib
 import sys
 
-from hypothesis import settings
+# numpy's OpenBLAS runs one thread per test process (and the CLI and worker processes tests
+# start), unless the environment says otherwise. It reads this when numpy is first imported,
+# which is after this file in every pytest process. `bash dev.sh test` runs two workers on two
+# cores: a second BLAS thread per worker has no core of its own, and OpenBLAS threads spin
+# while they wait, so the interpreter's small GEMMs (a convolution's taps) cost more CPU than
+# they did on one thread: the light CNNs through the interpreter (conformance's Real
+# category) took 11.5-12 s of CPU, 5.7-6 s on one thread, their convolutions 6 s -> 1 s.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from hypothesis import settings  # noqa: E402
 
 _ROOT = str(pathlib.Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:

@@ -53,9 +53,9 @@ def test_example_matches_onnxruntime_and_bundles_are_reproducible(
     program = build_example(first, name)
     outputs, _ = run_example(program, inputs, weights=first / f"{name}.weights.bin")
     _check_against_onnxruntime(name, outputs)
-    embedded = build_example(first, name, embedded=True)
-    assert run_example(embedded, inputs)[0].keys() == outputs.keys()
-    for key, value in run_example(embedded, inputs)[0].items():
+    embedded, _ = run_example(build_example(first, name, embedded=True), inputs)
+    assert embedded.keys() == outputs.keys()
+    for key, value in embedded.items():
         np.testing.assert_array_equal(value, outputs[key])
 
     second = tmp_path / "second"

@@ -35,6 +35,41 @@ def test_compile_table_print_after_and_dump_dir(tmp_path, capsys):
     assert (dump / files[0]).read_text().startswith("module @lenet {")
 
 
+def test_each_command_parses_with_its_own_parser_as_with_all(capsys):
+    """A run builds only its command's parser (glowviz.cli.build_parser(command)): the names
+    it dispatches on are the whole parser's commands, and each command's own parser is the
+    one the whole parser holds (the same help)."""
+    from glowviz.cli import COMMAND_NAMES, build_parser
+
+    whole = build_parser()
+    choices = whole._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert sorted(choices) == sorted(COMMAND_NAMES)
+    for name in COMMAND_NAMES:
+        alone = build_parser(name)
+        own = alone._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        assert list(own) == [name]
+        assert own[name].format_help() == choices[name].format_help(), name
+
+
+def test_a_compile_leaves_llvm_unloaded():
+    """`glowviz mem`, `export` and `compile` compile without generating code: the lowering
+    contract reads the LLVM emitter table, which needs neither the JIT nor LLVM's library
+    (llvmlite.binding, ~20 ms of every such run's start; compiler/backends/llvm/target.py)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from compiler.pipeline import compile_model; "
+        f"r = compile_model({str(SAMPLES / 'mlp.onnx')!r}); assert r.plan is not None; "
+        "print(sorted(m for m in sys.modules if m.startswith('llvmlite.binding') "
+        "or m in ('compiler.backends.llvm.jit', 'compiler.backends.llvm.cache')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert out.strip() == "[]", out
+
+
 def test_compile_stop_after_and_hide_unchanged(capsys):
     assert cli("compile", LENET, "--stop-after", "lower", "--hide-unchanged") == 0
     captured = capsys.readouterr()

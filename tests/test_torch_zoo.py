@@ -69,15 +69,15 @@ def _model(name: str) -> onnx.ModelProto:
 
 
 def _ort(
-    model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimize: bool = True
+    model: onnx.ModelProto, data: bytes, feeds: dict[str, np.ndarray], optimize: bool = True
 ) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs of `model`, given serialized as `data` (the refilled zoo is
+    ~840 MB of weights: both sessions read one serialization)."""
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     if not optimize:
         opts.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = onnxruntime.InferenceSession(
-        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-    )
+    sess = onnxruntime.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in model.graph.output]
     return dict(zip(names, sess.run(names, feeds), strict=True))
 
@@ -87,8 +87,11 @@ def _reference(name: str) -> dict[str, tuple[np.ndarray, float]]:
     """onnxruntime's outputs (for a model committed whole, also the recorded ones), each with
     the atol it is compared at (see RTOL, ATOL)."""
     feeds = _npz(name, "input")
-    got = _ort(_model(name), feeds)
-    unoptimized = _ort(_model(name), feeds, optimize=False)
+    model = _model(name)
+    data = model.SerializeToString()
+    got = _ort(model, data, feeds)
+    unoptimized = _ort(model, data, feeds, optimize=False)
+    del data
     if (ZOO_DIR / f"{name}.expected.npz").is_file():
         recorded = _npz(name, "expected")
         assert list(recorded) == list(got)

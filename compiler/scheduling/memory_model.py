@@ -440,6 +440,27 @@ class MemoryModel:
             )
         return heads, tails
 
+    def search_facts(self) -> tuple:
+        """Every fact `step`, `simulate`, `search_steppers` and `operator_bound`'s sizes read,
+        as ints, nodes and groups by position: two models with equal facts give every order
+        (by node positions) the same steps, so the optimal search the same result."""
+        groups = tuple((g.producers, g.users, g.saves, g.y_of, g.size) for g in self.groups)
+        nodes = tuple(
+            (
+                i.preds,
+                tuple(i.succs),
+                tuple(i.operand_groups),
+                tuple(i.member_groups),
+                tuple(i.saves_of),
+                _acc_facts(i.acc),
+                i.noop_of,
+                i.inplace_result,
+                tuple(i.inplace_candidates),
+            )
+            for i in self.info
+        )
+        return groups, nodes
+
     def simulate(self, order: Sequence[Node]) -> list[Step]:
         """The steps of a whole order (which must list every node once, operands first)."""
         pos: dict[int, int] = {}
@@ -488,6 +509,10 @@ class MemoryModel:
             if total > best:
                 best, where = total, info.node.name
         return best, where
+
+
+def _acc_facts(a: _Acc | None) -> tuple[int, ...] | None:
+    return None if a is None else (a.p, a.add, a.y_group, a.r_group, a.r_producer, a.z_group)
 
 
 def _search_head(

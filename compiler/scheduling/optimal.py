@@ -18,7 +18,9 @@ a clock) and reports that it did not finish; the caller falls back (see `schedul
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +48,33 @@ class SearchResult:
     stats: dict = field(default_factory=dict)
 
 
+#: Searches remembered (least recently used dropped first), by everything a search reads: the
+#: memory model's facts (`MemoryModel.search_facts`), the seeds as node positions and the budget.
+MEMO_SIZE = 32
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A search's outcome, nodes by position: what `search` returns for the same key."""
+
+    order_idx: tuple[int, ...] | None
+    peak: int
+    finished: bool
+    states: int
+    expansions: int
+    bound: int
+
+
+_memo: OrderedDict[tuple, _Found] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def forget_searches() -> None:
+    """Drop the remembered searches (a timing of the search itself starts from none)."""
+    with _memo_lock:
+        _memo.clear()
+
+
 def search(
     model: MemoryModel, seeds: Sequence[Sequence[Node]] = (), budget: int = DEFAULT_BUDGET
 ) -> SearchResult:
@@ -55,8 +84,49 @@ def search(
     Two passes over the same states: the first finds the minimum peak P; the second, among
     the orders that never exceed P, minimises the highest step below P (so the parts of the
     program away from the peak run in as little memory as they can: a stem that sets the peak
-    does not leave the rest of the order to chance); ties go to the lower sum of live bytes."""
+    does not leave the rest of the order to chance); ties go to the lower sum of live bytes.
+
+    The search is a function of the model's facts, the seeds' orders and the budget, node
+    positions for nodes: a search with the same ones as one of the last `MEMO_SIZE` returns its
+    result (the same order, peak and counts, a search that ran out included; `seconds` is this
+    call's). The same graph reaches the scheduler again when a model is compiled again with
+    options that change nothing before scheduling (another lowering policy that lowers none of
+    its nodes differently, a run-time specialization to the same shapes), and when the IDE's
+    schedule views schedule the graph the compile scheduled: an unrolled recurrent or attention
+    graph's search runs out of budget after ~0.1 s of CPU each time."""
     t0 = time.perf_counter()
+    index = model.index
+    if not all(n in index for order in seeds for n in order):
+        return _search(model, seeds, budget, t0)  # a foreign node: simulate says so
+    key = (model.search_facts(), tuple(tuple(index[n] for n in o) for o in seeds), budget)
+    with _memo_lock:
+        found = _memo.get(key)
+        if found is not None:
+            _memo.move_to_end(key)
+    if found is None:
+        res = _search(model, seeds, budget, t0)
+        order_idx = None if res.order is None else tuple(index[n] for n in res.order)
+        found = _Found(order_idx, res.peak, res.finished, res.states, res.expansions, res.bound)
+        with _memo_lock:
+            _memo[key] = found
+            while len(_memo) > MEMO_SIZE:
+                _memo.popitem(last=False)
+        return res
+    nodes = model.nodes
+    return SearchResult(
+        None if found.order_idx is None else [nodes[i] for i in found.order_idx],
+        found.peak,
+        found.finished,
+        found.states,
+        found.expansions,
+        time.perf_counter() - t0,
+        found.bound,
+    )
+
+
+def _search(
+    model: MemoryModel, seeds: Sequence[Sequence[Node]], budget: int, t0: float
+) -> SearchResult:
     best_seed: list[Node] | None = None
     bound = 1 << 62
     for order in seeds:
@@ -167,4 +237,4 @@ def _dp(model: MemoryModel, bound: int, cap: int | None, budget: int) -> _Pass:
     return _Pass(order_idx[::-1], value, states, expansions)
 
 
-__all__ = ["DEFAULT_BUDGET", "SearchResult", "search"]
+__all__ = ["DEFAULT_BUDGET", "MEMO_SIZE", "SearchResult", "forget_searches", "search"]

@@ -19,6 +19,7 @@ from compiler.memory.report import MemoryReport
 from compiler.scheduling import SCHEDULERS, Schedule, schedule
 from glowviz.diff import (
     GraphDiff,
+    NodeSummary,
     Rewrite,
     RewriteDiff,
     TextIndex,
@@ -26,6 +27,7 @@ from glowviz.diff import (
     diff_texts,
     group_rewrites,
     rewrite_diff,
+    summarize_nodes,
 )
 
 if TYPE_CHECKING:
@@ -100,9 +102,29 @@ class SessionViewData:
         return key in self._view_cache and (self.done or not self._needs_result(key))
 
     # -- graph view data ----------------------------------------------------------------------
+    def _same_snapshot(self, i: int) -> int | None:
+        """The first of the stages before `i` that share its IR snapshot (passes that changed
+        nothing keep the snapshot object): what is computed from the snapshot alone is the
+        same for all of them, and computed once. None if stage `i` has its own."""
+        j = None
+        same = self.stages[i]._same_as
+        while same is not None:
+            j, same = same.index, same._same_as
+        return j
+
     def graph_nodes(self, i: int) -> list[dict[str, Any]]:
         """One row per value of a graph stage: placeholders, nodes in order, then constants."""
+        j = self._same_snapshot(i)
+        if j is not None:
+            return self.graph_nodes(j)
         return self._cached(("graph_nodes", i), lambda: self._graph_nodes(i))
+
+    def node_summaries(self, i: int) -> dict[str, NodeSummary]:
+        """`summarize_nodes` of graph stage `i`'s snapshot (what diffs compare), made once."""
+        j = self._same_snapshot(i)
+        if j is not None:
+            return self.node_summaries(j)
+        return self._cached(("node_summaries", i), lambda: summarize_nodes(self.stages[i].module))
 
     def _graph_nodes(self, i: int) -> list[dict[str, Any]]:
         rec = self.stages[i]
@@ -237,6 +259,7 @@ class SessionViewData:
                 before_text=ra.text,
                 after_text=rb.text,
                 names=names,
+                summaries=(self.node_summaries(a), self.node_summaries(b)),
             )
         return diff_texts(ra.text, rb.text, names=names)
 

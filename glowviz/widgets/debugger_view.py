@@ -35,7 +35,7 @@ from glowviz.session import (
     slice_spec,
     slice_view,
 )
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 from glowviz.widgets.styles import Styles, styles
 from glowviz.widgets.virtual_table import Column, VirtualTable
 
@@ -87,7 +87,7 @@ class DebuggerView(StageView):
         self.last_code: tuple[str, int, str] | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="debug-status")
+        yield InfoLine("", id="debug-status")
         with Horizontal(id="debug-body"):
             with Vertical(id="debug-list"):
                 yield VirtualTable(id="debug-table")

@@ -18,7 +18,7 @@ from textual.widgets import Static
 from glowviz import keymap
 from glowviz.diff import GraphDiff, Rewrite, SideBySideRow, inline_changes
 from glowviz.session import CompileSession
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 from glowviz.widgets.styles import Styles, styles
 from glowviz.widgets.virtual_table import Anchored, Column, VirtualTable
 
@@ -47,7 +47,7 @@ class DiffView(StageView):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="diff-summary-scroll"):
-            yield Static("", id="diff-summary")
+            yield InfoLine("", id="diff-summary")
         yield RewriteStrip("", id="diff-rewrite")
         yield VirtualTable(id="diff-table")
 

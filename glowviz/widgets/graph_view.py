@@ -35,7 +35,7 @@ from glowviz.widgets.graph_layout import (
     render_neighbourhood,
 )
 from glowviz.widgets.node_list import NodeList
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 from glowviz.widgets.styles import styles
 
 ZOOMS = (1.0, 0.7, 0.5, 0.35, 0.2)
@@ -72,7 +72,7 @@ class GraphView(StageView):
             id="graph-search",
             classes="hidden",
         )
-        yield Static("", id="graph-info")
+        yield InfoLine("", id="graph-info")
         with Horizontal(id="graph-list-mode"):
             yield NodeList(id="graph-table")
             with VerticalScroll(id="graph-neigh-scroll"):

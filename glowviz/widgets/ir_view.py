@@ -17,7 +17,7 @@ from textual.widgets.text_area import TextAreaTheme
 
 from glowviz import keymap
 from glowviz.session import CompileSession
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 
 #: (highlight name, pattern) in the order they are applied: later ones win where they overlap.
 _RULES: list[tuple[str, re.Pattern[str]]] = [
@@ -184,7 +184,7 @@ class IRView(StageView):
         self.text = ""
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="ir-info")
+        yield InfoLine("", id="ir-info")
         yield IRTextArea("", id="ir-text", read_only=True, show_line_numbers=True, soft_wrap=False)
 
     def reset(self) -> None:

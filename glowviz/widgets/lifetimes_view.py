@@ -15,7 +15,7 @@ from compiler.memory.report import MemoryReport, ReportBuffer
 from glowviz import keymap, themes
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import colour, span_bar
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 from glowviz.widgets.virtual_table import Column, VirtualTable
 
 SORTS = ("start", "size", "name")
@@ -80,7 +80,7 @@ class LifetimesView(StageView):
         self._bar_width = 0  # the lifetime bar's width in the rows drawn
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="lifetimes-info")
+        yield InfoLine("", id="lifetimes-info")
         yield VirtualTable(id="lifetimes-table")
         yield Static("", id="lifetimes-detail")
 

@@ -34,7 +34,7 @@ from glowviz.widgets.bars import colour
 from glowviz.widgets.lifetimes_view import buffer_card, load_plan, report_label
 from glowviz.widgets.memory_map import MemoryMap, draw_map, map_top
 from glowviz.widgets.memory_timeline import MemoryTimeline
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 from glowviz.widgets.styles import Styles, styles
 from glowviz.widgets.virtual_table import Column, VirtualTable
 
@@ -120,7 +120,7 @@ class MemoryView(StageView):
         self._loaded: tuple[int, int | None, str] | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="memory-figures")
+        yield InfoLine("", id="memory-figures")
         # the header's notes (per-pass figure, certificate): under the figures, or, in the
         # short layout, beside the buffer card (the rows go to the table)
         yield Static("", id="memory-figures-more")

@@ -25,7 +25,7 @@ from glowviz import keymap, themes
 from glowviz.session import CompileSession
 from glowviz.session.quant import FLOAT_BAND, Histogram, QuantAnalysis, band
 from glowviz.widgets.graph_layout import LayoutError, render_neighbourhood
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 
 #: Histogram drawing size (cells).
 HIST_WIDTH, HIST_HEIGHT = 56, 6
@@ -112,7 +112,7 @@ class QuantView(StageView):
         return self.query_one("#quant-table", DataTable)
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="quant-info")
+        yield InfoLine("", id="quant-info")
         yield Static("", id="quant-whatif")
         with Horizontal():
             yield DataTable(id="quant-table", cursor_type="row")

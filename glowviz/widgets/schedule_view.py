@@ -16,7 +16,7 @@ from textual.widgets import Static
 from compiler.scheduling import Schedule
 from glowviz.session import CompileSession, fmt_bytes
 from glowviz.widgets.bars import hbar, sparkline
-from glowviz.widgets.stage_view import StageView
+from glowviz.widgets.stage_view import InfoLine, StageView
 from glowviz.widgets.styles import styles
 from glowviz.widgets.virtual_table import Column, VirtualTable
 
@@ -33,7 +33,7 @@ class ScheduleView(StageView):
         self._drawn_width = 0
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="schedule-info")
+        yield InfoLine("", id="schedule-info")
         yield Static("", id="schedule-curve")
         yield VirtualTable(id="schedule-table")
 

@@ -10,10 +10,30 @@ from typing import Any
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widget import Widget
+from textual.visual import VisualType
 from textual.widgets import Static
 
 from glowviz.session import CompileSession
 from glowviz.widgets.virtual_table import VirtualTable
+
+
+class InfoLine(Static):
+    """A view's header line (the stage it shows, what it is waiting for). Each update laid the
+    whole screen out again (Static's default: its height may change), once per key that steps
+    the stages; most updates keep the number of lines at the width the line has. Those only
+    repaint it; a layout follows when the new text takes more or fewer lines, or before the
+    line was laid out."""
+
+    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
+        width, fit = self.content_size.width, self.styles.width  # None: the container's width
+        if not layout or not width or (fit is not None and fit.is_auto):
+            super().update(content, layout=layout)
+            return
+        size, screen = self.size, self.app.size
+        before = self.get_content_height(size, screen, width)
+        super().update(content, layout=False)
+        if self.get_content_height(size, screen, width) != before:
+            self.refresh(layout=True)
 
 
 class StageView(Vertical):

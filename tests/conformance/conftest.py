@@ -1,17 +1,13 @@
-"""The conformance tests share onnx's generated node cases within one session (harness.node_cases):
-in the session's temporary root, which every xdist worker of the run sees."""
+"""The conformance tests keep onnx's generated node cases (harness.node_cases) in a cache kept
+between test sessions, keyed by what generates them: $GLOWVIZ_NODE_CASE_DIR (a temporary
+directory, to watch them generated), else ~/.cache/glowviz/onnx-node-cases."""
 
 from __future__ import annotations
 
 import os
-
-import pytest
+from pathlib import Path
 
 from tests.conformance import harness
 
-
-@pytest.fixture(scope="session", autouse=True)
-def _shared_node_cases(tmp_path_factory: pytest.TempPathFactory) -> None:
-    base = tmp_path_factory.getbasetemp()
-    # Under xdist each worker's basetemp is <session root>/popen-gwN.
-    harness.NODE_CASE_DIR = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+_HOME_CACHE = Path.home() / ".cache" / "glowviz" / "onnx-node-cases"
+harness.NODE_CASE_DIR = Path(os.environ.get("GLOWVIZ_NODE_CASE_DIR") or _HOME_CACHE)

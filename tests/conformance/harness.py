@@ -20,10 +20,12 @@ every case's outcome, for working on the refusals.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import pickle
 import re
+import sys
 import tempfile
 import traceback
 import unittest
@@ -96,9 +98,29 @@ def backend_for(executor: str) -> type[onnx_backend.Backend]:
     return ExecutorBackend
 
 
-#: Where `node_cases` shares onnx's node cases between the processes of one test session (the
-#: xdist workers): set by tests/conformance/conftest.py; None generates them in each process.
+#: Where `node_cases` keeps onnx's node cases between processes and test sessions: set by
+#: tests/conformance/conftest.py ($GLOWVIZ_NODE_CASE_DIR, else ~/.cache/glowviz/onnx-node-cases);
+#: None generates them in each process.
 NODE_CASE_DIR: Path | None = None
+#: Lists kept in NODE_CASE_DIR (one per onnx / numpy / Python install that ran the tests).
+KEEP_NODE_CASE_LISTS = 4
+
+
+def _node_case_key() -> str:
+    """What the generated node cases depend on: onnx's, numpy's and Python's versions, and
+    the text of onnx's case generators and reference implementation (an edited onnx of the
+    same version is not taken for the cached one; two virtual environments with the same onnx
+    share the entry). ~15 ms."""
+    import hashlib
+
+    import numpy as np
+
+    root = Path(onnx.__file__).resolve().parent
+    h = hashlib.sha256(f"{onnx.__version__} {np.__version__} {sys.version}".encode())
+    for sub in ("backend/test/case", "backend/test/loader", "reference"):
+        for f in sorted((root / sub).rglob("*.py")):
+            h.update(f"{f.relative_to(root)}\n".encode() + f.read_bytes())
+    return h.hexdigest()[:24]
 
 
 @functools.cache
@@ -106,32 +128,47 @@ def node_cases() -> list[Any]:
     """onnx's node test cases (`onnx.backend.test.loader.load_model_tests(kind="node")`, as
     BackendTest loads them). onnx 1.23 generates them in Python at first use -- every case's
     model and its expected outputs from onnx's reference implementation: ~6.5 s of CPU. The
-    first process of a session to need them pickles the list under NODE_CASE_DIR (temp file +
-    rename); a later one loads that pickle (0.04 s) instead of generating the same cases
-    again. The key is onnx's and numpy's versions, and the directory lives one session."""
+    generators seed numpy's random state before each case (onnx's case/base.py), so the same
+    onnx, numpy and Python give the same cases: the first process to need them pickles the
+    list under NODE_CASE_DIR, keyed by those (`_node_case_key`), and every later process, of
+    this test session or a later one, loads it (~0.05 s). A lock makes a second process wait
+    for the first one's pickle instead of generating the same cases beside it."""
     from onnx.backend.test.loader import load_model_tests
 
-    if NODE_CASE_DIR is None:
+    def generate() -> list[Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return load_model_tests(kind="node")
-    import numpy as np
 
-    path = NODE_CASE_DIR / f"onnx-{onnx.__version__}-numpy-{np.__version__}-node-cases.pickle"
-    if path.is_file():
-        with path.open("rb") as f:
-            return pickle.load(f)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = load_model_tests(kind="node")
+    if NODE_CASE_DIR is None:
+        return generate()
     try:
-        data = pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return cases  # a later onnx whose cases do not pickle: each process generates them
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return cases
+        NODE_CASE_DIR.mkdir(parents=True, exist_ok=True)
+        lock = (NODE_CASE_DIR / "lock").open("a")
+    except OSError:
+        return generate()  # no writable cache: each process generates them
+    path = NODE_CASE_DIR / f"node-cases-{_node_case_key()}.pickle"
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            try:
+                with path.open("rb") as f:
+                    return pickle.load(f)
+            except Exception:  # noqa: BLE001 - a damaged file: generated and written anew
+                pass
+        cases = generate()
+        try:
+            data = pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return cases  # a later onnx whose cases do not pickle: each process generates them
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        # The newest few lists stay (~10 MB each): other onnx or numpy installs' too.
+        kept = sorted(NODE_CASE_DIR.glob("node-cases-*.pickle"), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-KEEP_NODE_CASE_LISTS]:
+            old.unlink(missing_ok=True)
+        return cases
 
 
 @functools.cache

@@ -8,7 +8,8 @@ import pytest
 from compiler.errors import CompilerError
 from compiler.graph.ir import Function, Module, Result
 from compiler.graph.types import f32
-from compiler.scheduling import SCHEDULERS, live_bytes_timeline, schedule
+from compiler.scheduling import SCHEDULERS, Schedule, live_bytes_timeline, schedule
+from compiler.scheduling.optimal import forget_searches
 from tests.scaling import MAX_TIME_RATIO, NODES_RATIO, assert_not_quadratic
 
 
@@ -109,10 +110,14 @@ def test_large_graph_scheduling_is_not_quadratic(kind: str) -> None:
     # Five repeats (the minimum counts). The optimal scheduler's search is n log n on a chain:
     # 4 x log(2287)/log(573) = 4.9x, measured 4.5x on a quiet machine and 6.3x in CI with the
     # other test worker sharing the caches, so it gets 8x (n^2 would be 16x, n^2 log n 19x).
+    def work(m: Module) -> Schedule:
+        forget_searches()  # every repeat times the search, not its remembered result
+        return schedule(m.main, kind)
+
     assert_not_quadratic(
         lambda: small,
         lambda: big,
-        lambda m: schedule(m.main, kind),
+        work,
         f"{kind} scheduler",
         repeats=5,
         max_ratio=8.0 if kind == "optimal" else MAX_TIME_RATIO,
@@ -281,3 +286,49 @@ def test_a_search_that_runs_out_reports_budget_plus_one() -> None:
         s = schedule(fn, "optimal", budget=budget)
         assert not s.stats["finished"] and s.stats["expansions"] == budget + 1
     assert schedule(fn, "optimal", budget=need).peak_bytes == schedule(fn, "optimal").peak_bytes
+
+
+def test_a_repeated_search_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimal search of a graph with the memory facts, seeds and budget of a recent one
+    gives that one's result without searching again: the unrolled bidirectional LSTM (whose
+    search runs out) and ResNet's blocks (sum post-ops, found optimal), each compiled twice into
+    new Function objects. A graph with other facts, or another budget, is searched."""
+    import sys
+    from pathlib import Path
+
+    from compiler.pipeline import CompileOptions, compile_model
+    from compiler.scheduling import optimal
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    sys.path.insert(0, str(root / "tests" / "frontend"))
+    from models import BUILDERS
+    from test_recurrent_vs_ort import recurrent_model
+
+    def graph(model):
+        return compile_model(model, CompileOptions(stop_after="schedule")).module.main
+
+    def fields(s: Schedule) -> tuple:
+        stats = {k: v for k, v in s.stats.items() if k != "search_ms"}
+        return (s.names, s.live_bytes, s.peak_bytes, s.used, s.proven_optimal, stats)
+
+    searches = []
+    real_dp = optimal._dp
+    monkeypatch.setattr(optimal, "_dp", lambda *a: searches.append(1) or real_dp(*a))
+    forget_searches()
+    lstm = recurrent_model("LSTM", "bidirectional")[0]
+    resnet = BUILDERS["resnet50"](image=32, classes=10)
+    first = {name: schedule(graph(m)) for name, m in (("lstm", lstm), ("resnet", resnet))}
+    assert first["lstm"].used == "child-mem-size" and first["resnet"].used == "optimal"
+    searched = len(searches)
+    assert searched >= 3
+    for name, m in (("lstm", lstm), ("resnet", resnet)):
+        again = schedule(graph(m))
+        assert fields(again) == fields(first[name]), name
+    assert len(searches) == searched  # both remembered
+    fn = graph(resnet)
+    assert schedule(fn, budget=10**6).names == first["resnet"].names  # another key: searched
+    assert len(searches) > searched
+    searched = len(searches)
+    schedule(chain_module(40).main)
+    assert len(searches) > searched

@@ -1,24 +1,8 @@
-"""LLVM CPU backend: target setup, the JIT engine and the fast kernels the emitter table calls."""
+"""LLVM CPU backend: target setup (`target`), the JIT engine (`jit`, `cache`), the code
+generator (`codegen`, `emitters`, `kernels`), the executor and AOT bundles.
 
-from __future__ import annotations
-
-from compiler.backends.llvm.jit import CompiledModule, JITEngine
-from compiler.backends.llvm.target import (
-    Isa,
-    default_isa,
-    host_cpu,
-    optimize,
-    target_machine,
-    vector_width_f32,
-)
-
-__all__ = [
-    "CompiledModule",
-    "Isa",
-    "JITEngine",
-    "default_isa",
-    "host_cpu",
-    "optimize",
-    "target_machine",
-    "vector_width_f32",
-]
+Importing the package imports none of them: the lowering contract reads the emitter table
+(`emitters`) in every compile, and `glowviz mem` or `glowviz export` then need neither the
+JIT nor LLVM's library (llvmlite.binding loads it), which `target`, `jit` and `cache` load
+only when used.
+"""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ from compiler.backends.llvm.bundle_header import (
     weights_c_text,
 )
 from compiler.backends.llvm.codegen import Program, generate
-from compiler.backends.llvm.emitters.common import LIBM, STATUS_GLOBAL
+from compiler.backends.llvm.emitters.common import LIBM, STATUS_GLOBAL, Call
 from compiler.errors import CodegenError, CompilerError
 from compiler.lir.ir import LIRFunction, view_root
 from compiler.memory.plan import MemoryPlan
@@ -111,10 +112,10 @@ def resolve_target(
     return triple, target.HostCPU(cpu or "generic", features or "")
 
 
-def _constants_read(program: Program, plan: MemoryPlan) -> set[str]:
-    """Constant weights some generated wrapper passes to a kernel (so reads in place)."""
+def _constants_read(entry_calls: Mapping[str, list[Call]], plan: MemoryPlan) -> set[str]:
+    """Constant weights some wrapper passes to a kernel (so reads in place)."""
     names = set()
-    for calls in program.entry_calls.values():
+    for calls in entry_calls.values():
         for call in calls:
             for arg in call.args:
                 if arg.value is None:
@@ -320,14 +321,20 @@ def build_bundle(result: CompileResult, options: BundleOptions | None = None) ->
     triple, cpu = resolve_target(options.target, options.cpu, options.features)
     lir, plan = result.lir, result.plan
 
-    with target.generating_for(cpu):
-        # First pass: which constants does the code read in place? Then the real program over
-        # a plan whose constant region holds only those.
-        read = _constants_read(generate(lir, plan), plan)
+    # The kernels are emitted over the plan; once they are, their calls say which constants
+    # the code reads in place, and the wrappers address a plan whose constant region holds only
+    # those (one generation: a second one over that plan emitted the same kernels again).
+    read: set[str] = set()
+    dense = plan
+
+    def dense_layout(calls: Mapping[str, list[Call]]) -> MemoryPlan:
+        nonlocal dense
+        read.update(_constants_read(calls, plan))
         dense = _dense_plan(plan, read)
-        program = generate(lir, dense)
-    if _constants_read(program, dense) != read:  # the layout must not change what is read
-        raise CodegenError("bundle: the constants read in place changed with their layout")
+        return dense
+
+    with target.generating_for(cpu):
+        program = generate(lir, plan, relayout=dense_layout)
 
     weights = _constant_region(lir, dense, program, read)
     crc = zlib.crc32(weights)

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from compiler.errors import CompilerError
 from compiler.graph.types import ElemKind
 
@@ -304,18 +306,45 @@ def header_text(info: HeaderInfo, report: dict[str, Any]) -> str:
 
 _HEX = [f"0x{b:02x}" for b in range(256)]
 
+#: A whole row of the weights array, 16 elements "0x??, " and a newline for the last space; the
+#: two hex digits of byte b are _DIGITS[b] (as a 2-byte item, at every third one of the row).
+_ROW = np.frombuffer(("    " + "0x??, " * 15 + "0x??,\n").encode(), np.uint8)
+_DIGITS = np.frombuffer("".join(f"{b:02x}" for b in range(256)).encode(), np.uint16)
+
+#: Rows of the weights array formatted at a time (6.5 MB of text).
+_ROWS_AT_ONCE = 1 << 16
+
+
+def _hex_rows(weights: bytes) -> str:
+    """The weights array's rows, "    0xhh, ..., 0xhh," (16 bytes, the last row fewer), one a
+    line. Whole rows are filled by numpy, a block at a time (a row template, then each byte's
+    two digits): a Python join per row took ~7 s for ResNet-50's 100 MB. The same text."""
+    data = np.frombuffer(weights, np.uint8)
+    full = data.size // 16
+    parts = []
+    for start in range(0, full, _ROWS_AT_ONCE):
+        rows = min(_ROWS_AT_ONCE, full - start)
+        lines = np.empty((rows, _ROW.size), np.uint8)
+        lines[:] = _ROW
+        # Row bytes 6 + 6k, k < 16, are element k's digits: 2-byte items 3 + 3k.
+        lines.view(np.uint16)[:, 3::3] = _DIGITS[data[16 * start : 16 * (start + rows)]].reshape(
+            rows, 16
+        )
+        parts.append(lines.tobytes().decode("ascii"))
+    tail = weights[16 * full :]
+    if tail:
+        parts.append("    " + ", ".join(map(_HEX.__getitem__, tail)) + ",\n")
+    parts[-1] = parts[-1][:-1]  # no newline after the last row
+    return "".join(parts)
+
 
 def weights_c_text(name: str, weights: bytes) -> str:
     """`<name>.weights.c`: the weights file as an aligned const array, for targets without a
     file system (it lands in read-only memory: the entry never writes the constant region)."""
     up = name.upper()
-    rows = [
-        "    " + ", ".join(map(_HEX.__getitem__, weights[i : i + 16])) + ","
-        for i in range(0, len(weights), 16)
-    ]
     # A model without constants still gets a (one-byte) array: C has no empty arrays.
     size = f"{up}_CONSTANT_MEM_SIZE" if weights else "1"
-    body = "\n".join(rows) if rows else "    0,"
+    body = _hex_rows(weights) if weights else "    0,"
     return (
         f"/* {name}.weights.c: the constant-weights region of bundle {name} "
         f"({len(weights)} B). Generated; do not edit. */\n"

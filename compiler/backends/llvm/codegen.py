@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -473,7 +473,9 @@ class CodeGen:
         forced = conv_strategy or os.environ.get("GLOWVIZ_CONV_STRATEGY") or None
         self.ctx = EmitContext(self.sink, self.addr.overlap, conv_strategy=forced)
 
-    def generate(self) -> Program:
+    def generate(self, relayout: Relayout | None = None) -> Program:
+        """The program; with ``relayout``, its wrappers address the plan ``relayout`` returns
+        for the kernel calls of every wrapper (see ``generate``)."""
         instrs: list[InstrCode] = []
         for idx, ins in enumerate(self.lir.code):
             if ins.kind in NO_CODE or _writes_nothing(ins):
@@ -545,6 +547,11 @@ class CodeGen:
                 c for calls in fused_calls.values() for c in calls
             ]:
                 call.name = alias.get(call.name, call.name)
+        if relayout is not None:
+            # The kernels are done: only the wrappers and the blobs' offsets read the plan now.
+            wrapped = {ic.entry: ic.calls for ic in instrs if ic.entry is not None}
+            self.plan = relayout(wrapped | fused_calls)
+            self.addr = Addresses(self.plan)
         # Blobs (packed weights) after the plan's constant region.
         csize = align(int(self.plan.region_sizes.get(CONSTANT_REGION, 0)))
         offsets = []
@@ -617,6 +624,10 @@ class CodeGen:
         b.ret_void()
 
 
+#: ``(every wrapper's kernel calls) -> the plan the wrappers address`` (``generate``).
+Relayout = Callable[[Mapping[str, list[Call]]], ArenaLayout]
+
+
 def generate(
     lir: LIRFunction,
     plan: ArenaLayout,
@@ -624,12 +635,22 @@ def generate(
     fuse: bool = True,
     conv_strategy: str | None = None,
     constant_region: RegionAlloc | None = None,
+    relayout: Relayout | None = None,
 ) -> Program:
     """Generate the Program (LLVM module + entries) for `lir` laid out by `plan`; with
-    ``constant_region``, the packed weights are placed in a region from it (``Program.region``)."""
+    ``constant_region``, the packed weights are placed in a region from it (``Program.region``).
+
+    ``relayout`` (the bundle's) is given the kernel calls of every wrapper once the kernels
+    are emitted, and returns the plan the wrappers (and the blobs after its constant region)
+    use instead of ``plan``. It may move constant weights only, and must keep the ones the
+    calls read apart: the kernels were emitted over ``plan``, and all they learn from a plan
+    is whether two of their operands overlap, which such a move does not change (a written
+    operand is never a constant; two constants a kernel reads overlap in neither plan)."""
+    if relayout is not None and constant_region is not None:
+        raise ValueError("generate: relayout moves the constants a constant_region holds")
     return CodeGen(
         lir, plan, fuse=fuse, conv_strategy=conv_strategy, constant_region=constant_region
-    ).generate()
+    ).generate(relayout)
 
 
 __all__ = [
@@ -638,6 +659,7 @@ __all__ = [
     "CodeGen",
     "InstrCode",
     "Program",
+    "Relayout",
     "find_chains",
     "find_epilogues",
     "generate",

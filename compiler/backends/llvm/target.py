@@ -8,16 +8,24 @@ benchmarks can force the AVX2 or plain-SSE code paths.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-import llvmlite.binding as llvm
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
+
+# llvmlite.binding (LLVM's library) is imported by the functions that call it: the emitters
+# and kernels import this module for the ISA questions, also in compiles that never generate
+# code (the lowering contract reads the emitter table).
 
 Isa = Literal["avx512", "avx2", "generic"]
 
@@ -26,11 +34,31 @@ _initialized = False
 _all_targets = False
 
 
+def load_llvm() -> None:
+    """Load LLVM's library (llvmlite.binding), or refuse with one ResourceLimitError when the
+    process's address space cannot map it (about 180 MB; under `ulimit -v`, or after a large
+    arena was allocated): the dynamic loader's failure is otherwise a bare OSError that names
+    a missing library. Call it before importing a module that imports llvmlite.binding."""
+    if "llvmlite.binding" in sys.modules:
+        return
+    from compiler.limits import MIB, ensure_headroom
+
+    spec = importlib.util.find_spec("llvmlite")
+    where = spec.submodule_search_locations if spec is not None else None
+    libs = list((Path(where[0]) / "binding").glob("libllvmlite.*")) if where else []
+    size = max((lib.stat().st_size for lib in libs), default=0)
+    # the library's mapping, and what loading it allocates (its static initializers)
+    ensure_headroom("loading LLVM's library", size + 64 * MIB)
+    import llvmlite.binding  # noqa: F401
+
+
 def ensure_initialized() -> None:
     """Initialise the native target and asm printer once (``llvm.initialize()`` raises since 0.45)."""
     global _initialized
     if _initialized:
         return
+    import llvmlite.binding as llvm
+
     with _lock:
         if not _initialized:
             llvm.initialize_native_target()
@@ -40,6 +68,8 @@ def ensure_initialized() -> None:
 
 def ensure_all_targets() -> None:
     """Initialise every target llvmlite was built with (cross-compiled AOT bundles)."""
+    import llvmlite.binding as llvm
+
     global _all_targets
     ensure_initialized()
     with _lock:
@@ -60,6 +90,8 @@ class HostCPU:
 
 @cache
 def _host_cpu(cpu_env: str | None, feat_env: str | None) -> HostCPU:
+    import llvmlite.binding as llvm
+
     ensure_initialized()
     name = cpu_env or llvm.get_host_cpu_name()
     if feat_env is not None:
@@ -96,6 +128,8 @@ def generating_for(cpu: HostCPU) -> Iterator[None]:
 
 @cache
 def _target_machine(name: str, features: str) -> llvm.TargetMachine:
+    import llvmlite.binding as llvm
+
     ensure_initialized()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
@@ -175,6 +209,8 @@ def vector_width_f32(isa: Isa | None = None) -> int:
 
 
 def parse_and_verify(ir_text: str) -> llvm.ModuleRef:
+    import llvmlite.binding as llvm
+
     ensure_initialized()
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
@@ -185,6 +221,8 @@ def optimize(
     module_ref: llvm.ModuleRef, speed_level: int = 3, tm: llvm.TargetMachine | None = None
 ) -> None:
     """Run the O3 module pipeline of the new pass manager in place (for `tm`, default: host)."""
+    import llvmlite.binding as llvm
+
     tm = tm or target_machine()
     module_ref.triple = tm.triple
     module_ref.data_layout = str(tm.target_data)

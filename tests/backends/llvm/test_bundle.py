@@ -18,8 +18,14 @@ import numpy as np
 import pytest
 
 from compiler.backends.llvm import target
-from compiler.backends.llvm.bundle import ALLOWED_UNDEFINED, BundleOptions, build_bundle
-from compiler.backends.llvm.bundle_header import read_header_report
+from compiler.backends.llvm.bundle import (
+    ALLOWED_UNDEFINED,
+    BundleOptions,
+    _constants_read,
+    _dense_plan,
+    build_bundle,
+)
+from compiler.backends.llvm.bundle_header import read_header_report, weights_c_text
 from compiler.backends.llvm.codegen import generate
 from compiler.executors import make_executor
 from compiler.pipeline import compile_model
@@ -112,6 +118,47 @@ def test_bundle_keeps_only_the_constants_the_code_reads() -> None:
     bundle = build_bundle(result, BundleOptions())
     assert len(bundle.weights) < 0.6 * jit_region
     assert bundle.info.constant_size == len(bundle.weights)
+
+
+@pytest.mark.parametrize("model", ["lenet", "resnet_small"])
+def test_one_generation_gives_the_program_of_the_dense_plan(model: str) -> None:
+    """build_bundle generates once: the kernels over the plan, then the wrappers over the plan
+    holding only the constants those kernels read (``generate(relayout=...)``). The program is
+    the one a whole generation over that dense plan gives, the bundle's former second pass:
+    the same IR text, blobs and constant size, and the same constants read."""
+    result = compile_model(str(SAMPLES / f"{model}.onnx"))
+    plan = result.plan
+    dense: dict[str, object] = {}
+
+    def relayout(calls):
+        dense["read"] = _constants_read(calls, plan)
+        dense["plan"] = _dense_plan(plan, dense["read"])
+        return dense["plan"]
+
+    once = generate(result.lir, plan, relayout=relayout)
+    again = generate(result.lir, dense["plan"])
+    constants = {w.name for w in result.lir.weights.values() if w.is_constant}
+    assert dense["read"] and dense["read"] < constants  # the relayout moves some of them
+    assert once.ir_text == again.ir_text
+    assert (once.blob_offsets, once.constant_size) == (again.blob_offsets, again.constant_size)
+    assert _constants_read(again.entry_calls, dense["plan"]) == dense["read"]
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 48, 53, 16 * 7 + 9, 4099])
+def test_weights_c_rows_are_the_bytes_sixteen_a_line(size: int, monkeypatch) -> None:
+    """`<name>.weights.c`'s array, filled by numpy a block of rows at a time (3 rows here), is
+    the text one row at a time gives: across block boundaries, with a short last row, empty."""
+    from compiler.backends.llvm import bundle_header
+
+    monkeypatch.setattr(bundle_header, "_ROWS_AT_ONCE", 3)
+    weights = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    rows = [
+        "    " + ", ".join(f"0x{b:02x}" for b in weights[i : i + 16]) + ","
+        for i in range(0, size, 16)
+    ]
+    text = weights_c_text("w", weights)
+    body = text[text.index("{\n") + 2 : text.rindex("\n};")]
+    assert body == ("\n".join(rows) if rows else "    0,")
 
 
 def test_entry_runs_as_the_jit_does_and_checks_alignment(mlp_dir: Path) -> None:

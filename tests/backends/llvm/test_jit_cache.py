@@ -42,9 +42,9 @@ def generations(monkeypatch):
     calls = []
     real = codegen.CodeGen.generate
 
-    def counting(self):
+    def counting(self, *args, **kwargs):
         calls.append(self.lir.name)
-        return real(self)
+        return real(self, *args, **kwargs)
 
     monkeypatch.setattr(codegen.CodeGen, "generate", counting)
     return calls
