@@ -70,11 +70,12 @@ def test_files_symbols_and_architecture(mlp_dir: Path) -> None:
     assert undefined_symbols(obj) <= ALLOWED_UNDEFINED
 
 
-def test_header_is_c99_and_agrees_with_the_object(mlp_dir: Path) -> None:
-    """The header compiles warning-free as C99; its macros and the object's config agree."""
+def test_header_is_c99_and_agrees_with_the_object(mlp_dir: Path, tmp_path: Path) -> None:
+    """The header compiles warning-free as C99; its macros and the object's config agree.
+    (Built in tmp_path: the bundle's directory keeps only what `glowviz bundle` wrote.)"""
     report = read_header_report((mlp_dir / "mlp.h").read_text())
     b = report["bundle"]["regions"]
-    (mlp_dir / "check.c").write_text(
+    (tmp_path / "check.c").write_text(
         f"""#include <stdio.h>
 #include "mlp.h"
 typedef char constant_size_ok[MLP_CONSTANT_MEM_SIZE == {b["constant"]} ? 1 : -1];
@@ -96,10 +97,11 @@ int main(void) {{
 }}
 """
     )
-    _cc(*C99, "check.c", "mlp.o", "-o", "check", "-lm", cwd=mlp_dir)
-    out = subprocess.run([str(mlp_dir / "check")], capture_output=True, text=True, check=True)
+    _cc(*C99, "-I", mlp_dir, "check.c", mlp_dir / "mlp.o", "-o", "check", "-lm", cwd=tmp_path)
+    out = subprocess.run([str(tmp_path / "check")], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1"] * 11
-    _cc(*C99, "-c", "mlp.weights.c", "-o", "weights.o", cwd=mlp_dir)  # the embedded weights too
+    # the embedded weights too
+    _cc(*C99, "-I", mlp_dir, "-c", mlp_dir / "mlp.weights.c", "-o", "weights.o", cwd=tmp_path)
 
 
 def test_weights_file_is_the_constant_region(mlp_dir: Path) -> None:
@@ -161,11 +163,11 @@ def test_weights_c_rows_are_the_bytes_sixteen_a_line(size: int, monkeypatch) -> 
     assert body == ("\n".join(rows) if rows else "    0,")
 
 
-def test_entry_runs_as_the_jit_does_and_checks_alignment(mlp_dir: Path) -> None:
+def test_entry_runs_as_the_jit_does_and_checks_alignment(mlp_dir: Path, tmp_path: Path) -> None:
     """Linked into a shared library (only position-independent code links there), the entry
     computes what the in-process LLVM executor computes, and refuses misaligned regions."""
-    _cc("-shared", "mlp.o", "-o", "libmlp.so", "-lm", cwd=mlp_dir)
-    lib = ctypes.CDLL(str(mlp_dir / "libmlp.so"))
+    _cc("-shared", mlp_dir / "mlp.o", "-o", "libmlp.so", "-lm", cwd=tmp_path)
+    lib = ctypes.CDLL(str(tmp_path / "libmlp.so"))
     entry = lib.mlp
     entry.restype = ctypes.c_int
     entry.argtypes = [ctypes.c_void_p] * 3
