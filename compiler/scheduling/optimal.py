@@ -22,7 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from compiler.graph.ir import Node
 from compiler.scheduling.memory_model import MemoryModel
@@ -45,7 +45,6 @@ class SearchResult:
     expansions: int
     seconds: float
     bound: int  # the best known peak the search started from
-    stats: dict = field(default_factory=dict)
 
 
 #: Searches remembered (least recently used dropped first), by everything a search reads: the

@@ -45,9 +45,9 @@ COMMAND_NAMES = tuple(name.replace("_", "-") for name in COMMANDS)
 DEFAULT_MODEL = resources.default_model()
 
 
-def _load_commands(sub: argparse._SubParsersAction, commands: tuple[str, ...]) -> None:
-    for name in commands:
-        importlib.import_module(f"glowviz.cli.{name.replace('-', '_')}_cmd").add_parser(sub)
+def _load_commands(sub: argparse._SubParsersAction, modules: tuple[str, ...]) -> None:
+    for name in modules:
+        importlib.import_module(f"glowviz.cli.{name}_cmd").add_parser(sub)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -65,7 +65,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"glowviz {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    _load_commands(sub, COMMAND_NAMES if command is None else (command,))
+    _load_commands(sub, COMMANDS if command is None else (command.replace("-", "_"),))
     return p
 
 
